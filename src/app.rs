@@ -1,0 +1,150 @@
+//! `start(Config)`: binds the socket, builds the supervision tree, and hands back an
+//! [`App`] to query and stop it. The only place that wires actors together.
+//!
+//! Stop order (one signal fans out from the root, one completion is awaited):
+//! 1. the HTTP listener stops accepting and closes every open SSE stream with a `retry:`
+//!    hint, then waits up to `shutdown_timeout` for connections to finish;
+//! 2. the session manager stops;
+//! 3. the event store stops last, since everything above writes to it;
+//! 4. the caller (main) flushes telemetry and exits 0.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ractor::{Actor, ActorRef};
+use tokio::sync::oneshot;
+
+use crate::config::Config;
+use crate::event_store::EventStoreHandle;
+use crate::server::McpServer;
+use crate::session::{SessionError, SessionHandle, SessionId, SessionInfo};
+use crate::supervisor::registry::{SlotError, slot};
+use crate::supervisor::{Child, Exit, RootSupervisor, SupervisorArgs, SupervisorMsg};
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The address could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The supervision tree did not start.
+    #[error("the supervision tree did not start: {0}")]
+    Tree(String),
+}
+
+/// A running server.
+#[derive(Debug)]
+pub struct App {
+    addr: SocketAddr,
+    path: String,
+    root: ActorRef<SupervisorMsg>,
+    exit: Option<oneshot::Receiver<Exit>>,
+    sessions: SessionHandle,
+    store: EventStoreHandle,
+    listener: crate::supervisor::registry::Slot<crate::transport::listener::ListenerMsg>,
+}
+
+/// Starts the default server (`echo`, `stream_events`).
+pub async fn start(config: Config) -> Result<App, StartError> {
+    start_with(config, McpServer::default()).await
+}
+
+/// Starts a server offering `server`'s tools.
+pub async fn start_with(config: Config, server: McpServer) -> Result<App, StartError> {
+    let addr = config.server.bind;
+    let socket = std::net::TcpListener::bind(addr).map_err(|source| StartError::Bind { addr, source })?;
+    let addr = socket
+        .local_addr()
+        .map_err(|source| StartError::Bind { addr, source })?;
+    let config = Arc::new(config);
+    let store_slot = slot("event store");
+    let session_slot = slot("session manager");
+    let listener_slot = slot("http listener");
+    let store = EventStoreHandle::new(store_slot.1.clone());
+    let sessions = SessionHandle::new(session_slot.1.clone(), store.clone());
+    let listener = listener_slot.1.clone();
+    let (exit_tx, exit_rx) = oneshot::channel();
+    let args = SupervisorArgs {
+        config: config.clone(),
+        socket,
+        server: Arc::new(server),
+        store_slot,
+        session_slot,
+        listener_slot,
+        exit: exit_tx,
+    };
+    let (root, _) = Actor::spawn(None, RootSupervisor, args)
+        .await
+        .map_err(|e| StartError::Tree(e.to_string()))?;
+    tracing::info!(%addr, path = %config.sse.path, "otpmcp started");
+    Ok(App {
+        addr,
+        path: config.sse.path.clone(),
+        root,
+        exit: Some(exit_rx),
+        sessions,
+        store,
+        listener,
+    })
+}
+
+impl App {
+    /// The bound address (useful with port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The MCP endpoint URL.
+    pub fn url(&self) -> String {
+        format!("http://{}{}", self.addr, self.path)
+    }
+
+    /// The erlmcp `session_info`: protocol version, connection time, last event per stream.
+    pub async fn session_info(&self, id: SessionId) -> Result<SessionInfo, SessionError> {
+        self.sessions.info(id).await
+    }
+
+    /// Resolves when the tree ends on its own (restart intensity exceeded).
+    pub async fn wait(&mut self) -> Exit {
+        match self.exit.take() {
+            Some(rx) => rx.await.unwrap_or(Exit::Shutdown),
+            None => std::future::pending().await,
+        }
+    }
+
+    /// Stops the tree in order (see the module docs) and waits for it.
+    pub async fn shutdown(self) {
+        let wait = Duration::from_secs(60);
+        let _ = self
+            .root
+            .call(SupervisorMsg::Shutdown, Some(wait))
+            .await;
+        let _ = self.root.get_cell().wait(Some(Duration::from_secs(5))).await;
+    }
+
+    /// Fault injection for supervision tests: makes `child` panic.
+    #[doc(hidden)]
+    pub fn inject_panic(&self, child: Child) -> Result<(), SlotError> {
+        match child {
+            Child::EventStore => self.store.inject_panic(),
+            Child::SessionManager => self.sessions.inject_panic(),
+            Child::HttpListener => self.listener.cast(crate::transport::listener::ListenerMsg::InjectPanic),
+        }
+    }
+
+    /// The id of the current incarnation of `child`, to observe restarts.
+    #[doc(hidden)]
+    pub fn child_id(&self, child: Child) -> Option<ractor::ActorId> {
+        match child {
+            Child::EventStore => self.store.current_id(),
+            Child::SessionManager => self.sessions.current_id(),
+            Child::HttpListener => self.listener.current().map(|a| a.get_id()),
+        }
+    }
+}

@@ -1,0 +1,432 @@
+//! Configuration: the [`Config`] struct mirrors `sys.toml`.
+//!
+//! Sources, later ones winning: built-in defaults, `sys.toml` in the working directory
+//! (if present), each `--config FILE` overlay, environment variables
+//! `OTPMCP__<SECTION>__<KEY>` (e.g. `OTPMCP__SSE__KEEPALIVE_INTERVAL=10s`), then `--bind`.
+//! Durations are human-readable: `150ms`, `30s`, `5m`, `1h`, `1d` (a bare number is
+//! milliseconds). Every error names the key it is about.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// Prefix of environment overrides.
+pub const ENV_PREFIX: &str = "OTPMCP";
+/// Separator between prefix, section and key in environment overrides.
+pub const ENV_SEPARATOR: &str = "__";
+/// The base file read from the working directory when it exists.
+pub const DEFAULT_FILE: &str = "sys.toml";
+
+/// A configuration problem, naming the key at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// A source could not be read or a value has the wrong type.
+    #[error("configuration: {0}")]
+    Load(#[from] config::ConfigError),
+    /// A `--config` file does not exist.
+    #[error("configuration file {0} does not exist")]
+    MissingFile(PathBuf),
+    /// A value is present but not acceptable.
+    #[error("configuration key `{key}`: {problem}")]
+    Invalid {
+        /// The dotted key, e.g. `sse.keepalive_interval`.
+        key: &'static str,
+        /// What is wrong with it.
+        problem: String,
+    },
+}
+
+/// Everything otpmcp reads at start-up.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// The HTTP listener and its limits.
+    pub server: ServerConfig,
+    /// SSE streams, the event store and resumption.
+    pub sse: SseConfig,
+    /// Restart intensity of the root supervisor.
+    pub supervisor: SupervisorConfig,
+    /// Logs and OpenTelemetry export.
+    pub telemetry: TelemetryConfig,
+}
+
+/// `[server]`: the listener, security checks and session limits.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServerConfig {
+    /// Address to listen on. Default `127.0.0.1:8080`: loopback, so a local server is not
+    /// reachable from the network unless you ask for it.
+    pub bind: SocketAddr,
+    /// Reject requests whose `Host` is not in `allowed_hosts` and whose `Origin` is not in
+    /// `allowed_origins` (DNS-rebinding protection). Default true. Turning it off lets any
+    /// web page a user visits drive a local server.
+    pub dns_rebinding_protection: bool,
+    /// Host names (port ignored) accepted in `Host`. Default: localhost, 127.0.0.1, [::1].
+    pub allowed_hosts: Vec<String>,
+    /// Origins (scheme://host, port ignored) accepted in `Origin`; requests without an
+    /// Origin (non-browser clients) pass. Default: http(s) on localhost, 127.0.0.1, [::1].
+    pub allowed_origins: Vec<String>,
+    /// Largest accepted POST body in bytes (413 above). Default 4 MiB.
+    pub max_body_bytes: usize,
+    /// Most sessions alive at once; `initialize` beyond it gets 503. Default 10000.
+    /// Without a cap, a client looping on `initialize` grows memory without bound.
+    pub max_sessions: usize,
+    /// A session with no request for this long is ended and its events forgotten.
+    /// Default `30m`. Keep it above `sse.stream_timeout`, or a client idling on a GET
+    /// stream loses its session.
+    #[serde(with = "human_duration")]
+    pub session_timeout: Duration,
+    /// How long shutdown waits for open connections to finish. Default `10s`.
+    #[serde(with = "human_duration")]
+    pub shutdown_timeout: Duration,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            bind: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            dns_rebinding_protection: true,
+            allowed_hosts: ["localhost", "127.0.0.1", "[::1]"].map(String::from).into(),
+            allowed_origins: [
+                "http://localhost",
+                "http://127.0.0.1",
+                "http://[::1]",
+                "https://localhost",
+                "https://127.0.0.1",
+                "https://[::1]",
+            ]
+            .map(String::from)
+            .into(),
+            max_body_bytes: 4 * 1024 * 1024,
+            max_sessions: 10_000,
+            session_timeout: Duration::from_secs(30 * 60),
+            shutdown_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// `[sse]`: the keys of the erlmcp design's SSE table, plus the per-connection buffer.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SseConfig {
+    /// Answer requests with SSE streams and serve GET streams. Default true. When false,
+    /// every request is answered with a single JSON body and GET gets 405.
+    pub enabled: bool,
+    /// The MCP endpoint path. Default `/mcp`.
+    pub path: String,
+    /// Interval between `: ping` comments on an open stream. Default `30s`.
+    #[serde(with = "human_duration")]
+    pub keepalive_interval: Duration,
+    /// A stream with no event for this long is closed after a `retry:` hint, so the client
+    /// polls back. Default `5m`.
+    #[serde(with = "human_duration")]
+    pub stream_timeout: Duration,
+    /// The `retry:` value sent to clients: how long they wait before reconnecting.
+    /// Default `5s`.
+    #[serde(with = "human_duration")]
+    pub retry_timeout: Duration,
+    /// Events older than this are dropped from the store. Default `1h`.
+    #[serde(with = "human_duration")]
+    pub event_ttl: Duration,
+    /// A `Last-Event-ID` issued longer ago than this is not honoured (no replay).
+    /// Default `24h`.
+    #[serde(with = "human_duration")]
+    pub replay_window: Duration,
+    /// Most events kept per session across its streams; the oldest go first. Default 10000.
+    pub max_session_events: usize,
+    /// Interval of the store's sweep of expired events. Default `5m`.
+    #[serde(with = "human_duration")]
+    pub cleanup_interval: Duration,
+    /// Store events and honour `Last-Event-ID`. Default true. When false, frames carry no
+    /// `id:` line, nothing is stored and `Last-Event-ID` is ignored.
+    pub enable_replay: bool,
+    /// Frames buffered per connection before the client counts as too slow and the
+    /// connection is closed (it resumes from the store). Default 256.
+    pub stream_buffer: usize,
+}
+
+impl Default for SseConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            path: "/mcp".into(),
+            keepalive_interval: Duration::from_secs(30),
+            stream_timeout: Duration::from_secs(300),
+            retry_timeout: Duration::from_secs(5),
+            event_ttl: Duration::from_secs(3600),
+            replay_window: Duration::from_secs(86_400),
+            max_session_events: 10_000,
+            cleanup_interval: Duration::from_secs(300),
+            enable_replay: true,
+            stream_buffer: 256,
+        }
+    }
+}
+
+/// `[supervisor]`: OTP restart intensity of the root supervisor.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SupervisorConfig {
+    /// Restarts allowed within `max_window` before the supervisor gives up and the process
+    /// exits non-zero. Default 3.
+    pub max_restarts: u32,
+    /// The intensity window. Default `5s`.
+    #[serde(with = "human_duration")]
+    pub max_window: Duration,
+}
+
+impl Default for SupervisorConfig {
+    fn default() -> Self {
+        Self {
+            max_restarts: 3,
+            max_window: Duration::from_secs(5),
+        }
+    }
+}
+
+/// `[telemetry]`: logs and traces.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TelemetryConfig {
+    /// `service.name` of exported spans. Default `otpmcp`.
+    pub service_name: String,
+    /// OTLP/HTTP traces endpoint, e.g. `http://127.0.0.1:4318/v1/traces`. Empty (default):
+    /// no export, readable logs on stderr only.
+    pub otlp_endpoint: String,
+    /// Log filter in `tracing` target syntax, e.g. `info,otpmcp=debug`. Default `info`.
+    pub log_filter: String,
+}
+
+impl Default for TelemetryConfig {
+    fn default() -> Self {
+        Self {
+            service_name: "otpmcp".into(),
+            otlp_endpoint: String::new(),
+            log_filter: "info".into(),
+        }
+    }
+}
+
+impl Config {
+    /// Loads `sys.toml` from `dir` (if present), then `overlays` in order, then the
+    /// environment, and validates the result.
+    pub fn load(dir: &Path, overlays: &[PathBuf]) -> Result<Self, ConfigError> {
+        Self::load_with_env(dir, overlays, std::env::vars())
+    }
+
+    /// [`Config::load`] with an explicit environment, for tests.
+    pub fn load_with_env(
+        dir: &Path,
+        overlays: &[PathBuf],
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Self, ConfigError> {
+        let mut builder = config::Config::builder().add_source(
+            config::File::from(dir.join(DEFAULT_FILE))
+                .format(config::FileFormat::Toml)
+                .required(false),
+        );
+        for path in overlays {
+            if !path.is_file() {
+                return Err(ConfigError::MissingFile(path.clone()));
+            }
+            builder = builder.add_source(
+                config::File::from(path.as_path()).format(config::FileFormat::Toml),
+            );
+        }
+        let env: config::Map<String, String> = env
+            .into_iter()
+            .filter(|(k, _)| k.starts_with(&format!("{ENV_PREFIX}{ENV_SEPARATOR}")))
+            .collect();
+        builder = builder.add_source(
+            config::Environment::with_prefix(ENV_PREFIX)
+                .prefix_separator(ENV_SEPARATOR)
+                .separator(ENV_SEPARATOR)
+                .list_separator(",")
+                .with_list_parse_key("server.allowed_hosts")
+                .with_list_parse_key("server.allowed_origins")
+                .try_parsing(true)
+                .source(Some(env)),
+        );
+        let config: Config = builder.build()?.try_deserialize()?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Checks the relations serde cannot: non-zero intervals, a usable path.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let invalid = |key, problem: &str| {
+            Err(ConfigError::Invalid {
+                key,
+                problem: problem.into(),
+            })
+        };
+        let s = &self.sse;
+        if !s.path.starts_with('/') {
+            return invalid("sse.path", "must start with '/'");
+        }
+        let non_zero: [(&'static str, Duration); 7] = [
+            ("sse.keepalive_interval", s.keepalive_interval),
+            ("sse.stream_timeout", s.stream_timeout),
+            ("sse.event_ttl", s.event_ttl),
+            ("sse.replay_window", s.replay_window),
+            ("sse.cleanup_interval", s.cleanup_interval),
+            ("server.session_timeout", self.server.session_timeout),
+            ("supervisor.max_window", self.supervisor.max_window),
+        ];
+        for (key, value) in non_zero {
+            if value.is_zero() {
+                return invalid(key, "must be greater than zero");
+            }
+        }
+        if s.max_session_events == 0 {
+            return invalid("sse.max_session_events", "must be at least 1");
+        }
+        if s.stream_buffer == 0 {
+            return invalid("sse.stream_buffer", "must be at least 1");
+        }
+        if self.server.max_sessions == 0 {
+            return invalid("server.max_sessions", "must be at least 1");
+        }
+        if self
+            .telemetry
+            .log_filter
+            .parse::<tracing_subscriber::filter::Targets>()
+            .is_err()
+        {
+            return invalid("telemetry.log_filter", "is not a valid filter");
+        }
+        Ok(())
+    }
+}
+
+/// Parses `150ms`, `30s`, `5m`, `1h`, `1d`, or a bare number of milliseconds.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (digits, unit) = text.split_at(split);
+    if digits.is_empty() {
+        return Err(format!("{text:?} is not a duration (try \"30s\" or \"150ms\")"));
+    }
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("{text:?} is too large"))?;
+    let ms_per = match unit.trim() {
+        "" | "ms" => 1,
+        "s" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
+        other => {
+            return Err(format!(
+                "unknown unit {other:?} in {text:?} (use ms, s, m, h or d)"
+            ));
+        }
+    };
+    n.checked_mul(ms_per)
+        .map(Duration::from_millis)
+        .ok_or_else(|| format!("{text:?} is too large"))
+}
+
+/// Serde glue: durations are written as human-readable strings (or integer milliseconds).
+mod human_duration {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer};
+
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        Text(String),
+        Millis(u64),
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        match Raw::deserialize(d)? {
+            Raw::Text(text) => super::parse_duration(&text).map_err(serde::de::Error::custom),
+            Raw::Millis(ms) => Ok(Duration::from_millis(ms)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_in_every_unit() {
+        let ms = Duration::from_millis;
+        let cases = [
+            ("150ms", Ok(ms(150))),
+            ("30s", Ok(ms(30_000))),
+            ("5m", Ok(ms(300_000))),
+            ("1h", Ok(ms(3_600_000))),
+            ("1d", Ok(ms(86_400_000))),
+            ("250", Ok(ms(250))),
+            (" 2s ", Ok(ms(2_000))),
+        ];
+        for (text, want) in cases {
+            assert_eq!(parse_duration(text), want, "{text}");
+        }
+        for bad in ["", "s", "ten seconds", "5 weeks", "-1s", "1.5s", "99999999999999999999d"] {
+            assert!(parse_duration(bad).is_err(), "{bad:?} should be rejected");
+        }
+    }
+
+    fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn defaults_apply_without_any_file() {
+        let dir = std::env::temp_dir().join("otpmcp-no-such-dir");
+        let c = Config::load_with_env(&dir, &[], env(&[])).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(c.sse.path, "/mcp");
+        assert_eq!(c.sse.keepalive_interval, Duration::from_secs(30));
+        assert_eq!(c.server.bind.to_string(), "127.0.0.1:8080");
+    }
+
+    #[test]
+    fn environment_overrides_name_section_and_key() {
+        let dir = std::env::temp_dir().join("otpmcp-no-such-dir");
+        let c = Config::load_with_env(
+            &dir,
+            &[],
+            env(&[
+                ("OTPMCP__SSE__KEEPALIVE_INTERVAL", "150ms"),
+                ("OTPMCP__SSE__ENABLE_REPLAY", "false"),
+                ("OTPMCP__SERVER__ALLOWED_HOSTS", "example.com,localhost"),
+                ("UNRELATED", "x"),
+            ]),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(c.sse.keepalive_interval, Duration::from_millis(150));
+        assert!(!c.sse.enable_replay);
+        assert_eq!(c.server.allowed_hosts, ["example.com", "localhost"]);
+    }
+
+    #[test]
+    fn bad_values_name_their_key() {
+        let dir = std::env::temp_dir().join("otpmcp-no-such-dir");
+        let cases = [
+            ("OTPMCP__SSE__KEEPALIVE_INTERVAL", "soon", "keepalive_interval"),
+            ("OTPMCP__SSE__STREAM_TIMEOUT", "0s", "sse.stream_timeout"),
+            ("OTPMCP__SSE__MAX_SESSION_EVENTS", "lots", "max_session_events"),
+            ("OTPMCP__SSE__PATH", "mcp", "sse.path"),
+            ("OTPMCP__SERVER__BIND", "nowhere", "bind"),
+        ];
+        for (key, value, named) in cases {
+            let err = Config::load_with_env(&dir, &[], env(&[(key, value)]))
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            assert!(err.contains(named), "{key}={value}: error {err:?} should name {named}");
+        }
+    }
+}

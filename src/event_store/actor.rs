@@ -1,0 +1,349 @@
+//! The store actor: owns the backend (lent by the supervisor, so events survive a crash of
+//! this actor), enforces retention with a periodic sweep, and forwards every stored event to
+//! the stream actor subscribed to its stream.
+//!
+//! Subscribing and replaying are one message, so no event can fall between the replay and
+//! the live feed: everything stored before the subscription is in the replay, everything
+//! after is forwarded. Each stream has at most one subscriber, so a message is never sent
+//! on two connections.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use bytes::Bytes;
+use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, RpcReplyPort};
+use tracing::Instrument;
+
+use super::{EventId, EventStore, Replay, Retention, StoreError, StreamKey, StreamNo};
+use crate::session::SessionId;
+use crate::stream::{CloseReason, StreamMsg};
+use crate::supervisor::heir::Lent;
+use crate::supervisor::registry::{Slot, SlotError};
+
+/// Longest a caller waits for the store to answer.
+const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What the store actor keeps across its own restarts: the backend and who is listening.
+#[derive(Debug, Default)]
+pub struct StoreTables<B> {
+    /// The events.
+    pub backend: B,
+    subscribers: HashMap<StreamKey, ActorRef<StreamMsg>>,
+}
+
+impl<B: EventStore> StoreTables<B> {
+    /// Tables around a configured backend.
+    pub fn new(backend: B) -> Self {
+        Self {
+            backend,
+            subscribers: HashMap::new(),
+        }
+    }
+}
+
+/// Messages of the store actor. Built only by [`EventStoreHandle`].
+#[derive(Debug)]
+pub enum StoreMsg {
+    /// Store an event and forward it to the stream's subscriber.
+    Append {
+        /// Target stream.
+        key: StreamKey,
+        /// Serialized JSON-RPC message.
+        payload: Bytes,
+        /// Final event of the stream.
+        last: bool,
+        /// Gets the stored event's id.
+        reply: RpcReplyPort<Result<EventId, StoreError>>,
+    },
+    /// Open a stream (if new), replay after a position and become its live subscriber.
+    Subscribe {
+        /// Stream to follow.
+        key: StreamKey,
+        /// Replay after this position; `None`: live only.
+        after: Option<u64>,
+        /// Create the stream if unknown (a new POST or standalone stream).
+        create: bool,
+        /// The stream actor that will receive live events.
+        subscriber: ActorRef<StreamMsg>,
+        /// The replay.
+        reply: RpcReplyPort<Result<Replay, StoreError>>,
+    },
+    /// Stop forwarding to `subscriber` (if it is still the stream's subscriber).
+    Unsubscribe {
+        /// The stream.
+        key: StreamKey,
+        /// The actor leaving.
+        subscriber: ActorId,
+    },
+    /// Forget everything of a session and close its connections.
+    ForgetSession(SessionId),
+    /// Last positions of a session's streams.
+    Positions(SessionId, RpcReplyPort<Vec<(StreamNo, u64)>>),
+    /// Timer: drop expired events.
+    Sweep,
+    /// Fault injection for supervision tests: panic inside the actor.
+    InjectPanic,
+}
+
+impl StoreMsg {
+    fn name(&self) -> &'static str {
+        match self {
+            Self::Append { .. } => "append",
+            Self::Subscribe { .. } => "subscribe",
+            Self::Unsubscribe { .. } => "unsubscribe",
+            Self::ForgetSession(_) => "forget_session",
+            Self::Positions(..) => "positions",
+            Self::Sweep => "sweep",
+            Self::InjectPanic => "inject_panic",
+        }
+    }
+}
+
+/// The store actor, generic over its backend.
+#[derive(Debug)]
+pub struct EventStoreActor<B> {
+    _backend: std::marker::PhantomData<fn() -> B>,
+}
+
+impl<B> Default for EventStoreActor<B> {
+    fn default() -> Self {
+        Self {
+            _backend: std::marker::PhantomData,
+        }
+    }
+}
+
+/// Start-up arguments of the store actor.
+#[derive(Debug)]
+pub struct StoreArgs<B: EventStore> {
+    /// The tables, lent by the supervisor.
+    pub tables: Lent<StoreTables<B>>,
+    /// Retention limits.
+    pub retention: Retention,
+    /// Sweep period (`cleanup_interval`).
+    pub cleanup_interval: Duration,
+}
+
+/// Running state of the store actor.
+#[derive(Debug)]
+pub struct StoreState<B: EventStore> {
+    tables: Lent<StoreTables<B>>,
+    sweeper: tokio::task::JoinHandle<()>,
+}
+
+impl<B: EventStore> Actor for EventStoreActor<B> {
+    type Msg = StoreMsg;
+    type State = StoreState<B>;
+    type Arguments = StoreArgs<B>;
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<StoreMsg>,
+        args: StoreArgs<B>,
+    ) -> Result<Self::State, ActorProcessingErr> {
+        let mut tables = args.tables;
+        tables.backend.set_retention(args.retention);
+        // The sweep is a message, so it is serialized with appends and shows in traces.
+        let sweeper = myself.send_interval(args.cleanup_interval, || StoreMsg::Sweep);
+        Ok(StoreState { tables, sweeper })
+    }
+
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<StoreMsg>,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        state.sweeper.abort();
+        Ok(())
+    }
+
+    async fn handle(
+        &self,
+        _myself: ActorRef<StoreMsg>,
+        msg: StoreMsg,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        let span = tracing::debug_span!("event_store.handle", msg = msg.name());
+        handle(msg, &mut state.tables).instrument(span).await;
+        Ok(())
+    }
+}
+
+async fn handle<B: EventStore>(msg: StoreMsg, tables: &mut StoreTables<B>) {
+    match msg {
+        StoreMsg::Append {
+            key,
+            payload,
+            last,
+            reply,
+        } => {
+            let result = tables.backend.append(key, payload, last).await;
+            if let Ok(event) = &result {
+                if let Some(sub) = tables.subscribers.get(&key)
+                    && sub.send_message(StreamMsg::Deliver(event.clone())).is_err() {
+                        tables.subscribers.remove(&key);
+                    }
+                if last {
+                    // Nothing more will be forwarded on this stream.
+                    tables.subscribers.remove(&key);
+                }
+            }
+            let _ = reply.send(result.map(|e| e.id));
+        }
+        StoreMsg::Subscribe {
+            key,
+            after,
+            create,
+            subscriber,
+            reply,
+        } => {
+            if create
+                && let Err(e) = tables.backend.open_stream(key).await {
+                    let _ = reply.send(Err(e));
+                    return;
+                }
+            let result = tables.backend.replay_after(key, after).await;
+            if let Ok(replay) = &result
+                && !replay.completed {
+                    let previous = tables.subscribers.insert(key, subscriber);
+                    if let Some(old) = previous {
+                        let _ = old.send_message(StreamMsg::Close(CloseReason::Superseded));
+                    }
+                }
+            let _ = reply.send(result);
+        }
+        StoreMsg::Unsubscribe { key, subscriber } => {
+            if tables
+                .subscribers
+                .get(&key)
+                .is_some_and(|s| s.get_id() == subscriber)
+            {
+                tables.subscribers.remove(&key);
+            }
+        }
+        StoreMsg::ForgetSession(session) => {
+            tables.backend.forget_session(session).await;
+            tables.subscribers.retain(|key, sub| {
+                if key.session == session {
+                    let _ = sub.send_message(StreamMsg::Close(CloseReason::SessionEnded));
+                    false
+                } else {
+                    true
+                }
+            });
+        }
+        StoreMsg::Positions(session, reply) => {
+            let _ = reply.send(tables.backend.positions(session).await);
+        }
+        StoreMsg::Sweep => {
+            let stats = tables.backend.sweep().await;
+            if stats.expired_events > 0 || stats.dropped_streams > 0 {
+                tracing::debug!(
+                    expired_events = stats.expired_events,
+                    dropped_streams = stats.dropped_streams,
+                    "event store sweep"
+                );
+            }
+        }
+        StoreMsg::InjectPanic => panic!("fault injection: event store"),
+    }
+}
+
+/// Why a store request failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum StoreCallError {
+    /// The store refused.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The store actor could not be reached.
+    #[error(transparent)]
+    Unreachable(#[from] SlotError),
+}
+
+/// Typed access to the current store actor.
+#[derive(Debug, Clone)]
+pub struct EventStoreHandle {
+    slot: Slot<StoreMsg>,
+}
+
+impl EventStoreHandle {
+    /// A handle reading the supervisor's slot for the store.
+    pub fn new(slot: Slot<StoreMsg>) -> Self {
+        Self { slot }
+    }
+
+    /// Stores `payload` on `key`; returns its id once stored.
+    pub async fn append(
+        &self,
+        key: StreamKey,
+        payload: Bytes,
+        last: bool,
+    ) -> Result<EventId, StoreCallError> {
+        let result = self
+            .slot
+            .call(
+                |reply| StoreMsg::Append {
+                    key,
+                    payload,
+                    last,
+                    reply,
+                },
+                CALL_TIMEOUT,
+            )
+            .await?;
+        Ok(result?)
+    }
+
+    /// Subscribes `subscriber` to `key` and returns what it missed after `after`.
+    pub async fn subscribe(
+        &self,
+        key: StreamKey,
+        after: Option<u64>,
+        create: bool,
+        subscriber: ActorRef<StreamMsg>,
+    ) -> Result<Replay, StoreCallError> {
+        let result = self
+            .slot
+            .call(
+                |reply| StoreMsg::Subscribe {
+                    key,
+                    after,
+                    create,
+                    subscriber,
+                    reply,
+                },
+                CALL_TIMEOUT,
+            )
+            .await?;
+        Ok(result?)
+    }
+
+    /// Stops forwarding `key` to `subscriber`; best effort (a restarted store has no
+    /// stale subscriber to remove only if it lost its tables).
+    pub fn unsubscribe(&self, key: StreamKey, subscriber: ActorId) {
+        let _ = self.slot.cast(StoreMsg::Unsubscribe { key, subscriber });
+    }
+
+    /// Forgets a session's events and closes its connections.
+    pub async fn forget_session(&self, session: SessionId) -> Result<(), SlotError> {
+        self.slot.send(StoreMsg::ForgetSession(session)).await
+    }
+
+    /// Last positions of a session's streams.
+    pub async fn positions(&self, session: SessionId) -> Result<Vec<(StreamNo, u64)>, SlotError> {
+        self.slot
+            .call(|reply| StoreMsg::Positions(session, reply), CALL_TIMEOUT)
+            .await
+    }
+
+    /// The current incarnation's id (observability and tests).
+    pub fn current_id(&self) -> Option<ActorId> {
+        self.slot.current().map(|a| a.get_id())
+    }
+
+    /// Fault injection: makes the store actor panic.
+    #[doc(hidden)]
+    pub fn inject_panic(&self) -> Result<(), SlotError> {
+        self.slot.cast(StoreMsg::InjectPanic)
+    }
+}

@@ -1,0 +1,478 @@
+//! The in-memory backend: per session, one ordered log per stream plus one queue of the
+//! session's events in arrival order.
+//!
+//! Arrival order is also age order, so both the TTL and the per-session cap evict from the
+//! front of that queue in O(1) per event, and the evicted event is always the front of its
+//! own stream's log. Replay finds its starting point by arithmetic on positions (logs hold
+//! consecutive positions), so it costs O(events returned).
+
+use std::collections::{HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+
+use super::{
+    Event, EventStore, Replay, ReplayOutcome, Retention, StoreError, StreamKey, StreamNo,
+    SweepStats,
+};
+use crate::session::SessionId;
+
+/// In-process event storage. Not shared: the store actor owns it (lent by the supervisor,
+/// so it outlives a crash of the actor).
+#[derive(Debug)]
+pub struct MemoryStore {
+    retention: Retention,
+    sessions: HashMap<SessionId, SessionLog>,
+}
+
+#[derive(Debug, Default)]
+struct SessionLog {
+    /// The stream of each retained event of the session, oldest first.
+    arrivals: VecDeque<StreamNo>,
+    streams: HashMap<StreamNo, StreamLog>,
+}
+
+#[derive(Debug)]
+struct StreamLog {
+    opened_at: Instant,
+    /// Retained events, consecutive positions, oldest first.
+    events: VecDeque<Stored>,
+    /// Position of the last event appended (0: none yet).
+    end: u64,
+    /// Highest position evicted so far (0: none).
+    evicted_through: u64,
+    completed: bool,
+}
+
+#[derive(Debug)]
+struct Stored {
+    seq: u64,
+    at: Instant,
+    payload: Bytes,
+    last: bool,
+}
+
+impl Default for MemoryStore {
+    fn default() -> Self {
+        let sse = crate::config::SseConfig::default();
+        Self {
+            retention: Retention {
+                enabled: sse.enable_replay,
+                event_ttl: sse.event_ttl,
+                replay_window: sse.replay_window,
+                max_session_events: sse.max_session_events,
+            },
+            sessions: HashMap::new(),
+        }
+    }
+}
+
+impl StreamLog {
+    fn new(now: Instant) -> Self {
+        Self {
+            opened_at: now,
+            events: VecDeque::new(),
+            end: 0,
+            evicted_through: 0,
+            completed: false,
+        }
+    }
+
+    /// When position `seq` was issued, if we still know.
+    fn issued_at(&self, seq: u64) -> Option<Instant> {
+        if seq == 0 {
+            return Some(self.opened_at);
+        }
+        let first = self.events.front()?.seq;
+        let index = usize::try_from(seq.checked_sub(first)?).ok()?;
+        self.events.get(index).map(|e| e.at)
+    }
+}
+
+impl SessionLog {
+    /// Evicts the session's oldest event.
+    fn evict_oldest(&mut self) -> bool {
+        let Some(stream) = self.arrivals.pop_front() else {
+            return false;
+        };
+        if let Some(log) = self.streams.get_mut(&stream) {
+            if let Some(old) = log.events.pop_front() {
+                log.evicted_through = old.seq;
+            }
+            if log.completed && log.events.is_empty() {
+                self.streams.remove(&stream);
+            }
+        }
+        true
+    }
+
+    fn oldest_at(&self) -> Option<Instant> {
+        let stream = self.arrivals.front()?;
+        Some(self.streams.get(stream)?.events.front()?.at)
+    }
+}
+
+impl MemoryStore {
+    /// An empty store with the given limits.
+    pub fn new(retention: Retention) -> Self {
+        Self {
+            retention,
+            sessions: HashMap::new(),
+        }
+    }
+
+    /// Number of events held, for tests and metrics.
+    pub fn len(&self) -> usize {
+        self.sessions.values().map(|s| s.arrivals.len()).sum()
+    }
+
+    /// True when no event is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn expire(&mut self, session: SessionId, now: Instant) -> usize {
+        let ttl = self.retention.event_ttl;
+        let Some(log) = self.sessions.get_mut(&session) else {
+            return 0;
+        };
+        expire_log(log, ttl, now)
+    }
+
+    /// [`EventStore::open_stream`] at time `now`.
+    pub fn open_stream_at(&mut self, key: StreamKey, now: Instant) {
+        self.sessions
+            .entry(key.session)
+            .or_default()
+            .streams
+            .entry(key.stream)
+            .or_insert_with(|| StreamLog::new(now));
+    }
+
+    /// [`EventStore::append`] at time `now`.
+    pub fn append_at(
+        &mut self,
+        key: StreamKey,
+        payload: Bytes,
+        last: bool,
+        now: Instant,
+    ) -> Result<Event, StoreError> {
+        let retention = self.retention;
+        let session = self.sessions.entry(key.session).or_default();
+        let log = session
+            .streams
+            .entry(key.stream)
+            .or_insert_with(|| StreamLog::new(now));
+        if log.completed {
+            return Err(StoreError::StreamCompleted);
+        }
+        log.end += 1;
+        log.completed = last;
+        let seq = log.end;
+        let event = Event {
+            id: key.event_id(seq),
+            payload,
+            last,
+        };
+        if retention.enabled {
+            log.events.push_back(Stored {
+                seq,
+                at: now,
+                payload: event.payload.clone(),
+                last,
+            });
+            session.arrivals.push_back(key.stream);
+            while session.arrivals.len() > retention.max_session_events {
+                session.evict_oldest();
+            }
+        } else {
+            log.evicted_through = seq;
+            if last {
+                session.streams.remove(&key.stream);
+            }
+        }
+        Ok(event)
+    }
+
+    /// [`EventStore::replay_after`] at time `now`.
+    pub fn replay_after_at(
+        &mut self,
+        key: StreamKey,
+        after: Option<u64>,
+        now: Instant,
+    ) -> Result<Replay, StoreError> {
+        self.expire(key.session, now);
+        let retention = self.retention;
+        let log = self
+            .sessions
+            .get(&key.session)
+            .and_then(|s| s.streams.get(&key.stream))
+            .ok_or(StoreError::UnknownStream)?;
+        let mut replay = Replay {
+            events: Vec::new(),
+            outcome: ReplayOutcome::Complete,
+            position: log.end,
+            completed: log.completed,
+        };
+        let Some(after) = after else {
+            return Ok(replay);
+        };
+        if after > log.end {
+            return Err(StoreError::FuturePosition(after));
+        }
+        if !retention.enabled {
+            replay.outcome = ReplayOutcome::Disabled;
+            return Ok(replay);
+        }
+        if let Some(issued) = log.issued_at(after)
+            && now.saturating_duration_since(issued) > retention.replay_window {
+                replay.outcome = ReplayOutcome::OutsideWindow;
+                return Ok(replay);
+            }
+        if log.evicted_through > after {
+            replay.outcome = ReplayOutcome::Truncated {
+                missing: log.evicted_through - after,
+            };
+        }
+        // Logs hold consecutive positions, so the start is found by arithmetic.
+        let first = log.events.front().map_or(log.end + 1, |e| e.seq);
+        let skip = if after < first {
+            0
+        } else {
+            usize::try_from(after - first + 1)
+                .unwrap_or(usize::MAX)
+                .min(log.events.len())
+        };
+        replay.events = log
+            .events
+            .range(skip..)
+            .map(|e| Event {
+                id: key.event_id(e.seq),
+                payload: e.payload.clone(),
+                last: e.last,
+            })
+            .collect();
+        Ok(replay)
+    }
+
+    /// [`EventStore::sweep`] at time `now`.
+    pub fn sweep_at(&mut self, now: Instant) -> SweepStats {
+        let ttl = self.retention.event_ttl;
+        let mut stats = SweepStats::default();
+        for log in self.sessions.values_mut() {
+            let before = log.streams.len();
+            stats.expired_events += expire_log(log, ttl, now);
+            stats.dropped_streams += before - log.streams.len();
+        }
+        stats
+    }
+}
+
+fn expire_log(log: &mut SessionLog, ttl: Duration, now: Instant) -> usize {
+    let mut n = 0;
+    while log
+        .oldest_at()
+        .is_some_and(|at| now.saturating_duration_since(at) > ttl)
+    {
+        log.evict_oldest();
+        n += 1;
+    }
+    n
+}
+
+impl EventStore for MemoryStore {
+    async fn open_stream(&mut self, key: StreamKey) -> Result<(), StoreError> {
+        self.open_stream_at(key, Instant::now());
+        Ok(())
+    }
+
+    async fn append(
+        &mut self,
+        key: StreamKey,
+        payload: Bytes,
+        last: bool,
+    ) -> Result<Event, StoreError> {
+        self.append_at(key, payload, last, Instant::now())
+    }
+
+    async fn replay_after(
+        &mut self,
+        key: StreamKey,
+        after: Option<u64>,
+    ) -> Result<Replay, StoreError> {
+        self.replay_after_at(key, after, Instant::now())
+    }
+
+    async fn forget_session(&mut self, session: SessionId) {
+        self.sessions.remove(&session);
+    }
+
+    async fn sweep(&mut self) -> SweepStats {
+        self.sweep_at(Instant::now())
+    }
+
+    async fn positions(&self, session: SessionId) -> Vec<(StreamNo, u64)> {
+        let mut out: Vec<_> = self
+            .sessions
+            .get(&session)
+            .map(|s| s.streams.iter().map(|(n, l)| (*n, l.end)).collect())
+            .unwrap_or_default();
+        out.sort_unstable();
+        out
+    }
+
+    fn set_retention(&mut self, retention: Retention) {
+        self.retention = retention;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn retention(max: usize) -> Retention {
+        Retention {
+            enabled: true,
+            event_ttl: Duration::from_secs(60),
+            replay_window: Duration::from_secs(600),
+            max_session_events: max,
+        }
+    }
+
+    fn payloads(r: &Replay) -> Vec<String> {
+        r.events
+            .iter()
+            .map(|e| String::from_utf8_lossy(&e.payload).into_owned())
+            .collect()
+    }
+
+    fn fill(store: &mut MemoryStore, key: StreamKey, range: std::ops::RangeInclusive<u32>, t: Instant) {
+        for i in range {
+            let e = store.append_at(key, Bytes::from(format!("e{i}")), false, t);
+            assert!(e.is_ok());
+        }
+    }
+
+    #[test]
+    fn replays_exactly_the_events_after_the_position() {
+        let t = Instant::now();
+        let mut store = MemoryStore::new(retention(100));
+        let key = StreamKey::new(SessionId::random(), StreamNo(1));
+        fill(&mut store, key, 1..=10, t);
+        let cases: &[(Option<u64>, &[&str])] = &[
+            (Some(0), &["e1", "e2", "e3", "e4", "e5", "e6", "e7", "e8", "e9", "e10"]),
+            (Some(5), &["e6", "e7", "e8", "e9", "e10"]),
+            (Some(9), &["e10"]),
+            (Some(10), &[]),
+            (None, &[]),
+        ];
+        for (after, want) in cases {
+            let r = store.replay_after_at(key, *after, t).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(payloads(&r), *want, "after {after:?}");
+            assert_eq!(r.outcome, ReplayOutcome::Complete);
+            assert_eq!(r.position, 10);
+        }
+        assert_eq!(
+            store.replay_after_at(key, Some(11), t).err(),
+            Some(StoreError::FuturePosition(11))
+        );
+    }
+
+    #[test]
+    fn streams_of_a_session_are_isolated_and_share_nothing_across_sessions() {
+        let t = Instant::now();
+        let mut store = MemoryStore::new(retention(100));
+        let s = SessionId::random();
+        let a = StreamKey::new(s, StreamNo(1));
+        let b = StreamKey::new(s, StreamNo(2));
+        let other = StreamKey::new(SessionId::random(), StreamNo(1));
+        fill(&mut store, a, 1..=3, t);
+        fill(&mut store, b, 4..=5, t);
+        fill(&mut store, other, 6..=6, t);
+        let r = store.replay_after_at(a, Some(0), t).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(payloads(&r), ["e1", "e2", "e3"]);
+        let r = store.replay_after_at(b, Some(0), t).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(payloads(&r), ["e4", "e5"]);
+        assert_eq!(r.events[0].id.seq, 1, "positions count per stream");
+        let r = store.replay_after_at(other, Some(0), t).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(payloads(&r), ["e6"]);
+    }
+
+    #[test]
+    fn the_session_cap_evicts_oldest_first_and_reports_the_gap() {
+        let t = Instant::now();
+        let mut store = MemoryStore::new(retention(4));
+        let s = SessionId::random();
+        let a = StreamKey::new(s, StreamNo(1));
+        let b = StreamKey::new(s, StreamNo(2));
+        fill(&mut store, a, 1..=3, t);
+        fill(&mut store, b, 4..=6, t);
+        assert_eq!(store.len(), 4);
+        let r = store.replay_after_at(a, Some(0), t).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(payloads(&r), ["e3"]);
+        assert_eq!(r.outcome, ReplayOutcome::Truncated { missing: 2 });
+        let r = store.replay_after_at(a, Some(2), t).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(r.outcome, ReplayOutcome::Complete, "nothing after 2 is missing");
+    }
+
+    #[test]
+    fn events_expire_after_the_ttl_and_the_window_bounds_old_positions() {
+        let t = Instant::now();
+        let mut store = MemoryStore::new(Retention {
+            event_ttl: Duration::from_secs(10),
+            replay_window: Duration::from_secs(20),
+            ..retention(100)
+        });
+        let key = StreamKey::new(SessionId::random(), StreamNo(0));
+        fill(&mut store, key, 1..=2, t);
+        fill(&mut store, key, 3..=3, t + Duration::from_secs(8));
+        let later = t + Duration::from_secs(11);
+        assert_eq!(store.sweep_at(later).expired_events, 2);
+        let r = store.replay_after_at(key, Some(0), later).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(payloads(&r), ["e3"]);
+        assert_eq!(r.outcome, ReplayOutcome::Truncated { missing: 2 });
+        let r = store
+            .replay_after_at(key, Some(0), t + Duration::from_secs(21))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(r.outcome, ReplayOutcome::OutsideWindow);
+        assert!(r.events.is_empty());
+    }
+
+    #[test]
+    fn a_completed_stream_refuses_appends_and_vanishes_once_expired() {
+        let t = Instant::now();
+        let mut store = MemoryStore::new(Retention {
+            event_ttl: Duration::from_secs(1),
+            ..retention(100)
+        });
+        let key = StreamKey::new(SessionId::random(), StreamNo(3));
+        assert!(store.append_at(key, Bytes::from("done"), true, t).is_ok());
+        assert_eq!(
+            store.append_at(key, Bytes::from("late"), false, t).err(),
+            Some(StoreError::StreamCompleted)
+        );
+        let r = store.replay_after_at(key, Some(0), t).unwrap_or_else(|e| panic!("{e}"));
+        assert!(r.completed && r.events[0].last);
+        let stats = store.sweep_at(t + Duration::from_secs(2));
+        assert_eq!(stats.dropped_streams, 1);
+        assert_eq!(
+            store.replay_after_at(key, Some(0), t).err(),
+            Some(StoreError::UnknownStream)
+        );
+    }
+
+    #[test]
+    fn with_replay_disabled_nothing_is_kept() {
+        let t = Instant::now();
+        let mut store = MemoryStore::new(Retention {
+            enabled: false,
+            ..retention(100)
+        });
+        let key = StreamKey::new(SessionId::random(), StreamNo(0));
+        fill(&mut store, key, 1..=3, t);
+        assert!(store.is_empty());
+        let r = store.replay_after_at(key, Some(1), t).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(r.outcome, ReplayOutcome::Disabled);
+        assert!(r.events.is_empty());
+    }
+}

@@ -1,0 +1,165 @@
+//! The event store: every message sent on an SSE stream is stored here first, and gets its
+//! id here, so a client that reconnects with `Last-Event-ID` can be given exactly what it
+//! missed.
+//!
+//! [`EventStore`] is the backend contract (in-memory now, Redis next); [`actor`] wraps a
+//! backend in the supervised actor that enforces retention, runs the periodic sweep and
+//! forwards each stored event to the connection subscribed to its stream.
+//!
+//! # Contract
+//! - An event gets its id only once it is stored ([`EventStore::append`] returns it); the
+//!   id is then written to the wire, never before.
+//! - Ids follow [`event_id`]: unique across the streams of a session, naming their stream,
+//!   ordered by position within it. Positions start at 1; position 0 is the priming
+//!   position of a stream.
+//! - [`EventStore::replay_after`] returns only events of the id's own stream, in order,
+//!   strictly after the given position. It never returns another stream's or another
+//!   session's events.
+//! - Unknown streams (never opened, forgotten, or expired) give
+//!   [`StoreError::UnknownStream`]; a position beyond the stream's end gives
+//!   [`StoreError::FuturePosition`]; evicted events are reported as
+//!   [`ReplayOutcome::Truncated`] with the number missing, never silently skipped.
+
+pub mod actor;
+pub mod event_id;
+pub mod memory;
+
+use std::future::Future;
+use std::time::Duration;
+
+use bytes::Bytes;
+
+pub use actor::{EventStoreActor, EventStoreHandle, StoreMsg};
+pub use event_id::{EventId, EventIdError, StreamKey, StreamNo};
+pub use memory::MemoryStore;
+
+use crate::session::SessionId;
+
+/// One stored event as handed to a connection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    /// Its id (stream and position).
+    pub id: EventId,
+    /// The serialized JSON-RPC message.
+    pub payload: Bytes,
+    /// True for the last event of a stream (the response that ends a POST stream).
+    pub last: bool,
+}
+
+/// What a replay could give.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplayOutcome {
+    /// Every event after the position, none missing.
+    Complete,
+    /// `missing` events after the position were evicted (TTL or per-session cap); the
+    /// retained ones follow.
+    Truncated {
+        /// How many events are gone.
+        missing: u64,
+    },
+    /// The position was issued longer ago than the replay window: nothing is replayed.
+    OutsideWindow,
+    /// Replay is turned off (`enable_replay = false`): nothing is stored.
+    Disabled,
+}
+
+impl ReplayOutcome {
+    /// Short name for logs and span attributes.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Complete => "complete",
+            Self::Truncated { .. } => "truncated",
+            Self::OutsideWindow => "outside_window",
+            Self::Disabled => "disabled",
+        }
+    }
+}
+
+/// The answer to [`EventStore::replay_after`].
+#[derive(Debug, Clone)]
+pub struct Replay {
+    /// Events after the requested position, in order.
+    pub events: Vec<Event>,
+    /// Whether anything is missing.
+    pub outcome: ReplayOutcome,
+    /// The stream's current end: the position of its last event (0 if none). A live
+    /// subscriber continues from here.
+    pub position: u64,
+    /// The stream's last event has been stored: nothing more will come.
+    pub completed: bool,
+}
+
+/// Retention limits, from `[sse]` in sys.toml.
+#[derive(Debug, Clone, Copy)]
+pub struct Retention {
+    /// Store events at all (`enable_replay`).
+    pub enabled: bool,
+    /// Age after which an event is dropped (`event_ttl`).
+    pub event_ttl: Duration,
+    /// Age after which a `Last-Event-ID` is no longer honoured (`replay_window`).
+    pub replay_window: Duration,
+    /// Events kept per session across its streams (`max_session_events`).
+    pub max_session_events: usize,
+}
+
+/// What a sweep removed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SweepStats {
+    /// Events dropped for age.
+    pub expired_events: usize,
+    /// Finished streams whose last event expired.
+    pub dropped_streams: usize,
+}
+
+/// Why the store refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    /// The stream was never opened, or was forgotten or expired.
+    #[error("unknown or expired stream")]
+    UnknownStream,
+    /// The position is past the end of the stream: the id was not issued by us.
+    #[error("position {0} is beyond the end of the stream")]
+    FuturePosition(u64),
+    /// The stream already ended; nothing more may be appended.
+    #[error("stream already completed")]
+    StreamCompleted,
+    /// The backend failed (I/O, connection); the message says how.
+    #[error("event store backend failed: {0}")]
+    Backend(&'static str),
+}
+
+/// A storage backend for events. All methods take `&mut self`: the store actor owns the
+/// backend and serializes access, so a backend needs no locking of its own.
+pub trait EventStore: Send + Default + 'static {
+    /// Creates stream `key` (idempotent) so that it can be resumed before its first event.
+    fn open_stream(&mut self, key: StreamKey) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Stores `payload` as the next event of `key` (opening the stream if needed) and
+    /// returns it with its id. `last` marks the final event; later appends fail.
+    fn append(
+        &mut self,
+        key: StreamKey,
+        payload: Bytes,
+        last: bool,
+    ) -> impl Future<Output = Result<Event, StoreError>> + Send;
+
+    /// Events of `key` strictly after position `after`, oldest first. With `after = None`
+    /// nothing is replayed; only the stream's current end is reported.
+    fn replay_after(
+        &mut self,
+        key: StreamKey,
+        after: Option<u64>,
+    ) -> impl Future<Output = Result<Replay, StoreError>> + Send;
+
+    /// Drops everything of `session`.
+    fn forget_session(&mut self, session: SessionId) -> impl Future<Output = ()> + Send;
+
+    /// Drops expired events and finished streams that have nothing left.
+    fn sweep(&mut self) -> impl Future<Output = SweepStats> + Send;
+
+    /// The last position of each stream of `session`.
+    fn positions(&self, session: SessionId) -> impl Future<Output = Vec<(StreamNo, u64)>> + Send;
+
+    /// Configures retention; called once before use.
+    fn set_retention(&mut self, retention: Retention);
+}

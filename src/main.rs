@@ -1,0 +1,140 @@
+//! The `otpmcp` command: `otpmcp [serve] [--config FILE]... [--bind ADDR:PORT]`.
+//!
+//! Exit codes: 0 after a clean stop (SIGINT/SIGTERM), 1 when the supervision tree gives
+//! up (restart intensity exceeded) or the server cannot start, 2 for bad usage or
+//! configuration.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use otpmcp::config::Config;
+use otpmcp::supervisor::Exit;
+
+const USAGE: &str = "usage: otpmcp [serve] [--config FILE]... [--bind ADDR:PORT]
+
+Serves MCP (Streamable HTTP) with resumable SSE streams.
+  --config FILE     overlay FILE on ./sys.toml (repeatable; later wins)
+  --bind ADDR:PORT  listen address (overrides server.bind)
+Environment overrides: OTPMCP__<SECTION>__<KEY>, e.g. OTPMCP__SSE__KEEPALIVE_INTERVAL=10s";
+
+struct Args {
+    configs: Vec<PathBuf>,
+    bind: Option<SocketAddr>,
+}
+
+fn parse_args() -> Result<Args, String> {
+    let mut args = Args {
+        configs: Vec::new(),
+        bind: None,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
+        match arg.as_str() {
+            "serve" => {}
+            "--config" => args
+                .configs
+                .push(it.next().ok_or("--config needs a file")?.into()),
+            "--bind" => {
+                let value = it.next().ok_or("--bind needs ADDR:PORT")?;
+                args.bind = Some(
+                    value
+                        .parse()
+                        .map_err(|_| format!("--bind: {value:?} is not ADDR:PORT"))?,
+                );
+            }
+            "-h" | "--help" => return Err(String::new()),
+            "-V" | "--version" => {
+                println!("otpmcp {}", env!("CARGO_PKG_VERSION"));
+                std::process::exit(0);
+            }
+            other => return Err(format!("unknown argument {other:?}")),
+        }
+    }
+    Ok(args)
+}
+
+fn main() -> ExitCode {
+    let args = match parse_args() {
+        Ok(args) => args,
+        Err(msg) => {
+            if msg.is_empty() {
+                println!("{USAGE}");
+                return ExitCode::SUCCESS;
+            }
+            eprintln!("otpmcp: {msg}\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    let mut config = match Config::load(&cwd, &args.configs) {
+        Ok(config) => config,
+        Err(e) => {
+            eprintln!("otpmcp: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if let Some(bind) = args.bind {
+        config.server.bind = bind;
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("otpmcp: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    // The batch exporter and the subscriber are set up inside the runtime so that the
+    // exporter's HTTP client finds it.
+    runtime.block_on(async move {
+        let telemetry = match otpmcp::telemetry::init(&config.telemetry) {
+            Ok(guard) => guard,
+            Err(e) => {
+                eprintln!("otpmcp: {e}");
+                return ExitCode::from(2);
+            }
+        };
+        let mut app = match otpmcp::start(config).await {
+            Ok(app) => app,
+            Err(e) => {
+                tracing::error!(error = %e, "could not start");
+                eprintln!("otpmcp: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        println!("otpmcp serving MCP at {}", app.url());
+        let code = tokio::select! {
+            exit = app.wait() => match exit {
+                Exit::Escalated(why) => {
+                    tracing::error!(reason = %why, "supervision tree gave up; exiting");
+                    eprintln!("otpmcp: supervision tree gave up: {why}");
+                    ExitCode::FAILURE
+                }
+                Exit::Shutdown => ExitCode::SUCCESS,
+            },
+            signal = stop_signal() => {
+                tracing::info!(signal, "stopping");
+                app.shutdown().await;
+                tracing::info!("stopped");
+                ExitCode::SUCCESS
+            }
+        };
+        telemetry.shutdown();
+        code
+    })
+}
+
+/// Resolves on SIGINT or SIGTERM.
+async fn stop_signal() -> &'static str {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+            return "SIGINT";
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => "SIGINT",
+        _ = term.recv() => "SIGTERM",
+    }
+}

@@ -1,0 +1,205 @@
+//! Typed parameters and results of the MCP methods this server answers.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::Notification;
+
+/// The methods we know, parsed once from the request's method string.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    /// `initialize`
+    Initialize,
+    /// `ping`
+    Ping,
+    /// `tools/list`
+    ToolsList,
+    /// `tools/call`
+    ToolsCall,
+    /// Anything else (answered with -32601).
+    Unknown,
+}
+
+impl Method {
+    /// Classifies a method name.
+    pub fn parse(name: &str) -> Self {
+        match name {
+            "initialize" => Self::Initialize,
+            "ping" => Self::Ping,
+            "tools/list" => Self::ToolsList,
+            "tools/call" => Self::ToolsCall,
+            _ => Self::Unknown,
+        }
+    }
+}
+
+/// Client notification names we act on.
+pub mod notifications {
+    /// Sent by the client after `initialize`.
+    pub const INITIALIZED: &str = "notifications/initialized";
+    /// Progress of a request.
+    pub const PROGRESS: &str = "notifications/progress";
+    /// The client gave up on a request.
+    pub const CANCELLED: &str = "notifications/cancelled";
+}
+
+/// `initialize` params.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InitializeParams {
+    /// Revision the client asks for.
+    pub protocol_version: String,
+    /// Client capabilities.
+    #[serde(default)]
+    pub capabilities: Value,
+    /// Client name and version.
+    #[serde(default)]
+    pub client_info: Value,
+}
+
+/// Name and version of an implementation.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Implementation {
+    /// Name.
+    pub name: String,
+    /// Version.
+    pub version: String,
+}
+
+/// `initialize` result.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InitializeResult {
+    /// The negotiated revision.
+    pub protocol_version: String,
+    /// What this server offers.
+    pub capabilities: Value,
+    /// Who we are.
+    pub server_info: Implementation,
+    /// Optional hints for the model.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub instructions: Option<String>,
+}
+
+/// A tool as listed by `tools/list`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolDefinition {
+    /// Unique name.
+    pub name: String,
+    /// What it does.
+    pub description: String,
+    /// JSON Schema of its arguments.
+    pub input_schema: Value,
+}
+
+/// `tools/list` result.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListToolsResult {
+    /// The tools.
+    pub tools: Vec<ToolDefinition>,
+}
+
+/// `tools/call` params.
+#[derive(Debug, Clone, Deserialize)]
+pub struct CallToolParams {
+    /// Tool name.
+    pub name: String,
+    /// Arguments object.
+    #[serde(default)]
+    pub arguments: Map<String, Value>,
+    /// `_meta` (carries `progressToken`).
+    #[serde(default, rename = "_meta")]
+    pub meta: Option<Map<String, Value>>,
+}
+
+impl CallToolParams {
+    /// The `progressToken` the client attached, if any.
+    pub fn progress_token(&self) -> Option<Value> {
+        self.meta
+            .as_ref()?
+            .get("progressToken")
+            .filter(|t| t.is_string() || t.is_i64() || t.is_u64())
+            .cloned()
+    }
+}
+
+/// One piece of tool output.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+pub enum Content {
+    /// Plain text.
+    Text {
+        /// The text.
+        text: String,
+    },
+}
+
+impl Content {
+    /// Text content.
+    pub fn text(text: impl Into<String>) -> Self {
+        Self::Text { text: text.into() }
+    }
+}
+
+/// `tools/call` result.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CallToolResult {
+    /// Output.
+    pub content: Vec<Content>,
+    /// True when the tool failed (the failure is reported to the model, not as a
+    /// protocol error).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub is_error: bool,
+}
+
+impl CallToolResult {
+    /// A successful result with one text item.
+    pub fn text(text: impl Into<String>) -> Self {
+        Self {
+            content: vec![Content::text(text)],
+            is_error: false,
+        }
+    }
+
+    /// A failed result with an explanation.
+    pub fn error(text: impl Into<String>) -> Self {
+        Self {
+            content: vec![Content::text(text)],
+            is_error: true,
+        }
+    }
+}
+
+/// Builds `notifications/progress`.
+pub fn progress_notification(
+    token: Value,
+    progress: f64,
+    total: Option<f64>,
+    message: Option<String>,
+) -> Notification {
+    let mut params = Map::new();
+    params.insert("progressToken".into(), token);
+    params.insert("progress".into(), number(progress));
+    if let Some(total) = total {
+        params.insert("total".into(), number(total));
+    }
+    if let Some(message) = message {
+        params.insert("message".into(), Value::String(message));
+    }
+    Notification {
+        method: notifications::PROGRESS.into(),
+        params: Some(Value::Object(params)),
+    }
+}
+
+/// Whole numbers serialize as integers (`3`, not `3.0`), which clients compare against.
+fn number(x: f64) -> Value {
+    if x.fract() == 0.0 && x.abs() < 9.0e15 {
+        Value::from(x as i64)
+    } else {
+        serde_json::Number::from_f64(x).map_or(Value::Null, Value::Number)
+    }
+}

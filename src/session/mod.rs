@@ -1,0 +1,343 @@
+//! The session manager actor: creates sessions on `initialize`, validates and touches them
+//! on every request, numbers their POST streams, expires idle ones and terminates them on
+//! DELETE — telling the event store to forget them each time a session ends.
+
+pub mod id;
+pub mod state;
+
+use std::time::{Duration, Instant, SystemTime};
+
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use serde_json::Value;
+use tracing::Instrument;
+
+pub use id::{SessionId, SessionIdError};
+pub use state::{NewSession, SessionRecord, SessionTable};
+
+use crate::event_store::{EventStoreHandle, StreamNo};
+use crate::protocol::version::ProtocolVersion;
+use crate::supervisor::heir::Lent;
+use crate::supervisor::registry::{Slot, SlotError};
+
+const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Why a session request failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum SessionError {
+    /// Unknown, expired or terminated.
+    #[error("session not found")]
+    NotFound,
+    /// `max_sessions` are alive already.
+    #[error("too many sessions")]
+    Full,
+    /// The session manager could not be reached.
+    #[error(transparent)]
+    Unreachable(#[from] SlotError),
+}
+
+/// What a request learns about its session.
+#[derive(Debug, Clone, Copy)]
+pub struct Touched {
+    /// Negotiated protocol revision.
+    pub protocol_version: ProtocolVersion,
+    /// The POST stream allocated for this request, when asked for.
+    pub stream: Option<StreamNo>,
+}
+
+/// Observable state of one session (the erlmcp `get_session_info`).
+#[derive(Debug, Clone)]
+pub struct SessionInfo {
+    /// The session.
+    pub id: SessionId,
+    /// Negotiated protocol revision.
+    pub protocol_version: ProtocolVersion,
+    /// The client's `clientInfo`.
+    pub client_info: Value,
+    /// When it initialized.
+    pub connected_at: SystemTime,
+    /// How long ago that was.
+    pub connected_for: Duration,
+    /// Requests and streams open now.
+    pub open: u32,
+    /// Last event position of each stream that still has a record in the store.
+    pub last_event: Vec<(StreamNo, u64)>,
+}
+
+/// Messages of the session manager. Built only by [`SessionHandle`].
+#[derive(Debug)]
+pub enum SessionMsg {
+    /// Create a session.
+    Create(NewSession, RpcReplyPort<Result<SessionId, SessionError>>),
+    /// Validate and touch a session.
+    Touch {
+        /// The session.
+        id: SessionId,
+        /// Count an open request or stream until [`SessionMsg::Release`].
+        hold: bool,
+        /// Allocate a POST stream number.
+        new_stream: bool,
+        /// What the request needs to know.
+        reply: RpcReplyPort<Result<Touched, SessionError>>,
+    },
+    /// A hold ended.
+    Release(SessionId),
+    /// DELETE.
+    Terminate(SessionId, RpcReplyPort<Result<(), SessionError>>),
+    /// Session info (without store positions).
+    Info(SessionId, RpcReplyPort<Option<SessionRecord>>),
+    /// Timer: expire idle sessions.
+    Sweep,
+    /// Fault injection for supervision tests.
+    InjectPanic,
+}
+
+impl SessionMsg {
+    fn name(&self) -> &'static str {
+        match self {
+            Self::Create(..) => "create",
+            Self::Touch { .. } => "touch",
+            Self::Release(_) => "release",
+            Self::Terminate(..) => "terminate",
+            Self::Info(..) => "info",
+            Self::Sweep => "sweep",
+            Self::InjectPanic => "inject_panic",
+        }
+    }
+}
+
+/// Start-up arguments of the session manager.
+#[derive(Debug)]
+pub struct SessionArgs {
+    /// The table, lent by the supervisor.
+    pub table: Lent<SessionTable>,
+    /// Told to forget ended sessions.
+    pub store: EventStoreHandle,
+    /// `server.session_timeout`.
+    pub session_timeout: Duration,
+    /// `server.max_sessions`.
+    pub max_sessions: usize,
+    /// How often to look for idle sessions.
+    pub sweep_interval: Duration,
+}
+
+/// Running state of the session manager.
+#[derive(Debug)]
+pub struct SessionManagerState {
+    table: Lent<SessionTable>,
+    store: EventStoreHandle,
+    session_timeout: Duration,
+    max_sessions: usize,
+    sweeper: tokio::task::JoinHandle<()>,
+}
+
+/// The session manager actor.
+#[derive(Debug, Default)]
+pub struct SessionManager;
+
+impl Actor for SessionManager {
+    type Msg = SessionMsg;
+    type State = SessionManagerState;
+    type Arguments = SessionArgs;
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<SessionMsg>,
+        args: SessionArgs,
+    ) -> Result<Self::State, ActorProcessingErr> {
+        let sweeper = myself.send_interval(args.sweep_interval, || SessionMsg::Sweep);
+        Ok(SessionManagerState {
+            table: args.table,
+            store: args.store,
+            session_timeout: args.session_timeout,
+            max_sessions: args.max_sessions,
+            sweeper,
+        })
+    }
+
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<SessionMsg>,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        state.sweeper.abort();
+        Ok(())
+    }
+
+    async fn handle(
+        &self,
+        _myself: ActorRef<SessionMsg>,
+        msg: SessionMsg,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        let span = tracing::debug_span!("session_manager.handle", msg = msg.name());
+        handle(msg, state).instrument(span).await;
+        Ok(())
+    }
+}
+
+async fn handle(msg: SessionMsg, state: &mut SessionManagerState) {
+    let now = Instant::now();
+    match msg {
+        SessionMsg::Create(init, reply) => {
+            let result = if state.table.len() >= state.max_sessions {
+                Err(SessionError::Full)
+            } else {
+                let id = state.table.create(init, now);
+                tracing::info!(session_id = %id, "session created");
+                Ok(id)
+            };
+            let _ = reply.send(result);
+        }
+        SessionMsg::Touch {
+            id,
+            hold,
+            new_stream,
+            reply,
+        } => {
+            let result = state
+                .table
+                .touch(id, hold, new_stream, now)
+                .map(|(record, stream)| Touched {
+                    protocol_version: record.init.protocol_version,
+                    stream,
+                })
+                .ok_or(SessionError::NotFound);
+            let _ = reply.send(result);
+        }
+        SessionMsg::Release(id) => state.table.release(id, now),
+        SessionMsg::Terminate(id, reply) => {
+            let found = state.table.remove(id);
+            if found {
+                tracing::info!(session_id = %id, "session terminated by client");
+                forget(&state.store, id).await;
+            }
+            let _ = reply.send(if found { Ok(()) } else { Err(SessionError::NotFound) });
+        }
+        SessionMsg::Info(id, reply) => {
+            let _ = reply.send(state.table.get(id).cloned());
+        }
+        SessionMsg::Sweep => {
+            for id in state.table.expire(state.session_timeout, now) {
+                tracing::info!(session_id = %id, "session expired");
+                forget(&state.store, id).await;
+            }
+        }
+        SessionMsg::InjectPanic => panic!("fault injection: session manager"),
+    }
+}
+
+async fn forget(store: &EventStoreHandle, id: SessionId) {
+    if let Err(e) = store.forget_session(id).await {
+        tracing::error!(session_id = %id, error = %e, "could not tell the event store to forget a session");
+    }
+}
+
+/// Typed access to the current session manager.
+#[derive(Debug, Clone)]
+pub struct SessionHandle {
+    slot: Slot<SessionMsg>,
+    store: EventStoreHandle,
+}
+
+/// An open request or stream of a session: keeps the session from expiring until dropped.
+#[derive(Debug)]
+pub struct SessionHold {
+    id: SessionId,
+    slot: Slot<SessionMsg>,
+}
+
+impl Drop for SessionHold {
+    fn drop(&mut self) {
+        let _ = self.slot.cast(SessionMsg::Release(self.id));
+    }
+}
+
+impl SessionHandle {
+    /// A handle reading the supervisor's slot for the session manager.
+    pub fn new(slot: Slot<SessionMsg>, store: EventStoreHandle) -> Self {
+        Self { slot, store }
+    }
+
+    /// Creates a session.
+    pub async fn create(&self, init: NewSession) -> Result<SessionId, SessionError> {
+        self.slot
+            .call(|reply| SessionMsg::Create(init, reply), CALL_TIMEOUT)
+            .await?
+    }
+
+    /// Validates and touches `id`.
+    pub async fn touch(&self, id: SessionId) -> Result<Touched, SessionError> {
+        self.touch_with(id, false, false).await
+    }
+
+    /// Validates `id`, allocates a POST stream if `new_stream`, and holds the session open
+    /// until the returned guard is dropped.
+    pub async fn hold(
+        &self,
+        id: SessionId,
+        new_stream: bool,
+    ) -> Result<(Touched, SessionHold), SessionError> {
+        let touched = self.touch_with(id, true, new_stream).await?;
+        let hold = SessionHold {
+            id,
+            slot: self.slot.clone(),
+        };
+        Ok((touched, hold))
+    }
+
+    async fn touch_with(
+        &self,
+        id: SessionId,
+        hold: bool,
+        new_stream: bool,
+    ) -> Result<Touched, SessionError> {
+        self.slot
+            .call(
+                |reply| SessionMsg::Touch {
+                    id,
+                    hold,
+                    new_stream,
+                    reply,
+                },
+                CALL_TIMEOUT,
+            )
+            .await?
+    }
+
+    /// Ends a session (DELETE): forgets its events and closes its streams.
+    pub async fn terminate(&self, id: SessionId) -> Result<(), SessionError> {
+        self.slot
+            .call(|reply| SessionMsg::Terminate(id, reply), CALL_TIMEOUT)
+            .await?
+    }
+
+    /// The erlmcp `session_info`: record plus last event position per stream.
+    pub async fn info(&self, id: SessionId) -> Result<SessionInfo, SessionError> {
+        let record = self
+            .slot
+            .call(|reply| SessionMsg::Info(id, reply), CALL_TIMEOUT)
+            .await?
+            .ok_or(SessionError::NotFound)?;
+        let last_event = self.store.positions(id).await?;
+        Ok(SessionInfo {
+            id,
+            protocol_version: record.init.protocol_version,
+            client_info: record.init.client_info,
+            connected_at: record.connected_at,
+            connected_for: record.started.elapsed(),
+            open: record.holds,
+            last_event,
+        })
+    }
+
+    /// The current incarnation's id (observability and tests).
+    pub fn current_id(&self) -> Option<ractor::ActorId> {
+        self.slot.current().map(|a| a.get_id())
+    }
+
+    /// Fault injection: makes the session manager panic.
+    #[doc(hidden)]
+    pub fn inject_panic(&self) -> Result<(), SlotError> {
+        self.slot.cast(SessionMsg::InjectPanic)
+    }
+}

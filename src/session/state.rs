@@ -1,0 +1,170 @@
+//! The session table and its records. Pure data: the session manager actor owns it (lent
+//! by the supervisor so sessions survive a crash of the actor).
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant, SystemTime};
+
+use serde_json::Value;
+
+use super::SessionId;
+use crate::event_store::StreamNo;
+use crate::protocol::version::ProtocolVersion;
+
+/// What `initialize` told us about the client.
+#[derive(Debug, Clone)]
+pub struct NewSession {
+    /// Negotiated protocol revision.
+    pub protocol_version: ProtocolVersion,
+    /// The client's `capabilities` object.
+    pub client_capabilities: Value,
+    /// The client's `clientInfo` object.
+    pub client_info: Value,
+}
+
+/// One session.
+#[derive(Debug, Clone)]
+pub struct SessionRecord {
+    /// What the client sent at `initialize`.
+    pub init: NewSession,
+    /// Wall-clock time of `initialize`.
+    pub connected_at: SystemTime,
+    /// Monotonic time of `initialize`.
+    pub started: Instant,
+    /// Last request or stream activity.
+    pub last_seen: Instant,
+    /// Requests and streams in progress; a session is never expired while any is open.
+    pub holds: u32,
+    /// Number of the last POST stream opened (0: none).
+    pub last_stream: u64,
+}
+
+/// All live sessions.
+#[derive(Debug, Default)]
+pub struct SessionTable {
+    sessions: HashMap<SessionId, SessionRecord>,
+}
+
+impl SessionTable {
+    /// Number of sessions.
+    pub fn len(&self) -> usize {
+        self.sessions.len()
+    }
+
+    /// True when there is no session.
+    pub fn is_empty(&self) -> bool {
+        self.sessions.is_empty()
+    }
+
+    /// Adds a session with a fresh random id.
+    pub fn create(&mut self, init: NewSession, now: Instant) -> SessionId {
+        let mut id = SessionId::random();
+        while self.sessions.contains_key(&id) {
+            id = SessionId::random();
+        }
+        self.sessions.insert(
+            id,
+            SessionRecord {
+                init,
+                connected_at: SystemTime::now(),
+                started: now,
+                last_seen: now,
+                holds: 0,
+                last_stream: 0,
+            },
+        );
+        id
+    }
+
+    /// The record of `id`, if alive.
+    pub fn get(&self, id: SessionId) -> Option<&SessionRecord> {
+        self.sessions.get(&id)
+    }
+
+    /// Marks activity; with `hold`, counts one more request or stream in progress; with
+    /// `new_stream`, allocates the next POST stream number.
+    pub fn touch(
+        &mut self,
+        id: SessionId,
+        hold: bool,
+        new_stream: bool,
+        now: Instant,
+    ) -> Option<(&SessionRecord, Option<StreamNo>)> {
+        let record = self.sessions.get_mut(&id)?;
+        record.last_seen = now;
+        if hold {
+            record.holds += 1;
+        }
+        let stream = new_stream.then(|| {
+            record.last_stream += 1;
+            StreamNo(record.last_stream)
+        });
+        Some((record, stream))
+    }
+
+    /// Ends one hold taken by [`SessionTable::touch`].
+    pub fn release(&mut self, id: SessionId, now: Instant) {
+        if let Some(record) = self.sessions.get_mut(&id) {
+            record.holds = record.holds.saturating_sub(1);
+            record.last_seen = now;
+        }
+    }
+
+    /// Removes `id`; false if it was not there.
+    pub fn remove(&mut self, id: SessionId) -> bool {
+        self.sessions.remove(&id).is_some()
+    }
+
+    /// Removes and returns the sessions idle for longer than `timeout` with nothing open.
+    pub fn expire(&mut self, timeout: Duration, now: Instant) -> Vec<SessionId> {
+        let mut gone = Vec::new();
+        self.sessions.retain(|id, r| {
+            let keep = r.holds > 0 || now.saturating_duration_since(r.last_seen) <= timeout;
+            if !keep {
+                gone.push(*id);
+            }
+            keep
+        });
+        gone
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn init() -> NewSession {
+        NewSession {
+            protocol_version: ProtocolVersion::LATEST,
+            client_capabilities: Value::Null,
+            client_info: Value::Null,
+        }
+    }
+
+    #[test]
+    fn idle_sessions_expire_unless_something_is_open() {
+        let t = Instant::now();
+        let mut table = SessionTable::default();
+        let idle = table.create(init(), t);
+        let busy = table.create(init(), t);
+        assert!(table.touch(busy, true, false, t).is_some());
+        let later = t + Duration::from_secs(11);
+        assert_eq!(table.expire(Duration::from_secs(10), later), vec![idle]);
+        assert!(table.get(busy).is_some());
+        table.release(busy, later);
+        assert!(table.expire(Duration::from_secs(10), later).is_empty());
+        let much_later = later + Duration::from_secs(11);
+        assert_eq!(table.expire(Duration::from_secs(10), much_later), vec![busy]);
+    }
+
+    #[test]
+    fn post_streams_are_numbered_from_one() {
+        let t = Instant::now();
+        let mut table = SessionTable::default();
+        let id = table.create(init(), t);
+        let streams: Vec<_> = (0..3)
+            .filter_map(|_| table.touch(id, false, true, t).and_then(|(_, s)| s))
+            .collect();
+        assert_eq!(streams, [StreamNo(1), StreamNo(2), StreamNo(3)]);
+        assert!(table.touch(SessionId::random(), false, true, t).is_none());
+    }
+}

@@ -1,0 +1,342 @@
+//! The stream actor: one per open SSE connection (a POST response stream or a GET stream).
+//!
+//! It subscribes to its stream in the event store (receiving the replay and then every new
+//! event), writes the priming event with `retry:`, then each event as `id:` + `event:` +
+//! `data:` frames, sends `: ping` comments every `keepalive_interval`, and closes an idle
+//! connection after `stream_timeout` with a `retry:` hint. Its buffer toward the socket is
+//! bounded: a client that cannot keep up is disconnected, losing nothing, since every event
+//! was stored before it reached this actor and the client resumes with `Last-Event-ID`.
+//!
+//! Stream actors are temporary children of the HTTP listener: never restarted, because the
+//! client reconnects and resumes on its own.
+
+pub mod body;
+pub mod sse;
+
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use ractor::{Actor, ActorProcessingErr, ActorRef};
+use tokio::sync::mpsc;
+use tokio::task::AbortHandle;
+
+use crate::event_store::{Event, EventStoreHandle, ReplayOutcome, StreamKey};
+use crate::session::SessionHold;
+
+pub use body::SseBody;
+
+/// Replayed frames are coalesced into writes of about this size, so a long replay neither
+/// fills the bounded buffer frame by frame nor becomes one huge allocation.
+const REPLAY_CHUNK: usize = 64 * 1024;
+
+/// Why a stream actor stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CloseReason {
+    /// The stream's last event (a POST stream's response) was written.
+    Completed,
+    /// The client closed the connection.
+    ClientGone,
+    /// No event for `stream_timeout`.
+    IdleTimeout,
+    /// The client read too slowly and the buffer filled.
+    SlowConsumer,
+    /// Another connection resumed the same stream.
+    Superseded,
+    /// The session was deleted or expired.
+    SessionEnded,
+    /// The server is shutting down.
+    Shutdown,
+}
+
+impl CloseReason {
+    /// Short name for logs, spans and ractor's exit reason.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Completed => "completed",
+            Self::ClientGone => "client_gone",
+            Self::IdleTimeout => "idle_timeout",
+            Self::SlowConsumer => "slow_consumer",
+            Self::Superseded => "superseded",
+            Self::SessionEnded => "session_ended",
+            Self::Shutdown => "shutdown",
+        }
+    }
+
+    /// Whether the client should be told when to come back before we close.
+    fn sends_retry(self) -> bool {
+        matches!(
+            self,
+            Self::IdleTimeout | Self::Superseded | Self::SessionEnded | Self::Shutdown
+        )
+    }
+}
+
+impl fmt::Display for CloseReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Messages of a stream actor.
+#[derive(Debug)]
+pub enum StreamMsg {
+    /// A stored event for this stream (from the store actor).
+    Deliver(Event),
+    /// Timer: write a keep-alive comment.
+    Ping,
+    /// Timer: close if idle for `stream_timeout`.
+    IdleCheck,
+    /// The HTTP body was dropped.
+    ClientGone,
+    /// Close on purpose, with a `retry:` hint where it applies.
+    Close(CloseReason),
+}
+
+/// Per-stream timing and framing settings (from `[sse]`).
+#[derive(Debug, Clone, Copy)]
+pub struct StreamSettings {
+    /// `keepalive_interval`.
+    pub keepalive: Duration,
+    /// `stream_timeout`.
+    pub idle_timeout: Duration,
+    /// `retry_timeout`.
+    pub retry: Duration,
+    /// Write `id:` lines (`enable_replay`).
+    pub with_ids: bool,
+}
+
+/// Start-up arguments of a stream actor.
+#[derive(Debug)]
+pub struct StreamArgs {
+    /// The stream to follow.
+    pub key: StreamKey,
+    /// Replay after this position (`Last-Event-ID`); `None`: live only.
+    pub after: Option<u64>,
+    /// Create the stream if the store does not know it (new POST and GET streams).
+    pub create: bool,
+    /// The bounded buffer toward the HTTP body.
+    pub tx: mpsc::Sender<Bytes>,
+    /// The event store.
+    pub store: EventStoreHandle,
+    /// Timings.
+    pub settings: StreamSettings,
+    /// The `transport_sse.handle_stream` span, closed when the stream ends.
+    pub span: tracing::Span,
+    /// Keeps the session from expiring while the connection is open.
+    pub hold: Option<SessionHold>,
+}
+
+/// Running state of a stream actor.
+#[derive(Debug)]
+pub struct StreamState {
+    key: StreamKey,
+    tx: mpsc::Sender<Bytes>,
+    store: EventStoreHandle,
+    settings: StreamSettings,
+    span: tracing::Span,
+    /// Position of the last event written; live events at or before it are duplicates of
+    /// the replay and skipped.
+    position: u64,
+    last_activity: Instant,
+    exit: Option<CloseReason>,
+    subscribed: bool,
+    ping_timer: Option<AbortHandle>,
+    idle_timer: Option<AbortHandle>,
+    _hold: Option<SessionHold>,
+}
+
+/// The stream actor.
+#[derive(Debug, Default)]
+pub struct StreamActor;
+
+impl StreamState {
+    fn write(&mut self, frame: Bytes) -> Result<(), CloseReason> {
+        self.tx.try_send(frame).map_err(|e| match e {
+            mpsc::error::TrySendError::Full(_) => CloseReason::SlowConsumer,
+            mpsc::error::TrySendError::Closed(_) => CloseReason::ClientGone,
+        })
+    }
+
+    fn frame(&self, event: &Event) -> Bytes {
+        let id = self.settings.with_ids.then_some(&event.id as &dyn fmt::Display);
+        sse::message(id, &event.payload)
+    }
+
+    fn deliver(&mut self, event: &Event) -> Result<(), CloseReason> {
+        if event.id.seq <= self.position {
+            return Ok(());
+        }
+        self.write(self.frame(event))?;
+        self.position = event.id.seq;
+        self.last_activity = Instant::now();
+        if event.last {
+            return Err(CloseReason::Completed);
+        }
+        Ok(())
+    }
+}
+
+/// Why a stream could not start.
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+pub struct StreamStartError(#[from] pub crate::event_store::actor::StoreCallError);
+
+impl Actor for StreamActor {
+    type Msg = StreamMsg;
+    type State = StreamState;
+    type Arguments = StreamArgs;
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<StreamMsg>,
+        args: StreamArgs,
+    ) -> Result<StreamState, ActorProcessingErr> {
+        let replay = args
+            .store
+            .subscribe(args.key, args.after, args.create, myself.clone())
+            .await
+            .map_err(StreamStartError)?;
+        let span = args.span;
+        let missed = replay.events.len();
+        span.record("missed_events", missed);
+        span.record("replay_outcome", replay.outcome.as_str());
+        if let ReplayOutcome::Truncated { missing } = replay.outcome {
+            tracing::warn!(parent: &span, missing, "replay is missing evicted events");
+        }
+        if replay.outcome == ReplayOutcome::OutsideWindow {
+            tracing::warn!(parent: &span, "Last-Event-ID is older than the replay window; live only");
+        }
+        let mut state = StreamState {
+            key: args.key,
+            tx: args.tx,
+            store: args.store,
+            settings: args.settings,
+            span,
+            position: 0,
+            last_activity: Instant::now(),
+            exit: None,
+            subscribed: !replay.completed,
+            ping_timer: None,
+            idle_timer: None,
+            _hold: args.hold,
+        };
+
+        // Priming: the position the client may resume from if it loses us right away.
+        let resume_from = match (args.after, replay.outcome) {
+            (Some(after), ReplayOutcome::Complete | ReplayOutcome::Truncated { .. }) => after,
+            _ => replay.position,
+        };
+        let priming_id = args.key.event_id(resume_from);
+        let mut chunk = BytesMut::new();
+        chunk.extend_from_slice(&sse::priming(
+            state.settings.with_ids.then_some(&priming_id as &dyn fmt::Display),
+            state.settings.retry,
+        ));
+        if let ReplayOutcome::Truncated { missing } = replay.outcome {
+            chunk.extend_from_slice(&sse::comment(&format!(
+                "otpmcp: {missing} events were evicted before this replay"
+            )));
+        }
+        state.position = resume_from;
+        let mut outcome = Ok(());
+        for event in &replay.events {
+            chunk.extend_from_slice(&state.frame(event));
+            state.position = event.id.seq;
+            if chunk.len() >= REPLAY_CHUNK {
+                outcome = state.write(chunk.split().freeze());
+                if outcome.is_err() {
+                    break;
+                }
+            }
+        }
+        if outcome.is_ok() && !chunk.is_empty() {
+            outcome = state.write(chunk.freeze());
+        }
+        state.exit = match outcome {
+            Err(reason) => Some(reason),
+            Ok(()) if replay.completed => Some(CloseReason::Completed),
+            Ok(()) => None,
+        };
+        if state.exit.is_none() {
+            let keepalive = state.settings.keepalive;
+            let ping = myself.send_interval(keepalive, || StreamMsg::Ping);
+            state.ping_timer = Some(ping.abort_handle());
+            let idle = state.settings.idle_timeout;
+            let check = myself.send_after(idle, || StreamMsg::IdleCheck);
+            state.idle_timer = Some(check.abort_handle());
+        }
+        Ok(state)
+    }
+
+    async fn post_start(
+        &self,
+        myself: ActorRef<StreamMsg>,
+        state: &mut StreamState,
+    ) -> Result<(), ActorProcessingErr> {
+        if let Some(reason) = state.exit {
+            close(&myself, state, reason);
+        }
+        Ok(())
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<StreamMsg>,
+        msg: StreamMsg,
+        state: &mut StreamState,
+    ) -> Result<(), ActorProcessingErr> {
+        if state.exit.is_some() {
+            return Ok(());
+        }
+        let result = match msg {
+            StreamMsg::Deliver(event) => state.deliver(&event),
+            StreamMsg::Ping => state.write(sse::comment("ping")),
+            StreamMsg::IdleCheck => {
+                let idle = state.last_activity.elapsed();
+                let limit = state.settings.idle_timeout;
+                if idle >= limit {
+                    Err(CloseReason::IdleTimeout)
+                } else {
+                    let timer = myself.send_after(limit - idle, || StreamMsg::IdleCheck);
+                    state.idle_timer = Some(timer.abort_handle());
+                    Ok(())
+                }
+            }
+            StreamMsg::ClientGone => Err(CloseReason::ClientGone),
+            StreamMsg::Close(reason) => Err(reason),
+        };
+        if let Err(reason) = result {
+            close(&myself, state, reason);
+        }
+        Ok(())
+    }
+
+    async fn post_stop(
+        &self,
+        myself: ActorRef<StreamMsg>,
+        state: &mut StreamState,
+    ) -> Result<(), ActorProcessingErr> {
+        for timer in [state.ping_timer.take(), state.idle_timer.take()]
+            .into_iter()
+            .flatten()
+        {
+            timer.abort();
+        }
+        if state.subscribed {
+            state.store.unsubscribe(state.key, myself.get_id());
+        }
+        Ok(())
+    }
+}
+
+fn close(myself: &ActorRef<StreamMsg>, state: &mut StreamState, reason: CloseReason) {
+    state.exit = Some(reason);
+    if reason.sends_retry() {
+        // Best effort: a full buffer means the client will not read it anyway.
+        let _ = state.write(sse::retry(state.settings.retry));
+    }
+    state.span.record("close_reason", reason.as_str());
+    tracing::debug!(parent: &state.span, reason = reason.as_str(), position = state.position, "stream closed");
+    myself.stop(Some(reason.as_str().to_owned()));
+}

@@ -1,0 +1,122 @@
+//! Server-Sent Events framing: pure functions from values to wire bytes.
+//!
+//! Every frame is built with one allocation sized up front, because frames are built once
+//! per event per connection on the hot path.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use bytes::Bytes;
+
+/// The SSE event type MCP uses for JSON-RPC messages.
+const EVENT_MESSAGE: &str = "message";
+
+/// A message frame: `id:` (when given), `event: message` and one `data:` line per line of
+/// `data`, then the blank line that dispatches the event.
+pub fn message(id: Option<&dyn std::fmt::Display>, data: &[u8]) -> Bytes {
+    let mut out = String::with_capacity(data.len() + 64);
+    if let Some(id) = id {
+        let _ = writeln!(out, "id: {id}");
+    }
+    out.push_str("event: ");
+    out.push_str(EVENT_MESSAGE);
+    out.push('\n');
+    push_data(&mut out, data);
+    out.push('\n');
+    Bytes::from(out)
+}
+
+/// The priming frame a stream starts with: the position the client can resume from, with
+/// empty data (clients do not dispatch it) and the reconnection delay.
+pub fn priming(id: Option<&dyn std::fmt::Display>, retry: Duration) -> Bytes {
+    let mut out = String::with_capacity(64);
+    if let Some(id) = id {
+        let _ = writeln!(out, "id: {id}");
+    }
+    let _ = writeln!(out, "retry: {}", retry.as_millis());
+    out.push_str("data:\n\n");
+    Bytes::from(out)
+}
+
+/// A bare `retry:` frame, sent just before the server closes a stream on purpose, so the
+/// client knows when to reconnect.
+pub fn retry(retry: Duration) -> Bytes {
+    Bytes::from(format!("retry: {}\n\n", retry.as_millis()))
+}
+
+/// A comment frame (`: text`): keeps proxies and the client's read timer alive and is
+/// ignored by every SSE parser.
+pub fn comment(text: &str) -> Bytes {
+    let mut out = String::with_capacity(text.len() + 4);
+    for line in text.lines() {
+        out.push_str(": ");
+        out.push_str(line);
+        out.push('\n');
+    }
+    if text.is_empty() {
+        out.push_str(":\n");
+    }
+    out.push('\n');
+    Bytes::from(out)
+}
+
+/// Writes `data` as `data:` lines. SSE ends a line at CR, LF or CRLF, so each becomes a
+/// line break here; compact JSON has none, so this is one line in practice.
+fn push_data(out: &mut String, data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    let mut rest: &str = &text;
+    loop {
+        let cut = rest.find(['\r', '\n']);
+        let (line, next) = match cut {
+            Some(i) => {
+                let skip = if rest[i..].starts_with("\r\n") { 2 } else { 1 };
+                (&rest[..i], Some(&rest[i + skip..]))
+            }
+            None => (rest, None),
+        };
+        out.push_str("data: ");
+        out.push_str(line);
+        out.push('\n');
+        match next {
+            Some(n) => rest = n,
+            None => break,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_encode_as_the_spec_describes() {
+        let id = "00000001-2-3";
+        let cases: Vec<(Bytes, &str)> = vec![
+            (
+                message(Some(&id), br#"{"a":1}"#),
+                "id: 00000001-2-3\nevent: message\ndata: {\"a\":1}\n\n",
+            ),
+            (message(None, b"x"), "event: message\ndata: x\n\n"),
+            (
+                message(None, b"a\nb\r\nc\rd"),
+                "event: message\ndata: a\ndata: b\ndata: c\ndata: d\n\n",
+            ),
+            (message(None, b""), "event: message\ndata: \n\n"),
+            (
+                priming(Some(&id), Duration::from_secs(5)),
+                "id: 00000001-2-3\nretry: 5000\ndata:\n\n",
+            ),
+            (
+                priming(None, Duration::from_millis(150)),
+                "retry: 150\ndata:\n\n",
+            ),
+            (retry(Duration::from_millis(250)), "retry: 250\n\n"),
+            (comment("ping"), ": ping\n\n"),
+            (comment(""), ":\n\n"),
+            (comment("a\nb"), ": a\n: b\n\n"),
+        ];
+        for (got, want) in cases {
+            assert_eq!(std::str::from_utf8(&got).ok(), Some(want));
+        }
+    }
+}

@@ -1,0 +1,348 @@
+//! The root supervisor: starts the event store, the session manager and the HTTP listener
+//! (in that order: each depends only on those before it), restarts a child that fails
+//! (one_for_one) within the OTP restart intensity, and escalates past it.
+//!
+//! We write this small supervisor instead of using `ractor-supervisor` because restarts
+//! here must do two things a generic supervisor does not: hand the child's lent data back
+//! to the next incarnation ([`heir`]) and publish the new `ActorRef` to the handles
+//! ([`registry`]). See docs/architecture.md.
+
+pub mod heir;
+pub mod intensity;
+pub mod registry;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
+use tokio::sync::oneshot;
+
+use crate::config::Config;
+use crate::event_store::actor::{StoreArgs, StoreTables};
+use crate::event_store::{EventStoreActor, EventStoreHandle, MemoryStore, Retention, StoreMsg};
+use crate::server::McpServer;
+use crate::session::{SessionArgs, SessionHandle, SessionManager, SessionMsg, SessionTable};
+use crate::transport::listener::ListenerMsg;
+use crate::transport::{HttpListener, ListenerArgs};
+use heir::{Heir, lend};
+use intensity::Intensity;
+use registry::{Slot, SlotWriter};
+
+/// How long a restart waits for a crashed child's data to come back.
+const RECLAIM_WAIT: Duration = Duration::from_secs(1);
+/// How long each child gets to stop during shutdown.
+const CHILD_STOP_WAIT: Duration = Duration::from_secs(5);
+
+/// The supervised children.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Child {
+    /// The event store actor.
+    EventStore,
+    /// The session manager actor.
+    SessionManager,
+    /// The HTTP listener actor.
+    HttpListener,
+}
+
+impl Child {
+    fn name(self) -> &'static str {
+        match self {
+            Self::EventStore => "event_store",
+            Self::SessionManager => "session_manager",
+            Self::HttpListener => "http_listener",
+        }
+    }
+}
+
+/// How the tree ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Exit {
+    /// Stopped on request.
+    Shutdown,
+    /// A child failed more often than the restart intensity allows.
+    Escalated(String),
+}
+
+/// Messages of the root supervisor.
+#[derive(Debug)]
+pub enum SupervisorMsg {
+    /// Stop the tree in order: listener (closing streams), sessions, store.
+    Shutdown(RpcReplyPort<()>),
+}
+
+/// Everything the root needs to (re)start its children.
+#[derive(Debug)]
+pub struct SupervisorArgs {
+    /// Configuration.
+    pub config: Arc<Config>,
+    /// The bound socket; each listener incarnation gets a clone.
+    pub socket: std::net::TcpListener,
+    /// The MCP server.
+    pub server: Arc<McpServer>,
+    /// Publication of the current store actor.
+    pub store_slot: (SlotWriter<StoreMsg>, Slot<StoreMsg>),
+    /// Publication of the current session manager.
+    pub session_slot: (SlotWriter<SessionMsg>, Slot<SessionMsg>),
+    /// Publication of the current listener.
+    pub listener_slot: (SlotWriter<ListenerMsg>, Slot<ListenerMsg>),
+    /// Told how the tree ended.
+    pub exit: oneshot::Sender<Exit>,
+}
+
+/// Running state of the root supervisor.
+#[derive(Debug)]
+pub struct SupervisorState {
+    config: Arc<Config>,
+    socket: std::net::TcpListener,
+    server: Arc<McpServer>,
+    store_writer: SlotWriter<StoreMsg>,
+    store_slot: Slot<StoreMsg>,
+    session_writer: SlotWriter<SessionMsg>,
+    session_slot: Slot<SessionMsg>,
+    listener_writer: SlotWriter<ListenerMsg>,
+    listener_slot: Slot<ListenerMsg>,
+    store_heir: Option<Heir<StoreTables<MemoryStore>>>,
+    session_heir: Option<Heir<SessionTable>>,
+    running: Vec<(Child, ActorCell)>,
+    intensity: Intensity,
+    stopping: bool,
+    exit: Option<oneshot::Sender<Exit>>,
+}
+
+/// The root supervisor actor.
+#[derive(Debug, Default)]
+pub struct RootSupervisor;
+
+impl SupervisorState {
+    fn store_handle(&self) -> EventStoreHandle {
+        EventStoreHandle::new(self.store_slot.clone())
+    }
+
+    fn session_handle(&self) -> SessionHandle {
+        SessionHandle::new(self.session_slot.clone(), self.store_handle())
+    }
+
+    async fn start(
+        &mut self,
+        child: Child,
+        supervisor: ActorCell,
+        store: Option<StoreTables<MemoryStore>>,
+        sessions: Option<SessionTable>,
+    ) -> Result<(), ActorProcessingErr> {
+        let sse = &self.config.sse;
+        let cell = match child {
+            Child::EventStore => {
+                let (tables, heir) = lend(store.unwrap_or_default());
+                self.store_heir = Some(heir);
+                let args = StoreArgs {
+                    tables,
+                    retention: Retention {
+                        enabled: sse.enable_replay,
+                        event_ttl: sse.event_ttl,
+                        replay_window: sse.replay_window,
+                        max_session_events: sse.max_session_events,
+                    },
+                    cleanup_interval: sse.cleanup_interval,
+                };
+                let (actor, _) =
+                    Actor::spawn_linked(None, EventStoreActor::<MemoryStore>::default(), args, supervisor)
+                        .await?;
+                self.store_writer.publish(Some(actor.clone()));
+                actor.get_cell()
+            }
+            Child::SessionManager => {
+                let (table, heir) = lend(sessions.unwrap_or_default());
+                self.session_heir = Some(heir);
+                let timeout = self.config.server.session_timeout;
+                let args = SessionArgs {
+                    table,
+                    store: self.store_handle(),
+                    session_timeout: timeout,
+                    max_sessions: self.config.server.max_sessions,
+                    sweep_interval: (timeout / 4)
+                        .clamp(Duration::from_millis(10), sse.cleanup_interval),
+                };
+                let (actor, _) =
+                    Actor::spawn_linked(None, SessionManager, args, supervisor).await?;
+                self.session_writer.publish(Some(actor.clone()));
+                actor.get_cell()
+            }
+            Child::HttpListener => {
+                let args = ListenerArgs {
+                    socket: self.socket.try_clone()?,
+                    config: self.config.clone(),
+                    sessions: self.session_handle(),
+                    store: self.store_handle(),
+                    server: self.server.clone(),
+                    me: self.listener_slot.clone(),
+                };
+                let (actor, _) = Actor::spawn_linked(None, HttpListener, args, supervisor).await?;
+                self.listener_writer.publish(Some(actor.clone()));
+                actor.get_cell()
+            }
+        };
+        self.running.retain(|(c, _)| *c != child);
+        self.running.push((child, cell));
+        Ok(())
+    }
+
+    fn unpublish(&self, child: Child) {
+        match child {
+            Child::EventStore => self.store_writer.publish(None),
+            Child::SessionManager => self.session_writer.publish(None),
+            Child::HttpListener => self.listener_writer.publish(None),
+        }
+    }
+
+    /// Restarts `child` with its data, or reports that the intensity is exceeded.
+    async fn restart(&mut self, child: Child, supervisor: ActorCell) -> Result<(), String> {
+        if !self.intensity.record(Instant::now()) {
+            let s = &self.config.supervisor;
+            return Err(format!(
+                "{} failed more than {} times within {:?}",
+                child.name(),
+                s.max_restarts,
+                s.max_window
+            ));
+        }
+        let (mut store, mut sessions) = (None, None);
+        match child {
+            Child::EventStore => {
+                if let Some(heir) = self.store_heir.take() {
+                    store = heir.reclaim(RECLAIM_WAIT).await;
+                    if store.is_none() {
+                        tracing::error!("event store data was not returned; starting empty");
+                    }
+                }
+            }
+            Child::SessionManager => {
+                if let Some(heir) = self.session_heir.take() {
+                    sessions = heir.reclaim(RECLAIM_WAIT).await;
+                    if sessions.is_none() {
+                        tracing::error!("session table was not returned; starting empty");
+                    }
+                }
+            }
+            Child::HttpListener => {}
+        }
+        self.start(child, supervisor, store, sessions)
+            .await
+            .map_err(|e| format!("{} could not restart: {e}", child.name()))
+    }
+
+    async fn stop_children(&mut self) {
+        // Reverse start order: the listener first (no new work, streams closed with a
+        // retry hint), then sessions, then the store everything else wrote to.
+        if let Some(listener) = self.listener_slot.current() {
+            let _ = self
+                .listener_slot
+                .call(ListenerMsg::Shutdown, self.config.server.shutdown_timeout + CHILD_STOP_WAIT)
+                .await;
+            let _ = listener.get_cell().wait(Some(CHILD_STOP_WAIT)).await;
+        }
+        for child in [Child::HttpListener, Child::SessionManager, Child::EventStore] {
+            if let Some((_, cell)) = self.running.iter().find(|(c, _)| *c == child) {
+                let _ = cell.stop_and_wait(Some("shutdown".into()), Some(CHILD_STOP_WAIT)).await;
+            }
+            self.unpublish(child);
+        }
+        self.running.clear();
+    }
+}
+
+impl Actor for RootSupervisor {
+    type Msg = SupervisorMsg;
+    type State = SupervisorState;
+    type Arguments = SupervisorArgs;
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<SupervisorMsg>,
+        args: SupervisorArgs,
+    ) -> Result<SupervisorState, ActorProcessingErr> {
+        let s = &args.config.supervisor;
+        let mut state = SupervisorState {
+            intensity: Intensity::new(s.max_restarts, s.max_window),
+            config: args.config,
+            socket: args.socket,
+            server: args.server,
+            store_writer: args.store_slot.0,
+            store_slot: args.store_slot.1,
+            session_writer: args.session_slot.0,
+            session_slot: args.session_slot.1,
+            listener_writer: args.listener_slot.0,
+            listener_slot: args.listener_slot.1,
+            store_heir: None,
+            session_heir: None,
+            running: Vec::new(),
+            stopping: false,
+            exit: Some(args.exit),
+        };
+        for child in [Child::EventStore, Child::SessionManager, Child::HttpListener] {
+            state.start(child, myself.get_cell(), None, None).await?;
+        }
+        Ok(state)
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<SupervisorMsg>,
+        msg: SupervisorMsg,
+        state: &mut SupervisorState,
+    ) -> Result<(), ActorProcessingErr> {
+        match msg {
+            SupervisorMsg::Shutdown(reply) => {
+                state.stopping = true;
+                state.stop_children().await;
+                if let Some(exit) = state.exit.take() {
+                    let _ = exit.send(Exit::Shutdown);
+                }
+                let _ = reply.send(());
+                myself.stop(Some("shutdown".into()));
+            }
+        }
+        Ok(())
+    }
+
+    async fn handle_supervisor_evt(
+        &self,
+        myself: ActorRef<SupervisorMsg>,
+        event: SupervisionEvent,
+        state: &mut SupervisorState,
+    ) -> Result<(), ActorProcessingErr> {
+        let (cell, why) = match &event {
+            SupervisionEvent::ActorFailed(cell, err) => (cell.clone(), format!("failed: {err}")),
+            SupervisionEvent::ActorTerminated(cell, _, reason) => (
+                cell.clone(),
+                format!("stopped: {}", reason.as_deref().unwrap_or("no reason")),
+            ),
+            _ => return Ok(()),
+        };
+        // The event may hold the child's final state, and with it the lent data: drop it
+        // before waiting for that data to come back.
+        drop(event);
+        let Some(child) = state
+            .running
+            .iter()
+            .find(|(_, c)| c.get_id() == cell.get_id())
+            .map(|(child, _)| *child)
+        else {
+            return Ok(());
+        };
+        if state.stopping {
+            return Ok(());
+        }
+        state.unpublish(child);
+        tracing::error!(child = child.name(), reason = %why, "supervised actor exited; restarting");
+        if let Err(escalation) = state.restart(child, myself.get_cell()).await {
+            tracing::error!(reason = %escalation, "restart intensity exceeded; supervisor gives up");
+            state.stopping = true;
+            state.stop_children().await;
+            if let Some(exit) = state.exit.take() {
+                let _ = exit.send(Exit::Escalated(escalation.clone()));
+            }
+            myself.stop(Some(format!("escalated: {escalation}")));
+        }
+        Ok(())
+    }
+}

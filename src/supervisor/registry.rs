@@ -1,0 +1,121 @@
+//! How callers reach the *current* incarnation of a supervised actor.
+//!
+//! The supervisor publishes each child's [`ActorRef`] into a [`Slot`] when it starts or
+//! restarts it; handles hold the slot, never a bare `ActorRef`, so nobody keeps talking to
+//! a dead actor after a restart. A `watch` channel is the publication mechanism: reading
+//! it is an uncontended read lock taken once per message, and it lets a caller *wait* for
+//! the restart instead of failing while the supervisor is mid-restart.
+
+use std::time::Duration;
+
+use ractor::{ActorRef, Message, MessagingErr, RpcReplyPort};
+use tokio::sync::{oneshot, watch};
+
+/// How long a caller waits for a dead actor to be restarted before giving up.
+pub const RESTART_WAIT: Duration = Duration::from_secs(5);
+
+/// Why a message to a supervised actor did not get through or get an answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum SlotError {
+    /// No live actor within [`RESTART_WAIT`] (shutting down, or restarting too slowly).
+    #[error("{0} is not running")]
+    Unavailable(&'static str),
+    /// The actor took the message but did not answer in time.
+    #[error("{0} did not answer in time")]
+    Timeout(&'static str),
+    /// The actor took the message and stopped before answering (it crashed).
+    #[error("{0} stopped before answering")]
+    Dropped(&'static str),
+}
+
+/// The publishing side, held by the supervisor.
+#[derive(Debug)]
+pub struct SlotWriter<M: Message> {
+    tx: watch::Sender<Option<ActorRef<M>>>,
+}
+
+/// The reading side, held by handles. Cheap to clone.
+#[derive(Debug)]
+pub struct Slot<M: Message> {
+    name: &'static str,
+    rx: watch::Receiver<Option<ActorRef<M>>>,
+}
+
+impl<M: Message> Clone for Slot<M> {
+    fn clone(&self) -> Self {
+        Self {
+            name: self.name,
+            rx: self.rx.clone(),
+        }
+    }
+}
+
+/// A new empty slot for the actor called `name` (used in error messages).
+pub fn slot<M: Message>(name: &'static str) -> (SlotWriter<M>, Slot<M>) {
+    let (tx, rx) = watch::channel(None);
+    (SlotWriter { tx }, Slot { name, rx })
+}
+
+impl<M: Message> SlotWriter<M> {
+    /// Publishes the current incarnation (or `None` while stopped).
+    pub fn publish(&self, actor: Option<ActorRef<M>>) {
+        self.tx.send_replace(actor);
+    }
+}
+
+impl<M: Message> Slot<M> {
+    /// The actor as published now, if any.
+    pub fn current(&self) -> Option<ActorRef<M>> {
+        self.rx.borrow().clone()
+    }
+
+    /// Sends without waiting: fails at once if the actor is down. For messages whose loss
+    /// is harmless (unsubscribe, timers) or that the caller has no way to wait for.
+    pub fn cast(&self, msg: M) -> Result<(), SlotError> {
+        match self.current() {
+            Some(actor) => actor
+                .send_message(msg)
+                .map_err(|_| SlotError::Unavailable(self.name)),
+            None => Err(SlotError::Unavailable(self.name)),
+        }
+    }
+
+    /// Sends `msg`, waiting up to [`RESTART_WAIT`] for a restarted actor if the current
+    /// one is dead. The message is handed back by ractor on a failed send, so it is
+    /// re-sent to the new incarnation rather than rebuilt.
+    pub async fn send(&self, mut msg: M) -> Result<(), SlotError> {
+        let deadline = tokio::time::Instant::now() + RESTART_WAIT;
+        let mut rx = self.rx.clone();
+        loop {
+            let current = rx.borrow_and_update().clone();
+            if let Some(actor) = current {
+                match actor.send_message(msg) {
+                    Ok(()) => return Ok(()),
+                    Err(MessagingErr::SendErr(back)) => msg = back,
+                    Err(_) => return Err(SlotError::Unavailable(self.name)),
+                }
+            }
+            // Wait for the supervisor to publish the next incarnation.
+            match tokio::time::timeout_at(deadline, rx.changed()).await {
+                Ok(Ok(())) => continue,
+                _ => return Err(SlotError::Unavailable(self.name)),
+            }
+        }
+    }
+
+    /// Request/reply: builds the message around a reply port, sends it with
+    /// [`Slot::send`] semantics, and waits up to `timeout` for the answer.
+    pub async fn call<R: Send + 'static>(
+        &self,
+        build: impl FnOnce(RpcReplyPort<R>) -> M,
+        timeout: Duration,
+    ) -> Result<R, SlotError> {
+        let (tx, rx) = oneshot::channel();
+        self.send(build(RpcReplyPort::from(tx))).await?;
+        match tokio::time::timeout(timeout, rx).await {
+            Ok(Ok(reply)) => Ok(reply),
+            Ok(Err(_)) => Err(SlotError::Dropped(self.name)),
+            Err(_) => Err(SlotError::Timeout(self.name)),
+        }
+    }
+}

@@ -1,0 +1,93 @@
+//! Logs and traces: a `tracing` subscriber with readable logs on stderr, plus OTLP/HTTP
+//! span export when `telemetry.otlp_endpoint` is set. [`TelemetryGuard`] flushes on drop.
+
+use opentelemetry::trace::TracerProvider as _;
+use opentelemetry_otlp::WithExportConfig as _;
+use opentelemetry_sdk::Resource;
+use opentelemetry_sdk::trace::SdkTracerProvider;
+use tracing_subscriber::filter::Targets;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+
+use crate::config::TelemetryConfig;
+
+/// Telemetry could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum TelemetryError {
+    /// `telemetry.log_filter` does not parse.
+    #[error("telemetry.log_filter: {0}")]
+    Filter(String),
+    /// The OTLP exporter could not be built.
+    #[error("telemetry.otlp_endpoint: {0}")]
+    Exporter(String),
+    /// A global subscriber was already installed.
+    #[error("a tracing subscriber is already installed")]
+    AlreadyInstalled,
+}
+
+/// Keeps the exporter alive; flushes pending spans when dropped or shut down.
+#[derive(Debug, Default)]
+pub struct TelemetryGuard {
+    provider: Option<SdkTracerProvider>,
+}
+
+impl TelemetryGuard {
+    /// Flushes and stops span export.
+    pub fn shutdown(mut self) {
+        self.flush();
+    }
+
+    fn flush(&mut self) {
+        if let Some(provider) = self.provider.take()
+            && let Err(e) = provider.shutdown() {
+                eprintln!("otpmcp: flushing spans failed: {e}");
+            }
+    }
+}
+
+impl Drop for TelemetryGuard {
+    fn drop(&mut self) {
+        self.flush();
+    }
+}
+
+/// Installs the global subscriber.
+pub fn init(config: &TelemetryConfig) -> Result<TelemetryGuard, TelemetryError> {
+    let filter: Targets = config
+        .log_filter
+        .parse()
+        .map_err(|e: tracing_subscriber::filter::ParseError| TelemetryError::Filter(e.to_string()))?;
+    let fmt = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_target(false);
+    let provider = if config.otlp_endpoint.is_empty() {
+        None
+    } else {
+        let exporter = opentelemetry_otlp::SpanExporter::builder()
+            .with_http()
+            .with_endpoint(config.otlp_endpoint.clone())
+            .build()
+            .map_err(|e| TelemetryError::Exporter(e.to_string()))?;
+        Some(
+            SdkTracerProvider::builder()
+                .with_batch_exporter(exporter)
+                .with_resource(
+                    Resource::builder()
+                        .with_service_name(config.service_name.clone())
+                        .build(),
+                )
+                .build(),
+        )
+    };
+    let otel = provider
+        .as_ref()
+        .map(|p| tracing_opentelemetry::layer().with_tracer(p.tracer("otpmcp")));
+    tracing_subscriber::registry()
+        .with(otel)
+        .with(fmt)
+        .with(filter)
+        .try_init()
+        .map_err(|_| TelemetryError::AlreadyInstalled)?;
+    Ok(TelemetryGuard { provider })
+}

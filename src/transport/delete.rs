@@ -1,0 +1,40 @@
+//! DELETE: the client ends its session.
+
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use tracing::Instrument;
+
+use super::rejection::Rejection;
+use super::{AppState, continue_trace, extract, reject};
+use crate::session::SessionError;
+
+/// Terminates the session: 200, or 404 if it is unknown.
+pub(crate) async fn handle(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    let span = tracing::info_span!(
+        "mcp.delete",
+        session_id = tracing::field::Empty,
+        http.status = tracing::field::Empty,
+        error = tracing::field::Empty,
+    );
+    continue_trace(&span, &headers);
+    async move {
+        match terminate(&state, &headers).await {
+            Ok(()) => StatusCode::OK.into_response(),
+            Err(r) => reject(r),
+        }
+    }
+    .instrument(span)
+    .await
+}
+
+async fn terminate(state: &AppState, headers: &HeaderMap) -> Result<(), Rejection> {
+    state.inner.guard.check(headers)?;
+    let id = extract::required_session_id(headers)?;
+    tracing::Span::current().record("session_id", tracing::field::display(id));
+    extract::protocol_version(headers)?;
+    state.inner.sessions.terminate(id).await.map_err(|e| match e {
+        SessionError::NotFound | SessionError::Full => Rejection::UnknownSession,
+        SessionError::Unreachable(e) => Rejection::Unavailable(e.to_string()),
+    })
+}

@@ -1,0 +1,131 @@
+//! GET: opens the standalone stream, or resumes any stream of the session (including one
+//! that began as a POST response) from `Last-Event-ID`.
+//!
+//! What a `Last-Event-ID` gets (docs/resumability.md says the same):
+//! - absent: the standalone stream, live from now;
+//! - malformed, from another session, or past the end of its stream: logged, recorded on
+//!   the span (`replay = "invalid"`), and treated as absent — never resolved against
+//!   another stream;
+//! - a valid id: that stream, replayed after the id, then live; a stream that has already
+//!   ended is replayed to its end and closed;
+//! - a POST stream that no longer exists (expired, forgotten): 410 Gone, because a
+//!   standalone stream would never carry the response the client is waiting for.
+
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::Response;
+use tracing::Instrument;
+use tracing::field::Empty;
+
+use super::extract::{self, LastEventId};
+use super::rejection::Rejection;
+use super::{AppState, StreamOpenError, continue_trace, reject};
+use crate::event_store::{StoreError, StreamKey, StreamNo};
+use crate::session::SessionError;
+
+/// Handles GET on the MCP endpoint.
+pub(crate) async fn handle(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    let span = tracing::info_span!(
+        "transport_sse.handle_stream",
+        session_id = Empty,
+        last_event_id = Empty,
+        stream = Empty,
+        replay = Empty,
+        missed_events = Empty,
+        replay_outcome = Empty,
+        close_reason = Empty,
+        http.status = Empty,
+        error = Empty,
+    );
+    continue_trace(&span, &headers);
+    let stream_span = span.clone();
+    async move {
+        match open(&state, &headers, stream_span).await {
+            Ok(response) => response,
+            Err(r) => reject(r),
+        }
+    }
+    .instrument(span)
+    .await
+}
+
+async fn open(
+    state: &AppState,
+    headers: &HeaderMap,
+    span: tracing::Span,
+) -> Result<Response, Rejection> {
+    let inner = &state.inner;
+    inner.guard.check(headers)?;
+    if !inner.config.sse.enabled {
+        return Err(Rejection::StreamsDisabled);
+    }
+    if !extract::accepts(headers).sse {
+        return Err(Rejection::NotAcceptable("GET requires Accept: text/event-stream"));
+    }
+    let session = extract::required_session_id(headers)?;
+    span.record("session_id", tracing::field::display(session));
+    extract::protocol_version(headers)?;
+    let (_, hold) = inner
+        .sessions
+        .hold(session, false)
+        .await
+        .map_err(|e| match e {
+            SessionError::NotFound | SessionError::Full => Rejection::UnknownSession,
+            SessionError::Unreachable(e) => Rejection::Unavailable(e.to_string()),
+        })?;
+
+    let standalone = StreamKey::new(session, StreamNo::STANDALONE);
+    let requested = if inner.config.sse.enable_replay {
+        extract::last_event_id(headers)
+    } else {
+        LastEventId::Absent
+    };
+    let (key, after) = match requested {
+        LastEventId::Absent => {
+            span.record("replay", "none");
+            (standalone, None)
+        }
+        LastEventId::Malformed(text, why) => {
+            span.record("last_event_id", text.as_str());
+            span.record("replay", "invalid");
+            tracing::warn!(last_event_id = %text, error = %why, "malformed Last-Event-ID; opening a live stream without replay");
+            (standalone, None)
+        }
+        LastEventId::Valid(id) => {
+            span.record("last_event_id", tracing::field::display(id));
+            match id.key_in(session) {
+                Some(key) => {
+                    span.record("replay", "active");
+                    (key, Some(id.seq))
+                }
+                None => {
+                    span.record("replay", "invalid");
+                    tracing::warn!(last_event_id = %id, "Last-Event-ID belongs to another session; opening a live stream without replay");
+                    (standalone, None)
+                }
+            }
+        }
+    };
+    span.record("stream", key.stream.0);
+
+    let create = key.stream.is_standalone();
+    match state
+        .open_stream(key, after, create, Some(hold), span.clone())
+        .await
+    {
+        Ok(response) => Ok(response),
+        Err(StreamOpenError::Store(StoreError::FuturePosition(seq))) => {
+            span.record("replay", "invalid");
+            tracing::warn!(seq, "Last-Event-ID is past the end of its stream; opening a live stream without replay");
+            let (_, hold) = inner
+                .sessions
+                .hold(session, false)
+                .await
+                .map_err(|e| Rejection::Unavailable(e.to_string()))?;
+            Ok(state
+                .open_stream(standalone, None, true, Some(hold), span)
+                .await?)
+        }
+        Err(e) => Err(e.into()),
+    }
+}

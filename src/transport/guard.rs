@@ -1,0 +1,118 @@
+//! DNS-rebinding protection: `Host` and `Origin` allow-lists (ports ignored).
+
+use axum::http::{HeaderMap, header};
+
+use super::rejection::Rejection;
+use crate::config::ServerConfig;
+
+/// Allow-lists prepared once from the configuration.
+#[derive(Debug, Clone)]
+pub struct Guard {
+    enabled: bool,
+    hosts: Vec<String>,
+    origins: Vec<String>,
+}
+
+impl Guard {
+    /// From `[server]`.
+    pub fn new(config: &ServerConfig) -> Self {
+        Self {
+            enabled: config.dns_rebinding_protection,
+            hosts: config.allowed_hosts.iter().map(|h| strip_port(h).to_ascii_lowercase()).collect(),
+            origins: config
+                .allowed_origins
+                .iter()
+                .map(|o| origin_without_port(o).to_ascii_lowercase())
+                .collect(),
+        }
+    }
+
+    /// Refuses a request whose `Origin` or `Host` is not allowed. A request without
+    /// `Origin` (any non-browser client) passes the origin check.
+    pub fn check(&self, headers: &HeaderMap) -> Result<(), Rejection> {
+        if !self.enabled {
+            return Ok(());
+        }
+        if let Some(origin) = headers.get(header::ORIGIN) {
+            let text = String::from_utf8_lossy(origin.as_bytes());
+            let bare = origin_without_port(&text).to_ascii_lowercase();
+            if !self.origins.contains(&bare) {
+                return Err(Rejection::ForbiddenOrigin(text.chars().take(100).collect()));
+            }
+        }
+        if !self.hosts.is_empty() {
+            let host = headers
+                .get(header::HOST)
+                .map(|h| String::from_utf8_lossy(h.as_bytes()).into_owned())
+                .unwrap_or_default();
+            let bare = strip_port(&host).to_ascii_lowercase();
+            if !self.hosts.contains(&bare) {
+                return Err(Rejection::ForbiddenHost(host.chars().take(100).collect()));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `host:port` → `host`; `[::1]:8080` → `[::1]`.
+fn strip_port(host: &str) -> &str {
+    let host = host.trim();
+    if host.starts_with('[') {
+        return host.find(']').map_or(host, |end| &host[..=end]);
+    }
+    match host.rsplit_once(':') {
+        Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name,
+        _ => host,
+    }
+}
+
+/// `scheme://host:port/...` → `scheme://host`.
+fn origin_without_port(origin: &str) -> String {
+    let origin = origin.trim();
+    match origin.split_once("://") {
+        Some((scheme, rest)) => {
+            let authority = rest.split('/').next().unwrap_or("");
+            format!("{scheme}://{}", strip_port(authority))
+        }
+        None => origin.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+
+    fn check(pairs: &[(&'static str, &'static str)]) -> Result<(), Rejection> {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.insert(*k, HeaderValue::from_static(v));
+        }
+        Guard::new(&ServerConfig::default()).check(&h)
+    }
+
+    #[test]
+    fn loopback_hosts_and_origins_pass_any_port() {
+        assert!(check(&[("host", "127.0.0.1:9000")]).is_ok());
+        assert!(check(&[("host", "localhost")]).is_ok());
+        assert!(check(&[("host", "[::1]:80"), ("origin", "http://[::1]:3000")]).is_ok());
+        assert!(check(&[("host", "localhost:1"), ("origin", "http://localhost:5173")]).is_ok());
+    }
+
+    #[test]
+    fn foreign_hosts_and_origins_are_forbidden() {
+        assert!(matches!(
+            check(&[("host", "evil.example:8080")]),
+            Err(Rejection::ForbiddenHost(_))
+        ));
+        assert!(matches!(
+            check(&[("host", "localhost"), ("origin", "http://evil.example")]),
+            Err(Rejection::ForbiddenOrigin(_))
+        ));
+        assert!(matches!(
+            check(&[("host", "localhost"), ("origin", "null")]),
+            Err(Rejection::ForbiddenOrigin(_))
+        ));
+        assert!(check(&[]).is_err(), "no Host at all is refused");
+    }
+}

@@ -1,0 +1,167 @@
+//! The HTTP listener actor: runs axum on the socket the supervisor bound (and keeps, so a
+//! restart reuses the same port), and parents the stream actors. Stream actors are
+//! temporary: their exits are expected and never restart anything.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::serve::ListenerExt;
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use super::{AppState, router};
+use crate::config::Config;
+use crate::event_store::EventStoreHandle;
+use crate::server::McpServer;
+use crate::session::SessionHandle;
+use crate::stream::{CloseReason, StreamMsg};
+use crate::supervisor::registry::Slot;
+
+/// Messages of the listener actor.
+#[derive(Debug)]
+pub enum ListenerMsg {
+    /// The accept loop ended on its own (an I/O error): fail so the supervisor restarts us.
+    ServeEnded(String),
+    /// Stop accepting, close every open stream with a retry hint, and wait (up to
+    /// `shutdown_timeout`) for connections to finish.
+    Shutdown(RpcReplyPort<()>),
+    /// Fault injection for supervision tests.
+    InjectPanic,
+}
+
+/// Start-up arguments.
+#[derive(Debug)]
+pub struct ListenerArgs {
+    /// The bound socket (a clone of the supervisor's).
+    pub socket: std::net::TcpListener,
+    /// Configuration.
+    pub config: Arc<Config>,
+    /// Session manager handle.
+    pub sessions: SessionHandle,
+    /// Store handle.
+    pub store: EventStoreHandle,
+    /// The MCP server.
+    pub server: Arc<McpServer>,
+    /// This actor's own slot, so handlers parent streams on the current incarnation.
+    pub me: Slot<ListenerMsg>,
+}
+
+/// Running state.
+#[derive(Debug)]
+pub struct ListenerState {
+    stop_accepting: Option<oneshot::Sender<()>>,
+    serve: AbortOnDrop,
+    shutdown_timeout: Duration,
+}
+
+/// Aborts the accept loop if the actor's state is dropped (crash), so a restarted listener
+/// never shares the socket with a stale loop.
+#[derive(Debug)]
+struct AbortOnDrop(Option<JoinHandle<()>>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        if let Some(task) = self.0.take() {
+            task.abort();
+        }
+    }
+}
+
+/// The listener actor.
+#[derive(Debug, Default)]
+pub struct HttpListener;
+
+impl Actor for HttpListener {
+    type Msg = ListenerMsg;
+    type State = ListenerState;
+    type Arguments = ListenerArgs;
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<ListenerMsg>,
+        args: ListenerArgs,
+    ) -> Result<ListenerState, ActorProcessingErr> {
+        args.socket.set_nonblocking(true)?;
+        let listener = tokio::net::TcpListener::from_std(args.socket)?;
+        let shutdown_timeout = args.config.server.shutdown_timeout;
+        let state = AppState::new(args.config, args.sessions, args.store, args.server, args.me);
+        let app = router(state);
+        let (stop_tx, stop_rx) = oneshot::channel::<()>();
+        // SSE frames are small writes; with Nagle on, each waits for the peer's delayed
+        // ACK (~40 ms). Every accepted socket gets TCP_NODELAY.
+        let listener = listener.tap_io(|tcp| {
+            if let Err(e) = tcp.set_nodelay(true) {
+                tracing::warn!(error = %e, "could not set TCP_NODELAY");
+            }
+        });
+        let me = myself.clone();
+        let task = tokio::spawn(async move {
+            let result = axum::serve(listener, app)
+                .with_graceful_shutdown(async move {
+                    let _ = stop_rx.await;
+                })
+                .await;
+            let why = match result {
+                Ok(()) => "accept loop finished".to_owned(),
+                Err(e) => format!("accept loop failed: {e}"),
+            };
+            // Only heard if we did not ask for it (the actor is gone after a shutdown).
+            let _ = me.send_message(ListenerMsg::ServeEnded(why));
+        });
+        Ok(ListenerState {
+            stop_accepting: Some(stop_tx),
+            serve: AbortOnDrop(Some(task)),
+            shutdown_timeout,
+        })
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<ListenerMsg>,
+        msg: ListenerMsg,
+        state: &mut ListenerState,
+    ) -> Result<(), ActorProcessingErr> {
+        match msg {
+            ListenerMsg::ServeEnded(why) => {
+                if state.stop_accepting.is_some() {
+                    return Err(why.into());
+                }
+            }
+            ListenerMsg::Shutdown(reply) => {
+                if let Some(stop) = state.stop_accepting.take() {
+                    let _ = stop.send(());
+                }
+                for child in myself.get_children() {
+                    let _ = child.send_message(StreamMsg::Close(CloseReason::Shutdown));
+                }
+                if let Some(task) = state.serve.0.take() {
+                    let abort = task.abort_handle();
+                    if tokio::time::timeout(state.shutdown_timeout, task).await.is_err() {
+                        tracing::warn!("connections still open after shutdown_timeout; closing them");
+                        abort.abort();
+                    }
+                }
+                let _ = reply.send(());
+                myself.stop(Some("shutdown".into()));
+            }
+            ListenerMsg::InjectPanic => panic!("fault injection: http listener"),
+        }
+        Ok(())
+    }
+
+    async fn handle_supervisor_evt(
+        &self,
+        _myself: ActorRef<ListenerMsg>,
+        event: SupervisionEvent,
+        _state: &mut ListenerState,
+    ) -> Result<(), ActorProcessingErr> {
+        // Stream actors are temporary children: their exits (normal or not) are expected,
+        // already logged by the stream, and the client resumes on its own. ractor's
+        // default would stop this listener on a child failure.
+        if let SupervisionEvent::ActorFailed(cell, err) = event {
+            tracing::warn!(actor = %cell.get_id(), error = %err, "stream actor failed");
+        }
+        Ok(())
+    }
+}

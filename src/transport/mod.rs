@@ -1,0 +1,208 @@
+//! Streamable HTTP transport (MCP 2025-11-25, also serving 2025-06-18 and 2025-03-26
+//! clients): one endpoint, one verb per file. This layer knows HTTP; it reaches sessions
+//! and the store only through their handles, and hands requests to [`McpServer`].
+
+pub mod delete;
+pub mod extract;
+pub mod get;
+pub mod guard;
+pub mod listener;
+pub mod post;
+pub mod rejection;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::http::{HeaderMap, HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get as route;
+use opentelemetry::propagation::{Extractor, TextMapPropagator};
+use opentelemetry_sdk::propagation::TraceContextPropagator;
+use ractor::{Actor, ActorCell};
+use tokio::sync::mpsc;
+use tracing_opentelemetry::OpenTelemetrySpanExt;
+
+use crate::config::Config;
+use crate::event_store::EventStoreHandle;
+use crate::server::McpServer;
+use crate::session::{SessionHandle, SessionHold};
+use crate::stream::{StreamActor, StreamArgs, StreamSettings, StreamStartError, SseBody};
+use crate::supervisor::registry::Slot;
+use guard::Guard;
+use listener::ListenerMsg;
+use rejection::Rejection;
+
+pub use listener::{HttpListener, ListenerArgs};
+
+/// What every request handler needs; cheap to clone.
+#[derive(Clone, Debug)]
+pub struct AppState {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    config: Arc<Config>,
+    guard: Guard,
+    sessions: SessionHandle,
+    store: EventStoreHandle,
+    server: Arc<McpServer>,
+    listener: Slot<ListenerMsg>,
+    settings: StreamSettings,
+}
+
+impl AppState {
+    /// State for the router.
+    pub fn new(
+        config: Arc<Config>,
+        sessions: SessionHandle,
+        store: EventStoreHandle,
+        server: Arc<McpServer>,
+        listener: Slot<ListenerMsg>,
+    ) -> Self {
+        let sse = &config.sse;
+        let settings = StreamSettings {
+            keepalive: sse.keepalive_interval,
+            idle_timeout: sse.stream_timeout,
+            retry: sse.retry_timeout,
+            with_ids: sse.enable_replay,
+        };
+        Self {
+            inner: Arc::new(Inner {
+                guard: Guard::new(&config.server),
+                config,
+                sessions,
+                store,
+                server,
+                listener,
+                settings,
+            }),
+        }
+    }
+
+    /// The stream actors' parent: the current listener incarnation.
+    fn stream_parent(&self) -> Result<ActorCell, Rejection> {
+        self.inner
+            .listener
+            .current()
+            .map(|l| l.get_cell())
+            .ok_or_else(|| Rejection::Unavailable("the HTTP listener is restarting".into()))
+    }
+
+    /// Starts a stream actor for `key` and returns the SSE response that it feeds.
+    async fn open_stream(
+        &self,
+        key: crate::event_store::StreamKey,
+        after: Option<u64>,
+        create: bool,
+        hold: Option<SessionHold>,
+        span: tracing::Span,
+    ) -> Result<Response, StreamOpenError> {
+        let parent = self.stream_parent()?;
+        let (tx, rx) = mpsc::channel(self.inner.config.sse.stream_buffer);
+        let args = StreamArgs {
+            key,
+            after,
+            create,
+            tx,
+            store: self.inner.store.clone(),
+            settings: self.inner.settings,
+            span,
+            hold,
+        };
+        let (actor, _) = Actor::spawn_linked(None, StreamActor, args, parent)
+            .await
+            .map_err(StreamOpenError::from_spawn)?;
+        Ok(sse_response(SseBody::new(rx, actor)))
+    }
+}
+
+/// Why a stream could not be opened.
+#[derive(Debug)]
+enum StreamOpenError {
+    /// The store refused (unknown stream, position past the end).
+    Store(crate::event_store::StoreError),
+    /// Something HTTP should report as is.
+    Rejected(Rejection),
+}
+
+impl From<Rejection> for StreamOpenError {
+    fn from(r: Rejection) -> Self {
+        Self::Rejected(r)
+    }
+}
+
+impl StreamOpenError {
+    fn from_spawn(err: ractor::SpawnErr) -> Self {
+        use crate::event_store::actor::StoreCallError;
+        if let ractor::SpawnErr::StartupFailed(inner) = &err
+            && let Some(StreamStartError(call)) = inner.downcast_ref::<StreamStartError>() {
+                return match call {
+                    StoreCallError::Store(e) => Self::Store(*e),
+                    StoreCallError::Unreachable(e) => {
+                        Self::Rejected(Rejection::Unavailable(e.to_string()))
+                    }
+                };
+            }
+        Self::Rejected(Rejection::Unavailable(format!("could not start the stream: {err}")))
+    }
+}
+
+impl From<StreamOpenError> for Rejection {
+    fn from(e: StreamOpenError) -> Self {
+        match e {
+            StreamOpenError::Rejected(r) => r,
+            StreamOpenError::Store(_) => Rejection::StreamGone,
+        }
+    }
+}
+
+/// The SSE response around a stream body.
+fn sse_response(body: SseBody) -> Response {
+    let mut response = axum::body::Body::new(body).into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    // Tell nginx-style proxies not to buffer the stream.
+    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    response
+}
+
+/// The router serving the MCP endpoint at `sse.path`.
+pub fn router(state: AppState) -> Router {
+    let path = state.inner.config.sse.path.clone();
+    Router::new()
+        .route(
+            &path,
+            route(get::handle).post(post::handle).delete(delete::handle),
+        )
+        .with_state(state)
+}
+
+/// Continues the caller's trace when the request carries a W3C `traceparent`.
+fn continue_trace(span: &tracing::Span, headers: &HeaderMap) {
+    if headers.contains_key("traceparent") {
+        let cx = TraceContextPropagator::new().extract(&HeaderExtractor(headers));
+        let _ = span.set_parent(cx);
+    }
+}
+
+struct HeaderExtractor<'a>(&'a HeaderMap);
+
+impl Extractor for HeaderExtractor<'_> {
+    fn get(&self, key: &str) -> Option<&str> {
+        self.0.get(key).and_then(|v| v.to_str().ok())
+    }
+    fn keys(&self) -> Vec<&str> {
+        self.0.keys().map(|k| k.as_str()).collect()
+    }
+}
+
+/// Records a rejection on the current span and turns it into a response.
+fn reject(rejection: Rejection) -> Response {
+    let span = tracing::Span::current();
+    span.record("http.status", rejection.status().as_u16());
+    span.record("error", tracing::field::display(&rejection));
+    tracing::info!(status = rejection.status().as_u16(), error = %rejection, "request rejected");
+    rejection.into_response()
+}

@@ -1,0 +1,273 @@
+//! POST: one JSON-RPC message per request.
+//!
+//! - `initialize` creates a session and is answered with JSON and `Mcp-Session-Id`.
+//! - Notifications and responses get 202 with no body.
+//! - Other requests get their own SSE stream (when the client accepts it and SSE is
+//!   enabled): the stream actor starts first, then the handler runs in its own task, so it
+//!   finishes — and its response is stored — even if the client disconnects; the client
+//!   resumes with GET and `Last-Event-ID`. Otherwise the answer is one JSON body.
+
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use tracing::Instrument;
+use tracing::field::Empty;
+
+use super::extract::{self, SESSION_ID};
+use super::rejection::Rejection;
+use super::{AppState, continue_trace, reject};
+use crate::event_store::{EventStoreHandle, StreamKey};
+use crate::handler::{BoxFuture, Notify, NotifyError, RequestContext};
+use crate::protocol::methods::{Method, notifications};
+use crate::protocol::{self, ErrorObject, Incoming, Notification, Outgoing, Request};
+use crate::server::McpServer;
+use crate::session::{SessionError, SessionId};
+
+/// Handles POST on the MCP endpoint.
+pub(crate) async fn handle(State(state): State<AppState>, headers: HeaderMap, body: Body) -> Response {
+    let span = tracing::info_span!(
+        "mcp.post",
+        session_id = Empty,
+        method = Empty,
+        request_id = Empty,
+        stream = Empty,
+        http.status = Empty,
+        error = Empty,
+    );
+    continue_trace(&span, &headers);
+    async move {
+        match serve(&state, &headers, body).await {
+            Ok(response) => response,
+            Err(r) => reject(r),
+        }
+    }
+    .instrument(span)
+    .await
+}
+
+fn session_rejection(e: SessionError) -> Rejection {
+    match e {
+        SessionError::NotFound => Rejection::UnknownSession,
+        SessionError::Full => Rejection::TooManySessions,
+        SessionError::Unreachable(e) => Rejection::Unavailable(e.to_string()),
+    }
+}
+
+async fn serve(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Response, Rejection> {
+    let inner = &state.inner;
+    inner.guard.check(headers)?;
+    if !extract::is_json_content(headers) {
+        return Err(Rejection::UnsupportedMediaType);
+    }
+    let accepts = extract::accepts(headers);
+    if !(accepts.json && accepts.sse) {
+        return Err(Rejection::NotAcceptable(
+            "POST requires Accept listing both application/json and text/event-stream",
+        ));
+    }
+    let body = read_body(headers, body, inner.config.server.max_body_bytes).await?;
+    let message = protocol::parse(&body).map_err(Rejection::JsonRpc)?;
+    extract::protocol_version(headers)?;
+    let span = tracing::Span::current();
+
+    let request = match message {
+        Incoming::Request(request) => request,
+        Incoming::Notification(note) => {
+            span.record("method", note.method.as_str());
+            let session = extract::required_session_id(headers)?;
+            span.record("session_id", tracing::field::display(session));
+            inner.sessions.touch(session).await.map_err(session_rejection)?;
+            on_notification(session, &note);
+            return Ok(StatusCode::ACCEPTED.into_response());
+        }
+        Incoming::Response { id } => {
+            let session = extract::required_session_id(headers)?;
+            span.record("session_id", tracing::field::display(session));
+            inner.sessions.touch(session).await.map_err(session_rejection)?;
+            tracing::debug!(request_id = %id, "client response received (no server-to-client requests are pending)");
+            return Ok(StatusCode::ACCEPTED.into_response());
+        }
+    };
+    span.record("method", request.method.as_str());
+    span.record("request_id", tracing::field::display(&request.id));
+
+    if Method::parse(&request.method) == Method::Initialize {
+        return initialize(state, request).await;
+    }
+
+    let session = extract::required_session_id(headers)?;
+    span.record("session_id", tracing::field::display(session));
+    let server = inner.server.clone();
+
+    if !inner.config.sse.enabled {
+        let (_, hold) = inner.sessions.hold(session, false).await.map_err(session_rejection)?;
+        let answer = run_guarded(&server, request, RequestContext::default()).await;
+        drop(hold);
+        return Ok(json_response(answer.to_bytes(), None));
+    }
+
+    let (touched, hold) = inner.sessions.hold(session, true).await.map_err(session_rejection)?;
+    let Some(stream) = touched.stream else {
+        return Err(Rejection::Unavailable("no stream was allocated".into()));
+    };
+    let key = StreamKey::new(session, stream);
+    span.record("stream", stream.0);
+    let stream_span = tracing::info_span!(
+        parent: &span,
+        "transport_sse.handle_stream",
+        session_id = %session,
+        stream = stream.0,
+        last_event_id = Empty,
+        replay = "none",
+        missed_events = Empty,
+        replay_outcome = Empty,
+        close_reason = Empty,
+    );
+    let response = state
+        .open_stream(key, Some(0), true, None, stream_span)
+        .await
+        .map_err(Rejection::from)?;
+
+    let store = inner.store.clone();
+    let progress_token = McpServer::progress_token(&request);
+    let notifier: Arc<dyn Notify> = Arc::new(StreamNotifier {
+        store: store.clone(),
+        key,
+    });
+    let ctx = RequestContext::new(progress_token, Some(notifier));
+    tokio::spawn(
+        async move {
+            let answer = run_guarded(&server, request, ctx).await;
+            if let Err(e) = store.append(key, answer.to_bytes(), true).await {
+                tracing::error!(error = %e, "could not store the response; the client will not receive it");
+            }
+            drop(hold);
+        }
+        .instrument(span),
+    );
+    Ok(response)
+}
+
+async fn initialize(state: &AppState, request: Request) -> Result<Response, Rejection> {
+    let inner = &state.inner;
+    let (result, new_session) = match inner.server.initialize(request.params) {
+        Ok(pair) => pair,
+        Err(error) => {
+            let answer = Outgoing::Error {
+                id: Some(request.id),
+                error,
+            };
+            let mut response = json_response(answer.to_bytes(), None);
+            *response.status_mut() = StatusCode::BAD_REQUEST;
+            return Ok(response);
+        }
+    };
+    let session = inner
+        .sessions
+        .create(new_session)
+        .await
+        .map_err(session_rejection)?;
+    tracing::Span::current().record("session_id", tracing::field::display(session));
+    let answer = match serde_json::to_value(&result) {
+        Ok(result) => Outgoing::Result {
+            id: request.id,
+            result,
+        },
+        Err(e) => Outgoing::Error {
+            id: Some(request.id),
+            error: ErrorObject::internal(e.to_string()),
+        },
+    };
+    Ok(json_response(answer.to_bytes(), Some(session)))
+}
+
+fn on_notification(session: SessionId, note: &Notification) {
+    match note.method.as_str() {
+        notifications::INITIALIZED => tracing::debug!(%session, "client initialized"),
+        notifications::CANCELLED => {
+            tracing::debug!(%session, "cancellation received; requests run to completion in this version")
+        }
+        other => tracing::debug!(%session, method = other, "notification ignored"),
+    }
+}
+
+fn json_response(body: Bytes, session: Option<SessionId>) -> Response {
+    let mut response = (StatusCode::OK, body).into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    if let Some(session) = session
+        && let Ok(value) = HeaderValue::from_str(&session.to_string()) {
+            headers.insert(SESSION_ID, value);
+        }
+    response
+}
+
+async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> Result<Bytes, Rejection> {
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return Err(Rejection::PayloadTooLarge(limit));
+    }
+    axum::body::to_bytes(body, limit)
+        .await
+        .map_err(|_| Rejection::PayloadTooLarge(limit))
+}
+
+/// Runs the handler, turning a panic into an internal-error response: a buggy tool must
+/// not leave its client waiting forever for an answer that will never be stored.
+async fn run_guarded(server: &McpServer, request: Request, ctx: RequestContext) -> Outgoing {
+    let id = request.id.clone();
+    match CatchUnwind(Box::pin(server.handle(request, ctx))).await {
+        Ok(answer) => answer,
+        Err(()) => {
+            tracing::error!(request_id = %id, "handler panicked");
+            Outgoing::Error {
+                id: Some(id),
+                error: ErrorObject::internal("the handler failed unexpectedly"),
+            }
+        }
+    }
+}
+
+struct CatchUnwind<'a>(BoxFuture<'a, Outgoing>);
+
+impl Future for CatchUnwind<'_> {
+    type Output = Result<Outgoing, ()>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let inner = &mut self.0;
+        match std::panic::catch_unwind(AssertUnwindSafe(|| inner.as_mut().poll(cx))) {
+            Ok(Poll::Ready(answer)) => Poll::Ready(Ok(answer)),
+            Ok(Poll::Pending) => Poll::Pending,
+            Err(_) => Poll::Ready(Err(())),
+        }
+    }
+}
+
+/// Stores a request's notifications on its stream.
+struct StreamNotifier {
+    store: EventStoreHandle,
+    key: StreamKey,
+}
+
+impl Notify for StreamNotifier {
+    fn notify(&self, notification: Notification) -> BoxFuture<'_, Result<(), NotifyError>> {
+        Box::pin(async move {
+            let payload = Outgoing::Notification(notification).to_bytes();
+            self.store
+                .append(self.key, payload, false)
+                .await
+                .map(|_| ())
+                .map_err(|e| NotifyError(e.to_string()))
+        })
+    }
+}

@@ -1,0 +1,98 @@
+//! Every HTTP-level refusal as a type that knows its status and body.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+
+use crate::protocol::{ErrorObject, Outgoing, ParseFailure};
+
+/// A request refused before it reached a handler.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Rejection {
+    /// 400: a request other than `initialize` without `Mcp-Session-Id`.
+    #[error("Bad Request: Mcp-Session-Id header is required")]
+    MissingSession,
+    /// 404: unknown, expired or terminated session (the client must re-initialize).
+    #[error("Not Found: session not found")]
+    UnknownSession,
+    /// 400: `MCP-Protocol-Version` names a revision we do not speak.
+    #[error("Bad Request: {0}")]
+    UnsupportedVersion(String),
+    /// 406: `Accept` does not allow what we must send.
+    #[error("Not Acceptable: {0}")]
+    NotAcceptable(&'static str),
+    /// 415: the body is not `application/json`.
+    #[error("Unsupported Media Type: Content-Type must be application/json")]
+    UnsupportedMediaType,
+    /// 413: the body exceeds `server.max_body_bytes`.
+    #[error("Payload Too Large: the body exceeds {0} bytes")]
+    PayloadTooLarge(usize),
+    /// 403: `Origin` not in `server.allowed_origins`.
+    #[error("Forbidden: origin {0:?} is not allowed")]
+    ForbiddenOrigin(String),
+    /// 403: `Host` not in `server.allowed_hosts`.
+    #[error("Forbidden: host {0:?} is not allowed")]
+    ForbiddenHost(String),
+    /// 400: JSON-RPC parse error or invalid request.
+    #[error("{}", .0.error.message)]
+    JsonRpc(ParseFailure),
+    /// 405: GET while SSE is disabled.
+    #[error("Method Not Allowed: SSE streams are disabled on this server")]
+    StreamsDisabled,
+    /// 410: `Last-Event-ID` names a POST stream whose history is gone.
+    #[error("Gone: the stream named by Last-Event-ID has expired or never existed")]
+    StreamGone,
+    /// 503: `server.max_sessions` reached.
+    #[error("Service Unavailable: too many sessions")]
+    TooManySessions,
+    /// 503: an actor of the runtime is down (restarting or shutting down).
+    #[error("Service Unavailable: {0}")]
+    Unavailable(String),
+}
+
+impl Rejection {
+    /// The HTTP status.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Self::MissingSession | Self::UnsupportedVersion(_) | Self::JsonRpc(_) => {
+                StatusCode::BAD_REQUEST
+            }
+            Self::UnknownSession => StatusCode::NOT_FOUND,
+            Self::NotAcceptable(_) => StatusCode::NOT_ACCEPTABLE,
+            Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::ForbiddenOrigin(_) | Self::ForbiddenHost(_) => StatusCode::FORBIDDEN,
+            Self::StreamsDisabled => StatusCode::METHOD_NOT_ALLOWED,
+            Self::StreamGone => StatusCode::GONE,
+            Self::TooManySessions | Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+        }
+    }
+}
+
+impl IntoResponse for Rejection {
+    /// A JSON-RPC error object with id null (the SDKs' convention for transport errors),
+    /// so clients show the message.
+    fn into_response(self) -> Response {
+        let status = self.status();
+        let body = match self {
+            Self::JsonRpc(failure) => Outgoing::Error {
+                id: failure.id,
+                error: failure.error,
+            },
+            other => Outgoing::Error {
+                id: None,
+                error: ErrorObject::new(-32000, other.to_string()),
+            },
+        };
+        let mut response = (status, body.to_bytes()).into_response();
+        response.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        if status == StatusCode::METHOD_NOT_ALLOWED {
+            response
+                .headers_mut()
+                .insert(header::ALLOW, HeaderValue::from_static("POST, DELETE"));
+        }
+        response
+    }
+}
