@@ -131,7 +131,10 @@ pub struct StreamArgs {
 #[derive(Debug)]
 pub struct StreamState {
     key: StreamKey,
-    tx: mpsc::Sender<Bytes>,
+    /// `None` once closed. Released explicitly, not left to drop: ractor hands a stopped
+    /// actor's state to its supervisor inside the exit event, so anything left here would
+    /// live on (keeping the HTTP body open) until the listener reads that event.
+    tx: Option<mpsc::Sender<Bytes>>,
     store: EventStoreHandle,
     settings: StreamSettings,
     span: tracing::Span,
@@ -143,7 +146,7 @@ pub struct StreamState {
     subscribed: bool,
     ping_timer: Option<AbortHandle>,
     idle_timer: Option<AbortHandle>,
-    _hold: Option<SessionHold>,
+    hold: Option<SessionHold>,
 }
 
 /// The stream actor.
@@ -152,7 +155,10 @@ pub struct StreamActor;
 
 impl StreamState {
     fn write(&mut self, frame: Bytes) -> Result<(), CloseReason> {
-        self.tx.try_send(frame).map_err(|e| match e {
+        let Some(tx) = &self.tx else {
+            return Err(CloseReason::ClientGone);
+        };
+        tx.try_send(frame).map_err(|e| match e {
             mpsc::error::TrySendError::Full(_) => CloseReason::SlowConsumer,
             mpsc::error::TrySendError::Closed(_) => CloseReason::ClientGone,
         })
@@ -209,7 +215,7 @@ impl Actor for StreamActor {
         }
         let mut state = StreamState {
             key: args.key,
-            tx: args.tx,
+            tx: Some(args.tx),
             store: args.store,
             settings: args.settings,
             span,
@@ -219,7 +225,7 @@ impl Actor for StreamActor {
             subscribed: !replay.completed,
             ping_timer: None,
             idle_timer: None,
-            _hold: args.hold,
+            hold: args.hold,
         };
 
         // Priming: the position the client may resume from if it loses us right away.
@@ -326,6 +332,7 @@ impl Actor for StreamActor {
         if state.subscribed {
             state.store.unsubscribe(state.key, myself.get_id());
         }
+        release(state);
         Ok(())
     }
 }
@@ -338,5 +345,13 @@ fn close(myself: &ActorRef<StreamMsg>, state: &mut StreamState, reason: CloseRea
     }
     state.span.record("close_reason", reason.as_str());
     tracing::debug!(parent: &state.span, reason = reason.as_str(), position = state.position, "stream closed");
+    release(state);
     myself.stop(Some(reason.as_str().to_owned()));
+}
+
+/// Ends the HTTP body, lets the session expire again and ends the stream's span.
+fn release(state: &mut StreamState) {
+    state.tx = None;
+    state.hold = None;
+    state.span = tracing::Span::none();
 }

@@ -1,0 +1,351 @@
+//! Shared test fixtures: a real server on a free loopback port, and a small MCP client
+//! over real HTTP that reads SSE frames as they arrive.
+#![allow(dead_code, unreachable_pub, missing_docs)]
+
+use std::future::Future;
+use std::time::Duration;
+
+use otpmcp::config::Config;
+use otpmcp::session::SessionId;
+use otpmcp::{App, McpServer};
+use serde_json::{Value, json};
+
+/// Longest any single wait in a test may take before the test fails.
+pub const WAIT: Duration = Duration::from_secs(10);
+
+/// Configuration for tests: port 0 on loopback, short timers.
+pub fn test_config() -> Config {
+    let mut c = Config::default();
+    c.server.bind = "127.0.0.1:0".parse().unwrap_or(c.server.bind);
+    c.server.shutdown_timeout = Duration::from_secs(2);
+    c.sse.keepalive_interval = Duration::from_secs(5);
+    c.sse.retry_timeout = Duration::from_millis(100);
+    c.sse.cleanup_interval = Duration::from_millis(50);
+    c.supervisor.max_restarts = 5;
+    c.supervisor.max_window = Duration::from_secs(10);
+    c
+}
+
+/// A running server.
+pub struct TestServer {
+    pub app: App,
+    pub url: String,
+}
+
+impl TestServer {
+    /// Starts the default server with `tweak` applied to [`test_config`].
+    pub async fn start(tweak: impl FnOnce(&mut Config)) -> Self {
+        Self::start_with(tweak, McpServer::default()).await
+    }
+
+    pub async fn start_with(tweak: impl FnOnce(&mut Config), server: McpServer) -> Self {
+        let mut config = test_config();
+        tweak(&mut config);
+        let app = otpmcp::start_with(config, server)
+            .await
+            .unwrap_or_else(|e| panic!("server did not start: {e}"));
+        let url = app.url();
+        Self { app, url }
+    }
+
+    pub fn client(&self) -> Client {
+        Client::new(&self.url)
+    }
+
+    pub async fn shutdown(self) {
+        self.app.shutdown().await;
+    }
+}
+
+/// Runs `fut` with the test-wide timeout.
+pub async fn within<T>(what: &str, fut: impl Future<Output = T>) -> T {
+    match tokio::time::timeout(WAIT, fut).await {
+        Ok(v) => v,
+        Err(_) => panic!("timed out waiting for {what}"),
+    }
+}
+
+/// Polls `check` until it returns `Some`, or fails the test after [`WAIT`]. For waiting on
+/// state that has no event to await (expiry, a restart having happened).
+pub async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    within(what, async {
+        loop {
+            if let Some(v) = check().await {
+                return v;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+}
+
+/// One SSE frame as a client sees it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Frame {
+    pub id: Option<String>,
+    pub event: Option<String>,
+    pub data: Option<String>,
+    pub retry: Option<u64>,
+    pub comment: Option<String>,
+}
+
+impl Frame {
+    pub fn json(&self) -> Option<Value> {
+        serde_json::from_str(self.data.as_deref()?).ok()
+    }
+
+    /// The `progress` of a progress notification.
+    pub fn progress(&self) -> Option<u64> {
+        let v = self.json()?;
+        (v["method"] == "notifications/progress").then(|| v["params"]["progress"].as_u64())?
+    }
+
+    /// True for the JSON-RPC response (has an id and a result or error).
+    pub fn is_response(&self) -> bool {
+        self.json()
+            .is_some_and(|v| v.get("id").is_some() && (v.get("result").is_some() || v.get("error").is_some()))
+    }
+
+    /// True for the priming frame (id, empty data).
+    pub fn is_priming(&self) -> bool {
+        self.data.as_deref() == Some("") && self.event.is_none()
+    }
+}
+
+/// Reads SSE frames from a streaming HTTP response.
+pub struct SseReader {
+    resp: reqwest::Response,
+    buf: String,
+    pub last_id: Option<String>,
+}
+
+impl SseReader {
+    pub fn new(resp: reqwest::Response) -> Self {
+        Self {
+            resp,
+            buf: String::new(),
+            last_id: None,
+        }
+    }
+
+    /// The next frame, or `None` at end of stream.
+    pub async fn next(&mut self) -> Option<Frame> {
+        within("an SSE frame", async {
+            loop {
+                if let Some(end) = self.buf.find("\n\n") {
+                    let block: String = self.buf.drain(..end + 2).collect();
+                    let frame = parse_block(&block);
+                    if let Some(id) = &frame.id {
+                        self.last_id = Some(id.clone());
+                    }
+                    return Some(frame);
+                }
+                match self.resp.chunk().await {
+                    Ok(Some(bytes)) => self.buf.push_str(&String::from_utf8_lossy(&bytes)),
+                    Ok(None) | Err(_) => return None,
+                }
+            }
+        })
+        .await
+    }
+
+    /// The next frame that is not a comment.
+    pub async fn next_event(&mut self) -> Option<Frame> {
+        loop {
+            let f = self.next().await?;
+            if f.comment.is_none() {
+                return Some(f);
+            }
+        }
+    }
+
+    /// Reads to the end of the stream.
+    pub async fn rest(&mut self) -> Vec<Frame> {
+        let mut out = Vec::new();
+        while let Some(f) = self.next().await {
+            out.push(f);
+        }
+        out
+    }
+}
+
+fn parse_block(block: &str) -> Frame {
+    let mut f = Frame::default();
+    for line in block.lines() {
+        if let Some(c) = line.strip_prefix(':') {
+            f.comment = Some(c.trim().to_owned());
+            continue;
+        }
+        let (field, value) = match line.split_once(':') {
+            Some((k, v)) => (k, v.strip_prefix(' ').unwrap_or(v)),
+            None => (line, ""),
+        };
+        match field {
+            "id" => f.id = Some(value.to_owned()),
+            "event" => f.event = Some(value.to_owned()),
+            "retry" => f.retry = value.parse().ok(),
+            "data" => {
+                f.data = Some(match f.data.take() {
+                    Some(prev) => format!("{prev}\n{value}"),
+                    None => value.to_owned(),
+                })
+            }
+            _ => {}
+        }
+    }
+    f
+}
+
+/// A minimal MCP client over reqwest.
+#[derive(Clone)]
+pub struct Client {
+    pub http: reqwest::Client,
+    pub url: String,
+    pub session: Option<String>,
+    next_id: std::sync::Arc<std::sync::atomic::AtomicI64>,
+}
+
+pub const ACCEPT_BOTH: &str = "application/json, text/event-stream";
+
+impl Client {
+    pub fn new(url: &str) -> Self {
+        Self {
+            http: reqwest::Client::new(),
+            url: url.to_owned(),
+            session: None,
+            next_id: Default::default(),
+        }
+    }
+
+    pub fn id(&self) -> i64 {
+        self.next_id.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1
+    }
+
+    pub fn session_id(&self) -> SessionId {
+        self.session
+            .as_deref()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| panic!("no session"))
+    }
+
+    /// A POST with the headers a well-behaved client sends.
+    pub fn post(&self, body: &Value) -> reqwest::RequestBuilder {
+        let mut req = self
+            .http
+            .post(&self.url)
+            .header("content-type", "application/json")
+            .header("accept", ACCEPT_BOTH)
+            .body(body.to_string());
+        if let Some(s) = &self.session {
+            req = req
+                .header("mcp-session-id", s)
+                .header("mcp-protocol-version", "2025-11-25");
+        }
+        req
+    }
+
+    /// A GET of the standalone stream, or a resume from `last_event_id`.
+    pub fn get(&self, last_event_id: Option<&str>) -> reqwest::RequestBuilder {
+        let mut req = self.http.get(&self.url).header("accept", "text/event-stream");
+        if let Some(s) = &self.session {
+            req = req.header("mcp-session-id", s);
+        }
+        if let Some(id) = last_event_id {
+            req = req.header("last-event-id", id);
+        }
+        req
+    }
+
+    pub async fn send(req: reqwest::RequestBuilder) -> reqwest::Response {
+        within("an HTTP response", req.send())
+            .await
+            .unwrap_or_else(|e| panic!("request failed: {e}"))
+    }
+
+    /// `initialize` + `notifications/initialized`; remembers the session.
+    pub async fn initialize(&mut self) -> Value {
+        let body = json!({
+            "jsonrpc": "2.0", "id": self.id(), "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "otpmcp-tests", "version": "0"}
+            }
+        });
+        let resp = Self::send(self.post(&body)).await;
+        assert_eq!(resp.status(), 200, "initialize");
+        let session = resp
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        assert!(session.is_some(), "initialize returns Mcp-Session-Id");
+        self.session = session;
+        let result: Value = serde_json::from_slice(&resp.bytes().await.unwrap_or_default()).unwrap_or_default();
+        let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        let resp = Self::send(self.post(&note)).await;
+        assert_eq!(resp.status(), 202, "notifications/initialized");
+        result
+    }
+
+    /// Starts `tools/call` and returns its SSE stream.
+    pub async fn call_stream(&self, tool: &str, args: Value, token: Option<&str>) -> SseReader {
+        let mut params = json!({"name": tool, "arguments": args});
+        if let Some(t) = token {
+            params["_meta"] = json!({"progressToken": t});
+        }
+        let body = json!({"jsonrpc": "2.0", "id": self.id(), "method": "tools/call", "params": params});
+        let resp = Self::send(self.post(&body)).await;
+        assert_eq!(resp.status(), 200, "tools/call");
+        assert_eq!(
+            resp.headers().get("content-type").and_then(|v| v.to_str().ok()),
+            Some("text/event-stream")
+        );
+        SseReader::new(resp)
+    }
+
+    /// Resumes with GET and `Last-Event-ID`, expecting 200.
+    pub async fn resume(&self, last_event_id: &str) -> SseReader {
+        let resp = Self::send(self.get(Some(last_event_id))).await;
+        assert_eq!(resp.status(), 200, "resume with {last_event_id}");
+        SseReader::new(resp)
+    }
+}
+
+/// Collects a tool call's frames across disconnects: progress values, the response.
+#[derive(Debug, Default)]
+pub struct Transcript {
+    pub progress: Vec<u64>,
+    pub response: Option<Value>,
+    pub ids: Vec<String>,
+}
+
+impl Transcript {
+    /// Adds a frame; returns true once the response arrived.
+    pub fn add(&mut self, f: &Frame) -> bool {
+        if f.is_priming() || f.comment.is_some() || f.data.is_none() {
+            return false;
+        }
+        if let Some(id) = &f.id {
+            self.ids.push(id.clone());
+        }
+        if let Some(p) = f.progress() {
+            self.progress.push(p);
+        }
+        if f.is_response() {
+            self.response = f.json();
+            return true;
+        }
+        false
+    }
+
+    pub fn result_text(&self) -> Option<String> {
+        self.response.as_ref()?["result"]["content"][0]["text"]
+            .as_str()
+            .map(str::to_owned)
+    }
+}
