@@ -284,7 +284,7 @@ impl EventStoreHandle {
             .call(
                 |reply| StoreMsg::Append {
                     key,
-                    payload,
+                    payload: payload.clone(),
                     last,
                     reply,
                 },
@@ -309,7 +309,7 @@ impl EventStoreHandle {
                     key,
                     after,
                     create,
-                    subscriber,
+                    subscriber: subscriber.clone(),
                     reply,
                 },
                 CALL_TIMEOUT,

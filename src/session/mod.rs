@@ -261,7 +261,7 @@ impl SessionHandle {
     /// Creates a session.
     pub async fn create(&self, init: NewSession) -> Result<SessionId, SessionError> {
         self.slot
-            .call(|reply| SessionMsg::Create(init, reply), CALL_TIMEOUT)
+            .call(|reply| SessionMsg::Create(init.clone(), reply), CALL_TIMEOUT)
             .await?
     }
 

@@ -105,9 +105,25 @@ impl<M: Message> Slot<M> {
 
     /// Request/reply: builds the message around a reply port, sends it with
     /// [`Slot::send`] semantics, and waits up to `timeout` for the answer.
+    ///
+    /// Messages still queued when an actor crashes die with its mailbox. When that happens
+    /// (the reply port is dropped unanswered), the request is built again and sent once to
+    /// the next incarnation. The one case this can repeat work is a crash in the middle of
+    /// handling this very message; losing every queued request on each crash is worse.
     pub async fn call<R: Send + 'static>(
         &self,
-        build: impl FnOnce(RpcReplyPort<R>) -> M,
+        build: impl Fn(RpcReplyPort<R>) -> M,
+        timeout: Duration,
+    ) -> Result<R, SlotError> {
+        match self.call_once(&build, timeout).await {
+            Err(SlotError::Dropped(_)) => self.call_once(&build, timeout).await,
+            other => other,
+        }
+    }
+
+    async fn call_once<R: Send + 'static>(
+        &self,
+        build: &impl Fn(RpcReplyPort<R>) -> M,
         timeout: Duration,
     ) -> Result<R, SlotError> {
         let (tx, rx) = oneshot::channel();

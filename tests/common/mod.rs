@@ -349,3 +349,61 @@ impl Transcript {
             .map(str::to_owned)
     }
 }
+
+/// A client connection that reads only when told to: a raw socket with a small receive
+/// buffer, so the server sees a slow consumer (reqwest would buffer megabytes).
+pub struct SlowSocket {
+    stream: tokio::net::TcpStream,
+    raw: Vec<u8>,
+}
+
+impl SlowSocket {
+    /// Connects and sends `body` as an MCP POST; reads nothing yet.
+    pub async fn post(url: &str, session: &str, body: &Value) -> Self {
+        use tokio::io::AsyncWriteExt;
+        let addr: std::net::SocketAddr = url
+            .trim_start_matches("http://")
+            .split('/')
+            .next()
+            .and_then(|a| a.parse().ok())
+            .unwrap_or_else(|| panic!("bad url {url}"));
+        let socket = tokio::net::TcpSocket::new_v4().unwrap_or_else(|e| panic!("{e}"));
+        socket.set_recv_buffer_size(4096).unwrap_or_else(|e| panic!("{e}"));
+        let mut stream = within("connect", socket.connect(addr))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let body = body.to_string();
+        let request = format!(
+            "POST /mcp HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\n\
+             accept: {ACCEPT_BOTH}\r\nmcp-session-id: {session}\r\n\
+             content-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        stream.write_all(request.as_bytes()).await.unwrap_or_else(|e| panic!("{e}"));
+        Self { stream, raw: Vec::new() }
+    }
+
+    /// Reads to EOF and returns the SSE frames of the (chunked) body.
+    pub async fn frames(mut self) -> Vec<Frame> {
+        use tokio::io::AsyncReadExt;
+        within("the slow response", self.stream.read_to_end(&mut self.raw))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let text = String::from_utf8_lossy(&self.raw).into_owned();
+        let (head, mut rest) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+        assert!(head.starts_with("HTTP/1.1 200"), "status line: {head}");
+        let mut body = String::new();
+        while let Some((size, after)) = rest.split_once("\r\n") {
+            let Ok(n) = usize::from_str_radix(size.trim(), 16) else { break };
+            if n == 0 || after.len() < n {
+                break;
+            }
+            body.push_str(&after[..n]);
+            rest = after[n..].trim_start_matches("\r\n");
+        }
+        body.split_inclusive("\n\n")
+            .filter(|b| b.ends_with("\n\n"))
+            .map(parse_block)
+            .collect()
+    }
+}

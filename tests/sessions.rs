@@ -1,0 +1,142 @@
+//! Session lifecycle over HTTP: creation, DELETE, idle expiry, caps, session_info.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Client, TestServer, eventually};
+use otpmcp::protocol::version::ProtocolVersion;
+use serde_json::json;
+
+fn ping(client: &Client) -> reqwest::RequestBuilder {
+    client.post(&json!({"jsonrpc": "2.0", "id": client.id(), "method": "ping"}))
+}
+
+#[tokio::test]
+async fn delete_ends_the_session_and_later_requests_get_404() {
+    let server = TestServer::start(|_| {}).await;
+    let mut client = server.client();
+    client.initialize().await;
+    assert_eq!(Client::send(ping(&client)).await.status(), 200);
+    let delete = client
+        .http
+        .delete(&client.url)
+        .header("mcp-session-id", client.session.clone().unwrap_or_default());
+    assert_eq!(Client::send(delete).await.status(), 200);
+    assert_eq!(Client::send(ping(&client)).await.status(), 404, "POST after DELETE");
+    assert_eq!(Client::send(client.get(None)).await.status(), 404, "GET after DELETE");
+    let again = client
+        .http
+        .delete(&client.url)
+        .header("mcp-session-id", client.session.clone().unwrap_or_default());
+    assert_eq!(Client::send(again).await.status(), 404, "second DELETE");
+    assert!(server.app.session_info(client.session_id()).await.is_err());
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn delete_closes_the_sessions_open_streams_with_a_retry_hint() {
+    let server = TestServer::start(|_| {}).await;
+    let mut client = server.client();
+    client.initialize().await;
+    let mut stream = client.resume("none").await;
+    assert!(stream.next().await.is_some_and(|f| f.is_priming()));
+    let delete = client
+        .http
+        .delete(&client.url)
+        .header("mcp-session-id", client.session.clone().unwrap_or_default());
+    assert_eq!(Client::send(delete).await.status(), 200);
+    let rest = stream.rest().await;
+    assert!(rest.iter().any(|f| f.retry.is_some()), "retry hint before close: {rest:?}");
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn requests_without_a_session_header_get_400_and_unknown_sessions_404() {
+    let server = TestServer::start(|_| {}).await;
+    let client = server.client();
+    assert_eq!(Client::send(ping(&client)).await.status(), 400);
+    assert_eq!(Client::send(client.get(None)).await.status(), 400);
+    assert_eq!(Client::send(client.http.delete(&client.url)).await.status(), 400);
+    let mut stranger = server.client();
+    stranger.session = Some("0123456789abcdef0123456789abcdef".into());
+    assert_eq!(Client::send(ping(&stranger)).await.status(), 404);
+    stranger.session = Some("not-a-session".into());
+    assert_eq!(Client::send(ping(&stranger)).await.status(), 404);
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn idle_sessions_expire_after_session_timeout() {
+    let server = TestServer::start(|c| c.server.session_timeout = Duration::from_millis(200)).await;
+    let mut client = server.client();
+    client.initialize().await;
+    let id = client.session_id();
+    eventually("the session to expire", || async {
+        server.app.session_info(id).await.is_err().then_some(())
+    })
+    .await;
+    assert_eq!(Client::send(ping(&client)).await.status(), 404);
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_session_with_an_open_stream_does_not_expire() {
+    let timeout = Duration::from_millis(150);
+    let server = TestServer::start(|c| c.server.session_timeout = timeout).await;
+    let mut client = server.client();
+    client.initialize().await;
+    let mut stream = client.resume("none").await;
+    assert!(stream.next().await.is_some());
+    // The condition under test is time passing while the stream is open.
+    tokio::time::sleep(timeout * 4).await;
+    assert_eq!(Client::send(ping(&client)).await.status(), 200);
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn initialize_beyond_max_sessions_gets_503() {
+    let server = TestServer::start(|c| c.server.max_sessions = 2).await;
+    for _ in 0..2 {
+        server.client().initialize().await;
+    }
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "x", "version": "0"}}});
+    let resp = Client::send(server.client().post(&body)).await;
+    assert_eq!(resp.status(), 503);
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn session_info_reports_version_client_and_last_event_per_stream() {
+    let server = TestServer::start(|_| {}).await;
+    let mut client = server.client();
+    client.initialize().await;
+    let mut r = client
+        .call_stream("stream_events", json!({"count": 4, "interval_ms": 0}), Some("t"))
+        .await;
+    r.rest().await;
+    let info = server
+        .app
+        .session_info(client.session_id())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(info.protocol_version, ProtocolVersion::V2025_11_25);
+    assert_eq!(info.client_info["name"], "otpmcp-tests");
+    assert!(info.connected_for < Duration::from_secs(60));
+    assert_eq!(info.last_event, vec![(otpmcp::event_store::StreamNo(1), 5)]);
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn older_protocol_revisions_are_negotiated() {
+    let server = TestServer::start(|_| {}).await;
+    for (asked, got) in [("2025-03-26", "2025-03-26"), ("2025-06-18", "2025-06-18"), ("2024-11-05", "2025-11-25")] {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": asked, "capabilities": {}, "clientInfo": {"name": "x", "version": "0"}}});
+        let resp = Client::send(server.client().post(&body)).await;
+        let v: serde_json::Value = serde_json::from_slice(&resp.bytes().await.unwrap_or_default()).unwrap_or_default();
+        assert_eq!(v["result"]["protocolVersion"], got, "asked {asked}");
+    }
+    server.shutdown().await;
+}

@@ -1,0 +1,176 @@
+//! The stream actor's duties over HTTP: pings, idle timeout, slow consumers, framing modes.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{Client, TestServer, Transcript, eventually};
+use otpmcp::event_store::StreamNo;
+use serde_json::json;
+
+#[tokio::test]
+async fn pings_arrive_every_keepalive_interval() {
+    let every = Duration::from_millis(100);
+    let server = TestServer::start(|c| c.sse.keepalive_interval = every).await;
+    let mut client = server.client();
+    client.initialize().await;
+    let mut stream = client.resume("none").await;
+    let mut times = Vec::new();
+    while times.len() < 4 {
+        let f = stream.next().await.unwrap_or_else(|| panic!("stream ended"));
+        if f.comment.as_deref() == Some("ping") {
+            times.push(Instant::now());
+        }
+    }
+    for pair in times.windows(2) {
+        let gap = pair[1] - pair[0];
+        assert!(gap >= every / 2, "pings are paced by the interval, got {gap:?}");
+    }
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_idle_stream_is_closed_with_a_retry_hint() {
+    let server = TestServer::start(|c| {
+        c.sse.stream_timeout = Duration::from_millis(200);
+        c.sse.keepalive_interval = Duration::from_secs(30);
+    })
+    .await;
+    let mut client = server.client();
+    client.initialize().await;
+    let mut stream = client.resume("none").await;
+    assert!(stream.next().await.is_some_and(|f| f.is_priming()));
+    let rest = stream.rest().await;
+    assert_eq!(rest.len(), 1, "one frame, then the end: {rest:?}");
+    assert_eq!(rest[0].retry, Some(100));
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_post_stream_closed_for_idleness_is_resumed_by_polling() {
+    let server = TestServer::start(|c| {
+        c.sse.stream_timeout = Duration::from_millis(150);
+        c.sse.keepalive_interval = Duration::from_secs(30);
+    })
+    .await;
+    let mut client = server.client();
+    client.initialize().await;
+    let mut t = Transcript::default();
+    let mut reader = client
+        .call_stream("stream_events", json!({"count": 3, "interval_ms": 400}), Some("t"))
+        .await;
+    let mut polls = 0;
+    loop {
+        let mut done = false;
+        while let Some(f) = reader.next().await {
+            if t.add(&f) {
+                done = true;
+                break;
+            }
+        }
+        if done {
+            break;
+        }
+        polls += 1;
+        let last = reader.last_id.clone().unwrap_or_default();
+        reader = client.resume(&last).await;
+    }
+    assert!(polls >= 1, "the stream was closed while idle at least once");
+    assert_eq!(t.progress, vec![1, 2, 3]);
+    assert_eq!(t.result_text().as_deref(), Some("streamed 3 events"));
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_slow_reader_is_cut_off_and_resumes_without_loss() {
+    let server = TestServer::start(|c| c.sse.stream_buffer = 8).await;
+    let mut client = server.client();
+    client.initialize().await;
+    let count = 20_000;
+    let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
+        "name": "stream_events", "arguments": {"count": count, "interval_ms": 0},
+        "_meta": {"progressToken": "t"}}});
+    // Read nothing while the server produces ~2.5 MB into a 4 KiB receive buffer.
+    let slow = common::SlowSocket::post(&server.url, &client.session.clone().unwrap_or_default(), &call).await;
+    let session = client.session_id();
+    eventually("the call to finish", || async {
+        let info = server.app.session_info(session).await.ok()?;
+        info.last_event
+            .iter()
+            .any(|(s, last)| *s == StreamNo(1) && *last == count + 1)
+            .then_some(())
+    })
+    .await;
+    let mut t = Transcript::default();
+    let mut last = None;
+    for f in slow.frames().await {
+        assert!(!t.add(&f), "the slow connection was closed before the response");
+        last = f.id.clone().or(last);
+    }
+    assert!(t.progress.len() < count as usize, "the connection was cut short");
+    let mut resumed = client.resume(&last.unwrap_or_default()).await;
+    while let Some(f) = resumed.next().await {
+        if t.add(&f) {
+            break;
+        }
+    }
+    assert_eq!(t.progress, (1..=count).collect::<Vec<_>>(), "nothing lost, nothing twice");
+    assert_eq!(t.result_text(), Some(format!("streamed {count} events")));
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn with_replay_disabled_frames_have_no_ids_and_last_event_id_is_ignored() {
+    let server = TestServer::start(|c| c.sse.enable_replay = false).await;
+    let mut client = server.client();
+    client.initialize().await;
+    let mut reader = client
+        .call_stream("stream_events", json!({"count": 3, "interval_ms": 0}), Some("t"))
+        .await;
+    let frames = reader.rest().await;
+    assert!(frames.iter().all(|f| f.id.is_none()), "no id lines: {frames:?}");
+    let mut t = Transcript::default();
+    frames.iter().for_each(|f| {
+        t.add(f);
+    });
+    assert_eq!(t.progress, vec![1, 2, 3]);
+    let tag = &client.session.clone().unwrap_or_default()[24..];
+    let mut live = client.resume(&format!("{tag}-1-0")).await;
+    let first = live.next().await.unwrap_or_default();
+    assert!(first.id.is_none() && first.retry.is_some(), "live stream, no replay: {first:?}");
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn with_sse_disabled_requests_get_json_and_get_is_405() {
+    let server = TestServer::start(|c| c.sse.enabled = false).await;
+    let mut client = server.client();
+    client.initialize().await;
+    let body = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+        "params": {"name": "echo", "arguments": {"text": "hi"}}});
+    let resp = Client::send(client.post(&body)).await;
+    assert_eq!(resp.status(), 200);
+    assert_eq!(
+        resp.headers().get("content-type").and_then(|v| v.to_str().ok()),
+        Some("application/json")
+    );
+    let v: serde_json::Value = serde_json::from_slice(&resp.bytes().await.unwrap_or_default()).unwrap_or_default();
+    assert_eq!(v["result"]["content"][0]["text"], "hi");
+    assert_eq!(Client::send(client.get(None)).await.status(), 405);
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_second_connection_on_the_same_stream_supersedes_the_first() {
+    let server = TestServer::start(|_| {}).await;
+    let mut client = server.client();
+    client.initialize().await;
+    let mut first = client.resume("none").await;
+    let priming = first.next().await.unwrap_or_default();
+    let id = priming.id.unwrap_or_default();
+    let mut second = client.resume(&id).await;
+    assert!(second.next().await.is_some_and(|f| f.is_priming()));
+    let rest = first.rest().await;
+    assert!(rest.iter().any(|f| f.retry.is_some()), "the first is closed with a retry hint");
+    server.shutdown().await;
+}
