@@ -1,1 +1,123 @@
-fn main() {}
+//! Event store benchmarks through the actor: append, and replay after a `Last-Event-ID`
+//! with 100 and 10,000 missed events (the subscribe message a resuming stream sends), plus
+//! the same replay encoded as SSE frames the way the stream actor writes it.
+//!
+//! Run: `cargo bench --bench event_store`
+
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use otpmcp::event_store::actor::{StoreArgs, StoreTables};
+use otpmcp::event_store::{
+    EventStoreActor, EventStoreHandle, MemoryStore, Retention, StreamKey, StreamNo,
+};
+use otpmcp::session::SessionId;
+use otpmcp::stream::{StreamMsg, sse};
+use otpmcp::supervisor::heir::lend;
+use otpmcp::supervisor::registry::slot;
+use ractor::{Actor, ActorProcessingErr, ActorRef};
+
+/// Stands in for a stream actor: receives and drops what the store forwards.
+struct Sink;
+
+impl Actor for Sink {
+    type Msg = StreamMsg;
+    type State = ();
+    type Arguments = ();
+    async fn pre_start(&self, _: ActorRef<StreamMsg>, _: ()) -> Result<(), ActorProcessingErr> {
+        Ok(())
+    }
+}
+
+const PAYLOAD: &[u8] = br#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progress":17,"progressToken":"bench","total":10000}}"#;
+
+async fn start_store() -> EventStoreHandle {
+    let (writer, reader) = slot("event store");
+    let (tables, _heir) = lend(StoreTables::<MemoryStore>::default());
+    let args = StoreArgs {
+        tables,
+        retention: Retention {
+            enabled: true,
+            event_ttl: Duration::from_secs(3600),
+            replay_window: Duration::from_secs(86_400),
+            max_session_events: 1_000_000,
+        },
+        cleanup_interval: Duration::from_secs(3600),
+    };
+    let spawned = Actor::spawn(None, EventStoreActor::<MemoryStore>::default(), args).await;
+    let Ok((actor, _)) = spawned else {
+        panic!("store did not start");
+    };
+    writer.publish(Some(actor));
+    std::mem::forget(writer);
+    EventStoreHandle::new(reader)
+}
+
+fn benches(c: &mut Criterion) {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => panic!("runtime: {e}"),
+    };
+    let store = rt.block_on(start_store());
+    let payload = Bytes::from_static(PAYLOAD);
+
+    let append_key = StreamKey::new(SessionId::random(), StreamNo(1));
+    c.bench_function("append", |b| {
+        b.to_async(&rt).iter(|| async {
+            let _ = store.append(append_key, payload.clone(), false).await;
+        })
+    });
+
+    let mut group = c.benchmark_group("replay_after");
+    for missed in [100u64, 10_000] {
+        let key = StreamKey::new(SessionId::random(), StreamNo(1));
+        let sink = rt.block_on(async {
+            for _ in 0..missed {
+                let _ = store.append(key, payload.clone(), false).await;
+            }
+            match Actor::spawn(None, Sink, ()).await {
+                Ok((sink, _)) => sink,
+                Err(e) => panic!("sink: {e}"),
+            }
+        });
+        group.bench_with_input(
+            BenchmarkId::new("through_actor", missed),
+            &missed,
+            |b, _| {
+                b.to_async(&rt).iter(|| async {
+                    let replay = store.subscribe(key, Some(0), false, sink.clone()).await;
+                    assert!(replay.is_ok_and(|r| r.events.len() as u64 == missed));
+                })
+            },
+        );
+        group.bench_with_input(
+            BenchmarkId::new("as_sse_frames", missed),
+            &missed,
+            |b, _| {
+                b.to_async(&rt).iter(|| async {
+                    let Ok(replay) = store.subscribe(key, Some(0), false, sink.clone()).await
+                    else {
+                        panic!("replay failed");
+                    };
+                    let mut out = BytesMut::new();
+                    for e in &replay.events {
+                        out.extend_from_slice(&sse::message(Some(&e.id), &e.payload));
+                    }
+                    out.freeze()
+                })
+            },
+        );
+    }
+    group.finish();
+}
+
+criterion_group! {
+    name = event_store;
+    config = Criterion::default().sample_size(50).measurement_time(Duration::from_secs(4));
+    targets = benches
+}
+criterion_main!(event_store);

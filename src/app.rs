@@ -1,5 +1,6 @@
-//! `start(Config)`: binds the socket, builds the supervision tree, and hands back an
-//! [`App`] to query and stop it. The only place that wires actors together.
+//! `start(Config)`: binds the socket, creates the slots through which everyone reaches
+//! the actors, starts the root supervisor (which starts and restarts the children), and
+//! hands back an [`App`] to query and stop it.
 //!
 //! Stop order (one signal fans out from the root, one completion is awaited):
 //! 1. the HTTP listener stops accepting and closes every open SSE stream with a `retry:`
@@ -58,7 +59,8 @@ pub async fn start(config: Config) -> Result<App, StartError> {
 /// Starts a server offering `server`'s tools.
 pub async fn start_with(config: Config, server: McpServer) -> Result<App, StartError> {
     let addr = config.server.bind;
-    let socket = std::net::TcpListener::bind(addr).map_err(|source| StartError::Bind { addr, source })?;
+    let socket =
+        std::net::TcpListener::bind(addr).map_err(|source| StartError::Bind { addr, source })?;
     let addr = socket
         .local_addr()
         .map_err(|source| StartError::Bind { addr, source })?;
@@ -121,11 +123,12 @@ impl App {
     /// Stops the tree in order (see the module docs) and waits for it.
     pub async fn shutdown(self) {
         let wait = Duration::from_secs(60);
+        let _ = self.root.call(SupervisorMsg::Shutdown, Some(wait)).await;
         let _ = self
             .root
-            .call(SupervisorMsg::Shutdown, Some(wait))
+            .get_cell()
+            .wait(Some(Duration::from_secs(5)))
             .await;
-        let _ = self.root.get_cell().wait(Some(Duration::from_secs(5))).await;
     }
 
     /// Fault injection for supervision tests: makes `child` panic.
@@ -134,7 +137,9 @@ impl App {
         match child {
             Child::EventStore => self.store.inject_panic(),
             Child::SessionManager => self.sessions.inject_panic(),
-            Child::HttpListener => self.listener.cast(crate::transport::listener::ListenerMsg::InjectPanic),
+            Child::HttpListener => self
+                .listener
+                .cast(crate::transport::listener::ListenerMsg::InjectPanic),
         }
     }
 

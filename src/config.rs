@@ -73,9 +73,9 @@ pub struct ServerConfig {
     /// Most sessions alive at once; `initialize` beyond it gets 503. Default 10000.
     /// Without a cap, a client looping on `initialize` grows memory without bound.
     pub max_sessions: usize,
-    /// A session with no request for this long is ended and its events forgotten.
-    /// Default `30m`. Keep it above `sse.stream_timeout`, or a client idling on a GET
-    /// stream loses its session.
+    /// A session with no request and no open stream or running request for this long is
+    /// ended and its events forgotten. Default `30m`. Without it, abandoned sessions and
+    /// their events stay in memory until `max_sessions` refuses new clients.
     #[serde(with = "human_duration")]
     pub session_timeout: Duration,
     /// How long shutdown waits for open connections to finish. Default `10s`.
@@ -231,9 +231,8 @@ impl Config {
             if !path.is_file() {
                 return Err(ConfigError::MissingFile(path.clone()));
             }
-            builder = builder.add_source(
-                config::File::from(path.as_path()).format(config::FileFormat::Toml),
-            );
+            builder = builder
+                .add_source(config::File::from(path.as_path()).format(config::FileFormat::Toml));
         }
         let env: config::Map<String, String> = env
             .into_iter()
@@ -302,6 +301,15 @@ impl Config {
 }
 
 /// Parses `150ms`, `30s`, `5m`, `1h`, `1d`, or a bare number of milliseconds.
+///
+/// ```
+/// use std::time::Duration;
+/// use otpmcp::config::parse_duration;
+///
+/// assert_eq!(parse_duration("150ms"), Ok(Duration::from_millis(150)));
+/// assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
+/// assert!(parse_duration("soon").is_err());
+/// ```
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();
     let split = text
@@ -309,7 +317,9 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         .unwrap_or(text.len());
     let (digits, unit) = text.split_at(split);
     if digits.is_empty() {
-        return Err(format!("{text:?} is not a duration (try \"30s\" or \"150ms\")"));
+        return Err(format!(
+            "{text:?} is not a duration (try \"30s\" or \"150ms\")"
+        ));
     }
     let n: u64 = digits
         .parse()
@@ -371,7 +381,15 @@ mod tests {
         for (text, want) in cases {
             assert_eq!(parse_duration(text), want, "{text}");
         }
-        for bad in ["", "s", "ten seconds", "5 weeks", "-1s", "1.5s", "99999999999999999999d"] {
+        for bad in [
+            "",
+            "s",
+            "ten seconds",
+            "5 weeks",
+            "-1s",
+            "1.5s",
+            "99999999999999999999d",
+        ] {
             assert!(parse_duration(bad).is_err(), "{bad:?} should be rejected");
         }
     }
@@ -415,9 +433,17 @@ mod tests {
     fn bad_values_name_their_key() {
         let dir = std::env::temp_dir().join("otpmcp-no-such-dir");
         let cases = [
-            ("OTPMCP__SSE__KEEPALIVE_INTERVAL", "soon", "keepalive_interval"),
+            (
+                "OTPMCP__SSE__KEEPALIVE_INTERVAL",
+                "soon",
+                "keepalive_interval",
+            ),
             ("OTPMCP__SSE__STREAM_TIMEOUT", "0s", "sse.stream_timeout"),
-            ("OTPMCP__SSE__MAX_SESSION_EVENTS", "lots", "max_session_events"),
+            (
+                "OTPMCP__SSE__MAX_SESSION_EVENTS",
+                "lots",
+                "max_session_events",
+            ),
             ("OTPMCP__SSE__PATH", "mcp", "sse.path"),
             ("OTPMCP__SERVER__BIND", "nowhere", "bind"),
         ];
@@ -426,7 +452,10 @@ mod tests {
                 .err()
                 .map(|e| e.to_string())
                 .unwrap_or_default();
-            assert!(err.contains(named), "{key}={value}: error {err:?} should name {named}");
+            assert!(
+                err.contains(named),
+                "{key}={value}: error {err:?} should name {named}"
+            );
         }
     }
 }

@@ -27,6 +27,20 @@
 //! - **Resume**: GET with `Last-Event-ID` → a new stream actor subscribes with the id's
 //!   position; the store replays what came after it and then forwards live events.
 //!
+//! ## Embedding
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), otpmcp::StartError> {
+//! let mut config = otpmcp::Config::default();
+//! config.server.bind = "127.0.0.1:0".parse().unwrap(); // any free port
+//! let app = otpmcp::start(config).await?;
+//! println!("serving at {}", app.url());
+//! app.shutdown().await;
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! ## Module map
 //! - [`app`]: `start(Config)`, stop order; the only place that wires actors together.
 //! - [`config`]: `sys.toml`, overlays, environment overrides, duration parsing.

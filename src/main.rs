@@ -77,7 +77,10 @@ fn main() -> ExitCode {
     if let Some(bind) = args.bind {
         config.server.bind = bind;
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("otpmcp: cannot start the async runtime: {e}");

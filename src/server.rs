@@ -1,5 +1,6 @@
 //! The MCP method table: turns a parsed request into handler calls and a JSON-RPC answer.
-//! Knows MCP and the handler API; knows nothing of HTTP, sessions or the event store.
+//! Knows MCP and the handler API; knows nothing of HTTP or the event store (for
+//! `initialize` it only describes the session to create; the transport creates it).
 
 use serde_json::Value;
 

@@ -39,9 +39,10 @@ impl TelemetryGuard {
 
     fn flush(&mut self) {
         if let Some(provider) = self.provider.take()
-            && let Err(e) = provider.shutdown() {
-                eprintln!("otpmcp: flushing spans failed: {e}");
-            }
+            && let Err(e) = provider.shutdown()
+        {
+            eprintln!("otpmcp: flushing spans failed: {e}");
+        }
     }
 }
 
@@ -53,10 +54,13 @@ impl Drop for TelemetryGuard {
 
 /// Installs the global subscriber.
 pub fn init(config: &TelemetryConfig) -> Result<TelemetryGuard, TelemetryError> {
-    let filter: Targets = config
-        .log_filter
-        .parse()
-        .map_err(|e: tracing_subscriber::filter::ParseError| TelemetryError::Filter(e.to_string()))?;
+    let filter: Targets =
+        config
+            .log_filter
+            .parse()
+            .map_err(|e: tracing_subscriber::filter::ParseError| {
+                TelemetryError::Filter(e.to_string())
+            })?;
     let fmt = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))

@@ -23,22 +23,90 @@ async fn transport_errors_have_the_right_status_and_a_message() {
             .header("mcp-session-id", &session)
     };
     let cases: Vec<(&str, reqwest::RequestBuilder, u16)> = vec![
-        ("Accept without SSE", post().header("content-type", "application/json").header("accept", "application/json").body(ping.clone()), 406),
-        ("Accept text/html", post().header("content-type", "application/json").header("accept", "text/html").body(ping.clone()), 406),
-        ("text/plain body", post().header("content-type", "text/plain").header("accept", ACCEPT_BOTH).body(ping.clone()), 415),
-        ("unsupported version", post().header("content-type", "application/json").header("accept", ACCEPT_BOTH).header("mcp-protocol-version", "1999-01-01").body(ping.clone()), 400),
-        ("body too large", post().header("content-type", "application/json").header("accept", ACCEPT_BOTH).body("x".repeat(2048)), 413),
-        ("parse error", post().header("content-type", "application/json").header("accept", ACCEPT_BOTH).body("{nope"), 400),
-        ("batch", post().header("content-type", "application/json").header("accept", ACCEPT_BOTH).body(format!("[{ping}]")), 400),
-        ("GET without SSE accept", client.http.get(&client.url).header("mcp-session-id", &session).header("accept", "application/json"), 406),
-        ("PUT", client.http.put(&client.url).header("mcp-session-id", &session), 405),
+        (
+            "Accept without SSE",
+            post()
+                .header("content-type", "application/json")
+                .header("accept", "application/json")
+                .body(ping.clone()),
+            406,
+        ),
+        (
+            "Accept text/html",
+            post()
+                .header("content-type", "application/json")
+                .header("accept", "text/html")
+                .body(ping.clone()),
+            406,
+        ),
+        (
+            "text/plain body",
+            post()
+                .header("content-type", "text/plain")
+                .header("accept", ACCEPT_BOTH)
+                .body(ping.clone()),
+            415,
+        ),
+        (
+            "unsupported version",
+            post()
+                .header("content-type", "application/json")
+                .header("accept", ACCEPT_BOTH)
+                .header("mcp-protocol-version", "1999-01-01")
+                .body(ping.clone()),
+            400,
+        ),
+        (
+            "body too large",
+            post()
+                .header("content-type", "application/json")
+                .header("accept", ACCEPT_BOTH)
+                .body("x".repeat(2048)),
+            413,
+        ),
+        (
+            "parse error",
+            post()
+                .header("content-type", "application/json")
+                .header("accept", ACCEPT_BOTH)
+                .body("{nope"),
+            400,
+        ),
+        (
+            "batch",
+            post()
+                .header("content-type", "application/json")
+                .header("accept", ACCEPT_BOTH)
+                .body(format!("[{ping}]")),
+            400,
+        ),
+        (
+            "GET without SSE accept",
+            client
+                .http
+                .get(&client.url)
+                .header("mcp-session-id", &session)
+                .header("accept", "application/json"),
+            406,
+        ),
+        (
+            "PUT",
+            client
+                .http
+                .put(&client.url)
+                .header("mcp-session-id", &session),
+            405,
+        ),
     ];
     for (what, req, status) in cases {
         let resp = Client::send(req).await;
         assert_eq!(resp.status().as_u16(), status, "{what}");
         if status != 405 {
             let v = body_json(resp).await;
-            let message = v["error"]["message"].as_str().unwrap_or_default().to_owned();
+            let message = v["error"]["message"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
             assert!(!message.is_empty(), "{what}: a message explains the error");
         }
     }
@@ -51,17 +119,32 @@ async fn json_rpc_errors_carry_the_standard_codes() {
     let mut client = server.client();
     client.initialize().await;
     let parse = Client::send(
-        client.http.post(&client.url).header("content-type", "application/json").header("accept", ACCEPT_BOTH).body("{"),
+        client
+            .http
+            .post(&client.url)
+            .header("content-type", "application/json")
+            .header("accept", ACCEPT_BOTH)
+            .body("{"),
     )
     .await;
     assert_eq!(body_json(parse).await["error"]["code"], -32700);
     let batch = Client::send(
-        client.http.post(&client.url).header("content-type", "application/json").header("accept", ACCEPT_BOTH).body("[]"),
+        client
+            .http
+            .post(&client.url)
+            .header("content-type", "application/json")
+            .header("accept", ACCEPT_BOTH)
+            .body("[]"),
     )
     .await;
     let v = body_json(batch).await;
     assert_eq!(v["error"]["code"], -32600);
-    assert!(v["error"]["message"].as_str().unwrap_or_default().contains("batch"));
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("batch")
+    );
 
     let answer = |body: Value| {
         let client = client.clone();
@@ -69,22 +152,45 @@ async fn json_rpc_errors_carry_the_standard_codes() {
             let resp = Client::send(client.post(&body)).await;
             let mut reader = common::SseReader::new(resp);
             let frames = reader.rest().await;
-            frames.iter().find(|f| f.is_response()).and_then(|f| f.json()).unwrap_or_default()
+            frames
+                .iter()
+                .find(|f| f.is_response())
+                .and_then(|f| f.json())
+                .unwrap_or_default()
         }
     };
     let v = answer(json!({"jsonrpc": "2.0", "id": 2, "method": "no/such"})).await;
     assert_eq!(v["error"]["code"], -32601);
-    let v = answer(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "nope"}})).await;
+    let v = answer(
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "nope"}}),
+    )
+    .await;
     assert_eq!(v["error"]["code"], -32602);
-    assert!(v["error"]["message"].as_str().unwrap_or_default().contains("nope"));
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("nope")
+    );
     let v = answer(json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "echo", "arguments": {}}})).await;
     assert_eq!(v["error"]["code"], -32602);
-    assert!(v["error"]["message"].as_str().unwrap_or_default().contains("text"));
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("text")
+    );
     let v = answer(json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
-        "params": {"name": "stream_events", "arguments": {"count": 100_000_000}}})).await;
+        "params": {"name": "stream_events", "arguments": {"count": 100_000_000}}}))
+    .await;
     assert_eq!(v["error"]["code"], -32602, "unbounded work is refused");
     let v = answer(json!({"jsonrpc": "2.0", "id": 6, "method": "tools/list"})).await;
-    let names: Vec<&str> = v["result"]["tools"].as_array().into_iter().flatten().filter_map(|t| t["name"].as_str()).collect();
+    let names: Vec<&str> = v["result"]["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
     assert_eq!(names, ["echo", "stream_events"]);
     server.shutdown().await;
 }

@@ -15,7 +15,10 @@ use serde_json::json;
 async fn read_events(reader: &mut common::SseReader, t: &mut Transcript, n: usize) {
     let mut got = 0;
     while got < n {
-        let f = reader.next_event().await.unwrap_or_else(|| panic!("stream ended early"));
+        let f = reader
+            .next_event()
+            .await
+            .unwrap_or_else(|| panic!("stream ended early"));
         if !f.is_priming() {
             t.add(&f);
             got += 1;
@@ -34,7 +37,10 @@ async fn read_to_end(reader: &mut common::SseReader, t: &mut Transcript) {
 
 fn assert_complete(t: &Transcript, count: u64) {
     let want: Vec<u64> = (1..=count).collect();
-    assert_eq!(t.progress, want, "every progress notification once, in order");
+    assert_eq!(
+        t.progress, want,
+        "every progress notification once, in order"
+    );
     assert_eq!(t.result_text(), Some(format!("streamed {count} events")));
     let mut ids = t.ids.clone();
     ids.dedup();
@@ -48,7 +54,11 @@ async fn scenario_1_basic_resumption_replays_what_was_missed_then_continues_live
     client.initialize().await;
     let mut t = Transcript::default();
     let mut first = client
-        .call_stream("stream_events", json!({"count": 8, "interval_ms": 30}), Some("tok"))
+        .call_stream(
+            "stream_events",
+            json!({"count": 8, "interval_ms": 30}),
+            Some("tok"),
+        )
         .await;
     read_events(&mut first, &mut t, 3).await;
     let last = first.last_id.clone().unwrap_or_default();
@@ -66,7 +76,11 @@ async fn scenario_2_multiple_disconnects_each_pick_up_exactly_where_they_left_of
     client.initialize().await;
     let mut t = Transcript::default();
     let mut reader = client
-        .call_stream("stream_events", json!({"count": 20, "interval_ms": 10}), Some("tok"))
+        .call_stream(
+            "stream_events",
+            json!({"count": 20, "interval_ms": 10}),
+            Some("tok"),
+        )
         .await;
     read_events(&mut reader, &mut t, 10).await;
     let at_10 = reader.last_id.clone().unwrap_or_default();
@@ -90,7 +104,11 @@ async fn scenario_3_expired_events_are_not_replayed_and_the_gone_stream_says_so(
     let mut client = server.client();
     client.initialize().await;
     let mut reader = client
-        .call_stream("stream_events", json!({"count": 5, "interval_ms": 0}), Some("tok"))
+        .call_stream(
+            "stream_events",
+            json!({"count": 5, "interval_ms": 0}),
+            Some("tok"),
+        )
         .await;
     let mut t = Transcript::default();
     read_to_end(&mut reader, &mut t).await;
@@ -104,7 +122,11 @@ async fn scenario_3_expired_events_are_not_replayed_and_the_gone_stream_says_so(
     })
     .await;
     let resp = Client::send(client.get(Some(&last))).await;
-    assert_eq!(resp.status(), 410, "an expired POST stream cannot be resumed");
+    assert_eq!(
+        resp.status(),
+        410,
+        "an expired POST stream cannot be resumed"
+    );
     server.shutdown().await;
 }
 
@@ -115,7 +137,11 @@ async fn scenario_4_a_last_event_id_older_than_the_replay_window_gets_no_replay(
     let mut client = server.client();
     client.initialize().await;
     let mut reader = client
-        .call_stream("stream_events", json!({"count": 4, "interval_ms": 0}), Some("tok"))
+        .call_stream(
+            "stream_events",
+            json!({"count": 4, "interval_ms": 0}),
+            Some("tok"),
+        )
         .await;
     let priming = reader.next().await.unwrap_or_default();
     assert!(priming.is_priming());
@@ -128,7 +154,9 @@ async fn scenario_4_a_last_event_id_older_than_the_replay_window_gets_no_replay(
     let mut resumed = client.resume(&priming_id).await;
     let frames = resumed.rest().await;
     assert!(
-        frames.iter().all(|f| f.progress().is_none() && !f.is_response()),
+        frames
+            .iter()
+            .all(|f| f.progress().is_none() && !f.is_response()),
         "nothing is replayed outside the window: {frames:?}"
     );
     server.shutdown().await;
@@ -141,7 +169,11 @@ async fn scenario_5_an_invalid_last_event_id_opens_a_live_stream_without_replay(
     client.initialize().await;
     let mut t = Transcript::default();
     let mut reader = client
-        .call_stream("stream_events", json!({"count": 3, "interval_ms": 0}), Some("tok"))
+        .call_stream(
+            "stream_events",
+            json!({"count": 3, "interval_ms": 0}),
+            Some("tok"),
+        )
         .await;
     read_to_end(&mut reader, &mut t).await;
     for bad in ["invalid_xyz", "session_abc_3", "ffffffff-x-1", ""] {
@@ -149,7 +181,10 @@ async fn scenario_5_an_invalid_last_event_id_opens_a_live_stream_without_replay(
         let priming = live.next().await.unwrap_or_default();
         assert!(priming.is_priming(), "{bad:?}: a priming frame first");
         let id = priming.id.unwrap_or_default();
-        assert!(id.contains("-0-"), "{bad:?}: the standalone stream, got {id}");
+        assert!(
+            id.contains("-0-"),
+            "{bad:?}: the standalone stream, got {id}"
+        );
     }
     server.shutdown().await;
 }
@@ -168,7 +203,11 @@ async fn exactly_once_across_random_disconnects() {
     let count = 150;
     let mut t = Transcript::default();
     let mut reader = client
-        .call_stream("stream_events", json!({"count": count, "interval_ms": 2}), Some("tok"))
+        .call_stream(
+            "stream_events",
+            json!({"count": count, "interval_ms": 2}),
+            Some("tok"),
+        )
         .await;
     let mut reconnects = 0;
     loop {
@@ -203,8 +242,16 @@ async fn two_concurrent_post_streams_stay_isolated() {
     let server = TestServer::start(|_| {}).await;
     let mut client = server.client();
     client.initialize().await;
-    let a = client.call_stream("stream_events", json!({"count": 10, "interval_ms": 5}), Some("a"));
-    let b = client.call_stream("stream_events", json!({"count": 7, "interval_ms": 5}), Some("b"));
+    let a = client.call_stream(
+        "stream_events",
+        json!({"count": 10, "interval_ms": 5}),
+        Some("a"),
+    );
+    let b = client.call_stream(
+        "stream_events",
+        json!({"count": 7, "interval_ms": 5}),
+        Some("b"),
+    );
     let (mut a, mut b) = tokio::join!(a, b);
     let (fa, fb) = tokio::join!(a.rest(), b.rest());
     let tokens = |frames: &[common::Frame]| -> Vec<String> {
@@ -246,7 +293,11 @@ async fn a_finished_call_with_many_events_is_replayed_in_full() {
     client.initialize().await;
     let count = 500;
     let mut reader = client
-        .call_stream("stream_events", json!({"count": count, "interval_ms": 0}), Some("tok"))
+        .call_stream(
+            "stream_events",
+            json!({"count": count, "interval_ms": 0}),
+            Some("tok"),
+        )
         .await;
     let priming = reader.next().await.unwrap_or_default();
     let priming_id = priming.id.unwrap_or_default();
@@ -264,7 +315,10 @@ async fn a_finished_call_with_many_events_is_replayed_in_full() {
     let mut resumed = client.resume(&priming_id).await;
     read_to_end(&mut resumed, &mut t).await;
     assert_complete(&t, count);
-    assert!(resumed.next().await.is_none(), "the stream closes after the response");
+    assert!(
+        resumed.next().await.is_none(),
+        "the stream closes after the response"
+    );
     server.shutdown().await;
 }
 
@@ -277,10 +331,18 @@ async fn sessions_never_see_each_others_events_even_with_the_same_request_ids() 
     let mut bob = Client::new(&server.url);
     bob.initialize().await;
     let mut ra = alice
-        .call_stream("stream_events", json!({"count": 3, "interval_ms": 0}), Some("alice"))
+        .call_stream(
+            "stream_events",
+            json!({"count": 3, "interval_ms": 0}),
+            Some("alice"),
+        )
         .await;
     let mut rb = bob
-        .call_stream("stream_events", json!({"count": 5, "interval_ms": 0}), Some("bob"))
+        .call_stream(
+            "stream_events",
+            json!({"count": 5, "interval_ms": 0}),
+            Some("bob"),
+        )
         .await;
     let fa = ra.rest().await;
     rb.rest().await;
@@ -288,7 +350,10 @@ async fn sessions_never_see_each_others_events_even_with_the_same_request_ids() 
     // Bob presents Alice's id: he gets a live stream of his own, never her events.
     let mut r = bob.resume(&alice_priming).await;
     let priming = r.next().await.unwrap_or_default();
-    assert!(priming.id.unwrap_or_default().contains("-0-"), "standalone stream");
+    assert!(
+        priming.id.unwrap_or_default().contains("-0-"),
+        "standalone stream"
+    );
     let mut t = Transcript::default();
     read_to_end(&mut alice.resume(&alice_priming).await, &mut t).await;
     assert_eq!(t.progress, vec![1, 2, 3], "Alice still resumes her own");

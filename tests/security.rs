@@ -21,7 +21,11 @@ async fn foreign_origins_and_hosts_are_refused_with_403() {
     let local = Client::send(initialize(&client).header("origin", "http://localhost:5173")).await;
     assert_eq!(local.status(), 200, "a local browser origin is allowed");
     let get = Client::send(
-        client.http.get(&client.url).header("accept", "text/event-stream").header("origin", "https://evil.example"),
+        client
+            .http
+            .get(&client.url)
+            .header("accept", "text/event-stream")
+            .header("origin", "https://evil.example"),
     )
     .await;
     assert_eq!(get.status(), 403, "GET is guarded too");
@@ -37,7 +41,9 @@ async fn configured_hosts_are_allowed_and_protection_can_be_turned_off() {
     .await;
     let client = server.client();
     let ok = Client::send(
-        initialize(&client).header("host", "mcp.internal:8443").header("origin", "https://app.internal"),
+        initialize(&client)
+            .header("host", "mcp.internal:8443")
+            .header("origin", "https://app.internal"),
     )
     .await;
     assert_eq!(ok.status(), 200);

@@ -23,8 +23,16 @@ async fn delete_ends_the_session_and_later_requests_get_404() {
         .delete(&client.url)
         .header("mcp-session-id", client.session.clone().unwrap_or_default());
     assert_eq!(Client::send(delete).await.status(), 200);
-    assert_eq!(Client::send(ping(&client)).await.status(), 404, "POST after DELETE");
-    assert_eq!(Client::send(client.get(None)).await.status(), 404, "GET after DELETE");
+    assert_eq!(
+        Client::send(ping(&client)).await.status(),
+        404,
+        "POST after DELETE"
+    );
+    assert_eq!(
+        Client::send(client.get(None)).await.status(),
+        404,
+        "GET after DELETE"
+    );
     let again = client
         .http
         .delete(&client.url)
@@ -47,7 +55,10 @@ async fn delete_closes_the_sessions_open_streams_with_a_retry_hint() {
         .header("mcp-session-id", client.session.clone().unwrap_or_default());
     assert_eq!(Client::send(delete).await.status(), 200);
     let rest = stream.rest().await;
-    assert!(rest.iter().any(|f| f.retry.is_some()), "retry hint before close: {rest:?}");
+    assert!(
+        rest.iter().any(|f| f.retry.is_some()),
+        "retry hint before close: {rest:?}"
+    );
     server.shutdown().await;
 }
 
@@ -57,7 +68,10 @@ async fn requests_without_a_session_header_get_400_and_unknown_sessions_404() {
     let client = server.client();
     assert_eq!(Client::send(ping(&client)).await.status(), 400);
     assert_eq!(Client::send(client.get(None)).await.status(), 400);
-    assert_eq!(Client::send(client.http.delete(&client.url)).await.status(), 400);
+    assert_eq!(
+        Client::send(client.http.delete(&client.url)).await.status(),
+        400
+    );
     let mut stranger = server.client();
     stranger.session = Some("0123456789abcdef0123456789abcdef".into());
     assert_eq!(Client::send(ping(&stranger)).await.status(), 404);
@@ -113,7 +127,11 @@ async fn session_info_reports_version_client_and_last_event_per_stream() {
     let mut client = server.client();
     client.initialize().await;
     let mut r = client
-        .call_stream("stream_events", json!({"count": 4, "interval_ms": 0}), Some("t"))
+        .call_stream(
+            "stream_events",
+            json!({"count": 4, "interval_ms": 0}),
+            Some("t"),
+        )
         .await;
     r.rest().await;
     let info = server
@@ -131,11 +149,16 @@ async fn session_info_reports_version_client_and_last_event_per_stream() {
 #[tokio::test]
 async fn older_protocol_revisions_are_negotiated() {
     let server = TestServer::start(|_| {}).await;
-    for (asked, got) in [("2025-03-26", "2025-03-26"), ("2025-06-18", "2025-06-18"), ("2024-11-05", "2025-11-25")] {
+    for (asked, got) in [
+        ("2025-03-26", "2025-03-26"),
+        ("2025-06-18", "2025-06-18"),
+        ("2024-11-05", "2025-11-25"),
+    ] {
         let body = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
             "params": {"protocolVersion": asked, "capabilities": {}, "clientInfo": {"name": "x", "version": "0"}}});
         let resp = Client::send(server.client().post(&body)).await;
-        let v: serde_json::Value = serde_json::from_slice(&resp.bytes().await.unwrap_or_default()).unwrap_or_default();
+        let v: serde_json::Value =
+            serde_json::from_slice(&resp.bytes().await.unwrap_or_default()).unwrap_or_default();
         assert_eq!(v["result"]["protocolVersion"], got, "asked {asked}");
     }
     server.shutdown().await;

@@ -17,14 +17,20 @@ async fn pings_arrive_every_keepalive_interval() {
     let mut stream = client.resume("none").await;
     let mut times = Vec::new();
     while times.len() < 4 {
-        let f = stream.next().await.unwrap_or_else(|| panic!("stream ended"));
+        let f = stream
+            .next()
+            .await
+            .unwrap_or_else(|| panic!("stream ended"));
         if f.comment.as_deref() == Some("ping") {
             times.push(Instant::now());
         }
     }
     for pair in times.windows(2) {
         let gap = pair[1] - pair[0];
-        assert!(gap >= every / 2, "pings are paced by the interval, got {gap:?}");
+        assert!(
+            gap >= every / 2,
+            "pings are paced by the interval, got {gap:?}"
+        );
     }
     server.shutdown().await;
 }
@@ -57,7 +63,11 @@ async fn a_post_stream_closed_for_idleness_is_resumed_by_polling() {
     client.initialize().await;
     let mut t = Transcript::default();
     let mut reader = client
-        .call_stream("stream_events", json!({"count": 3, "interval_ms": 400}), Some("t"))
+        .call_stream(
+            "stream_events",
+            json!({"count": 3, "interval_ms": 400}),
+            Some("t"),
+        )
         .await;
     let mut polls = 0;
     loop {
@@ -91,7 +101,12 @@ async fn a_slow_reader_is_cut_off_and_resumes_without_loss() {
         "name": "stream_events", "arguments": {"count": count, "interval_ms": 0},
         "_meta": {"progressToken": "t"}}});
     // Read nothing while the server produces ~2.5 MB into a 4 KiB receive buffer.
-    let slow = common::SlowSocket::post(&server.url, &client.session.clone().unwrap_or_default(), &call).await;
+    let slow = common::SlowSocket::post(
+        &server.url,
+        &client.session.clone().unwrap_or_default(),
+        &call,
+    )
+    .await;
     let session = client.session_id();
     eventually("the call to finish", || async {
         let info = server.app.session_info(session).await.ok()?;
@@ -104,17 +119,27 @@ async fn a_slow_reader_is_cut_off_and_resumes_without_loss() {
     let mut t = Transcript::default();
     let mut last = None;
     for f in slow.frames().await {
-        assert!(!t.add(&f), "the slow connection was closed before the response");
+        assert!(
+            !t.add(&f),
+            "the slow connection was closed before the response"
+        );
         last = f.id.clone().or(last);
     }
-    assert!(t.progress.len() < count as usize, "the connection was cut short");
+    assert!(
+        t.progress.len() < count as usize,
+        "the connection was cut short"
+    );
     let mut resumed = client.resume(&last.unwrap_or_default()).await;
     while let Some(f) = resumed.next().await {
         if t.add(&f) {
             break;
         }
     }
-    assert_eq!(t.progress, (1..=count).collect::<Vec<_>>(), "nothing lost, nothing twice");
+    assert_eq!(
+        t.progress,
+        (1..=count).collect::<Vec<_>>(),
+        "nothing lost, nothing twice"
+    );
     assert_eq!(t.result_text(), Some(format!("streamed {count} events")));
     server.shutdown().await;
 }
@@ -125,10 +150,17 @@ async fn with_replay_disabled_frames_have_no_ids_and_last_event_id_is_ignored() 
     let mut client = server.client();
     client.initialize().await;
     let mut reader = client
-        .call_stream("stream_events", json!({"count": 3, "interval_ms": 0}), Some("t"))
+        .call_stream(
+            "stream_events",
+            json!({"count": 3, "interval_ms": 0}),
+            Some("t"),
+        )
         .await;
     let frames = reader.rest().await;
-    assert!(frames.iter().all(|f| f.id.is_none()), "no id lines: {frames:?}");
+    assert!(
+        frames.iter().all(|f| f.id.is_none()),
+        "no id lines: {frames:?}"
+    );
     let mut t = Transcript::default();
     frames.iter().for_each(|f| {
         t.add(f);
@@ -137,7 +169,10 @@ async fn with_replay_disabled_frames_have_no_ids_and_last_event_id_is_ignored() 
     let tag = &client.session.clone().unwrap_or_default()[24..];
     let mut live = client.resume(&format!("{tag}-1-0")).await;
     let first = live.next().await.unwrap_or_default();
-    assert!(first.id.is_none() && first.retry.is_some(), "live stream, no replay: {first:?}");
+    assert!(
+        first.id.is_none() && first.retry.is_some(),
+        "live stream, no replay: {first:?}"
+    );
     server.shutdown().await;
 }
 
@@ -151,10 +186,13 @@ async fn with_sse_disabled_requests_get_json_and_get_is_405() {
     let resp = Client::send(client.post(&body)).await;
     assert_eq!(resp.status(), 200);
     assert_eq!(
-        resp.headers().get("content-type").and_then(|v| v.to_str().ok()),
+        resp.headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok()),
         Some("application/json")
     );
-    let v: serde_json::Value = serde_json::from_slice(&resp.bytes().await.unwrap_or_default()).unwrap_or_default();
+    let v: serde_json::Value =
+        serde_json::from_slice(&resp.bytes().await.unwrap_or_default()).unwrap_or_default();
     assert_eq!(v["result"]["content"][0]["text"], "hi");
     assert_eq!(Client::send(client.get(None)).await.status(), 405);
     server.shutdown().await;
@@ -171,6 +209,9 @@ async fn a_second_connection_on_the_same_stream_supersedes_the_first() {
     let mut second = client.resume(&id).await;
     assert!(second.next().await.is_some_and(|f| f.is_priming()));
     let rest = first.rest().await;
-    assert!(rest.iter().any(|f| f.retry.is_some()), "the first is closed with a retry hint");
+    assert!(
+        rest.iter().any(|f| f.retry.is_some()),
+        "the first is closed with a retry hint"
+    );
     server.shutdown().await;
 }

@@ -14,7 +14,7 @@ use bytes::Bytes;
 use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, RpcReplyPort};
 use tracing::Instrument;
 
-use super::{EventId, EventStore, Replay, Retention, StoreError, StreamKey, StreamNo};
+use super::{Appended, EventId, EventStore, Replay, Retention, StoreError, StreamKey, StreamNo};
 use crate::session::SessionId;
 use crate::stream::{CloseReason, StreamMsg};
 use crate::supervisor::heir::Lent;
@@ -52,6 +52,8 @@ pub enum StoreMsg {
         payload: Bytes,
         /// Final event of the stream.
         last: bool,
+        /// Identifies this append across a re-send (see [`EventStore::append`]).
+        nonce: u64,
         /// Gets the stored event's id.
         reply: RpcReplyPort<Result<EventId, StoreError>>,
     },
@@ -175,20 +177,26 @@ async fn handle<B: EventStore>(msg: StoreMsg, tables: &mut StoreTables<B>) {
             key,
             payload,
             last,
+            nonce,
             reply,
         } => {
-            let result = tables.backend.append(key, payload, last).await;
-            if let Ok(event) = &result {
+            let result = tables.backend.append(key, payload, last, nonce).await;
+            if let Ok(Appended {
+                event,
+                duplicate: false,
+            }) = &result
+            {
                 if let Some(sub) = tables.subscribers.get(&key)
-                    && sub.send_message(StreamMsg::Deliver(event.clone())).is_err() {
-                        tables.subscribers.remove(&key);
-                    }
+                    && sub.send_message(StreamMsg::Deliver(event.clone())).is_err()
+                {
+                    tables.subscribers.remove(&key);
+                }
                 if last {
                     // Nothing more will be forwarded on this stream.
                     tables.subscribers.remove(&key);
                 }
             }
-            let _ = reply.send(result.map(|e| e.id));
+            let _ = reply.send(result.map(|a| a.event.id));
         }
         StoreMsg::Subscribe {
             key,
@@ -197,19 +205,19 @@ async fn handle<B: EventStore>(msg: StoreMsg, tables: &mut StoreTables<B>) {
             subscriber,
             reply,
         } => {
-            if create
-                && let Err(e) = tables.backend.open_stream(key).await {
-                    let _ = reply.send(Err(e));
-                    return;
-                }
+            if create && let Err(e) = tables.backend.open_stream(key).await {
+                let _ = reply.send(Err(e));
+                return;
+            }
             let result = tables.backend.replay_after(key, after).await;
             if let Ok(replay) = &result
-                && !replay.completed {
-                    let previous = tables.subscribers.insert(key, subscriber);
-                    if let Some(old) = previous {
-                        let _ = old.send_message(StreamMsg::Close(CloseReason::Superseded));
-                    }
+                && !replay.completed
+            {
+                let previous = tables.subscribers.insert(key, subscriber);
+                if let Some(old) = previous {
+                    let _ = old.send_message(StreamMsg::Close(CloseReason::Superseded));
                 }
+            }
             let _ = reply.send(result);
         }
         StoreMsg::Unsubscribe { key, subscriber } => {
@@ -249,6 +257,17 @@ async fn handle<B: EventStore>(msg: StoreMsg, tables: &mut StoreTables<B>) {
     }
 }
 
+/// A nonce unique within this process (a counter) and, through a random base, very likely
+/// across processes sharing a store.
+fn next_nonce() -> u64 {
+    use std::sync::OnceLock;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static BASE: OnceLock<u64> = OnceLock::new();
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let base = *BASE.get_or_init(|| uuid::Uuid::new_v4().as_u64_pair().0);
+    base.wrapping_add(COUNTER.fetch_add(1, Ordering::Relaxed))
+}
+
 /// Why a store request failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum StoreCallError {
@@ -279,6 +298,7 @@ impl EventStoreHandle {
         payload: Bytes,
         last: bool,
     ) -> Result<EventId, StoreCallError> {
+        let nonce = next_nonce();
         let result = self
             .slot
             .call(
@@ -286,6 +306,7 @@ impl EventStoreHandle {
                     key,
                     payload: payload.clone(),
                     last,
+                    nonce,
                     reply,
                 },
                 CALL_TIMEOUT,

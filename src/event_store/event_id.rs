@@ -12,6 +12,17 @@
 //! So ids are unique across all streams of a session, name their stream, and are totally
 //! ordered within it. Parsing does a bounded amount of work (at most 8 + 20 + 20 bytes are
 //! read), so it is O(1) whatever the client sends.
+//!
+//! ```
+//! use otpmcp::event_store::{EventId, StreamKey, StreamNo};
+//! use otpmcp::session::SessionId;
+//!
+//! let session = SessionId::random();
+//! let id = StreamKey::new(session, StreamNo(3)).event_id(17);
+//! let parsed: EventId = id.to_string().parse().unwrap();
+//! assert_eq!(parsed.key_in(session), Some(StreamKey::new(session, StreamNo(3))));
+//! assert!("session_abc_3".parse::<EventId>().is_err());
+//! ```
 
 use std::fmt;
 use std::str::FromStr;
@@ -219,7 +230,11 @@ mod tests {
             (long.as_str(), EventIdError::TooLong),
         ];
         for (input, want) in cases {
-            assert_eq!(input.parse::<EventId>().as_ref(), Err(want), "input {input:?}");
+            assert_eq!(
+                input.parse::<EventId>().as_ref(),
+                Err(want),
+                "input {input:?}"
+            );
         }
     }
 }

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 
 use super::{
-    Event, EventStore, Replay, ReplayOutcome, Retention, StoreError, StreamKey, StreamNo,
+    Appended, Event, EventStore, Replay, ReplayOutcome, Retention, StoreError, StreamKey, StreamNo,
     SweepStats,
 };
 use crate::session::SessionId;
@@ -42,7 +42,13 @@ struct StreamLog {
     /// Highest position evicted so far (0: none).
     evicted_through: u64,
     completed: bool,
+    /// Nonces of the latest appends with their positions, to recognise re-sends.
+    recent: VecDeque<(u64, u64)>,
 }
+
+/// How many recent append nonces each stream remembers. A re-send follows a crash of the
+/// store actor, so only appends that were queued at that moment can come back.
+const RECENT_NONCES: usize = 16;
 
 #[derive(Debug)]
 struct Stored {
@@ -75,6 +81,7 @@ impl StreamLog {
             end: 0,
             evicted_through: 0,
             completed: false,
+            recent: VecDeque::new(),
         }
     }
 
@@ -155,18 +162,34 @@ impl MemoryStore {
         key: StreamKey,
         payload: Bytes,
         last: bool,
+        nonce: u64,
         now: Instant,
-    ) -> Result<Event, StoreError> {
+    ) -> Result<Appended, StoreError> {
         let retention = self.retention;
         let session = self.sessions.entry(key.session).or_default();
         let log = session
             .streams
             .entry(key.stream)
             .or_insert_with(|| StreamLog::new(now));
+        if let Some(&(_, seq)) = log.recent.iter().find(|(n, _)| *n == nonce) {
+            let event = Event {
+                id: key.event_id(seq),
+                payload,
+                last,
+            };
+            return Ok(Appended {
+                event,
+                duplicate: true,
+            });
+        }
         if log.completed {
             return Err(StoreError::StreamCompleted);
         }
         log.end += 1;
+        if log.recent.len() == RECENT_NONCES {
+            log.recent.pop_front();
+        }
+        log.recent.push_back((nonce, log.end));
         log.completed = last;
         let seq = log.end;
         let event = Event {
@@ -191,7 +214,10 @@ impl MemoryStore {
                 session.streams.remove(&key.stream);
             }
         }
-        Ok(event)
+        Ok(Appended {
+            event,
+            duplicate: false,
+        })
     }
 
     /// [`EventStore::replay_after`] at time `now`.
@@ -225,10 +251,11 @@ impl MemoryStore {
             return Ok(replay);
         }
         if let Some(issued) = log.issued_at(after)
-            && now.saturating_duration_since(issued) > retention.replay_window {
-                replay.outcome = ReplayOutcome::OutsideWindow;
-                return Ok(replay);
-            }
+            && now.saturating_duration_since(issued) > retention.replay_window
+        {
+            replay.outcome = ReplayOutcome::OutsideWindow;
+            return Ok(replay);
+        }
         if log.evicted_through > after {
             replay.outcome = ReplayOutcome::Truncated {
                 missing: log.evicted_through - after,
@@ -291,8 +318,9 @@ impl EventStore for MemoryStore {
         key: StreamKey,
         payload: Bytes,
         last: bool,
-    ) -> Result<Event, StoreError> {
-        self.append_at(key, payload, last, Instant::now())
+        nonce: u64,
+    ) -> Result<Appended, StoreError> {
+        self.append_at(key, payload, last, nonce, Instant::now())
     }
 
     async fn replay_after(
@@ -346,11 +374,31 @@ mod tests {
             .collect()
     }
 
-    fn fill(store: &mut MemoryStore, key: StreamKey, range: std::ops::RangeInclusive<u32>, t: Instant) {
+    fn fill(
+        store: &mut MemoryStore,
+        key: StreamKey,
+        range: std::ops::RangeInclusive<u32>,
+        t: Instant,
+    ) {
         for i in range {
-            let e = store.append_at(key, Bytes::from(format!("e{i}")), false, t);
-            assert!(e.is_ok());
+            let e = store.append_at(key, Bytes::from(format!("e{i}")), false, u64::from(i), t);
+            assert!(e.is_ok_and(|a| !a.duplicate));
         }
+    }
+
+    #[test]
+    fn a_resent_append_is_stored_once() {
+        let t = Instant::now();
+        let mut store = MemoryStore::new(retention(100));
+        let key = StreamKey::new(SessionId::random(), StreamNo(1));
+        let first = store.append_at(key, Bytes::from("a"), false, 42, t);
+        let again = store.append_at(key, Bytes::from("a"), false, 42, t);
+        let (Ok(first), Ok(again)) = (first, again) else {
+            panic!("appends failed");
+        };
+        assert!(!first.duplicate && again.duplicate);
+        assert_eq!(first.event.id, again.event.id);
+        assert_eq!(store.len(), 1);
     }
 
     #[test]
@@ -360,14 +408,19 @@ mod tests {
         let key = StreamKey::new(SessionId::random(), StreamNo(1));
         fill(&mut store, key, 1..=10, t);
         let cases: &[(Option<u64>, &[&str])] = &[
-            (Some(0), &["e1", "e2", "e3", "e4", "e5", "e6", "e7", "e8", "e9", "e10"]),
+            (
+                Some(0),
+                &["e1", "e2", "e3", "e4", "e5", "e6", "e7", "e8", "e9", "e10"],
+            ),
             (Some(5), &["e6", "e7", "e8", "e9", "e10"]),
             (Some(9), &["e10"]),
             (Some(10), &[]),
             (None, &[]),
         ];
         for (after, want) in cases {
-            let r = store.replay_after_at(key, *after, t).unwrap_or_else(|e| panic!("{e}"));
+            let r = store
+                .replay_after_at(key, *after, t)
+                .unwrap_or_else(|e| panic!("{e}"));
             assert_eq!(payloads(&r), *want, "after {after:?}");
             assert_eq!(r.outcome, ReplayOutcome::Complete);
             assert_eq!(r.position, 10);
@@ -389,12 +442,18 @@ mod tests {
         fill(&mut store, a, 1..=3, t);
         fill(&mut store, b, 4..=5, t);
         fill(&mut store, other, 6..=6, t);
-        let r = store.replay_after_at(a, Some(0), t).unwrap_or_else(|e| panic!("{e}"));
+        let r = store
+            .replay_after_at(a, Some(0), t)
+            .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(payloads(&r), ["e1", "e2", "e3"]);
-        let r = store.replay_after_at(b, Some(0), t).unwrap_or_else(|e| panic!("{e}"));
+        let r = store
+            .replay_after_at(b, Some(0), t)
+            .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(payloads(&r), ["e4", "e5"]);
         assert_eq!(r.events[0].id.seq, 1, "positions count per stream");
-        let r = store.replay_after_at(other, Some(0), t).unwrap_or_else(|e| panic!("{e}"));
+        let r = store
+            .replay_after_at(other, Some(0), t)
+            .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(payloads(&r), ["e6"]);
     }
 
@@ -408,11 +467,19 @@ mod tests {
         fill(&mut store, a, 1..=3, t);
         fill(&mut store, b, 4..=6, t);
         assert_eq!(store.len(), 4);
-        let r = store.replay_after_at(a, Some(0), t).unwrap_or_else(|e| panic!("{e}"));
+        let r = store
+            .replay_after_at(a, Some(0), t)
+            .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(payloads(&r), ["e3"]);
         assert_eq!(r.outcome, ReplayOutcome::Truncated { missing: 2 });
-        let r = store.replay_after_at(a, Some(2), t).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(r.outcome, ReplayOutcome::Complete, "nothing after 2 is missing");
+        let r = store
+            .replay_after_at(a, Some(2), t)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            r.outcome,
+            ReplayOutcome::Complete,
+            "nothing after 2 is missing"
+        );
     }
 
     #[test]
@@ -428,7 +495,9 @@ mod tests {
         fill(&mut store, key, 3..=3, t + Duration::from_secs(8));
         let later = t + Duration::from_secs(11);
         assert_eq!(store.sweep_at(later).expired_events, 2);
-        let r = store.replay_after_at(key, Some(0), later).unwrap_or_else(|e| panic!("{e}"));
+        let r = store
+            .replay_after_at(key, Some(0), later)
+            .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(payloads(&r), ["e3"]);
         assert_eq!(r.outcome, ReplayOutcome::Truncated { missing: 2 });
         let r = store
@@ -446,12 +515,18 @@ mod tests {
             ..retention(100)
         });
         let key = StreamKey::new(SessionId::random(), StreamNo(3));
-        assert!(store.append_at(key, Bytes::from("done"), true, t).is_ok());
+        assert!(
+            store
+                .append_at(key, Bytes::from("done"), true, 1, t)
+                .is_ok()
+        );
         assert_eq!(
-            store.append_at(key, Bytes::from("late"), false, t).err(),
+            store.append_at(key, Bytes::from("late"), false, 2, t).err(),
             Some(StoreError::StreamCompleted)
         );
-        let r = store.replay_after_at(key, Some(0), t).unwrap_or_else(|e| panic!("{e}"));
+        let r = store
+            .replay_after_at(key, Some(0), t)
+            .unwrap_or_else(|e| panic!("{e}"));
         assert!(r.completed && r.events[0].last);
         let stats = store.sweep_at(t + Duration::from_secs(2));
         assert_eq!(stats.dropped_streams, 1);
@@ -471,7 +546,9 @@ mod tests {
         let key = StreamKey::new(SessionId::random(), StreamNo(0));
         fill(&mut store, key, 1..=3, t);
         assert!(store.is_empty());
-        let r = store.replay_after_at(key, Some(1), t).unwrap_or_else(|e| panic!("{e}"));
+        let r = store
+            .replay_after_at(key, Some(1), t)
+            .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(r.outcome, ReplayOutcome::Disabled);
         assert!(r.events.is_empty());
     }

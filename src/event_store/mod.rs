@@ -9,6 +9,9 @@
 //! # Contract
 //! - An event gets its id only once it is stored ([`EventStore::append`] returns it); the
 //!   id is then written to the wire, never before.
+//! - Appends carry a nonce; appending again with a nonce the stream has just seen stores
+//!   nothing and returns the first id, so a request re-sent after a crash of the store
+//!   actor cannot create a duplicate.
 //! - Ids follow [`event_id`]: unique across the streams of a session, naming their stream,
 //!   ordered by position within it. Positions start at 1; position 0 is the priming
 //!   position of a stream.
@@ -44,6 +47,15 @@ pub struct Event {
     pub payload: Bytes,
     /// True for the last event of a stream (the response that ends a POST stream).
     pub last: bool,
+}
+
+/// The result of an append.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Appended {
+    /// The stored event.
+    pub event: Event,
+    /// The nonce was seen before: nothing new was stored (and nothing must be forwarded).
+    pub duplicate: bool,
 }
 
 /// What a replay could give.
@@ -132,16 +144,22 @@ pub enum StoreError {
 /// backend and serializes access, so a backend needs no locking of its own.
 pub trait EventStore: Send + Default + 'static {
     /// Creates stream `key` (idempotent) so that it can be resumed before its first event.
-    fn open_stream(&mut self, key: StreamKey) -> impl Future<Output = Result<(), StoreError>> + Send;
+    fn open_stream(
+        &mut self,
+        key: StreamKey,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
     /// Stores `payload` as the next event of `key` (opening the stream if needed) and
-    /// returns it with its id. `last` marks the final event; later appends fail.
+    /// returns it with its id. `last` marks the final event; later appends fail. A
+    /// `nonce` among the stream's recent appends is a re-send: nothing is stored and the
+    /// first append's event comes back with `duplicate` set.
     fn append(
         &mut self,
         key: StreamKey,
         payload: Bytes,
         last: bool,
-    ) -> impl Future<Output = Result<Event, StoreError>> + Send;
+        nonce: u64,
+    ) -> impl Future<Output = Result<Appended, StoreError>> + Send;
 
     /// Events of `key` strictly after position `after`, oldest first. With `after = None`
     /// nothing is replayed; only the stream's current end is reported.

@@ -75,7 +75,12 @@ impl RequestContext {
             return Ok(());
         };
         notifier
-            .notify(progress_notification(token.clone(), progress, total, message))
+            .notify(progress_notification(
+                token.clone(),
+                progress,
+                total,
+                message,
+            ))
             .await
     }
 }

@@ -74,8 +74,12 @@ impl ToolRegistry {
 pub fn required_str<'a>(args: &'a Map<String, Value>, key: &str) -> Result<&'a str, ToolError> {
     match args.get(key) {
         Some(Value::String(s)) => Ok(s),
-        Some(_) => Err(ToolError::InvalidArguments(format!("`{key}` must be a string"))),
-        None => Err(ToolError::InvalidArguments(format!("missing required argument `{key}`"))),
+        Some(_) => Err(ToolError::InvalidArguments(format!(
+            "`{key}` must be a string"
+        ))),
+        None => Err(ToolError::InvalidArguments(format!(
+            "missing required argument `{key}`"
+        ))),
     }
 }
 

@@ -106,7 +106,10 @@ impl ErrorObject {
 
     /// -32601 for `method`.
     pub fn method_not_found(method: &str) -> Self {
-        Self::new(Self::METHOD_NOT_FOUND, format!("Method not found: {method}"))
+        Self::new(
+            Self::METHOD_NOT_FOUND,
+            format!("Method not found: {method}"),
+        )
     }
 
     /// -32603.
@@ -149,7 +152,10 @@ pub fn parse(body: &[u8]) -> Result<Incoming, ParseFailure> {
     })?;
     let invalid = |id: Option<RequestId>, why: &str| ParseFailure {
         id,
-        error: ErrorObject::new(ErrorObject::INVALID_REQUEST, format!("Invalid request: {why}")),
+        error: ErrorObject::new(
+            ErrorObject::INVALID_REQUEST,
+            format!("Invalid request: {why}"),
+        ),
     };
     if value.is_array() {
         return Err(invalid(
@@ -170,9 +176,11 @@ pub fn parse(body: &[u8]) -> Result<Incoming, ParseFailure> {
         return Err(invalid(id, "jsonrpc must be \"2.0\""));
     }
     if let Some(params) = &raw.params
-        && !params.is_object() && !params.is_array() {
-            return Err(invalid(id, "params must be an object or an array"));
-        }
+        && !params.is_object()
+        && !params.is_array()
+    {
+        return Err(invalid(id, "params must be an object or an array"));
+    }
     match (raw.method, id) {
         (Some(method), Some(id)) => Ok(Incoming::Request(Request {
             id,
@@ -284,7 +292,12 @@ mod tests {
         let note = parse(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
         assert!(matches!(note, Ok(Incoming::Notification(_))));
         let resp = parse(br#"{"jsonrpc":"2.0","id":"a","result":{}}"#);
-        assert_eq!(resp, Ok(Incoming::Response { id: RequestId::String("a".into()) }));
+        assert_eq!(
+            resp,
+            Ok(Incoming::Response {
+                id: RequestId::String("a".into())
+            })
+        );
     }
 
     #[test]
@@ -292,13 +305,25 @@ mod tests {
         let cases: &[(&[u8], i64)] = &[
             (b"{not json", ErrorObject::PARSE_ERROR),
             (b"", ErrorObject::PARSE_ERROR),
-            (br#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#, ErrorObject::INVALID_REQUEST),
+            (
+                br#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#,
+                ErrorObject::INVALID_REQUEST,
+            ),
             (br#""hello""#, ErrorObject::INVALID_REQUEST),
             (br#"{"id":1,"method":"ping"}"#, ErrorObject::INVALID_REQUEST),
-            (br#"{"jsonrpc":"1.0","id":1,"method":"ping"}"#, ErrorObject::INVALID_REQUEST),
-            (br#"{"jsonrpc":"2.0","id":{"x":1},"method":"ping"}"#, ErrorObject::INVALID_REQUEST),
+            (
+                br#"{"jsonrpc":"1.0","id":1,"method":"ping"}"#,
+                ErrorObject::INVALID_REQUEST,
+            ),
+            (
+                br#"{"jsonrpc":"2.0","id":{"x":1},"method":"ping"}"#,
+                ErrorObject::INVALID_REQUEST,
+            ),
             (br#"{"jsonrpc":"2.0","id":1}"#, ErrorObject::INVALID_REQUEST),
-            (br#"{"jsonrpc":"2.0","id":1,"method":"x","params":3}"#, ErrorObject::INVALID_REQUEST),
+            (
+                br#"{"jsonrpc":"2.0","id":1,"method":"x","params":3}"#,
+                ErrorObject::INVALID_REQUEST,
+            ),
         ];
         for (body, code) in cases {
             let got = parse(body).err().map(|f| f.error.code);

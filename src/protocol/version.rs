@@ -70,8 +70,14 @@ mod tests {
         for v in ProtocolVersion::ALL {
             assert_eq!(ProtocolVersion::negotiate(v.as_str()), v);
         }
-        assert_eq!(ProtocolVersion::negotiate("2024-11-05"), ProtocolVersion::LATEST);
-        assert_eq!(ProtocolVersion::negotiate("nonsense"), ProtocolVersion::LATEST);
+        assert_eq!(
+            ProtocolVersion::negotiate("2024-11-05"),
+            ProtocolVersion::LATEST
+        );
+        assert_eq!(
+            ProtocolVersion::negotiate("nonsense"),
+            ProtocolVersion::LATEST
+        );
         assert!("2099-01-01".parse::<ProtocolVersion>().is_err());
     }
 }

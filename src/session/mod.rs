@@ -211,7 +211,11 @@ async fn handle(msg: SessionMsg, state: &mut SessionManagerState) {
                 tracing::info!(session_id = %id, "session terminated by client");
                 forget(&state.store, id).await;
             }
-            let _ = reply.send(if found { Ok(()) } else { Err(SessionError::NotFound) });
+            let _ = reply.send(if found {
+                Ok(())
+            } else {
+                Err(SessionError::NotFound)
+            });
         }
         SessionMsg::Info(id, reply) => {
             let _ = reply.send(state.table.get(id).cloned());
@@ -248,7 +252,20 @@ pub struct SessionHold {
 
 impl Drop for SessionHold {
     fn drop(&mut self) {
-        let _ = self.slot.cast(SessionMsg::Release(self.id));
+        // A lost Release would keep the session from ever expiring, so wait for a
+        // restarting session manager rather than cast and hope.
+        let msg = SessionMsg::Release(self.id);
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => {
+                let slot = self.slot.clone();
+                rt.spawn(async move {
+                    let _ = slot.send(msg).await;
+                });
+            }
+            Err(_) => {
+                let _ = self.slot.cast(msg);
+            }
+        }
     }
 }
 
@@ -261,7 +278,10 @@ impl SessionHandle {
     /// Creates a session.
     pub async fn create(&self, init: NewSession) -> Result<SessionId, SessionError> {
         self.slot
-            .call(|reply| SessionMsg::Create(init.clone(), reply), CALL_TIMEOUT)
+            .call(
+                |reply| SessionMsg::Create(init.clone(), reply),
+                CALL_TIMEOUT,
+            )
             .await?
     }
 

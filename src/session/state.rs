@@ -153,7 +153,10 @@ mod tests {
         table.release(busy, later);
         assert!(table.expire(Duration::from_secs(10), later).is_empty());
         let much_later = later + Duration::from_secs(11);
-        assert_eq!(table.expire(Duration::from_secs(10), much_later), vec![busy]);
+        assert_eq!(
+            table.expire(Duration::from_secs(10), much_later),
+            vec![busy]
+        );
     }
 
     #[test]

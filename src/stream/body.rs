@@ -38,7 +38,9 @@ impl http_body::Body for SseBody {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        self.rx.poll_recv(cx).map(|frame| frame.map(|b| Ok(Frame::data(b))))
+        self.rx
+            .poll_recv(cx)
+            .map(|frame| frame.map(|b| Ok(Frame::data(b))))
     }
 }
 

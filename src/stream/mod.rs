@@ -165,7 +165,10 @@ impl StreamState {
     }
 
     fn frame(&self, event: &Event) -> Bytes {
-        let id = self.settings.with_ids.then_some(&event.id as &dyn fmt::Display);
+        let id = self
+            .settings
+            .with_ids
+            .then_some(&event.id as &dyn fmt::Display);
         sse::message(id, &event.payload)
     }
 
@@ -236,7 +239,10 @@ impl Actor for StreamActor {
         let priming_id = args.key.event_id(resume_from);
         let mut chunk = BytesMut::new();
         chunk.extend_from_slice(&sse::priming(
-            state.settings.with_ids.then_some(&priming_id as &dyn fmt::Display),
+            state
+                .settings
+                .with_ids
+                .then_some(&priming_id as &dyn fmt::Display),
             state.settings.retry,
         ));
         if let ReplayOutcome::Truncated { missing } = replay.outcome {

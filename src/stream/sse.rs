@@ -27,7 +27,8 @@ pub fn message(id: Option<&dyn std::fmt::Display>, data: &[u8]) -> Bytes {
 }
 
 /// The priming frame a stream starts with: the position the client can resume from, with
-/// empty data (clients do not dispatch it) and the reconnection delay.
+/// empty data (an SSE parser dispatches it as an empty message, which MCP clients skip)
+/// and the reconnection delay.
 pub fn priming(id: Option<&dyn std::fmt::Display>, retry: Duration) -> Bytes {
     let mut out = String::with_capacity(64);
     if let Some(id) = id {

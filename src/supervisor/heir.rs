@@ -78,6 +78,9 @@ mod tests {
             panic!("injected");
         });
         assert!(task.await.is_err());
-        assert_eq!(heir.reclaim(Duration::from_secs(1)).await, Some(vec![1, 2, 3]));
+        assert_eq!(
+            heir.reclaim(Duration::from_secs(1)).await,
+            Some(vec![1, 2, 3])
+        );
     }
 }

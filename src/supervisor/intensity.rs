@@ -60,7 +60,10 @@ mod tests {
         assert!(i.record(t0));
         assert!(i.record(t0 + ms(50)));
         assert!(i.record(t0 + ms(120)), "t0 fell out of the window");
-        assert!(!i.record(t0 + ms(130)), "t0+50 and t0+120 are still inside it");
+        assert!(
+            !i.record(t0 + ms(130)),
+            "t0+50 and t0+120 are still inside it"
+        );
     }
 
     #[test]

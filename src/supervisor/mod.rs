@@ -144,9 +144,13 @@ impl SupervisorState {
                     },
                     cleanup_interval: sse.cleanup_interval,
                 };
-                let (actor, _) =
-                    Actor::spawn_linked(None, EventStoreActor::<MemoryStore>::default(), args, supervisor)
-                        .await?;
+                let (actor, _) = Actor::spawn_linked(
+                    None,
+                    EventStoreActor::<MemoryStore>::default(),
+                    args,
+                    supervisor,
+                )
+                .await?;
                 self.store_writer.publish(Some(actor.clone()));
                 actor.get_cell()
             }
@@ -159,8 +163,11 @@ impl SupervisorState {
                     store: self.store_handle(),
                     session_timeout: timeout,
                     max_sessions: self.config.server.max_sessions,
+                    // Often enough that expiry is late by at most a quarter of the timeout
+                    // (and never later than the store's own sweep period).
                     sweep_interval: (timeout / 4)
-                        .clamp(Duration::from_millis(10), sse.cleanup_interval),
+                        .min(sse.cleanup_interval)
+                        .max(Duration::from_millis(1)),
                 };
                 let (actor, _) =
                     Actor::spawn_linked(None, SessionManager, args, supervisor).await?;
@@ -236,13 +243,22 @@ impl SupervisorState {
         if let Some(listener) = self.listener_slot.current() {
             let _ = self
                 .listener_slot
-                .call(ListenerMsg::Shutdown, self.config.server.shutdown_timeout + CHILD_STOP_WAIT)
+                .call(
+                    ListenerMsg::Shutdown,
+                    self.config.server.shutdown_timeout + CHILD_STOP_WAIT,
+                )
                 .await;
             let _ = listener.get_cell().wait(Some(CHILD_STOP_WAIT)).await;
         }
-        for child in [Child::HttpListener, Child::SessionManager, Child::EventStore] {
+        for child in [
+            Child::HttpListener,
+            Child::SessionManager,
+            Child::EventStore,
+        ] {
             if let Some((_, cell)) = self.running.iter().find(|(c, _)| *c == child) {
-                let _ = cell.stop_and_wait(Some("shutdown".into()), Some(CHILD_STOP_WAIT)).await;
+                let _ = cell
+                    .stop_and_wait(Some("shutdown".into()), Some(CHILD_STOP_WAIT))
+                    .await;
             }
             self.unpublish(child);
         }
@@ -278,7 +294,11 @@ impl Actor for RootSupervisor {
             stopping: false,
             exit: Some(args.exit),
         };
-        for child in [Child::EventStore, Child::SessionManager, Child::HttpListener] {
+        for child in [
+            Child::EventStore,
+            Child::SessionManager,
+            Child::HttpListener,
+        ] {
             state.start(child, myself.get_cell(), None, None).await?;
         }
         Ok(state)

@@ -33,8 +33,13 @@ async fn terminate(state: &AppState, headers: &HeaderMap) -> Result<(), Rejectio
     let id = extract::required_session_id(headers)?;
     tracing::Span::current().record("session_id", tracing::field::display(id));
     extract::protocol_version(headers)?;
-    state.inner.sessions.terminate(id).await.map_err(|e| match e {
-        SessionError::NotFound | SessionError::Full => Rejection::UnknownSession,
-        SessionError::Unreachable(e) => Rejection::Unavailable(e.to_string()),
-    })
+    state
+        .inner
+        .sessions
+        .terminate(id)
+        .await
+        .map_err(|e| match e {
+            SessionError::NotFound | SessionError::Full => Rejection::UnknownSession,
+            SessionError::Unreachable(e) => Rejection::Unavailable(e.to_string()),
+        })
 }

@@ -22,7 +22,9 @@ pub fn session_id(headers: &HeaderMap) -> Result<Option<SessionId>, Rejection> {
         return Ok(None);
     };
     let text = value.to_str().map_err(|_| Rejection::UnknownSession)?;
-    text.parse().map(Some).map_err(|_| Rejection::UnknownSession)
+    text.parse()
+        .map(Some)
+        .map_err(|_| Rejection::UnknownSession)
 }
 
 /// The session, required.
@@ -140,8 +142,14 @@ mod tests {
 
     #[test]
     fn content_type_must_be_json() {
-        assert!(is_json_content(&headers(&[("content-type", "application/json; charset=utf-8")])));
-        assert!(!is_json_content(&headers(&[("content-type", "text/plain")])));
+        assert!(is_json_content(&headers(&[(
+            "content-type",
+            "application/json; charset=utf-8"
+        )])));
+        assert!(!is_json_content(&headers(&[(
+            "content-type",
+            "text/plain"
+        )])));
         assert!(!is_json_content(&HeaderMap::new()));
     }
 

@@ -8,8 +8,9 @@
 //!   another stream;
 //! - a valid id: that stream, replayed after the id, then live; a stream that has already
 //!   ended is replayed to its end and closed;
-//! - a POST stream that no longer exists (expired, forgotten): 410 Gone, because a
-//!   standalone stream would never carry the response the client is waiting for.
+//! - a POST stream whose history expired: 410 Gone, because a standalone stream would
+//!   never carry the response the client is waiting for (a session that ended gets 404
+//!   before its streams are looked at).
 
 use axum::extract::State;
 use axum::http::HeaderMap;
@@ -60,7 +61,9 @@ async fn open(
         return Err(Rejection::StreamsDisabled);
     }
     if !extract::accepts(headers).sse {
-        return Err(Rejection::NotAcceptable("GET requires Accept: text/event-stream"));
+        return Err(Rejection::NotAcceptable(
+            "GET requires Accept: text/event-stream",
+        ));
     }
     let session = extract::required_session_id(headers)?;
     span.record("session_id", tracing::field::display(session));
@@ -116,7 +119,10 @@ async fn open(
         Ok(response) => Ok(response),
         Err(StreamOpenError::Store(StoreError::FuturePosition(seq))) => {
             span.record("replay", "invalid");
-            tracing::warn!(seq, "Last-Event-ID is past the end of its stream; opening a live stream without replay");
+            tracing::warn!(
+                seq,
+                "Last-Event-ID is past the end of its stream; opening a live stream without replay"
+            );
             let (_, hold) = inner
                 .sessions
                 .hold(session, false)

@@ -18,7 +18,11 @@ impl Guard {
     pub fn new(config: &ServerConfig) -> Self {
         Self {
             enabled: config.dns_rebinding_protection,
-            hosts: config.allowed_hosts.iter().map(|h| strip_port(h).to_ascii_lowercase()).collect(),
+            hosts: config
+                .allowed_hosts
+                .iter()
+                .map(|h| strip_port(h).to_ascii_lowercase())
+                .collect(),
             origins: config
                 .allowed_origins
                 .iter()

@@ -137,8 +137,13 @@ impl Actor for HttpListener {
                 }
                 if let Some(task) = state.serve.0.take() {
                     let abort = task.abort_handle();
-                    if tokio::time::timeout(state.shutdown_timeout, task).await.is_err() {
-                        tracing::warn!("connections still open after shutdown_timeout; closing them");
+                    if tokio::time::timeout(state.shutdown_timeout, task)
+                        .await
+                        .is_err()
+                    {
+                        tracing::warn!(
+                            "connections still open after shutdown_timeout; closing them"
+                        );
                         abort.abort();
                     }
                 }

@@ -26,7 +26,7 @@ use crate::config::Config;
 use crate::event_store::EventStoreHandle;
 use crate::server::McpServer;
 use crate::session::{SessionHandle, SessionHold};
-use crate::stream::{StreamActor, StreamArgs, StreamSettings, StreamStartError, SseBody};
+use crate::stream::{SseBody, StreamActor, StreamArgs, StreamSettings, StreamStartError};
 use crate::supervisor::registry::Slot;
 use guard::Guard;
 use listener::ListenerMsg;
@@ -136,15 +136,18 @@ impl StreamOpenError {
     fn from_spawn(err: ractor::SpawnErr) -> Self {
         use crate::event_store::actor::StoreCallError;
         if let ractor::SpawnErr::StartupFailed(inner) = &err
-            && let Some(StreamStartError(call)) = inner.downcast_ref::<StreamStartError>() {
-                return match call {
-                    StoreCallError::Store(e) => Self::Store(*e),
-                    StoreCallError::Unreachable(e) => {
-                        Self::Rejected(Rejection::Unavailable(e.to_string()))
-                    }
-                };
-            }
-        Self::Rejected(Rejection::Unavailable(format!("could not start the stream: {err}")))
+            && let Some(StreamStartError(call)) = inner.downcast_ref::<StreamStartError>()
+        {
+            return match call {
+                StoreCallError::Store(e) => Self::Store(*e),
+                StoreCallError::Unreachable(e) => {
+                    Self::Rejected(Rejection::Unavailable(e.to_string()))
+                }
+            };
+        }
+        Self::Rejected(Rejection::Unavailable(format!(
+            "could not start the stream: {err}"
+        )))
     }
 }
 
@@ -161,7 +164,10 @@ impl From<StreamOpenError> for Rejection {
 fn sse_response(body: SseBody) -> Response {
     let mut response = axum::body::Body::new(body).into_response();
     let headers = response.headers_mut();
-    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     // Tell nginx-style proxies not to buffer the stream.
     headers.insert("x-accel-buffering", HeaderValue::from_static("no"));

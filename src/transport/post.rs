@@ -31,7 +31,11 @@ use crate::server::McpServer;
 use crate::session::{SessionError, SessionId};
 
 /// Handles POST on the MCP endpoint.
-pub(crate) async fn handle(State(state): State<AppState>, headers: HeaderMap, body: Body) -> Response {
+pub(crate) async fn handle(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
     let span = tracing::info_span!(
         "mcp.post",
         session_id = Empty,
@@ -83,14 +87,22 @@ async fn serve(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Resp
             span.record("method", note.method.as_str());
             let session = extract::required_session_id(headers)?;
             span.record("session_id", tracing::field::display(session));
-            inner.sessions.touch(session).await.map_err(session_rejection)?;
+            inner
+                .sessions
+                .touch(session)
+                .await
+                .map_err(session_rejection)?;
             on_notification(session, &note);
             return Ok(StatusCode::ACCEPTED.into_response());
         }
         Incoming::Response { id } => {
             let session = extract::required_session_id(headers)?;
             span.record("session_id", tracing::field::display(session));
-            inner.sessions.touch(session).await.map_err(session_rejection)?;
+            inner
+                .sessions
+                .touch(session)
+                .await
+                .map_err(session_rejection)?;
             tracing::debug!(request_id = %id, "client response received (no server-to-client requests are pending)");
             return Ok(StatusCode::ACCEPTED.into_response());
         }
@@ -107,13 +119,21 @@ async fn serve(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Resp
     let server = inner.server.clone();
 
     if !inner.config.sse.enabled {
-        let (_, hold) = inner.sessions.hold(session, false).await.map_err(session_rejection)?;
+        let (_, hold) = inner
+            .sessions
+            .hold(session, false)
+            .await
+            .map_err(session_rejection)?;
         let answer = run_guarded(&server, request, RequestContext::default()).await;
         drop(hold);
         return Ok(json_response(answer.to_bytes(), None));
     }
 
-    let (touched, hold) = inner.sessions.hold(session, true).await.map_err(session_rejection)?;
+    let (touched, hold) = inner
+        .sessions
+        .hold(session, true)
+        .await
+        .map_err(session_rejection)?;
     let Some(stream) = touched.stream else {
         return Err(Rejection::Unavailable("no stream was allocated".into()));
     };
@@ -201,11 +221,15 @@ fn on_notification(session: SessionId, note: &Notification) {
 fn json_response(body: Bytes, session: Option<SessionId>) -> Response {
     let mut response = (StatusCode::OK, body).into_response();
     let headers = response.headers_mut();
-    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
     if let Some(session) = session
-        && let Ok(value) = HeaderValue::from_str(&session.to_string()) {
-            headers.insert(SESSION_ID, value);
-        }
+        && let Ok(value) = HeaderValue::from_str(&session.to_string())
+    {
+        headers.insert(SESSION_ID, value);
+    }
     response
 }
 

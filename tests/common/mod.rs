@@ -106,8 +106,9 @@ impl Frame {
 
     /// True for the JSON-RPC response (has an id and a result or error).
     pub fn is_response(&self) -> bool {
-        self.json()
-            .is_some_and(|v| v.get("id").is_some() && (v.get("result").is_some() || v.get("error").is_some()))
+        self.json().is_some_and(|v| {
+            v.get("id").is_some() && (v.get("result").is_some() || v.get("error").is_some())
+        })
     }
 
     /// True for the priming frame (id, empty data).
@@ -222,7 +223,9 @@ impl Client {
     }
 
     pub fn id(&self) -> i64 {
-        self.next_id.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1
+        self.next_id
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            + 1
     }
 
     pub fn session_id(&self) -> SessionId {
@@ -250,7 +253,10 @@ impl Client {
 
     /// A GET of the standalone stream, or a resume from `last_event_id`.
     pub fn get(&self, last_event_id: Option<&str>) -> reqwest::RequestBuilder {
-        let mut req = self.http.get(&self.url).header("accept", "text/event-stream");
+        let mut req = self
+            .http
+            .get(&self.url)
+            .header("accept", "text/event-stream");
         if let Some(s) = &self.session {
             req = req.header("mcp-session-id", s);
         }
@@ -285,7 +291,8 @@ impl Client {
             .map(str::to_owned);
         assert!(session.is_some(), "initialize returns Mcp-Session-Id");
         self.session = session;
-        let result: Value = serde_json::from_slice(&resp.bytes().await.unwrap_or_default()).unwrap_or_default();
+        let result: Value =
+            serde_json::from_slice(&resp.bytes().await.unwrap_or_default()).unwrap_or_default();
         let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
         let resp = Self::send(self.post(&note)).await;
         assert_eq!(resp.status(), 202, "notifications/initialized");
@@ -298,11 +305,14 @@ impl Client {
         if let Some(t) = token {
             params["_meta"] = json!({"progressToken": t});
         }
-        let body = json!({"jsonrpc": "2.0", "id": self.id(), "method": "tools/call", "params": params});
+        let body =
+            json!({"jsonrpc": "2.0", "id": self.id(), "method": "tools/call", "params": params});
         let resp = Self::send(self.post(&body)).await;
         assert_eq!(resp.status(), 200, "tools/call");
         assert_eq!(
-            resp.headers().get("content-type").and_then(|v| v.to_str().ok()),
+            resp.headers()
+                .get("content-type")
+                .and_then(|v| v.to_str().ok()),
             Some("text/event-stream")
         );
         SseReader::new(resp)
@@ -368,7 +378,9 @@ impl SlowSocket {
             .and_then(|a| a.parse().ok())
             .unwrap_or_else(|| panic!("bad url {url}"));
         let socket = tokio::net::TcpSocket::new_v4().unwrap_or_else(|e| panic!("{e}"));
-        socket.set_recv_buffer_size(4096).unwrap_or_else(|e| panic!("{e}"));
+        socket
+            .set_recv_buffer_size(4096)
+            .unwrap_or_else(|e| panic!("{e}"));
         let mut stream = within("connect", socket.connect(addr))
             .await
             .unwrap_or_else(|e| panic!("{e}"));
@@ -379,8 +391,14 @@ impl SlowSocket {
              content-length: {}\r\nconnection: close\r\n\r\n{body}",
             body.len()
         );
-        stream.write_all(request.as_bytes()).await.unwrap_or_else(|e| panic!("{e}"));
-        Self { stream, raw: Vec::new() }
+        stream
+            .write_all(request.as_bytes())
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        Self {
+            stream,
+            raw: Vec::new(),
+        }
     }
 
     /// Reads to EOF and returns the SSE frames of the (chunked) body.
@@ -394,7 +412,9 @@ impl SlowSocket {
         assert!(head.starts_with("HTTP/1.1 200"), "status line: {head}");
         let mut body = String::new();
         while let Some((size, after)) = rest.split_once("\r\n") {
-            let Ok(n) = usize::from_str_radix(size.trim(), 16) else { break };
+            let Ok(n) = usize::from_str_radix(size.trim(), 16) else {
+                break;
+            };
             if n == 0 || after.len() < n {
                 break;
             }
