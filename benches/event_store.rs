@@ -72,6 +72,38 @@ fn benches(c: &mut Criterion) {
         })
     });
 
+    // Many handlers appending at once: the actor drains its mailbox without parking
+    // between messages, so this is closer to the per-event cost under load.
+    let busy = StreamKey::new(SessionId::random(), StreamNo(2));
+    let mut group = c.benchmark_group("append_concurrent");
+    group.throughput(criterion::Throughput::Elements(64));
+    group.bench_function("64_streams", |b| {
+        b.to_async(&rt).iter(|| async {
+            let mut tasks = tokio::task::JoinSet::new();
+            for i in 0..64u64 {
+                let store = store.clone();
+                let payload = payload.clone();
+                let key = StreamKey::new(busy.session, StreamNo(100 + i));
+                tasks.spawn(async move { store.append(key, payload, false).await.is_ok() });
+            }
+            while tasks.join_next().await.is_some() {}
+        })
+    });
+    group.finish();
+
+    // The same single append on a one-thread runtime: no cross-thread wake-ups, so this
+    // approximates the CPU cost of one store round trip.
+    let local = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => panic!("runtime: {e}"),
+    };
+    let local_store = local.block_on(start_store());
+    c.bench_function("append_current_thread", |b| {
+        b.to_async(&local).iter(|| async {
+            let _ = local_store.append(append_key, payload.clone(), false).await;
+        })
+    });
+
     let mut group = c.benchmark_group("replay_after");
     for missed in [100u64, 10_000] {
         let key = StreamKey::new(SessionId::random(), StreamNo(1));
