@@ -93,7 +93,10 @@ fn benches(c: &mut Criterion) {
 
     // The same single append on a one-thread runtime: no cross-thread wake-ups, so this
     // approximates the CPU cost of one store round trip.
-    let local = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+    let local = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => panic!("runtime: {e}"),
     };

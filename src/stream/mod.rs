@@ -93,6 +93,18 @@ pub enum StreamMsg {
     Close(CloseReason),
 }
 
+impl StreamMsg {
+    fn name(&self) -> &'static str {
+        match self {
+            Self::Deliver(_) => "deliver",
+            Self::Ping => "ping",
+            Self::IdleCheck => "idle_check",
+            Self::ClientGone => "client_gone",
+            Self::Close(_) => "close",
+        }
+    }
+}
+
 /// Per-stream timing and framing settings (from `[sse]`).
 #[derive(Debug, Clone, Copy)]
 pub struct StreamSettings {
@@ -301,6 +313,8 @@ impl Actor for StreamActor {
         if state.exit.is_some() {
             return Ok(());
         }
+        let _span =
+            tracing::debug_span!(parent: &state.span, "stream.handle", msg = msg.name()).entered();
         let result = match msg {
             StreamMsg::Deliver(event) => state.deliver(&event),
             StreamMsg::Ping => state.write(sse::comment("ping")),

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 use tokio::sync::oneshot;
+use tracing::Instrument;
 
 use crate::config::Config;
 use crate::event_store::actor::{StoreArgs, StoreTables};
@@ -313,7 +314,10 @@ impl Actor for RootSupervisor {
         match msg {
             SupervisorMsg::Shutdown(reply) => {
                 state.stopping = true;
-                state.stop_children().await;
+                state
+                    .stop_children()
+                    .instrument(tracing::info_span!("supervisor.shutdown"))
+                    .await;
                 if let Some(exit) = state.exit.take() {
                     let _ = exit.send(Exit::Shutdown);
                 }

@@ -9,6 +9,7 @@ use axum::serve::ListenerExt;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
+use tracing::Instrument;
 
 use super::{AppState, router};
 use crate::config::Config;
@@ -122,6 +123,37 @@ impl Actor for HttpListener {
         msg: ListenerMsg,
         state: &mut ListenerState,
     ) -> Result<(), ActorProcessingErr> {
+        let name = match &msg {
+            ListenerMsg::ServeEnded(_) => "serve_ended",
+            ListenerMsg::Shutdown(_) => "shutdown",
+            ListenerMsg::InjectPanic => "inject_panic",
+        };
+        let span = tracing::debug_span!("http_listener.handle", msg = name);
+        handle(myself, msg, state).instrument(span).await
+    }
+
+    async fn handle_supervisor_evt(
+        &self,
+        _myself: ActorRef<ListenerMsg>,
+        event: SupervisionEvent,
+        _state: &mut ListenerState,
+    ) -> Result<(), ActorProcessingErr> {
+        // Stream actors are temporary children: their exits (normal or not) are expected,
+        // already logged by the stream, and the client resumes on its own. ractor's
+        // default would stop this listener on a child failure.
+        if let SupervisionEvent::ActorFailed(cell, err) = event {
+            tracing::warn!(actor = %cell.get_id(), error = %err, "stream actor failed");
+        }
+        Ok(())
+    }
+}
+
+async fn handle(
+    myself: ActorRef<ListenerMsg>,
+    msg: ListenerMsg,
+    state: &mut ListenerState,
+) -> Result<(), ActorProcessingErr> {
+    {
         match msg {
             ListenerMsg::ServeEnded(why) => {
                 if state.stop_accepting.is_some() {
@@ -151,21 +183,6 @@ impl Actor for HttpListener {
                 myself.stop(Some("shutdown".into()));
             }
             ListenerMsg::InjectPanic => panic!("fault injection: http listener"),
-        }
-        Ok(())
-    }
-
-    async fn handle_supervisor_evt(
-        &self,
-        _myself: ActorRef<ListenerMsg>,
-        event: SupervisionEvent,
-        _state: &mut ListenerState,
-    ) -> Result<(), ActorProcessingErr> {
-        // Stream actors are temporary children: their exits (normal or not) are expected,
-        // already logged by the stream, and the client resumes on its own. ractor's
-        // default would stop this listener on a child failure.
-        if let SupervisionEvent::ActorFailed(cell, err) = event {
-            tracing::warn!(actor = %cell.get_id(), error = %err, "stream actor failed");
         }
         Ok(())
     }
