@@ -66,6 +66,12 @@ fn benches(c: &mut Criterion) {
     let payload = Bytes::from_static(PAYLOAD);
 
     let append_key = StreamKey::new(SessionId::random(), StreamNo(1));
+    let bench_session = SessionId::random();
+    rt.block_on(async {
+        for session in [append_key.session, bench_session] {
+            let _ = store.open_session(session).await;
+        }
+    });
     c.bench_function("append", |b| {
         b.to_async(&rt).iter(|| async {
             let _ = store.append(append_key, payload.clone(), false).await;
@@ -74,7 +80,7 @@ fn benches(c: &mut Criterion) {
 
     // Many handlers appending at once: the actor drains its mailbox without parking
     // between messages, so this is closer to the per-event cost under load.
-    let busy = StreamKey::new(SessionId::random(), StreamNo(2));
+    let busy = StreamKey::new(bench_session, StreamNo(2));
     let mut group = c.benchmark_group("append_concurrent");
     group.throughput(criterion::Throughput::Elements(64));
     group.bench_function("64_streams", |b| {
@@ -100,7 +106,11 @@ fn benches(c: &mut Criterion) {
         Ok(rt) => rt,
         Err(e) => panic!("runtime: {e}"),
     };
-    let local_store = local.block_on(start_store());
+    let local_store = local.block_on(async {
+        let store = start_store().await;
+        let _ = store.open_session(append_key.session).await;
+        store
+    });
     c.bench_function("append_current_thread", |b| {
         b.to_async(&local).iter(|| async {
             let _ = local_store.append(append_key, payload.clone(), false).await;
@@ -111,6 +121,7 @@ fn benches(c: &mut Criterion) {
     for missed in [100u64, 10_000] {
         let key = StreamKey::new(SessionId::random(), StreamNo(1));
         let sink = rt.block_on(async {
+            let _ = store.open_session(key.session).await;
             for _ in 0..missed {
                 let _ = store.append(key, payload.clone(), false).await;
             }

@@ -73,6 +73,10 @@ pub struct ServerConfig {
     /// Most sessions alive at once; `initialize` beyond it gets 503. Default 10000.
     /// Without a cap, a client looping on `initialize` grows memory without bound.
     pub max_sessions: usize,
+    /// Most requests in progress plus streams open per session; beyond it a request gets
+    /// 429. Default 64. Without it, one client can start unbounded work that outlives its
+    /// connections.
+    pub max_open_per_session: u32,
     /// A session with no request and no open stream or running request for this long is
     /// ended and its events forgotten. Default `30m`. Without it, abandoned sessions and
     /// their events stay in memory until `max_sessions` refuses new clients.
@@ -101,6 +105,7 @@ impl Default for ServerConfig {
             .into(),
             max_body_bytes: 4 * 1024 * 1024,
             max_sessions: 10_000,
+            max_open_per_session: 64,
             session_timeout: Duration::from_secs(30 * 60),
             shutdown_timeout: Duration::from_secs(10),
         }
@@ -287,6 +292,9 @@ impl Config {
         }
         if self.server.max_sessions == 0 {
             return invalid("server.max_sessions", "must be at least 1");
+        }
+        if self.server.max_open_per_session == 0 {
+            return invalid("server.max_open_per_session", "must be at least 1");
         }
         if self
             .telemetry

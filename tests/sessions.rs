@@ -163,3 +163,28 @@ async fn older_protocol_revisions_are_negotiated() {
     }
     server.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_session_cannot_open_more_than_max_open_per_session() {
+    let server = TestServer::start(|c| c.server.max_open_per_session = 2).await;
+    let mut client = server.client();
+    client.initialize().await;
+    let _a = client
+        .call_stream(
+            "stream_events",
+            json!({"count": 100, "interval_ms": 1000}),
+            None,
+        )
+        .await;
+    let _b = client.resume("none").await;
+    let body = json!({"jsonrpc": "2.0", "id": 99, "method": "tools/call",
+        "params": {"name": "echo", "arguments": {"text": "x"}}});
+    assert_eq!(Client::send(client.post(&body)).await.status(), 429);
+    assert_eq!(Client::send(client.get(None)).await.status(), 429);
+    assert_eq!(
+        Client::send(ping(&client)).await.status(),
+        429,
+        "every request holds a slot while it runs"
+    );
+    server.shutdown().await;
+}

@@ -77,6 +77,8 @@ pub enum StoreMsg {
         /// The actor leaving.
         subscriber: ActorId,
     },
+    /// A session was created: its streams may be opened.
+    OpenSession(SessionId),
     /// Forget everything of a session and close its connections.
     ForgetSession(SessionId),
     /// Last positions of a session's streams.
@@ -93,6 +95,7 @@ impl StoreMsg {
             Self::Append { .. } => "append",
             Self::Subscribe { .. } => "subscribe",
             Self::Unsubscribe { .. } => "unsubscribe",
+            Self::OpenSession(_) => "open_session",
             Self::ForgetSession(_) => "forget_session",
             Self::Positions(..) => "positions",
             Self::Sweep => "sweep",
@@ -229,6 +232,7 @@ async fn handle<B: EventStore>(msg: StoreMsg, tables: &mut StoreTables<B>) {
                 tables.subscribers.remove(&key);
             }
         }
+        StoreMsg::OpenSession(session) => tables.backend.open_session(session).await,
         StoreMsg::ForgetSession(session) => {
             tables.backend.forget_session(session).await;
             tables.subscribers.retain(|key, sub| {
@@ -343,6 +347,12 @@ impl EventStoreHandle {
     /// stale subscriber to remove only if it lost its tables).
     pub fn unsubscribe(&self, key: StreamKey, subscriber: ActorId) {
         let _ = self.slot.cast(StoreMsg::Unsubscribe { key, subscriber });
+    }
+
+    /// Registers a new session. Awaited before the session id is given to the client, so
+    /// the registration is in the store's mailbox ahead of anything the client causes.
+    pub async fn open_session(&self, session: SessionId) -> Result<(), SlotError> {
+        self.slot.send(StoreMsg::OpenSession(session)).await
     }
 
     /// Forgets a session's events and closes its connections.

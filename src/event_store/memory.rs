@@ -146,14 +146,20 @@ impl MemoryStore {
         expire_log(log, ttl, now)
     }
 
+    /// [`EventStore::open_session`].
+    pub fn open_session_now(&mut self, session: SessionId) {
+        self.sessions.entry(session).or_default();
+    }
+
     /// [`EventStore::open_stream`] at time `now`.
-    pub fn open_stream_at(&mut self, key: StreamKey, now: Instant) {
+    pub fn open_stream_at(&mut self, key: StreamKey, now: Instant) -> Result<(), StoreError> {
         self.sessions
-            .entry(key.session)
-            .or_default()
+            .get_mut(&key.session)
+            .ok_or(StoreError::UnknownStream)?
             .streams
             .entry(key.stream)
             .or_insert_with(|| StreamLog::new(now));
+        Ok(())
     }
 
     /// [`EventStore::append`] at time `now`.
@@ -166,7 +172,10 @@ impl MemoryStore {
         now: Instant,
     ) -> Result<Appended, StoreError> {
         let retention = self.retention;
-        let session = self.sessions.entry(key.session).or_default();
+        let session = self
+            .sessions
+            .get_mut(&key.session)
+            .ok_or(StoreError::UnknownStream)?;
         let log = session
             .streams
             .entry(key.stream)
@@ -308,9 +317,12 @@ fn expire_log(log: &mut SessionLog, ttl: Duration, now: Instant) -> usize {
 }
 
 impl EventStore for MemoryStore {
+    async fn open_session(&mut self, session: SessionId) {
+        self.open_session_now(session);
+    }
+
     async fn open_stream(&mut self, key: StreamKey) -> Result<(), StoreError> {
-        self.open_stream_at(key, Instant::now());
-        Ok(())
+        self.open_stream_at(key, Instant::now())
     }
 
     async fn append(
@@ -380,6 +392,7 @@ mod tests {
         range: std::ops::RangeInclusive<u32>,
         t: Instant,
     ) {
+        store.open_session_now(key.session);
         for i in range {
             let e = store.append_at(key, Bytes::from(format!("e{i}")), false, u64::from(i), t);
             assert!(e.is_ok_and(|a| !a.duplicate));
@@ -391,6 +404,7 @@ mod tests {
         let t = Instant::now();
         let mut store = MemoryStore::new(retention(100));
         let key = StreamKey::new(SessionId::random(), StreamNo(1));
+        store.open_session_now(key.session);
         let first = store.append_at(key, Bytes::from("a"), false, 42, t);
         let again = store.append_at(key, Bytes::from("a"), false, 42, t);
         let (Ok(first), Ok(again)) = (first, again) else {
@@ -515,6 +529,7 @@ mod tests {
             ..retention(100)
         });
         let key = StreamKey::new(SessionId::random(), StreamNo(3));
+        store.open_session_now(key.session);
         assert!(
             store
                 .append_at(key, Bytes::from("done"), true, 1, t)
@@ -534,6 +549,29 @@ mod tests {
             store.replay_after_at(key, Some(0), t).err(),
             Some(StoreError::UnknownStream)
         );
+    }
+
+    #[test]
+    fn streams_of_unknown_or_forgotten_sessions_are_refused() {
+        let t = Instant::now();
+        let mut store = MemoryStore::new(retention(100));
+        let key = StreamKey::new(SessionId::random(), StreamNo(1));
+        assert_eq!(
+            store.append_at(key, Bytes::from("x"), false, 1, t).err(),
+            Some(StoreError::UnknownStream)
+        );
+        assert_eq!(
+            store.open_stream_at(key, t).err(),
+            Some(StoreError::UnknownStream)
+        );
+        fill(&mut store, key, 1..=2, t);
+        store.sessions.remove(&key.session);
+        assert_eq!(
+            store.append_at(key, Bytes::from("late"), false, 9, t).err(),
+            Some(StoreError::UnknownStream),
+            "work still running after the session ended does not resurrect it"
+        );
+        assert!(store.is_empty());
     }
 
     #[test]

@@ -18,6 +18,9 @@
 //! - [`EventStore::replay_after`] returns only events of the id's own stream, in order,
 //!   strictly after the given position. It never returns another stream's or another
 //!   session's events.
+//! - The store knows which sessions are alive ([`EventStore::open_session`] /
+//!   [`EventStore::forget_session`]); streams and events of any other session are refused,
+//!   so work still running for an ended session cannot bring its history back.
 //! - Unknown streams (never opened, forgotten, or expired) give
 //!   [`StoreError::UnknownStream`]; a position beyond the stream's end gives
 //!   [`StoreError::FuturePosition`]; evicted events are reported as
@@ -143,13 +146,18 @@ pub enum StoreError {
 /// A storage backend for events. All methods take `&mut self`: the store actor owns the
 /// backend and serializes access, so a backend needs no locking of its own.
 pub trait EventStore: Send + Default + 'static {
+    /// Registers a live session (idempotent); its streams may then be opened.
+    fn open_session(&mut self, session: SessionId) -> impl Future<Output = ()> + Send;
+
     /// Creates stream `key` (idempotent) so that it can be resumed before its first event.
+    /// Fails with [`StoreError::UnknownStream`] if the session is not open.
     fn open_stream(
         &mut self,
         key: StreamKey,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
-    /// Stores `payload` as the next event of `key` (opening the stream if needed) and
+    /// Stores `payload` as the next event of `key` (opening the stream if needed; the
+    /// session must be open) and
     /// returns it with its id. `last` marks the final event; later appends fail. A
     /// `nonce` among the stream's recent appends is a re-send: nothing is stored and the
     /// first append's event comes back with `duplicate` set.

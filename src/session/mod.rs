@@ -12,7 +12,7 @@ use serde_json::Value;
 use tracing::Instrument;
 
 pub use id::{SessionId, SessionIdError};
-pub use state::{NewSession, SessionRecord, SessionTable};
+pub use state::{NewSession, SessionRecord, SessionTable, TouchError};
 
 use crate::event_store::{EventStoreHandle, StreamNo};
 use crate::protocol::version::ProtocolVersion;
@@ -30,6 +30,9 @@ pub enum SessionError {
     /// `max_sessions` are alive already.
     #[error("too many sessions")]
     Full,
+    /// `max_open_per_session` requests and streams are open already.
+    #[error("too many requests and streams open in this session")]
+    Busy,
     /// The session manager could not be reached.
     #[error(transparent)]
     Unreachable(#[from] SlotError),
@@ -116,6 +119,8 @@ pub struct SessionArgs {
     pub session_timeout: Duration,
     /// `server.max_sessions`.
     pub max_sessions: usize,
+    /// `server.max_open_per_session`.
+    pub max_open_per_session: u32,
     /// How often to look for idle sessions.
     pub sweep_interval: Duration,
 }
@@ -127,6 +132,7 @@ pub struct SessionManagerState {
     store: EventStoreHandle,
     session_timeout: Duration,
     max_sessions: usize,
+    max_open_per_session: u32,
     sweeper: tokio::task::JoinHandle<()>,
 }
 
@@ -150,6 +156,7 @@ impl Actor for SessionManager {
             store: args.store,
             session_timeout: args.session_timeout,
             max_sessions: args.max_sessions,
+            max_open_per_session: args.max_open_per_session,
             sweeper,
         })
     }
@@ -183,8 +190,16 @@ async fn handle(msg: SessionMsg, state: &mut SessionManagerState) {
                 Err(SessionError::Full)
             } else {
                 let id = state.table.create(init, now);
-                tracing::info!(session_id = %id, "session created");
-                Ok(id)
+                match state.store.open_session(id).await {
+                    Ok(()) => {
+                        tracing::info!(session_id = %id, "session created");
+                        Ok(id)
+                    }
+                    Err(e) => {
+                        state.table.remove(id);
+                        Err(SessionError::Unreachable(e))
+                    }
+                }
             };
             let _ = reply.send(result);
         }
@@ -196,12 +211,15 @@ async fn handle(msg: SessionMsg, state: &mut SessionManagerState) {
         } => {
             let result = state
                 .table
-                .touch(id, hold, new_stream, now)
+                .touch(id, hold, new_stream, state.max_open_per_session, now)
                 .map(|(record, stream)| Touched {
                     protocol_version: record.init.protocol_version,
                     stream,
                 })
-                .ok_or(SessionError::NotFound);
+                .map_err(|e| match e {
+                    TouchError::NotFound => SessionError::NotFound,
+                    TouchError::Busy => SessionError::Busy,
+                });
             let _ = reply.send(result);
         }
         SessionMsg::Release(id) => state.table.release(id, now),

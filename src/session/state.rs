@@ -38,6 +38,15 @@ pub struct SessionRecord {
     pub last_stream: u64,
 }
 
+/// Why [`SessionTable::touch`] refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TouchError {
+    /// No such session.
+    NotFound,
+    /// The session has as many requests and streams open as allowed.
+    Busy,
+}
+
 /// All live sessions.
 #[derive(Debug, Default)]
 pub struct SessionTable {
@@ -80,25 +89,30 @@ impl SessionTable {
         self.sessions.get(&id)
     }
 
-    /// Marks activity; with `hold`, counts one more request or stream in progress; with
-    /// `new_stream`, allocates the next POST stream number.
+    /// Marks activity; with `hold`, counts one more request or stream in progress (refused
+    /// with [`TouchError::Busy`] at `max_holds`); with `new_stream`, allocates the next POST
+    /// stream number.
     pub fn touch(
         &mut self,
         id: SessionId,
         hold: bool,
         new_stream: bool,
+        max_holds: u32,
         now: Instant,
-    ) -> Option<(&SessionRecord, Option<StreamNo>)> {
-        let record = self.sessions.get_mut(&id)?;
+    ) -> Result<(&SessionRecord, Option<StreamNo>), TouchError> {
+        let record = self.sessions.get_mut(&id).ok_or(TouchError::NotFound)?;
         record.last_seen = now;
         if hold {
+            if record.holds >= max_holds {
+                return Err(TouchError::Busy);
+            }
             record.holds += 1;
         }
         let stream = new_stream.then(|| {
             record.last_stream += 1;
             StreamNo(record.last_stream)
         });
-        Some((record, stream))
+        Ok((record, stream))
     }
 
     /// Ends one hold taken by [`SessionTable::touch`].
@@ -146,7 +160,7 @@ mod tests {
         let mut table = SessionTable::default();
         let idle = table.create(init(), t);
         let busy = table.create(init(), t);
-        assert!(table.touch(busy, true, false, t).is_some());
+        assert!(table.touch(busy, true, false, 8, t).is_ok());
         let later = t + Duration::from_secs(11);
         assert_eq!(table.expire(Duration::from_secs(10), later), vec![idle]);
         assert!(table.get(busy).is_some());
@@ -165,9 +179,31 @@ mod tests {
         let mut table = SessionTable::default();
         let id = table.create(init(), t);
         let streams: Vec<_> = (0..3)
-            .filter_map(|_| table.touch(id, false, true, t).and_then(|(_, s)| s))
+            .filter_map(|_| table.touch(id, false, true, 8, t).ok().and_then(|(_, s)| s))
             .collect();
         assert_eq!(streams, [StreamNo(1), StreamNo(2), StreamNo(3)]);
-        assert!(table.touch(SessionId::random(), false, true, t).is_none());
+        assert_eq!(
+            table.touch(SessionId::random(), false, true, 8, t).err(),
+            Some(TouchError::NotFound)
+        );
+    }
+
+    #[test]
+    fn holds_are_capped_per_session() {
+        let t = Instant::now();
+        let mut table = SessionTable::default();
+        let id = table.create(init(), t);
+        assert!(table.touch(id, true, false, 2, t).is_ok());
+        assert!(table.touch(id, true, false, 2, t).is_ok());
+        assert_eq!(
+            table.touch(id, true, false, 2, t).err(),
+            Some(TouchError::Busy)
+        );
+        assert!(
+            table.touch(id, false, false, 2, t).is_ok(),
+            "plain requests still pass"
+        );
+        table.release(id, t);
+        assert!(table.touch(id, true, false, 2, t).is_ok());
     }
 }

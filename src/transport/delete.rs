@@ -39,7 +39,9 @@ async fn terminate(state: &AppState, headers: &HeaderMap) -> Result<(), Rejectio
         .terminate(id)
         .await
         .map_err(|e| match e {
-            SessionError::NotFound | SessionError::Full => Rejection::UnknownSession,
+            SessionError::NotFound | SessionError::Full | SessionError::Busy => {
+                Rejection::UnknownSession
+            }
             SessionError::Unreachable(e) => Rejection::Unavailable(e.to_string()),
         })
 }

@@ -74,6 +74,7 @@ async fn open(
         .await
         .map_err(|e| match e {
             SessionError::NotFound | SessionError::Full => Rejection::UnknownSession,
+            SessionError::Busy => Rejection::TooBusy,
             SessionError::Unreachable(e) => Rejection::Unavailable(e.to_string()),
         })?;
 

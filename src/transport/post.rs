@@ -60,6 +60,7 @@ fn session_rejection(e: SessionError) -> Rejection {
     match e {
         SessionError::NotFound => Rejection::UnknownSession,
         SessionError::Full => Rejection::TooManySessions,
+        SessionError::Busy => Rejection::TooBusy,
         SessionError::Unreachable(e) => Rejection::Unavailable(e.to_string()),
     }
 }

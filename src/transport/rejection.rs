@@ -41,6 +41,9 @@ pub enum Rejection {
     /// 410: `Last-Event-ID` names a POST stream whose history is gone.
     #[error("Gone: the stream named by Last-Event-ID has expired or never existed")]
     StreamGone,
+    /// 429: `server.max_open_per_session` reached.
+    #[error("Too Many Requests: this session has too many requests and streams open")]
+    TooBusy,
     /// 503: `server.max_sessions` reached.
     #[error("Service Unavailable: too many sessions")]
     TooManySessions,
@@ -63,6 +66,7 @@ impl Rejection {
             Self::ForbiddenOrigin(_) | Self::ForbiddenHost(_) => StatusCode::FORBIDDEN,
             Self::StreamsDisabled => StatusCode::METHOD_NOT_ALLOWED,
             Self::StreamGone => StatusCode::GONE,
+            Self::TooBusy => StatusCode::TOO_MANY_REQUESTS,
             Self::TooManySessions | Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
