@@ -184,11 +184,10 @@ async fn handle<B: EventStore>(msg: StoreMsg, tables: &mut StoreTables<B>) {
             reply,
         } => {
             let result = tables.backend.append(key, payload, last, nonce).await;
-            if let Ok(Appended {
-                event,
-                duplicate: false,
-            }) = &result
-            {
+            // A duplicate is forwarded too: if the crash that caused the re-send fell
+            // between storing and forwarding, this is its only delivery; otherwise the
+            // stream actor skips it by position.
+            if let Ok(Appended { event, .. }) = &result {
                 if let Some(sub) = tables.subscribers.get(&key)
                     && sub.send_message(StreamMsg::Deliver(event.clone())).is_err()
                 {
@@ -216,8 +215,10 @@ async fn handle<B: EventStore>(msg: StoreMsg, tables: &mut StoreTables<B>) {
             if let Ok(replay) = &result
                 && !replay.completed
             {
+                let id = subscriber.get_id();
                 let previous = tables.subscribers.insert(key, subscriber);
-                if let Some(old) = previous {
+                // A re-sent Subscribe from the same actor must not close itself.
+                if let Some(old) = previous.filter(|old| old.get_id() != id) {
                     let _ = old.send_message(StreamMsg::Close(CloseReason::Superseded));
                 }
             }

@@ -262,6 +262,7 @@ pub struct SessionHandle {
 }
 
 /// An open request or stream of a session: keeps the session from expiring until dropped.
+/// Part of the handle: it sends the matching [`SessionMsg::Release`] itself.
 #[derive(Debug)]
 pub struct SessionHold {
     id: SessionId,
@@ -276,10 +277,15 @@ impl Drop for SessionHold {
         match tokio::runtime::Handle::try_current() {
             Ok(rt) => {
                 let slot = self.slot.clone();
-                rt.spawn(async move {
-                    let _ = slot.send(msg).await;
-                });
+                rt.spawn(
+                    async move {
+                        let _ = slot.send(msg).await;
+                    }
+                    .instrument(tracing::Span::current()),
+                );
             }
+            // Outside a runtime (only while the process is being torn down) nobody could
+            // wait; casting is all that is left.
             Err(_) => {
                 let _ = self.slot.cast(msg);
             }

@@ -362,7 +362,10 @@ impl Actor for RootSupervisor {
         if let Err(escalation) = state.restart(child, myself.get_cell()).await {
             tracing::error!(reason = %escalation, "restart intensity exceeded; supervisor gives up");
             state.stopping = true;
-            state.stop_children().await;
+            state
+                .stop_children()
+                .instrument(tracing::info_span!("supervisor.escalate", reason = %escalation))
+                .await;
             if let Some(exit) = state.exit.take() {
                 let _ = exit.send(Exit::Escalated(escalation.clone()));
             }
