@@ -112,6 +112,11 @@ impl App {
         self.sessions.info(id).await
     }
 
+    /// The session manager's handle: create, inspect and end sessions from Rust.
+    pub fn sessions(&self) -> &SessionHandle {
+        &self.sessions
+    }
+
     /// Resolves when the tree ends on its own (restart intensity exceeded).
     pub async fn wait(&mut self) -> Exit {
         match self.exit.take() {

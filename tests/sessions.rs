@@ -2,6 +2,7 @@
 
 mod common;
 
+use std::future::Future;
 use std::time::Duration;
 
 use common::{Client, TestServer, eventually};
@@ -186,5 +187,96 @@ async fn a_session_cannot_open_more_than_max_open_per_session() {
         429,
         "every request holds a slot while it runs"
     );
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn requests_abandoned_mid_flight_release_their_hold() {
+    let server = TestServer::start(|c| c.server.max_open_per_session = 4).await;
+    let mut client = server.client();
+    client.initialize().await;
+    let session = client.session.clone().unwrap_or_default();
+    let addr = server.app.local_addr();
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "echo", "arguments": {"text": "x"}}})
+    .to_string();
+    for _ in 0..10 {
+        use tokio::io::AsyncWriteExt;
+        let mut conn = tokio::net::TcpStream::connect(addr)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let request = format!(
+            "POST /mcp HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\n\
+             accept: application/json, text/event-stream\r\nmcp-session-id: {session}\r\n\
+             content-length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        let _ = conn.write_all(request.as_bytes()).await;
+        drop(conn); // gone before any answer
+    }
+    let id = client.session_id();
+    eventually("every hold to be released", || async {
+        let info = server.app.session_info(id).await.ok()?;
+        (info.open == 0).then_some(())
+    })
+    .await;
+    let mut r = client
+        .call_stream("echo", json!({"text": "still served"}), None)
+        .await;
+    assert!(
+        r.rest().await.iter().any(|f| f.is_response()),
+        "not 429: no slot leaked"
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn resuming_a_running_requests_stream_takes_no_extra_slot() {
+    let server = TestServer::start(|c| c.server.max_open_per_session = 2).await;
+    let mut client = server.client();
+    client.initialize().await;
+    let mut call = client
+        .call_stream(
+            "stream_events",
+            json!({"count": 1000, "interval_ms": 1000}),
+            Some("t"),
+        )
+        .await;
+    let priming = call.next().await.and_then(|f| f.id).unwrap_or_default();
+    drop(call);
+    for _ in 0..3 {
+        let mut resumed = client.resume(&priming).await;
+        assert!(resumed.next().await.is_some());
+    }
+    let _standalone = client.resume("none").await;
+    assert_eq!(
+        Client::send(ping(&client)).await.status(),
+        429,
+        "the two slots: call + standalone"
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_caller_that_gives_up_before_the_answer_leaks_no_hold() {
+    let server = TestServer::start(|_| {}).await;
+    let mut client = server.client();
+    client.initialize().await;
+    let id = client.session_id();
+    // Poll once (the request is sent) and drop the caller before the reply can arrive:
+    // what a dropped HTTP request does at the worst moment.
+    for _ in 0..20 {
+        let mut caller = Box::pin(server.app.sessions().hold(id, true));
+        let waker = std::task::Waker::noop();
+        let polled = caller
+            .as_mut()
+            .poll(&mut std::task::Context::from_waker(waker));
+        assert!(polled.is_pending(), "the reply cannot be there yet");
+    }
+    eventually("every hold to be released", || async {
+        let info = server.app.session_info(id).await.ok()?;
+        (info.open == 0).then_some(())
+    })
+    .await;
     server.shutdown().await;
 }

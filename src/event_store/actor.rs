@@ -78,9 +78,9 @@ pub enum StoreMsg {
         subscriber: ActorId,
     },
     /// A session was created: its streams may be opened.
-    OpenSession(SessionId),
+    OpenSession(SessionId, RpcReplyPort<()>),
     /// Forget everything of a session and close its connections.
-    ForgetSession(SessionId),
+    ForgetSession(SessionId, RpcReplyPort<()>),
     /// Last positions of a session's streams.
     Positions(SessionId, RpcReplyPort<Vec<(StreamNo, u64)>>),
     /// Timer: drop expired events.
@@ -95,8 +95,8 @@ impl StoreMsg {
             Self::Append { .. } => "append",
             Self::Subscribe { .. } => "subscribe",
             Self::Unsubscribe { .. } => "unsubscribe",
-            Self::OpenSession(_) => "open_session",
-            Self::ForgetSession(_) => "forget_session",
+            Self::OpenSession(..) => "open_session",
+            Self::ForgetSession(..) => "forget_session",
             Self::Positions(..) => "positions",
             Self::Sweep => "sweep",
             Self::InjectPanic => "inject_panic",
@@ -207,6 +207,11 @@ async fn handle<B: EventStore>(msg: StoreMsg, tables: &mut StoreTables<B>) {
             subscriber,
             reply,
         } => {
+            // The stream actor gave up waiting (its HTTP request went away): registering it
+            // would only close the stream's healthy subscriber.
+            if reply.is_closed() {
+                return;
+            }
             if create && let Err(e) = tables.backend.open_stream(key).await {
                 let _ = reply.send(Err(e));
                 return;
@@ -233,9 +238,13 @@ async fn handle<B: EventStore>(msg: StoreMsg, tables: &mut StoreTables<B>) {
                 tables.subscribers.remove(&key);
             }
         }
-        StoreMsg::OpenSession(session) => tables.backend.open_session(session).await,
-        StoreMsg::ForgetSession(session) => {
+        StoreMsg::OpenSession(session, reply) => {
+            tables.backend.open_session(session).await;
+            let _ = reply.send(());
+        }
+        StoreMsg::ForgetSession(session, reply) => {
             tables.backend.forget_session(session).await;
+            let _ = reply.send(());
             tables.subscribers.retain(|key, sub| {
                 if key.session == session {
                     let _ = sub.send_message(StreamMsg::Close(CloseReason::SessionEnded));
@@ -353,12 +362,19 @@ impl EventStoreHandle {
     /// Registers a new session. Awaited before the session id is given to the client, so
     /// the registration is in the store's mailbox ahead of anything the client causes.
     pub async fn open_session(&self, session: SessionId) -> Result<(), SlotError> {
-        self.slot.send(StoreMsg::OpenSession(session)).await
+        self.slot
+            .call(|reply| StoreMsg::OpenSession(session, reply), CALL_TIMEOUT)
+            .await
     }
 
     /// Forgets a session's events and closes its connections.
     pub async fn forget_session(&self, session: SessionId) -> Result<(), SlotError> {
-        self.slot.send(StoreMsg::ForgetSession(session)).await
+        self.slot
+            .call(
+                |reply| StoreMsg::ForgetSession(session, reply),
+                CALL_TIMEOUT,
+            )
+            .await
     }
 
     /// Last positions of a session's streams.

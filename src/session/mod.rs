@@ -79,11 +79,13 @@ pub enum SessionMsg {
         hold: bool,
         /// Allocate a POST stream number.
         new_stream: bool,
-        /// What the request needs to know.
-        reply: RpcReplyPort<Result<Touched, SessionError>>,
+        /// What the request needs to know, and the hold when one was asked for. The hold is
+        /// built here, not by the caller, so a caller that gave up before the answer
+        /// arrived (its reply is dropped unread) still releases what it took.
+        reply: RpcReplyPort<Result<(Touched, Option<SessionHold>), SessionError>>,
     },
-    /// A hold ended.
-    Release(SessionId),
+    /// A hold ended (acknowledged, so a crash of this actor cannot lose it silently).
+    Release(SessionId, RpcReplyPort<()>),
     /// DELETE.
     Terminate(SessionId, RpcReplyPort<Result<(), SessionError>>),
     /// Session info (without store positions).
@@ -99,7 +101,7 @@ impl SessionMsg {
         match self {
             Self::Create(..) => "create",
             Self::Touch { .. } => "touch",
-            Self::Release(_) => "release",
+            Self::Release(..) => "release",
             Self::Terminate(..) => "terminate",
             Self::Info(..) => "info",
             Self::Sweep => "sweep",
@@ -121,6 +123,8 @@ pub struct SessionArgs {
     pub max_sessions: usize,
     /// `server.max_open_per_session`.
     pub max_open_per_session: u32,
+    /// This actor's own slot, for the holds it hands out.
+    pub me: Slot<SessionMsg>,
     /// How often to look for idle sessions.
     pub sweep_interval: Duration,
 }
@@ -133,6 +137,7 @@ pub struct SessionManagerState {
     session_timeout: Duration,
     max_sessions: usize,
     max_open_per_session: u32,
+    me: Slot<SessionMsg>,
     sweeper: tokio::task::JoinHandle<()>,
 }
 
@@ -157,6 +162,7 @@ impl Actor for SessionManager {
             session_timeout: args.session_timeout,
             max_sessions: args.max_sessions,
             max_open_per_session: args.max_open_per_session,
+            me: args.me,
             sweeper,
         })
     }
@@ -209,20 +215,32 @@ async fn handle(msg: SessionMsg, state: &mut SessionManagerState) {
             new_stream,
             reply,
         } => {
+            let me = &state.me;
             let result = state
                 .table
                 .touch(id, hold, new_stream, state.max_open_per_session, now)
-                .map(|(record, stream)| Touched {
-                    protocol_version: record.init.protocol_version,
-                    stream,
+                .map(|(record, stream)| {
+                    let touched = Touched {
+                        protocol_version: record.init.protocol_version,
+                        stream,
+                    };
+                    let guard = hold.then(|| SessionHold {
+                        id,
+                        slot: me.clone(),
+                    });
+                    (touched, guard)
                 })
                 .map_err(|e| match e {
                     TouchError::NotFound => SessionError::NotFound,
                     TouchError::Busy => SessionError::Busy,
                 });
+            // If the caller is gone, the unsent hold is dropped here and releases itself.
             let _ = reply.send(result);
         }
-        SessionMsg::Release(id) => state.table.release(id, now),
+        SessionMsg::Release(id, reply) => {
+            state.table.release(id, now);
+            let _ = reply.send(());
+        }
         SessionMsg::Terminate(id, reply) => {
             let found = state.table.remove(id);
             if found {
@@ -271,23 +289,29 @@ pub struct SessionHold {
 
 impl Drop for SessionHold {
     fn drop(&mut self) {
-        // A lost Release would keep the session from ever expiring, so wait for a
-        // restarting session manager rather than cast and hope.
-        let msg = SessionMsg::Release(self.id);
+        // A lost Release would keep the session from ever expiring, so it is a call (a
+        // crash that swallows it is noticed and the call repeated) made from a task that
+        // can wait for a restarting session manager.
+        let id = self.id;
         match tokio::runtime::Handle::try_current() {
             Ok(rt) => {
                 let slot = self.slot.clone();
                 rt.spawn(
                     async move {
-                        let _ = slot.send(msg).await;
+                        let _ = slot
+                            .call(|reply| SessionMsg::Release(id, reply), CALL_TIMEOUT)
+                            .await;
                     }
                     .instrument(tracing::Span::current()),
                 );
             }
             // Outside a runtime (only while the process is being torn down) nobody could
-            // wait; casting is all that is left.
+            // wait; a cast is all that is left.
             Err(_) => {
-                let _ = self.slot.cast(msg);
+                let (tx, _) = tokio::sync::oneshot::channel();
+                let _ = self
+                    .slot
+                    .cast(SessionMsg::Release(id, RpcReplyPort::from(tx)));
             }
         }
     }
@@ -311,7 +335,7 @@ impl SessionHandle {
 
     /// Validates and touches `id`.
     pub async fn touch(&self, id: SessionId) -> Result<Touched, SessionError> {
-        self.touch_with(id, false, false).await
+        Ok(self.touch_with(id, false, false).await?.0)
     }
 
     /// Validates `id`, allocates a POST stream if `new_stream`, and holds the session open
@@ -321,12 +345,10 @@ impl SessionHandle {
         id: SessionId,
         new_stream: bool,
     ) -> Result<(Touched, SessionHold), SessionError> {
-        let touched = self.touch_with(id, true, new_stream).await?;
-        let hold = SessionHold {
-            id,
-            slot: self.slot.clone(),
-        };
-        Ok((touched, hold))
+        match self.touch_with(id, true, new_stream).await? {
+            (touched, Some(hold)) => Ok((touched, hold)),
+            (_, None) => Err(SessionError::NotFound),
+        }
     }
 
     async fn touch_with(
@@ -334,7 +356,7 @@ impl SessionHandle {
         id: SessionId,
         hold: bool,
         new_stream: bool,
-    ) -> Result<Touched, SessionError> {
+    ) -> Result<(Touched, Option<SessionHold>), SessionError> {
         self.slot
             .call(
                 |reply| SessionMsg::Touch {

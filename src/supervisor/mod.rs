@@ -165,6 +165,7 @@ impl SupervisorState {
                     session_timeout: timeout,
                     max_sessions: self.config.server.max_sessions,
                     max_open_per_session: self.config.server.max_open_per_session,
+                    me: self.session_slot.clone(),
                     // Often enough that expiry is late by at most a quarter of the timeout
                     // (and never later than the store's own sweep period).
                     sweep_interval: (timeout / 4)

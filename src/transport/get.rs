@@ -20,9 +20,8 @@ use tracing::field::Empty;
 
 use super::extract::{self, LastEventId};
 use super::rejection::Rejection;
-use super::{AppState, StreamOpenError, continue_trace, reject};
+use super::{AppState, StreamOpenError, continue_trace, reject, session_rejection};
 use crate::event_store::{StoreError, StreamKey, StreamNo};
-use crate::session::SessionError;
 
 /// Handles GET on the MCP endpoint.
 pub(crate) async fn handle(State(state): State<AppState>, headers: HeaderMap) -> Response {
@@ -68,16 +67,6 @@ async fn open(
     let session = extract::required_session_id(headers)?;
     span.record("session_id", tracing::field::display(session));
     extract::protocol_version(headers)?;
-    let (_, hold) = inner
-        .sessions
-        .hold(session, false)
-        .await
-        .map_err(|e| match e {
-            SessionError::NotFound | SessionError::Full => Rejection::UnknownSession,
-            SessionError::Busy => Rejection::TooBusy,
-            SessionError::Unreachable(e) => Rejection::Unavailable(e.to_string()),
-        })?;
-
     let standalone = StreamKey::new(session, StreamNo::STANDALONE);
     let requested = if inner.config.sse.enable_replay {
         extract::last_event_id(headers)
@@ -112,9 +101,28 @@ async fn open(
     };
     span.record("stream", key.stream.0);
 
+    // The standalone stream counts against the session's open requests and streams. A
+    // POST stream being resumed does not: its request already counts while it runs.
     let create = key.stream.is_standalone();
+    let hold = if create {
+        Some(
+            inner
+                .sessions
+                .hold(session, false)
+                .await
+                .map_err(session_rejection)?
+                .1,
+        )
+    } else {
+        inner
+            .sessions
+            .touch(session)
+            .await
+            .map_err(session_rejection)?;
+        None
+    };
     match state
-        .open_stream(key, after, create, Some(hold), span.clone())
+        .open_stream(key, after, create, hold, span.clone())
         .await
     {
         Ok(response) => Ok(response),
@@ -128,11 +136,12 @@ async fn open(
                 .sessions
                 .hold(session, false)
                 .await
-                .map_err(|e| Rejection::Unavailable(e.to_string()))?;
-            Ok(state
+                .map_err(session_rejection)?;
+            state
                 .open_stream(standalone, None, true, Some(hold), span)
-                .await?)
+                .await
+                .map_err(|e| e.into_rejection(true))
         }
-        Err(e) => Err(e.into()),
+        Err(e) => Err(e.into_rejection(create)),
     }
 }

@@ -151,12 +151,27 @@ impl StreamOpenError {
     }
 }
 
-impl From<StreamOpenError> for Rejection {
-    fn from(e: StreamOpenError) -> Self {
-        match e {
-            StreamOpenError::Rejected(r) => r,
-            StreamOpenError::Store(_) => Rejection::StreamGone,
+impl StreamOpenError {
+    /// The HTTP answer. The store not knowing the session of a stream being *created*
+    /// means the session has ended (404: the client starts a new one); a stream being
+    /// *resumed* that the store does not know has expired (410).
+    fn into_rejection(self, creating: bool) -> Rejection {
+        match self {
+            Self::Rejected(r) => r,
+            Self::Store(_) if creating => Rejection::UnknownSession,
+            Self::Store(_) => Rejection::StreamGone,
         }
+    }
+}
+
+/// The HTTP answer to a session refusal.
+pub(crate) fn session_rejection(e: crate::session::SessionError) -> Rejection {
+    use crate::session::SessionError;
+    match e {
+        SessionError::NotFound => Rejection::UnknownSession,
+        SessionError::Full => Rejection::TooManySessions,
+        SessionError::Busy => Rejection::TooBusy,
+        SessionError::Unreachable(e) => Rejection::Unavailable(e.to_string()),
     }
 }
 

@@ -22,13 +22,13 @@ use tracing::field::Empty;
 
 use super::extract::{self, SESSION_ID};
 use super::rejection::Rejection;
-use super::{AppState, continue_trace, reject};
+use super::{AppState, continue_trace, reject, session_rejection};
 use crate::event_store::{EventStoreHandle, StreamKey};
 use crate::handler::{BoxFuture, Notify, NotifyError, RequestContext};
 use crate::protocol::methods::{Method, notifications};
 use crate::protocol::{self, ErrorObject, Incoming, Notification, Outgoing, Request};
 use crate::server::McpServer;
-use crate::session::{SessionError, SessionId};
+use crate::session::SessionId;
 
 /// Handles POST on the MCP endpoint.
 pub(crate) async fn handle(
@@ -54,15 +54,6 @@ pub(crate) async fn handle(
     }
     .instrument(span)
     .await
-}
-
-fn session_rejection(e: SessionError) -> Rejection {
-    match e {
-        SessionError::NotFound => Rejection::UnknownSession,
-        SessionError::Full => Rejection::TooManySessions,
-        SessionError::Busy => Rejection::TooBusy,
-        SessionError::Unreachable(e) => Rejection::Unavailable(e.to_string()),
-    }
 }
 
 async fn serve(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Response, Rejection> {
@@ -154,7 +145,7 @@ async fn serve(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Resp
     let response = state
         .open_stream(key, Some(0), true, None, stream_span)
         .await
-        .map_err(Rejection::from)?;
+        .map_err(|e| e.into_rejection(true))?;
 
     let store = inner.store.clone();
     let progress_token = McpServer::progress_token(&request);
