@@ -184,6 +184,13 @@ async fn json_rpc_errors_carry_the_standard_codes() {
         "params": {"name": "stream_events", "arguments": {"count": 100_000_000}}}))
     .await;
     assert_eq!(v["error"]["code"], -32602, "unbounded work is refused");
+    let v = answer(json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+        "params": {"name": "stream_events", "arguments": {"count": 1000, "interval_ms": 60000}}}))
+    .await;
+    assert_eq!(
+        v["error"]["code"], -32602,
+        "so is work that would run for hours"
+    );
     let v = answer(json!({"jsonrpc": "2.0", "id": 6, "method": "tools/list"})).await;
     let names: Vec<&str> = v["result"]["tools"]
         .as_array()

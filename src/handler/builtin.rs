@@ -13,6 +13,8 @@ use crate::protocol::methods::{CallToolResult, ToolDefinition};
 pub const MAX_STREAM_EVENTS: u64 = 100_000;
 /// Longest interval `stream_events` accepts, in milliseconds.
 pub const MAX_INTERVAL_MS: u64 = 60_000;
+/// Longest total run time (`count × interval_ms`) `stream_events` accepts, in milliseconds.
+pub const MAX_DURATION_MS: u64 = 10 * 60_000;
 
 /// `echo(text)`: returns `text`.
 #[derive(Debug, Default, Clone, Copy)]
@@ -71,6 +73,11 @@ impl Tool for StreamEvents {
         Box::pin(async move {
             let count = optional_u64(&arguments, "count", 10, MAX_STREAM_EVENTS)?;
             let interval = optional_u64(&arguments, "interval_ms", 100, MAX_INTERVAL_MS)?;
+            if count.saturating_mul(interval) > MAX_DURATION_MS {
+                return Err(ToolError::InvalidArguments(format!(
+                    "count × interval_ms must be at most {MAX_DURATION_MS} (10 minutes)"
+                )));
+            }
             for i in 1..=count {
                 if ctx.wants_progress() {
                     ctx.progress(i as f64, Some(count as f64), None)

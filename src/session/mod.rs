@@ -39,10 +39,12 @@ pub enum SessionError {
 }
 
 /// What a request learns about its session.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Touched {
     /// Negotiated protocol revision.
     pub protocol_version: ProtocolVersion,
+    /// Cancelled when the session ends (DELETE, expiry, shutdown).
+    pub cancel: tokio_util::sync::CancellationToken,
     /// The POST stream allocated for this request, when asked for.
     pub stream: Option<StreamNo>,
 }
@@ -125,6 +127,8 @@ pub struct SessionArgs {
     pub max_open_per_session: u32,
     /// This actor's own slot, for the holds it hands out.
     pub me: Slot<SessionMsg>,
+    /// Parent of every session's cancellation token; cancelled at shutdown.
+    pub root_cancel: tokio_util::sync::CancellationToken,
     /// How often to look for idle sessions.
     pub sweep_interval: Duration,
 }
@@ -138,6 +142,7 @@ pub struct SessionManagerState {
     max_sessions: usize,
     max_open_per_session: u32,
     me: Slot<SessionMsg>,
+    root_cancel: tokio_util::sync::CancellationToken,
     sweeper: tokio::task::JoinHandle<()>,
 }
 
@@ -163,6 +168,7 @@ impl Actor for SessionManager {
             max_sessions: args.max_sessions,
             max_open_per_session: args.max_open_per_session,
             me: args.me,
+            root_cancel: args.root_cancel,
             sweeper,
         })
     }
@@ -195,7 +201,9 @@ async fn handle(msg: SessionMsg, state: &mut SessionManagerState) {
             let result = if state.table.len() >= state.max_sessions {
                 Err(SessionError::Full)
             } else {
-                let id = state.table.create(init, now);
+                let id = state
+                    .table
+                    .create(init, state.root_cancel.child_token(), now);
                 match state.store.open_session(id).await {
                     Ok(()) => {
                         tracing::info!(session_id = %id, "session created");
@@ -222,6 +230,7 @@ async fn handle(msg: SessionMsg, state: &mut SessionManagerState) {
                 .map(|(record, stream)| {
                     let touched = Touched {
                         protocol_version: record.init.protocol_version,
+                        cancel: record.cancel.clone(),
                         stream,
                     };
                     let guard = hold.then(|| SessionHold {

@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::Value;
+use tokio_util::sync::CancellationToken;
 
 use super::SessionId;
 use crate::event_store::StreamNo;
@@ -36,6 +37,8 @@ pub struct SessionRecord {
     pub holds: u32,
     /// Number of the last POST stream opened (0: none).
     pub last_stream: u64,
+    /// Cancelled when the session ends: its running requests stop.
+    pub cancel: CancellationToken,
 }
 
 /// Why [`SessionTable::touch`] refused.
@@ -64,8 +67,13 @@ impl SessionTable {
         self.sessions.is_empty()
     }
 
-    /// Adds a session with a fresh random id.
-    pub fn create(&mut self, init: NewSession, now: Instant) -> SessionId {
+    /// Adds a session with a fresh random id; `cancel` stops its requests when it ends.
+    pub fn create(
+        &mut self,
+        init: NewSession,
+        cancel: CancellationToken,
+        now: Instant,
+    ) -> SessionId {
         let mut id = SessionId::random();
         while self.sessions.contains_key(&id) {
             id = SessionId::random();
@@ -79,6 +87,7 @@ impl SessionTable {
                 last_seen: now,
                 holds: 0,
                 last_stream: 0,
+                cancel,
             },
         );
         id
@@ -123,9 +132,15 @@ impl SessionTable {
         }
     }
 
-    /// Removes `id`; false if it was not there.
+    /// Removes `id` and cancels its requests; false if it was not there.
     pub fn remove(&mut self, id: SessionId) -> bool {
-        self.sessions.remove(&id).is_some()
+        match self.sessions.remove(&id) {
+            Some(record) => {
+                record.cancel.cancel();
+                true
+            }
+            None => false,
+        }
     }
 
     /// Removes and returns the sessions idle for longer than `timeout` with nothing open.
@@ -134,6 +149,7 @@ impl SessionTable {
         self.sessions.retain(|id, r| {
             let keep = r.holds > 0 || now.saturating_duration_since(r.last_seen) <= timeout;
             if !keep {
+                r.cancel.cancel();
                 gone.push(*id);
             }
             keep
@@ -158,8 +174,8 @@ mod tests {
     fn idle_sessions_expire_unless_something_is_open() {
         let t = Instant::now();
         let mut table = SessionTable::default();
-        let idle = table.create(init(), t);
-        let busy = table.create(init(), t);
+        let idle = table.create(init(), CancellationToken::new(), t);
+        let busy = table.create(init(), CancellationToken::new(), t);
         assert!(table.touch(busy, true, false, 8, t).is_ok());
         let later = t + Duration::from_secs(11);
         assert_eq!(table.expire(Duration::from_secs(10), later), vec![idle]);
@@ -177,7 +193,7 @@ mod tests {
     fn post_streams_are_numbered_from_one() {
         let t = Instant::now();
         let mut table = SessionTable::default();
-        let id = table.create(init(), t);
+        let id = table.create(init(), CancellationToken::new(), t);
         let streams: Vec<_> = (0..3)
             .filter_map(|_| table.touch(id, false, true, 8, t).ok().and_then(|(_, s)| s))
             .collect();
@@ -192,7 +208,7 @@ mod tests {
     fn holds_are_capped_per_session() {
         let t = Instant::now();
         let mut table = SessionTable::default();
-        let id = table.create(init(), t);
+        let id = table.create(init(), CancellationToken::new(), t);
         assert!(table.touch(id, true, false, 2, t).is_ok());
         assert!(table.touch(id, true, false, 2, t).is_ok());
         assert_eq!(

@@ -105,6 +105,8 @@ pub struct SupervisorState {
     store_heir: Option<Heir<StoreTables<MemoryStore>>>,
     session_heir: Option<Heir<SessionTable>>,
     running: Vec<(Child, ActorCell)>,
+    /// Cancelled when the tree stops: every session's running requests end.
+    cancel: tokio_util::sync::CancellationToken,
     intensity: Intensity,
     stopping: bool,
     exit: Option<oneshot::Sender<Exit>>,
@@ -166,6 +168,7 @@ impl SupervisorState {
                     max_sessions: self.config.server.max_sessions,
                     max_open_per_session: self.config.server.max_open_per_session,
                     me: self.session_slot.clone(),
+                    root_cancel: self.cancel.clone(),
                     // Often enough that expiry is late by at most a quarter of the timeout
                     // (and never later than the store's own sweep period).
                     sweep_interval: (timeout / 4)
@@ -241,6 +244,8 @@ impl SupervisorState {
     }
 
     async fn stop_children(&mut self) {
+        // Running requests end first, so nothing keeps writing while the tree stops.
+        self.cancel.cancel();
         // Reverse start order: the listener first (no new work, streams closed with a
         // retry hint), then sessions, then the store everything else wrote to.
         if let Some(listener) = self.listener_slot.current() {
@@ -294,6 +299,7 @@ impl Actor for RootSupervisor {
             store_heir: None,
             session_heir: None,
             running: Vec::new(),
+            cancel: tokio_util::sync::CancellationToken::new(),
             stopping: false,
             exit: Some(args.exit),
         };

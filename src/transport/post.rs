@@ -111,12 +111,19 @@ async fn serve(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Resp
     let server = inner.server.clone();
 
     if !inner.config.sse.enabled {
-        let (_, hold) = inner
+        let (touched, hold) = inner
             .sessions
             .hold(session, false)
             .await
             .map_err(session_rejection)?;
-        let answer = run_guarded(&server, request, RequestContext::default()).await;
+        let id = request.id.clone();
+        let answer = tokio::select! {
+            answer = run_guarded(&server, request, RequestContext::default()) => answer,
+            () = touched.cancel.cancelled() => Outgoing::Error {
+                id: Some(id),
+                error: ErrorObject::internal("the session ended while the request ran"),
+            },
+        };
         drop(hold);
         return Ok(json_response(answer.to_bytes(), None));
     }
@@ -154,11 +161,18 @@ async fn serve(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Resp
         key,
     });
     let ctx = RequestContext::new(progress_token, Some(notifier));
+    let cancel = touched.cancel;
     tokio::spawn(
         async move {
-            let answer = run_guarded(&server, request, ctx).await;
-            if let Err(e) = store.append(key, answer.to_bytes(), true).await {
-                tracing::error!(error = %e, "could not store the response; the client will not receive it");
+            tokio::select! {
+                answer = run_guarded(&server, request, ctx) => {
+                    if let Err(e) = store.append(key, answer.to_bytes(), true).await {
+                        tracing::error!(error = %e, "could not store the response; the client will not receive it");
+                    }
+                }
+                // The session ended (DELETE, expiry, shutdown): its streams are gone, so
+                // nobody can receive an answer; stop the work.
+                () = cancel.cancelled() => tracing::debug!("request cancelled: the session ended"),
             }
             drop(hold);
         }

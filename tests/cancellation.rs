@@ -1,0 +1,99 @@
+//! Running requests stop when their session ends (DELETE) or the server shuts down,
+//! instead of outliving everyone who could receive their answer.
+
+mod common;
+
+use common::{Client, TestServer, within};
+use otpmcp::McpServer;
+use otpmcp::handler::{BoxFuture, RequestContext, Tool, ToolError, ToolRegistry};
+use otpmcp::protocol::methods::{CallToolResult, ToolDefinition};
+use serde_json::{Map, Value, json};
+use tokio::sync::mpsc;
+
+/// A tool that never finishes; says when it starts and when its work is dropped.
+struct Park {
+    started: mpsc::UnboundedSender<()>,
+    dropped: mpsc::UnboundedSender<()>,
+}
+
+struct SignalOnDrop(mpsc::UnboundedSender<()>);
+
+impl Drop for SignalOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.send(());
+    }
+}
+
+impl Tool for Park {
+    fn definition(&self) -> ToolDefinition {
+        ToolDefinition {
+            name: "park".into(),
+            description: "Never returns.".into(),
+            input_schema: json!({"type": "object"}),
+        }
+    }
+
+    fn call(
+        &self,
+        _: Map<String, Value>,
+        _: RequestContext,
+    ) -> BoxFuture<'_, Result<CallToolResult, ToolError>> {
+        let guard = SignalOnDrop(self.dropped.clone());
+        let _ = self.started.send(());
+        Box::pin(async move {
+            let _guard = guard;
+            std::future::pending().await
+        })
+    }
+}
+
+async fn server_with_park() -> (
+    TestServer,
+    mpsc::UnboundedReceiver<()>,
+    mpsc::UnboundedReceiver<()>,
+) {
+    let (started_tx, started) = mpsc::unbounded_channel();
+    let (dropped_tx, dropped) = mpsc::unbounded_channel();
+    let mut tools = ToolRegistry::default();
+    tools.register(Park {
+        started: started_tx,
+        dropped: dropped_tx,
+    });
+    let server = TestServer::start_with(|_| {}, McpServer::new(tools)).await;
+    (server, started, dropped)
+}
+
+#[tokio::test]
+async fn delete_stops_the_sessions_running_requests() {
+    let (server, mut started, mut dropped) = server_with_park().await;
+    let mut client = server.client();
+    client.initialize().await;
+    let _stream = client.call_stream("park", json!({}), None).await;
+    within("the tool to start", started.recv()).await;
+    let delete = client
+        .http
+        .delete(&client.url)
+        .header("mcp-session-id", client.session.clone().unwrap_or_default());
+    assert_eq!(Client::send(delete).await.status(), 200);
+    assert!(
+        within("the tool's work to be dropped", dropped.recv())
+            .await
+            .is_some()
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn shutdown_stops_running_requests() {
+    let (server, mut started, mut dropped) = server_with_park().await;
+    let mut client = server.client();
+    client.initialize().await;
+    let _stream = client.call_stream("park", json!({}), None).await;
+    within("the tool to start", started.recv()).await;
+    within("shutdown", server.shutdown()).await;
+    assert!(
+        within("the tool's work to be dropped", dropped.recv())
+            .await
+            .is_some()
+    );
+}
