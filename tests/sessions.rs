@@ -238,7 +238,7 @@ async fn resuming_a_running_requests_stream_takes_no_extra_slot() {
     let mut call = client
         .call_stream(
             "stream_events",
-            json!({"count": 1000, "interval_ms": 1000}),
+            json!({"count": 500, "interval_ms": 1000}),
             Some("t"),
         )
         .await;
