@@ -82,6 +82,11 @@ pub struct ServerConfig {
     /// their events stay in memory until `max_sessions` refuses new clients.
     #[serde(with = "human_duration")]
     pub session_timeout: Duration,
+    /// A connection whose client has read nothing for this long while we have data to
+    /// send is dropped, with everything buffered for it. Default `30s`. Without it, a
+    /// client that stops reading pins its buffered frames for as long as it likes.
+    #[serde(with = "human_duration")]
+    pub write_timeout: Duration,
     /// How long shutdown waits for open connections to finish. Default `10s`.
     #[serde(with = "human_duration")]
     pub shutdown_timeout: Duration,
@@ -107,6 +112,7 @@ impl Default for ServerConfig {
             max_sessions: 10_000,
             max_open_per_session: 64,
             session_timeout: Duration::from_secs(30 * 60),
+            write_timeout: Duration::from_secs(30),
             shutdown_timeout: Duration::from_secs(10),
         }
     }
@@ -270,7 +276,8 @@ impl Config {
         if !s.path.starts_with('/') {
             return invalid("sse.path", "must start with '/'");
         }
-        let non_zero: [(&'static str, Duration); 7] = [
+        let non_zero: [(&'static str, Duration); 8] = [
+            ("server.write_timeout", self.server.write_timeout),
             ("sse.keepalive_interval", s.keepalive_interval),
             ("sse.stream_timeout", s.stream_timeout),
             ("sse.event_ttl", s.event_ttl),

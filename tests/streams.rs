@@ -215,3 +215,38 @@ async fn a_second_connection_on_the_same_stream_supersedes_the_first() {
     );
     server.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_client_that_stops_reading_is_disconnected_after_write_timeout() {
+    let write_timeout = Duration::from_millis(300);
+    let server = TestServer::start(|c| {
+        c.sse.stream_buffer = 8;
+        c.server.write_timeout = write_timeout;
+    })
+    .await;
+    let mut client = server.client();
+    client.initialize().await;
+    let count = 20_000;
+    let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
+        "name": "stream_events", "arguments": {"count": count, "interval_ms": 0},
+        "_meta": {"progressToken": "t"}}});
+    let slow = common::SlowSocket::post(&server.url, &client.session.clone().unwrap_or_default(), &call).await;
+    let session = client.session_id();
+    eventually("the call to finish", || async {
+        let info = server.app.session_info(session).await.ok()?;
+        info.last_event
+            .iter()
+            .any(|(s, last)| *s == StreamNo(1) && *last == count + 1)
+            .then_some(())
+    })
+    .await;
+    // The condition under test is the passage of the write timeout.
+    tokio::time::sleep(write_timeout * 3).await;
+    let raw = slow.raw().await;
+    assert!(raw.starts_with(b"HTTP/1.1 200"));
+    assert!(
+        !raw.ends_with(b"0\r\n\r\n"),
+        "the connection was dropped mid-body, not finished cleanly after the client read"
+    );
+    server.shutdown().await;
+}

@@ -5,12 +5,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::serve::ListenerExt;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tracing::Instrument;
 
+use super::stall::GuardedListener;
 use super::{AppState, router};
 use crate::config::Config;
 use crate::event_store::EventStoreHandle;
@@ -51,6 +51,7 @@ pub struct ListenerArgs {
 /// Running state.
 #[derive(Debug)]
 pub struct ListenerState {
+    app: AppState,
     stop_accepting: Option<oneshot::Sender<()>>,
     serve: AbortOnDrop,
     shutdown_timeout: Duration,
@@ -85,17 +86,11 @@ impl Actor for HttpListener {
     ) -> Result<ListenerState, ActorProcessingErr> {
         args.socket.set_nonblocking(true)?;
         let listener = tokio::net::TcpListener::from_std(args.socket)?;
+        let listener = GuardedListener::new(listener, args.config.server.write_timeout);
         let shutdown_timeout = args.config.server.shutdown_timeout;
         let state = AppState::new(args.config, args.sessions, args.store, args.server, args.me);
-        let app = router(state);
+        let app = router(state.clone());
         let (stop_tx, stop_rx) = oneshot::channel::<()>();
-        // SSE frames are small writes; with Nagle on, each waits for the peer's delayed
-        // ACK (~40 ms). Every accepted socket gets TCP_NODELAY.
-        let listener = listener.tap_io(|tcp| {
-            if let Err(e) = tcp.set_nodelay(true) {
-                tracing::warn!(error = %e, "could not set TCP_NODELAY");
-            }
-        });
         let me = myself.clone();
         let task = tokio::spawn(async move {
             let result = axum::serve(listener, app)
@@ -111,6 +106,7 @@ impl Actor for HttpListener {
             let _ = me.send_message(ListenerMsg::ServeEnded(why));
         });
         Ok(ListenerState {
+            app: state,
             stop_accepting: Some(stop_tx),
             serve: AbortOnDrop(Some(task)),
             shutdown_timeout,
@@ -161,6 +157,7 @@ async fn handle(
                 }
             }
             ListenerMsg::Shutdown(reply) => {
+                state.app.begin_closing();
                 if let Some(stop) = state.stop_accepting.take() {
                     let _ = stop.send(());
                 }
@@ -173,8 +170,10 @@ async fn handle(
                         .await
                         .is_err()
                     {
+                        // Connection tasks are axum's own; the stall timeout ends any that
+                        // are stuck on a client that stopped reading.
                         tracing::warn!(
-                            "connections still open after shutdown_timeout; closing them"
+                            "connections still open after shutdown_timeout; no longer waiting"
                         );
                         abort.abort();
                     }

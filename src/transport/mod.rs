@@ -9,6 +9,7 @@ pub mod guard;
 pub mod listener;
 pub mod post;
 pub mod rejection;
+pub mod stall;
 
 use std::sync::Arc;
 
@@ -49,6 +50,8 @@ struct Inner {
     server: Arc<McpServer>,
     listener: Slot<ListenerMsg>,
     settings: StreamSettings,
+    /// Set when shutdown begins: no new streams, and any that started meanwhile close.
+    closing: std::sync::atomic::AtomicBool,
 }
 
 impl AppState {
@@ -76,8 +79,20 @@ impl AppState {
                 server,
                 listener,
                 settings,
+                closing: std::sync::atomic::AtomicBool::new(false),
             }),
         }
+    }
+
+    /// Marks the start of shutdown (see [`AppState::open_stream`]).
+    pub fn begin_closing(&self) {
+        self.inner
+            .closing
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    fn is_closing(&self) -> bool {
+        self.inner.closing.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// The stream actors' parent: the current listener incarnation.
@@ -98,6 +113,9 @@ impl AppState {
         hold: Option<SessionHold>,
         span: tracing::Span,
     ) -> Result<Response, StreamOpenError> {
+        if self.is_closing() {
+            return Err(Rejection::Unavailable("the server is shutting down".into()).into());
+        }
         let parent = self.stream_parent()?;
         let (tx, rx) = mpsc::channel(self.inner.config.sse.stream_buffer);
         let args = StreamArgs {
@@ -113,6 +131,13 @@ impl AppState {
         let (actor, _) = Actor::spawn_linked(None, StreamActor, args, parent)
             .await
             .map_err(StreamOpenError::from_spawn)?;
+        // Shutdown closes the listener's children it can see; a stream that was still
+        // starting then was not one of them, and closes itself here instead.
+        if self.is_closing() {
+            let _ = actor.send_message(crate::stream::StreamMsg::Close(
+                crate::stream::CloseReason::Shutdown,
+            ));
+        }
         Ok(sse_response(SseBody::new(rx, actor)))
     }
 }

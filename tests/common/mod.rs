@@ -401,6 +401,22 @@ impl SlowSocket {
         }
     }
 
+    /// Reads until EOF or a reset, returning the raw bytes (status line, headers, body).
+    pub async fn raw(mut self) -> Vec<u8> {
+        use tokio::io::AsyncReadExt;
+        let mut buf = [0u8; 65536];
+        within("the slow response", async {
+            loop {
+                match self.stream.read(&mut buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => self.raw.extend_from_slice(&buf[..n]),
+                }
+            }
+        })
+        .await;
+        self.raw
+    }
+
     /// Reads to EOF and returns the SSE frames of the (chunked) body.
     pub async fn frames(mut self) -> Vec<Frame> {
         use tokio::io::AsyncReadExt;
