@@ -42,6 +42,7 @@ async fn start_store() -> EventStoreHandle {
             event_ttl: Duration::from_secs(3600),
             replay_window: Duration::from_secs(86_400),
             max_session_events: 1_000_000,
+            max_session_bytes: usize::MAX,
         },
         cleanup_interval: Duration::from_secs(3600),
     };

@@ -147,6 +147,10 @@ pub struct SseConfig {
     pub replay_window: Duration,
     /// Most events kept per session across its streams; the oldest go first. Default 10000.
     pub max_session_events: usize,
+    /// Most payload bytes kept per session across its streams; the oldest go first (the
+    /// newest event always stays). Default 16 MiB. Without it, large tool outputs times
+    /// `max_session_events` can reach gigabytes per session.
+    pub max_session_bytes: usize,
     /// Interval of the store's sweep of expired events. Default `5m`.
     #[serde(with = "human_duration")]
     pub cleanup_interval: Duration,
@@ -169,6 +173,7 @@ impl Default for SseConfig {
             event_ttl: Duration::from_secs(3600),
             replay_window: Duration::from_secs(86_400),
             max_session_events: 10_000,
+            max_session_bytes: 16 * 1024 * 1024,
             cleanup_interval: Duration::from_secs(300),
             enable_replay: true,
             stream_buffer: 256,

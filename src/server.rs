@@ -14,6 +14,9 @@ use crate::protocol::version::ProtocolVersion;
 use crate::protocol::{ErrorObject, Outgoing, Request};
 use crate::session::NewSession;
 
+/// Largest `capabilities` plus `clientInfo` (serialized) accepted at `initialize`.
+pub const MAX_CLIENT_DESCRIPTION: usize = 64 * 1024;
+
 /// An MCP server: identity plus the tools it offers.
 #[derive(Debug, Clone)]
 pub struct McpServer {
@@ -50,6 +53,14 @@ impl McpServer {
         params: Option<Value>,
     ) -> Result<(InitializeResult, NewSession), ErrorObject> {
         let params: InitializeParams = parse_params(params)?;
+        // Kept for the session's lifetime, so bounded well below the body limit.
+        let kept = serde_json::to_vec(&params.capabilities).map_or(0, |v| v.len())
+            + serde_json::to_vec(&params.client_info).map_or(0, |v| v.len());
+        if kept > MAX_CLIENT_DESCRIPTION {
+            return Err(ErrorObject::invalid_params(format!(
+                "capabilities and clientInfo together exceed {MAX_CLIENT_DESCRIPTION} bytes"
+            )));
+        }
         let version = ProtocolVersion::negotiate(&params.protocol_version);
         let result = InitializeResult {
             protocol_version: version.as_str().into(),

@@ -201,3 +201,17 @@ async fn json_rpc_errors_carry_the_standard_codes() {
     assert_eq!(names, ["echo", "stream_events"]);
     server.shutdown().await;
 }
+
+#[tokio::test]
+async fn an_oversized_client_description_is_refused_at_initialize() {
+    let server = TestServer::start(|_| {}).await;
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "x".repeat(70 * 1024), "version": "0"}}});
+    let resp = Client::send(server.client().post(&body)).await;
+    assert_eq!(resp.status(), 400);
+    assert!(resp.headers().get("mcp-session-id").is_none(), "no session was created");
+    let v = body_json(resp).await;
+    assert_eq!(v["error"]["code"], -32602);
+    server.shutdown().await;
+}

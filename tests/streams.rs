@@ -230,7 +230,12 @@ async fn a_client_that_stops_reading_is_disconnected_after_write_timeout() {
     let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
         "name": "stream_events", "arguments": {"count": count, "interval_ms": 0},
         "_meta": {"progressToken": "t"}}});
-    let slow = common::SlowSocket::post(&server.url, &client.session.clone().unwrap_or_default(), &call).await;
+    let slow = common::SlowSocket::post(
+        &server.url,
+        &client.session.clone().unwrap_or_default(),
+        &call,
+    )
+    .await;
     let session = client.session_id();
     eventually("the call to finish", || async {
         let info = server.app.session_info(session).await.ok()?;

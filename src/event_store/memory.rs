@@ -29,6 +29,8 @@ pub struct MemoryStore {
 struct SessionLog {
     /// The stream of each retained event of the session, oldest first.
     arrivals: VecDeque<StreamNo>,
+    /// Payload bytes retained.
+    bytes: usize,
     streams: HashMap<StreamNo, StreamLog>,
 }
 
@@ -67,6 +69,7 @@ impl Default for MemoryStore {
                 event_ttl: sse.event_ttl,
                 replay_window: sse.replay_window,
                 max_session_events: sse.max_session_events,
+                max_session_bytes: sse.max_session_bytes,
             },
             sessions: HashMap::new(),
         }
@@ -105,6 +108,7 @@ impl SessionLog {
         if let Some(log) = self.streams.get_mut(&stream) {
             if let Some(old) = log.events.pop_front() {
                 log.evicted_through = old.seq;
+                self.bytes = self.bytes.saturating_sub(old.payload.len());
             }
             if log.completed && log.events.is_empty() {
                 self.streams.remove(&stream);
@@ -214,7 +218,12 @@ impl MemoryStore {
                 last,
             });
             session.arrivals.push_back(key.stream);
-            while session.arrivals.len() > retention.max_session_events {
+            session.bytes += event.payload.len();
+            // The newest event always stays, even alone over the byte budget, so the
+            // stream's end can still be replayed.
+            while session.arrivals.len() > retention.max_session_events
+                || (session.bytes > retention.max_session_bytes && session.arrivals.len() > 1)
+            {
                 session.evict_oldest();
             }
         } else {
@@ -376,6 +385,7 @@ mod tests {
             event_ttl: Duration::from_secs(60),
             replay_window: Duration::from_secs(600),
             max_session_events: max,
+            max_session_bytes: usize::MAX,
         }
     }
 
@@ -494,6 +504,32 @@ mod tests {
             ReplayOutcome::Complete,
             "nothing after 2 is missing"
         );
+    }
+
+    #[test]
+    fn the_byte_budget_evicts_oldest_first_but_keeps_the_newest() {
+        let t = Instant::now();
+        let mut store = MemoryStore::new(Retention {
+            max_session_bytes: 10,
+            ..retention(100)
+        });
+        let key = StreamKey::new(SessionId::random(), StreamNo(1));
+        fill(&mut store, key, 1..=5, t); // "e1".."e5": 2 bytes each
+        assert_eq!(store.len(), 5);
+        store
+            .append_at(key, Bytes::from("0123456789ab"), false, 99, t)
+            .ok();
+        assert_eq!(
+            store.len(),
+            1,
+            "a 12-byte event alone exceeds 10 bytes and is kept"
+        );
+        let r = store
+            .replay_after_at(key, Some(0), t)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(r.outcome, ReplayOutcome::Truncated { missing: 5 });
+        fill(&mut store, key, 7..=8, t);
+        assert_eq!(store.len(), 2, "e7 and e8 fit; the big one went");
     }
 
     #[test]

@@ -115,6 +115,9 @@ pub struct Retention {
     pub replay_window: Duration,
     /// Events kept per session across its streams (`max_session_events`).
     pub max_session_events: usize,
+    /// Payload bytes kept per session across its streams (`max_session_bytes`); the
+    /// newest event is kept even if it alone is larger.
+    pub max_session_bytes: usize,
 }
 
 /// What a sweep removed.

@@ -144,6 +144,7 @@ impl SupervisorState {
                         event_ttl: sse.event_ttl,
                         replay_window: sse.replay_window,
                         max_session_events: sse.max_session_events,
+                        max_session_bytes: sse.max_session_bytes,
                     },
                     cleanup_interval: sse.cleanup_interval,
                 };
