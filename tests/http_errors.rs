@@ -210,7 +210,10 @@ async fn an_oversized_client_description_is_refused_at_initialize() {
         "clientInfo": {"name": "x".repeat(70 * 1024), "version": "0"}}});
     let resp = Client::send(server.client().post(&body)).await;
     assert_eq!(resp.status(), 400);
-    assert!(resp.headers().get("mcp-session-id").is_none(), "no session was created");
+    assert!(
+        resp.headers().get("mcp-session-id").is_none(),
+        "no session was created"
+    );
     let v = body_json(resp).await;
     assert_eq!(v["error"]["code"], -32602);
     server.shutdown().await;

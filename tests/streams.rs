@@ -255,3 +255,38 @@ async fn a_client_that_stops_reading_is_disconnected_after_write_timeout() {
     );
     server.shutdown().await;
 }
+
+#[tokio::test]
+async fn clients_before_2025_11_25_get_no_priming_event_and_no_idle_close_before_the_response() {
+    let server = TestServer::start(|c| {
+        c.sse.stream_timeout = Duration::from_millis(150);
+        c.sse.keepalive_interval = Duration::from_secs(30);
+    })
+    .await;
+    let mut client = server.client();
+    client.version = "2025-06-18".into();
+    client.initialize().await;
+    let mut reader = client
+        .call_stream(
+            "stream_events",
+            json!({"count": 2, "interval_ms": 400}),
+            Some("t"),
+        )
+        .await;
+    let frames = reader.rest().await;
+    assert!(
+        frames.iter().all(|f| !f.is_priming()),
+        "no empty-data event: {frames:?}"
+    );
+    let mut t = Transcript::default();
+    for f in &frames {
+        t.add(f);
+    }
+    assert_eq!(
+        t.progress,
+        vec![1, 2],
+        "one connection, kept open past stream_timeout"
+    );
+    assert_eq!(t.result_text().as_deref(), Some("streamed 2 events"));
+    server.shutdown().await;
+}

@@ -116,6 +116,12 @@ pub struct StreamSettings {
     pub retry: Duration,
     /// Write `id:` lines (`enable_replay`).
     pub with_ids: bool,
+    /// Start with the priming event (id, empty data). Only 2025-11-25 clients expect it;
+    /// older SDKs fail on an event with empty data.
+    pub priming: bool,
+    /// Close the stream after `idle` without events. Not for a POST stream of a client
+    /// older than 2025-11-25: it does not poll back, so it would lose the response.
+    pub close_idle: bool,
 }
 
 /// Start-up arguments of a stream actor.
@@ -250,13 +256,15 @@ impl Actor for StreamActor {
         };
         let priming_id = args.key.event_id(resume_from);
         let mut chunk = BytesMut::new();
-        chunk.extend_from_slice(&sse::priming(
-            state
-                .settings
-                .with_ids
-                .then_some(&priming_id as &dyn fmt::Display),
-            state.settings.retry,
-        ));
+        if state.settings.priming {
+            chunk.extend_from_slice(&sse::priming(
+                state
+                    .settings
+                    .with_ids
+                    .then_some(&priming_id as &dyn fmt::Display),
+                state.settings.retry,
+            ));
+        }
         if let ReplayOutcome::Truncated { missing } = replay.outcome {
             chunk.extend_from_slice(&sse::comment(&format!(
                 "otpmcp: {missing} events were evicted before this replay"
@@ -286,9 +294,11 @@ impl Actor for StreamActor {
             let keepalive = state.settings.keepalive;
             let ping = myself.send_interval(keepalive, || StreamMsg::Ping);
             state.ping_timer = Some(ping.abort_handle());
-            let idle = state.settings.idle_timeout;
-            let check = myself.send_after(idle, || StreamMsg::IdleCheck);
-            state.idle_timer = Some(check.abort_handle());
+            if state.settings.close_idle {
+                let idle = state.settings.idle_timeout;
+                let check = myself.send_after(idle, || StreamMsg::IdleCheck);
+                state.idle_timer = Some(check.abort_handle());
+            }
         }
         Ok(state)
     }

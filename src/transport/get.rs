@@ -104,25 +104,24 @@ async fn open(
     // The standalone stream counts against the session's open requests and streams. A
     // POST stream being resumed does not: its request already counts while it runs.
     let create = key.stream.is_standalone();
-    let hold = if create {
-        Some(
-            inner
-                .sessions
-                .hold(session, false)
-                .await
-                .map_err(session_rejection)?
-                .1,
-        )
+    let (touched, hold) = if create {
+        let (touched, hold) = inner
+            .sessions
+            .hold(session, false)
+            .await
+            .map_err(session_rejection)?;
+        (touched, Some(hold))
     } else {
-        inner
+        let touched = inner
             .sessions
             .touch(session)
             .await
             .map_err(session_rejection)?;
-        None
+        (touched, None)
     };
+    let version = touched.protocol_version;
     match state
-        .open_stream(key, after, create, hold, span.clone())
+        .open_stream(key, version, after, create, hold, span.clone())
         .await
     {
         Ok(response) => Ok(response),
@@ -138,7 +137,7 @@ async fn open(
                 .await
                 .map_err(session_rejection)?;
             state
-                .open_stream(standalone, None, true, Some(hold), span)
+                .open_stream(standalone, version, None, true, Some(hold), span)
                 .await
                 .map_err(|e| e.into_rejection(true))
         }

@@ -25,6 +25,7 @@ use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 use crate::config::Config;
 use crate::event_store::EventStoreHandle;
+use crate::protocol::version::ProtocolVersion;
 use crate::server::McpServer;
 use crate::session::{SessionHandle, SessionHold};
 use crate::stream::{SseBody, StreamActor, StreamArgs, StreamSettings, StreamStartError};
@@ -69,6 +70,8 @@ impl AppState {
             idle_timeout: sse.stream_timeout,
             retry: sse.retry_timeout,
             with_ids: sse.enable_replay,
+            priming: true,
+            close_idle: true,
         };
         Self {
             inner: Arc::new(Inner {
@@ -108,6 +111,7 @@ impl AppState {
     async fn open_stream(
         &self,
         key: crate::event_store::StreamKey,
+        version: ProtocolVersion,
         after: Option<u64>,
         create: bool,
         hold: Option<SessionHold>,
@@ -124,7 +128,11 @@ impl AppState {
             create,
             tx,
             store: self.inner.store.clone(),
-            settings: self.inner.settings,
+            settings: StreamSettings {
+                priming: version >= ProtocolVersion::V2025_11_25,
+                close_idle: version >= ProtocolVersion::V2025_11_25 || key.stream.is_standalone(),
+                ..self.inner.settings
+            },
             span,
             hold,
         };

@@ -150,7 +150,14 @@ async fn serve(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Resp
         close_reason = Empty,
     );
     let response = state
-        .open_stream(key, Some(0), true, None, stream_span)
+        .open_stream(
+            key,
+            touched.protocol_version,
+            Some(0),
+            true,
+            None,
+            stream_span,
+        )
         .await
         .map_err(|e| e.into_rejection(true))?;
 

@@ -207,6 +207,8 @@ pub struct Client {
     pub http: reqwest::Client,
     pub url: String,
     pub session: Option<String>,
+    /// The protocol revision this client asks for and then announces in its headers.
+    pub version: String,
     next_id: std::sync::Arc<std::sync::atomic::AtomicI64>,
 }
 
@@ -218,6 +220,7 @@ impl Client {
             http: reqwest::Client::new(),
             url: url.to_owned(),
             session: None,
+            version: "2025-11-25".into(),
             next_id: Default::default(),
         }
     }
@@ -246,7 +249,7 @@ impl Client {
         if let Some(s) = &self.session {
             req = req
                 .header("mcp-session-id", s)
-                .header("mcp-protocol-version", "2025-11-25");
+                .header("mcp-protocol-version", &self.version);
         }
         req
     }
@@ -277,7 +280,7 @@ impl Client {
         let body = json!({
             "jsonrpc": "2.0", "id": self.id(), "method": "initialize",
             "params": {
-                "protocolVersion": "2025-11-25",
+                "protocolVersion": self.version,
                 "capabilities": {},
                 "clientInfo": {"name": "otpmcp-tests", "version": "0"}
             }
