@@ -37,6 +37,9 @@ pub enum StartError {
     /// The supervision tree did not start.
     #[error("the supervision tree did not start: {0}")]
     Tree(String),
+    /// The configuration is invalid (checked here too, for embedders that build it in code).
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
 }
 
 /// A running server.
@@ -45,6 +48,7 @@ pub struct App {
     addr: SocketAddr,
     path: String,
     root: ActorRef<SupervisorMsg>,
+    shutdown_timeout: Duration,
     exit: Option<oneshot::Receiver<Exit>>,
     sessions: SessionHandle,
     store: EventStoreHandle,
@@ -58,6 +62,7 @@ pub async fn start(config: Config) -> Result<App, StartError> {
 
 /// Starts a server offering `server`'s tools.
 pub async fn start_with(config: Config, server: McpServer) -> Result<App, StartError> {
+    config.validate()?;
     let addr = config.server.bind;
     let socket =
         std::net::TcpListener::bind(addr).map_err(|source| StartError::Bind { addr, source })?;
@@ -89,6 +94,7 @@ pub async fn start_with(config: Config, server: McpServer) -> Result<App, StartE
         addr,
         path: config.sse.path.clone(),
         root,
+        shutdown_timeout: config.server.shutdown_timeout,
         exit: Some(exit_rx),
         sessions,
         store,
@@ -127,7 +133,8 @@ impl App {
 
     /// Stops the tree in order (see the module docs) and waits for it.
     pub async fn shutdown(self) {
-        let wait = Duration::from_secs(60);
+        // The listener's graceful wait plus time for each child to stop.
+        let wait = self.shutdown_timeout + Duration::from_secs(30);
         let _ = self.root.call(SupervisorMsg::Shutdown, Some(wait)).await;
         let _ = self
             .root
