@@ -17,6 +17,7 @@ use tracing::Instrument;
 use super::{Appended, EventId, EventStore, Replay, Retention, StoreError, StreamKey, StreamNo};
 use crate::session::SessionId;
 use crate::stream::{CloseReason, StreamMsg};
+
 use crate::supervisor::heir::Lent;
 use crate::supervisor::registry::{Slot, SlotError};
 
@@ -224,7 +225,9 @@ async fn handle<B: EventStore>(msg: StoreMsg, tables: &mut StoreTables<B>) {
                 let previous = tables.subscribers.insert(key, subscriber);
                 // A re-sent Subscribe from the same actor must not close itself.
                 if let Some(old) = previous.filter(|old| old.get_id() != id) {
-                    let _ = old.send_message(StreamMsg::Close(CloseReason::Superseded));
+                    // A stop, not a message: ractor handles it before the Delivers already
+                    // queued for the old connection, which the new one gets by replay.
+                    old.stop(Some(CloseReason::Superseded.as_str().to_owned()));
                 }
             }
             let _ = reply.send(result);

@@ -362,6 +362,14 @@ impl Actor for StreamActor {
         if state.subscribed {
             state.store.unsubscribe(state.key, myself.get_id());
         }
+        if state.exit.is_none() {
+            // Stopped from outside without a Close: the store superseded this connection
+            // with a newer one on the same stream.
+            let reason = CloseReason::Superseded;
+            let _ = state.write(sse::retry(state.settings.retry));
+            state.span.record("close_reason", reason.as_str());
+            state.exit = Some(reason);
+        }
         release(state);
         Ok(())
     }
