@@ -70,10 +70,7 @@ async fn delete_stops_the_sessions_running_requests() {
     client.initialize().await;
     let _stream = client.call_stream("park", json!({}), None).await;
     within("the tool to start", started.recv()).await;
-    let delete = client
-        .http
-        .delete(&client.url)
-        .header("mcp-session-id", client.session.clone().unwrap_or_default());
+    let delete = client.delete();
     assert_eq!(Client::send(delete).await.status(), 200);
     assert!(
         within("the tool's work to be dropped", dropped.recv())

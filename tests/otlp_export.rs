@@ -3,9 +3,6 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
-
 use axum::http::HeaderMap;
 use axum::routing::post;
 use common::{Client, within};
@@ -40,53 +37,18 @@ async fn spans_are_exported_over_otlp_http_and_flushed_on_sigterm() {
         let _ = axum::serve(listener, collector).await;
     });
 
-    let mut child = Command::new(env!("CARGO_BIN_EXE_otpmcp"))
-        .args([
-            "--config",
-            concat!(env!("CARGO_MANIFEST_DIR"), "/config/test.toml"),
-        ])
-        .env(
-            "OTPMCP__TELEMETRY__OTLP_ENDPOINT",
-            format!("http://{addr}/v1/traces"),
-        )
-        .env("OTPMCP__TELEMETRY__LOG_FILTER", "info")
-        .current_dir(std::env::temp_dir())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap_or_else(|e| panic!("spawn: {e}"));
-    let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
-    let line = within(
-        "the URL line",
-        tokio::task::spawn_blocking(move || {
-            let mut line = String::new();
-            let _ = BufReader::new(stdout).read_line(&mut line);
-            line
-        }),
+    let endpoint = format!("http://{addr}/v1/traces");
+    let binary = common::Binary::start(
+        &[],
+        &[
+            ("OTPMCP__TELEMETRY__OTLP_ENDPOINT", &endpoint),
+            ("OTPMCP__TELEMETRY__LOG_FILTER", "info"),
+        ],
     )
-    .await
-    .unwrap_or_default();
-    let url = line
-        .trim()
-        .trim_start_matches("otpmcp serving MCP at ")
-        .to_owned();
-    let mut client = Client::new(&url);
+    .await;
+    let mut client = Client::new(&binary.url);
     client.initialize().await;
-
-    let status = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap_or_else(|e| panic!("kill: {e}"));
-    assert!(status.success());
-    let exit = within(
-        "the process to exit",
-        tokio::task::spawn_blocking(move || child.wait()),
-    )
-    .await
-    .ok()
-    .and_then(|r| r.ok());
-    assert_eq!(exit.and_then(|s| s.code()), Some(0));
+    assert_eq!(binary.terminate().await, Some(0));
     let kind = within("an OTLP export", rx.recv()).await;
     assert_eq!(kind.as_deref(), Some("application/x-protobuf"));
 }

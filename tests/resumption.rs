@@ -302,15 +302,9 @@ async fn a_finished_call_with_many_events_is_replayed_in_full() {
     let priming = reader.next().await.unwrap_or_default();
     let priming_id = priming.id.unwrap_or_default();
     drop(reader);
-    let session = client.session_id();
-    eventually("the call to finish", || async {
-        let info = server.app.session_info(session).await.ok()?;
-        info.last_event
-            .iter()
-            .any(|(s, last)| *s == StreamNo(1) && *last == count + 1)
-            .then_some(())
-    })
-    .await;
+    server
+        .wait_for_response_stored(client.session_id(), 1, count)
+        .await;
     let mut t = Transcript::default();
     let mut resumed = client.resume(&priming_id).await;
     read_to_end(&mut resumed, &mut t).await;

@@ -19,10 +19,7 @@ async fn delete_ends_the_session_and_later_requests_get_404() {
     let mut client = server.client();
     client.initialize().await;
     assert_eq!(Client::send(ping(&client)).await.status(), 200);
-    let delete = client
-        .http
-        .delete(&client.url)
-        .header("mcp-session-id", client.session.clone().unwrap_or_default());
+    let delete = client.delete();
     assert_eq!(Client::send(delete).await.status(), 200);
     assert_eq!(
         Client::send(ping(&client)).await.status(),
@@ -34,10 +31,7 @@ async fn delete_ends_the_session_and_later_requests_get_404() {
         404,
         "GET after DELETE"
     );
-    let again = client
-        .http
-        .delete(&client.url)
-        .header("mcp-session-id", client.session.clone().unwrap_or_default());
+    let again = client.delete();
     assert_eq!(Client::send(again).await.status(), 404, "second DELETE");
     assert!(server.app.session_info(client.session_id()).await.is_err());
     server.shutdown().await;
@@ -50,10 +44,7 @@ async fn delete_closes_the_sessions_open_streams_with_a_retry_hint() {
     client.initialize().await;
     let mut stream = client.resume("none").await;
     assert!(stream.next().await.is_some_and(|f| f.is_priming()));
-    let delete = client
-        .http
-        .delete(&client.url)
-        .header("mcp-session-id", client.session.clone().unwrap_or_default());
+    let delete = client.delete();
     assert_eq!(Client::send(delete).await.status(), 200);
     let rest = stream.rest().await;
     assert!(

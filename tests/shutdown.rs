@@ -2,7 +2,6 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
 use common::{Client, TestServer, within};
@@ -45,41 +44,11 @@ fn otpmcp() -> Command {
 
 #[tokio::test]
 async fn the_binary_prints_its_url_serves_and_exits_0_on_sigterm() {
-    let mut child = otpmcp()
-        .args([
-            "serve",
-            "--config",
-            concat!(env!("CARGO_MANIFEST_DIR"), "/config/test.toml"),
-        ])
-        .spawn()
-        .unwrap_or_else(|e| panic!("spawn: {e}"));
-    let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
-    let line = tokio::task::spawn_blocking(move || {
-        let mut line = String::new();
-        let _ = BufReader::new(stdout).read_line(&mut line);
-        line
-    });
-    let line = within("the URL line", line).await.unwrap_or_default();
-    let url = line
-        .trim()
-        .strip_prefix("otpmcp serving MCP at ")
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .to_owned();
-    let mut client = Client::new(&url);
+    let binary =
+        common::Binary::start(&["serve"], &[("OTPMCP__TELEMETRY__LOG_FILTER", "warn")]).await;
+    let mut client = Client::new(&binary.url);
     client.initialize().await;
-    let status = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap_or_else(|e| panic!("kill: {e}"));
-    assert!(status.success());
-    let exit = within(
-        "the process to exit",
-        tokio::task::spawn_blocking(move || child.wait()),
-    )
-    .await
-    .ok()
-    .and_then(|r| r.ok());
-    assert_eq!(exit.and_then(|s| s.code()), Some(0));
+    assert_eq!(binary.terminate().await, Some(0));
 }
 
 #[test]

@@ -4,8 +4,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{Client, TestServer, Transcript, eventually};
-use otpmcp::event_store::StreamNo;
+use common::{Client, TestServer, Transcript};
 use serde_json::json;
 
 #[tokio::test]
@@ -107,15 +106,9 @@ async fn a_slow_reader_is_cut_off_and_resumes_without_loss() {
         &call,
     )
     .await;
-    let session = client.session_id();
-    eventually("the call to finish", || async {
-        let info = server.app.session_info(session).await.ok()?;
-        info.last_event
-            .iter()
-            .any(|(s, last)| *s == StreamNo(1) && *last == count + 1)
-            .then_some(())
-    })
-    .await;
+    server
+        .wait_for_response_stored(client.session_id(), 1, count)
+        .await;
     let mut t = Transcript::default();
     let mut last = None;
     for f in slow.frames().await {
@@ -236,15 +229,9 @@ async fn a_client_that_stops_reading_is_disconnected_after_write_timeout() {
         &call,
     )
     .await;
-    let session = client.session_id();
-    eventually("the call to finish", || async {
-        let info = server.app.session_info(session).await.ok()?;
-        info.last_event
-            .iter()
-            .any(|(s, last)| *s == StreamNo(1) && *last == count + 1)
-            .then_some(())
-    })
-    .await;
+    server
+        .wait_for_response_stored(client.session_id(), 1, count)
+        .await;
     // The condition under test is the passage of the write timeout.
     tokio::time::sleep(write_timeout * 3).await;
     let raw = slow.raw().await;

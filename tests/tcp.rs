@@ -4,41 +4,20 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::process::{Command, Stdio};
+use std::io::{Read, Write};
+use std::process::Command;
 
 use common::within;
 
 #[tokio::test]
 async fn the_server_disables_nagle_on_accepted_sockets() {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_otpmcp"))
-        .args([
-            "--config",
-            concat!(env!("CARGO_MANIFEST_DIR"), "/config/test.toml"),
-        ])
-        .current_dir(std::env::temp_dir())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap_or_else(|e| panic!("spawn: {e}"));
-    let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
-    let line = within(
-        "the URL line",
-        tokio::task::spawn_blocking(move || {
-            let mut line = String::new();
-            let _ = BufReader::new(stdout).read_line(&mut line);
-            line
-        }),
-    )
-    .await
-    .unwrap_or_default();
-    let addr = line
-        .trim()
-        .trim_start_matches("otpmcp serving MCP at http://")
+    let binary = common::Binary::start(&[], &[]).await;
+    let addr = binary
+        .url
+        .trim_start_matches("http://")
         .trim_end_matches("/mcp")
         .to_owned();
-    let pid = child.id();
+    let pid = binary.child.id();
 
     let check = tokio::task::spawn_blocking(move || {
         // One request over a kept-open connection, so the server has accepted it.
@@ -70,8 +49,7 @@ async fn the_server_disables_nagle_on_accepted_sockets() {
         )
     });
     let (nodelay, stderr) = within("the socket check", check).await.unwrap_or_default();
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(binary);
     assert_eq!(
         nodelay, "1",
         "TCP_NODELAY on the accepted socket (stderr: {stderr})"

@@ -83,6 +83,88 @@ where
     .await
 }
 
+impl TestServer {
+    /// Waits until POST stream `stream` of `session` has stored its response, which is
+    /// event `count + 1` after `count` progress notifications.
+    pub async fn wait_for_response_stored(&self, session: SessionId, stream: u64, count: u64) {
+        eventually("the call to store its response", || async {
+            let info = self.app.session_info(session).await.ok()?;
+            info.last_event
+                .iter()
+                .any(|(s, last)| s.0 == stream && *last == count + 1)
+                .then_some(())
+        })
+        .await;
+    }
+}
+
+/// The real `otpmcp` binary, started with `config/test.toml` (a free port) plus `args`
+/// and `env`, with its URL read from the line it prints.
+pub struct Binary {
+    pub child: std::process::Child,
+    pub url: String,
+}
+
+impl Binary {
+    pub async fn start(args: &[&str], env: &[(&str, &str)]) -> Self {
+        use std::io::BufRead;
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_otpmcp"))
+            .args([
+                "--config",
+                concat!(env!("CARGO_MANIFEST_DIR"), "/config/test.toml"),
+            ])
+            .args(args)
+            .envs(env.iter().copied())
+            .current_dir(std::env::temp_dir())
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn: {e}"));
+        let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
+        let line = within(
+            "the URL line",
+            tokio::task::spawn_blocking(move || {
+                let mut line = String::new();
+                let _ = std::io::BufReader::new(stdout).read_line(&mut line);
+                line
+            }),
+        )
+        .await
+        .unwrap_or_default();
+        let url = line
+            .trim()
+            .strip_prefix("otpmcp serving MCP at ")
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+            .to_owned();
+        Self { child, url }
+    }
+
+    /// Sends SIGTERM and returns the exit code.
+    pub async fn terminate(mut self) -> Option<i32> {
+        let sent = std::process::Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap_or_else(|e| panic!("kill: {e}"));
+        assert!(sent.success());
+        within(
+            "the process to exit",
+            tokio::task::spawn_blocking(move || self.child.wait()),
+        )
+        .await
+        .ok()
+        .and_then(|r| r.ok())
+        .and_then(|s| s.code())
+    }
+}
+
+impl Drop for Binary {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// One SSE frame as a client sees it.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Frame {
@@ -250,6 +332,15 @@ impl Client {
             req = req
                 .header("mcp-session-id", s)
                 .header("mcp-protocol-version", &self.version);
+        }
+        req
+    }
+
+    /// DELETE of the session.
+    pub fn delete(&self) -> reqwest::RequestBuilder {
+        let mut req = self.http.delete(&self.url);
+        if let Some(s) = &self.session {
+            req = req.header("mcp-session-id", s);
         }
         req
     }
