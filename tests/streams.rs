@@ -90,25 +90,30 @@ async fn a_post_stream_closed_for_idleness_is_resumed_by_polling() {
     server.shutdown().await;
 }
 
-#[tokio::test]
-async fn a_slow_reader_is_cut_off_and_resumes_without_loss() {
-    let server = TestServer::start(|c| c.sse.stream_buffer = 8).await;
+/// Events a slow-reader test asks for: ~2.5 MB, far more than the socket buffers hold.
+const COUNT: u64 = 20_000;
+
+/// Starts `stream_events(count)` on a socket that reads nothing (4 KiB receive buffer)
+/// and waits until the call has stored its response.
+async fn call_without_reading(server: &TestServer, count: u64) -> (Client, common::SlowSocket) {
     let mut client = server.client();
     client.initialize().await;
-    let count = 20_000;
     let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
         "name": "stream_events", "arguments": {"count": count, "interval_ms": 0},
         "_meta": {"progressToken": "t"}}});
-    // Read nothing while the server produces ~2.5 MB into a 4 KiB receive buffer.
-    let slow = common::SlowSocket::post(
-        &server.url,
-        &client.session.clone().unwrap_or_default(),
-        &call,
-    )
-    .await;
+    let session = client.session.clone().unwrap_or_default();
+    let slow = common::SlowSocket::post(&server.url, &session, &call).await;
     server
         .wait_for_response_stored(client.session_id(), 1, count)
         .await;
+    (client, slow)
+}
+
+#[tokio::test]
+async fn a_slow_reader_is_cut_off_and_resumes_without_loss() {
+    let server = TestServer::start(|c| c.sse.stream_buffer = 8).await;
+    let (client, slow) = call_without_reading(&server, COUNT).await;
+    let count = COUNT;
     let mut t = Transcript::default();
     let mut last = None;
     for f in slow.frames().await {
@@ -217,21 +222,7 @@ async fn a_client_that_stops_reading_is_disconnected_after_write_timeout() {
         c.server.write_timeout = write_timeout;
     })
     .await;
-    let mut client = server.client();
-    client.initialize().await;
-    let count = 20_000;
-    let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
-        "name": "stream_events", "arguments": {"count": count, "interval_ms": 0},
-        "_meta": {"progressToken": "t"}}});
-    let slow = common::SlowSocket::post(
-        &server.url,
-        &client.session.clone().unwrap_or_default(),
-        &call,
-    )
-    .await;
-    server
-        .wait_for_response_stored(client.session_id(), 1, count)
-        .await;
+    let (_client, slow) = call_without_reading(&server, COUNT).await;
     // The condition under test is the passage of the write timeout.
     tokio::time::sleep(write_timeout * 3).await;
     let raw = slow.raw().await;
