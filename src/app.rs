@@ -3,11 +3,12 @@
 //! hands back an [`App`] to query and stop it.
 //!
 //! Stop order (one signal fans out from the root, one completion is awaited):
-//! 1. the HTTP listener stops accepting and closes every open SSE stream with a `retry:`
+//! 1. every session's running requests are cancelled (the root cancellation token);
+//! 2. the HTTP listener stops accepting and closes every open SSE stream with a `retry:`
 //!    hint, then waits up to `shutdown_timeout` for connections to finish;
-//! 2. the session manager stops;
-//! 3. the event store stops last, since everything above writes to it;
-//! 4. the caller (main) flushes telemetry and exits 0.
+//! 3. the session manager stops;
+//! 4. the event store stops last, since everything above writes to it;
+//! 5. the caller (main) flushes telemetry and exits 0.
 
 use std::net::SocketAddr;
 use std::sync::Arc;

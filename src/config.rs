@@ -131,7 +131,8 @@ pub struct SseConfig {
     #[serde(with = "human_duration")]
     pub keepalive_interval: Duration,
     /// A stream with no event for this long is closed after a `retry:` hint, so the client
-    /// polls back. Default `5m`.
+    /// polls back. Default `5m`. POST streams of clients older than 2025-11-25 are not
+    /// closed for idleness before their response: those clients do not poll back.
     #[serde(with = "human_duration")]
     pub stream_timeout: Duration,
     /// The `retry:` value sent to clients: how long they wait before reconnecting.

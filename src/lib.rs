@@ -19,7 +19,7 @@
 //!
 //! ## Flows in brief
 //! - **Request**: POST → session manager (validate, number a new stream) → a stream actor
-//!   subscribes to that stream in the store and writes the priming event → the handler runs
+//!   subscribes to that stream in the store and writes the priming event (2025-11-25 clients) → the handler runs
 //!   in its own task; each notification and the final response are appended to the store,
 //!   which gives them ids and forwards them to the stream actor, which writes them.
 //! - **Disconnect**: the body is dropped, the stream actor stops and unsubscribes; the

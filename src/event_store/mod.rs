@@ -66,8 +66,8 @@ pub struct Appended {
 pub enum ReplayOutcome {
     /// Every event after the position, none missing.
     Complete,
-    /// `missing` events after the position were evicted (TTL or per-session cap); the
-    /// retained ones follow.
+    /// `missing` events after the position were evicted (TTL, or the per-session event or
+    /// byte budget); the retained ones follow.
     Truncated {
         /// How many events are gone.
         missing: u64,

@@ -1,9 +1,10 @@
 //! The stream actor: one per open SSE connection (a POST response stream or a GET stream).
 //!
 //! It subscribes to its stream in the event store (receiving the replay and then every new
-//! event), writes the priming event with `retry:`, then each event as `id:` + `event:` +
-//! `data:` frames, sends `: ping` comments every `keepalive_interval`, and closes an idle
-//! connection after `stream_timeout` with a `retry:` hint. Its buffer toward the socket is
+//! event), writes the priming event with `retry:` (for 2025-11-25 clients), then each event
+//! as `id:` + `event:` + `data:` frames, sends `: ping` comments every `keepalive_interval`,
+//! and closes an idle connection after `stream_timeout` with a `retry:` hint (except a POST
+//! stream of an older client, which would not poll back). Its buffer toward the socket is
 //! bounded: a client that cannot keep up is disconnected, losing nothing, since every event
 //! was stored before it reached this actor and the client resumes with `Last-Event-ID`.
 //!

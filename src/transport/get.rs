@@ -10,7 +10,8 @@
 //!   ended is replayed to its end and closed;
 //! - a POST stream whose history expired: 410 Gone, because a standalone stream would
 //!   never carry the response the client is waiting for (a session that ended gets 404
-//!   before its streams are looked at).
+//!   from the session check; only if it ends between that check and the store lookup does
+//!   the resume get 410).
 
 use axum::extract::State;
 use axum::http::HeaderMap;

@@ -225,7 +225,7 @@ fn on_notification(session: SessionId, note: &Notification) {
     match note.method.as_str() {
         notifications::INITIALIZED => tracing::debug!(%session, "client initialized"),
         notifications::CANCELLED => {
-            tracing::debug!(%session, "cancellation received; requests run to completion in this version")
+            tracing::debug!(%session, "notifications/cancelled is not acted on yet; the request runs until it ends or its session does")
         }
         other => tracing::debug!(%session, method = other, "notification ignored"),
     }
