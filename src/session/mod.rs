@@ -15,6 +15,7 @@ pub use id::{SessionId, SessionIdError};
 pub use state::{NewSession, SessionRecord, SessionTable, TouchError};
 
 use crate::event_store::{EventStoreHandle, StreamNo};
+use crate::protocol::RequestId;
 use crate::protocol::version::ProtocolVersion;
 use crate::supervisor::heir::Lent;
 use crate::supervisor::registry::{Slot, SlotError};
@@ -81,13 +82,17 @@ pub enum SessionMsg {
         hold: bool,
         /// Allocate a POST stream number.
         new_stream: bool,
+        /// The JSON-RPC request this hold serves, registered for `notifications/cancelled`.
+        request: Option<RequestId>,
         /// What the request needs to know, and the hold when one was asked for. The hold is
         /// built here, not by the caller, so a caller that gave up before the answer
         /// arrived (its reply is dropped unread) still releases what it took.
         reply: RpcReplyPort<Result<(Touched, Option<SessionHold>), SessionError>>,
     },
     /// A hold ended (acknowledged, so a crash of this actor cannot lose it silently).
-    Release(SessionId, RpcReplyPort<()>),
+    Release(SessionId, Option<RequestId>, RpcReplyPort<()>),
+    /// `notifications/cancelled`: stop a running request.
+    CancelRequest(SessionId, RequestId),
     /// DELETE.
     Terminate(SessionId, RpcReplyPort<Result<(), SessionError>>),
     /// Session info (without store positions).
@@ -104,6 +109,7 @@ impl SessionMsg {
             Self::Create(..) => "create",
             Self::Touch { .. } => "touch",
             Self::Release(..) => "release",
+            Self::CancelRequest(..) => "cancel_request",
             Self::Terminate(..) => "terminate",
             Self::Info(..) => "info",
             Self::Sweep => "sweep",
@@ -221,20 +227,29 @@ async fn handle(msg: SessionMsg, state: &mut SessionManagerState) {
             id,
             hold,
             new_stream,
+            request,
             reply,
         } => {
             let me = &state.me;
             let result = state
                 .table
-                .touch(id, hold, new_stream, state.max_open_per_session, now)
-                .map(|(record, stream)| {
+                .touch(
+                    id,
+                    hold,
+                    new_stream,
+                    request.as_ref(),
+                    state.max_open_per_session,
+                    now,
+                )
+                .map(|(record, stream, cancel)| {
                     let touched = Touched {
                         protocol_version: record.init.protocol_version,
-                        cancel: record.cancel.clone(),
+                        cancel,
                         stream,
                     };
                     let guard = hold.then(|| SessionHold {
                         id,
+                        request,
                         slot: me.clone(),
                     });
                     (touched, guard)
@@ -246,9 +261,14 @@ async fn handle(msg: SessionMsg, state: &mut SessionManagerState) {
             // If the caller is gone, the unsent hold is dropped here and releases itself.
             let _ = reply.send(result);
         }
-        SessionMsg::Release(id, reply) => {
-            state.table.release(id, now);
+        SessionMsg::Release(id, request, reply) => {
+            state.table.release(id, request.as_ref(), now);
             let _ = reply.send(());
+        }
+        SessionMsg::CancelRequest(id, request) => {
+            if state.table.cancel_request(id, &request) {
+                tracing::info!(session_id = %id, request_id = %request, "request cancelled by the client");
+            }
         }
         SessionMsg::Terminate(id, reply) => {
             let found = state.table.remove(id);
@@ -293,6 +313,7 @@ pub struct SessionHandle {
 #[derive(Debug)]
 pub struct SessionHold {
     id: SessionId,
+    request: Option<RequestId>,
     slot: Slot<SessionMsg>,
 }
 
@@ -302,13 +323,17 @@ impl Drop for SessionHold {
         // crash that swallows it is noticed and the call repeated) made from a task that
         // can wait for a restarting session manager.
         let id = self.id;
+        let request = self.request.take();
         match tokio::runtime::Handle::try_current() {
             Ok(rt) => {
                 let slot = self.slot.clone();
                 rt.spawn(
                     async move {
                         let _ = slot
-                            .call(|reply| SessionMsg::Release(id, reply), CALL_TIMEOUT)
+                            .call(
+                                |reply| SessionMsg::Release(id, request.clone(), reply),
+                                CALL_TIMEOUT,
+                            )
                             .await;
                     }
                     .instrument(tracing::Span::current()),
@@ -320,7 +345,7 @@ impl Drop for SessionHold {
                 let (tx, _) = tokio::sync::oneshot::channel();
                 let _ = self
                     .slot
-                    .cast(SessionMsg::Release(id, RpcReplyPort::from(tx)));
+                    .cast(SessionMsg::Release(id, request, RpcReplyPort::from(tx)));
             }
         }
     }
@@ -344,20 +369,28 @@ impl SessionHandle {
 
     /// Validates and touches `id`.
     pub async fn touch(&self, id: SessionId) -> Result<Touched, SessionError> {
-        Ok(self.touch_with(id, false, false).await?.0)
+        Ok(self.touch_with(id, false, false, None).await?.0)
     }
 
     /// Validates `id`, allocates a POST stream if `new_stream`, and holds the session open
-    /// until the returned guard is dropped.
+    /// until the returned guard is dropped. With `request`, the request can be stopped by
+    /// `notifications/cancelled` ([`Touched::cancel`] is its own token).
     pub async fn hold(
         &self,
         id: SessionId,
         new_stream: bool,
+        request: Option<RequestId>,
     ) -> Result<(Touched, SessionHold), SessionError> {
-        match self.touch_with(id, true, new_stream).await? {
+        match self.touch_with(id, true, new_stream, request).await? {
             (touched, Some(hold)) => Ok((touched, hold)),
             (_, None) => Err(SessionError::NotFound),
         }
+    }
+
+    /// `notifications/cancelled` from the client: stops the request if it still runs.
+    /// Best effort, as the spec allows: a request that has just finished is not affected.
+    pub async fn cancel_request(&self, id: SessionId, request: RequestId) -> Result<(), SlotError> {
+        self.slot.send(SessionMsg::CancelRequest(id, request)).await
     }
 
     async fn touch_with(
@@ -365,6 +398,7 @@ impl SessionHandle {
         id: SessionId,
         hold: bool,
         new_stream: bool,
+        request: Option<RequestId>,
     ) -> Result<(Touched, Option<SessionHold>), SessionError> {
         self.slot
             .call(
@@ -372,6 +406,7 @@ impl SessionHandle {
                     id,
                     hold,
                     new_stream,
+                    request: request.clone(),
                     reply,
                 },
                 CALL_TIMEOUT,

@@ -2,6 +2,7 @@
 //! by the supervisor so sessions survive a crash of the actor).
 
 use std::collections::HashMap;
+
 use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::Value;
@@ -9,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::SessionId;
 use crate::event_store::StreamNo;
+use crate::protocol::RequestId;
 use crate::protocol::version::ProtocolVersion;
 
 /// What `initialize` told us about the client.
@@ -39,6 +41,9 @@ pub struct SessionRecord {
     pub last_stream: u64,
     /// Cancelled when the session ends: its running requests stop.
     pub cancel: CancellationToken,
+    /// Running requests by JSON-RPC id, for `notifications/cancelled`. Each token is a
+    /// child of `cancel`. At most `max_open_per_session` entries (each is a hold).
+    pub requests: HashMap<RequestId, CancellationToken>,
 }
 
 /// Why [`SessionTable::touch`] refused.
@@ -88,6 +93,7 @@ impl SessionTable {
                 holds: 0,
                 last_stream: 0,
                 cancel,
+                requests: HashMap::new(),
             },
         );
         id
@@ -100,15 +106,17 @@ impl SessionTable {
 
     /// Marks activity; with `hold`, counts one more request or stream in progress (refused
     /// with [`TouchError::Busy`] at `max_holds`); with `new_stream`, allocates the next POST
-    /// stream number.
+    /// stream number. With `request` (and `hold`), registers the request for cancellation.
+    /// Returns the token that stops the work: the request's own, or the session's.
     pub fn touch(
         &mut self,
         id: SessionId,
         hold: bool,
         new_stream: bool,
+        request: Option<&RequestId>,
         max_holds: u32,
         now: Instant,
-    ) -> Result<(&SessionRecord, Option<StreamNo>), TouchError> {
+    ) -> Result<(&SessionRecord, Option<StreamNo>, CancellationToken), TouchError> {
         let record = self.sessions.get_mut(&id).ok_or(TouchError::NotFound)?;
         record.last_seen = now;
         if hold {
@@ -121,15 +129,35 @@ impl SessionTable {
             record.last_stream += 1;
             StreamNo(record.last_stream)
         });
-        Ok((record, stream))
+        let cancel = match request {
+            Some(request) if hold => {
+                let token = record.cancel.child_token();
+                record.requests.insert(request.clone(), token.clone());
+                token
+            }
+            _ => record.cancel.clone(),
+        };
+        Ok((record, stream, cancel))
     }
 
-    /// Ends one hold taken by [`SessionTable::touch`].
-    pub fn release(&mut self, id: SessionId, now: Instant) {
+    /// Ends one hold taken by [`SessionTable::touch`] (and forgets its request).
+    pub fn release(&mut self, id: SessionId, request: Option<&RequestId>, now: Instant) {
         if let Some(record) = self.sessions.get_mut(&id) {
             record.holds = record.holds.saturating_sub(1);
             record.last_seen = now;
+            if let Some(request) = request {
+                record.requests.remove(request);
+            }
         }
+    }
+
+    /// `notifications/cancelled`: stops request `request` of session `id`, if running.
+    pub fn cancel_request(&mut self, id: SessionId, request: &RequestId) -> bool {
+        let token = self
+            .sessions
+            .get_mut(&id)
+            .and_then(|r| r.requests.remove(request));
+        token.map(|t| t.cancel()).is_some()
     }
 
     /// Removes `id` and cancels its requests; false if it was not there.
@@ -176,11 +204,11 @@ mod tests {
         let mut table = SessionTable::default();
         let idle = table.create(init(), CancellationToken::new(), t);
         let busy = table.create(init(), CancellationToken::new(), t);
-        assert!(table.touch(busy, true, false, 8, t).is_ok());
+        assert!(table.touch(busy, true, false, None, 8, t).is_ok());
         let later = t + Duration::from_secs(11);
         assert_eq!(table.expire(Duration::from_secs(10), later), vec![idle]);
         assert!(table.get(busy).is_some());
-        table.release(busy, later);
+        table.release(busy, None, later);
         assert!(table.expire(Duration::from_secs(10), later).is_empty());
         let much_later = later + Duration::from_secs(11);
         assert_eq!(
@@ -190,16 +218,50 @@ mod tests {
     }
 
     #[test]
+    fn a_running_request_can_be_cancelled_by_id_until_it_ends() {
+        let t = Instant::now();
+        let mut table = SessionTable::default();
+        let id = table.create(init(), CancellationToken::new(), t);
+        let req = RequestId::Number(7);
+        let token = table
+            .touch(id, true, true, Some(&req), 8, t)
+            .map(|(_, _, token)| token)
+            .unwrap_or_else(|_| panic!("touch"));
+        assert!(!token.is_cancelled());
+        assert!(table.cancel_request(id, &req));
+        assert!(token.is_cancelled());
+        assert!(!table.cancel_request(id, &req), "only once");
+        let other = RequestId::String("b".into());
+        let token = table
+            .touch(id, true, true, Some(&other), 8, t)
+            .map(|(_, _, token)| token)
+            .unwrap_or_else(|_| panic!("touch"));
+        table.release(id, Some(&other), t);
+        assert!(
+            !table.cancel_request(id, &other),
+            "finished requests are forgotten"
+        );
+        assert!(!token.is_cancelled());
+    }
+
+    #[test]
     fn post_streams_are_numbered_from_one() {
         let t = Instant::now();
         let mut table = SessionTable::default();
         let id = table.create(init(), CancellationToken::new(), t);
         let streams: Vec<_> = (0..3)
-            .filter_map(|_| table.touch(id, false, true, 8, t).ok().and_then(|(_, s)| s))
+            .filter_map(|_| {
+                table
+                    .touch(id, false, true, None, 8, t)
+                    .ok()
+                    .and_then(|(_, s, _)| s)
+            })
             .collect();
         assert_eq!(streams, [StreamNo(1), StreamNo(2), StreamNo(3)]);
         assert_eq!(
-            table.touch(SessionId::random(), false, true, 8, t).err(),
+            table
+                .touch(SessionId::random(), false, true, None, 8, t)
+                .err(),
             Some(TouchError::NotFound)
         );
     }
@@ -209,17 +271,17 @@ mod tests {
         let t = Instant::now();
         let mut table = SessionTable::default();
         let id = table.create(init(), CancellationToken::new(), t);
-        assert!(table.touch(id, true, false, 2, t).is_ok());
-        assert!(table.touch(id, true, false, 2, t).is_ok());
+        assert!(table.touch(id, true, false, None, 2, t).is_ok());
+        assert!(table.touch(id, true, false, None, 2, t).is_ok());
         assert_eq!(
-            table.touch(id, true, false, 2, t).err(),
+            table.touch(id, true, false, None, 2, t).err(),
             Some(TouchError::Busy)
         );
         assert!(
-            table.touch(id, false, false, 2, t).is_ok(),
+            table.touch(id, false, false, None, 2, t).is_ok(),
             "plain requests still pass"
         );
-        table.release(id, t);
-        assert!(table.touch(id, true, false, 2, t).is_ok());
+        table.release(id, None, t);
+        assert!(table.touch(id, true, false, None, 2, t).is_ok());
     }
 }

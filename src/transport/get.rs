@@ -108,7 +108,7 @@ async fn open(
     let (touched, hold) = if create {
         let (touched, hold) = inner
             .sessions
-            .hold(session, false)
+            .hold(session, false, None)
             .await
             .map_err(session_rejection)?;
         (touched, Some(hold))
@@ -134,7 +134,7 @@ async fn open(
             );
             let (_, hold) = inner
                 .sessions
-                .hold(session, false)
+                .hold(session, false, None)
                 .await
                 .map_err(session_rejection)?;
             state

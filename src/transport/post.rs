@@ -26,7 +26,7 @@ use super::{AppState, continue_trace, reject, session_rejection};
 use crate::event_store::{EventStoreHandle, StreamKey};
 use crate::handler::{BoxFuture, Notify, NotifyError, RequestContext};
 use crate::protocol::methods::{Method, notifications};
-use crate::protocol::{self, ErrorObject, Incoming, Notification, Outgoing, Request};
+use crate::protocol::{self, ErrorObject, Incoming, Notification, Outgoing, Request, RequestId};
 use crate::server::McpServer;
 use crate::session::SessionId;
 
@@ -84,7 +84,7 @@ async fn serve(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Resp
                 .touch(session)
                 .await
                 .map_err(session_rejection)?;
-            on_notification(session, &note);
+            on_notification(state, session, note).await;
             return Ok(StatusCode::ACCEPTED.into_response());
         }
         Incoming::Response { id } => {
@@ -113,7 +113,7 @@ async fn serve(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Resp
     if !inner.config.sse.enabled {
         let (touched, hold) = inner
             .sessions
-            .hold(session, false)
+            .hold(session, false, Some(request.id.clone()))
             .await
             .map_err(session_rejection)?;
         let id = request.id.clone();
@@ -130,7 +130,7 @@ async fn serve(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Resp
 
     let (touched, hold) = inner
         .sessions
-        .hold(session, true)
+        .hold(session, true, Some(request.id.clone()))
         .await
         .map_err(session_rejection)?;
     let Some(stream) = touched.stream else {
@@ -177,9 +177,10 @@ async fn serve(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Resp
                         tracing::error!(error = %e, "could not store the response; the client will not receive it");
                     }
                 }
-                // The session ended (DELETE, expiry, shutdown): its streams are gone, so
-                // nobody can receive an answer; stop the work.
-                () = cancel.cancelled() => tracing::debug!("request cancelled: the session ended"),
+                // The client cancelled the request (no response is sent, as the spec
+                // asks), or the session ended (DELETE, expiry, shutdown) and nobody could
+                // receive one: stop the work.
+                () = cancel.cancelled() => tracing::debug!("request cancelled"),
             }
             drop(hold);
         }
@@ -221,11 +222,25 @@ async fn initialize(state: &AppState, request: Request) -> Result<Response, Reje
     Ok(json_response(answer.to_bytes(), Some(session)))
 }
 
-fn on_notification(session: SessionId, note: &Notification) {
+async fn on_notification(state: &AppState, session: SessionId, note: Notification) {
     match note.method.as_str() {
         notifications::INITIALIZED => tracing::debug!(%session, "client initialized"),
         notifications::CANCELLED => {
-            tracing::debug!(%session, "notifications/cancelled is not acted on yet; the request runs until it ends or its session does")
+            let request = note
+                .params
+                .as_ref()
+                .and_then(|p| p.get("requestId"))
+                .and_then(|id| serde_json::from_value::<RequestId>(id.clone()).ok());
+            match request {
+                Some(request) => {
+                    if let Err(e) = state.inner.sessions.cancel_request(session, request).await {
+                        tracing::warn!(%session, error = %e, "could not deliver a cancellation");
+                    }
+                }
+                None => {
+                    tracing::debug!(%session, "notifications/cancelled without a usable requestId")
+                }
+            }
         }
         other => tracing::debug!(%session, method = other, "notification ignored"),
     }
