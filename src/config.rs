@@ -87,6 +87,11 @@ pub struct ServerConfig {
     /// client that stops reading pins its buffered frames for as long as it likes.
     #[serde(with = "human_duration")]
     pub write_timeout: Duration,
+    /// How long a handler waits for the client to answer a request the server sent it
+    /// (sampling, elicitation, roots). Default `5m`. Without it, a client that never
+    /// answers keeps the handler, and its session, busy forever.
+    #[serde(with = "human_duration")]
+    pub client_request_timeout: Duration,
     /// How long shutdown waits for open connections to finish. Default `10s`.
     #[serde(with = "human_duration")]
     pub shutdown_timeout: Duration,
@@ -113,6 +118,7 @@ impl Default for ServerConfig {
             max_open_per_session: 64,
             session_timeout: Duration::from_secs(30 * 60),
             write_timeout: Duration::from_secs(30),
+            client_request_timeout: Duration::from_secs(300),
             shutdown_timeout: Duration::from_secs(10),
         }
     }
@@ -282,7 +288,11 @@ impl Config {
         if !s.path.starts_with('/') {
             return invalid("sse.path", "must start with '/'");
         }
-        let non_zero: [(&'static str, Duration); 8] = [
+        let non_zero: [(&'static str, Duration); 9] = [
+            (
+                "server.client_request_timeout",
+                self.server.client_request_timeout,
+            ),
             ("server.write_timeout", self.server.write_timeout),
             ("sse.keepalive_interval", s.keepalive_interval),
             ("sse.stream_timeout", s.stream_timeout),

@@ -101,8 +101,10 @@ async fn notifications_cancelled_stops_that_request_and_no_other() {
     let mut client = server.client();
     client.initialize().await;
     // Two parked requests with known ids.
-    let call = |id: i64| json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-        "params": {"name": "park", "arguments": {}}});
+    let call = |id: i64| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+        "params": {"name": "park", "arguments": {}}})
+    };
     let first = Client::send(client.post(&call(101))).await;
     within("the first tool to start", started.recv()).await;
     let second = Client::send(client.post(&call(102))).await;
@@ -110,7 +112,11 @@ async fn notifications_cancelled_stops_that_request_and_no_other() {
     let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
         "params": {"requestId": 101, "reason": "user gave up"}});
     assert_eq!(Client::send(client.post(&cancel)).await.status(), 202);
-    assert!(within("the cancelled request's work to be dropped", dropped.recv()).await.is_some());
+    assert!(
+        within("the cancelled request's work to be dropped", dropped.recv())
+            .await
+            .is_some()
+    );
     let session = client.session_id();
     common::eventually("only the other request to hold the session", || async {
         let info = server.app.session_info(session).await.ok()?;

@@ -1,6 +1,7 @@
 //! The handler API: what a tool implementation sees. No HTTP, no JSON-RPC envelopes, no
 //! event store: a tool gets its arguments and a [`RequestContext`] through which it reports
-//! progress; where those reports go (a resumable SSE stream, or nowhere) is the runtime's
+//! progress and asks the client things (sampling, elicitation, roots); where those messages
+//! go (a resumable SSE stream, or nowhere) and how answers come back is the runtime's
 //! business.
 
 pub mod builtin;
@@ -12,8 +13,8 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::protocol::Notification;
-use crate::protocol::methods::progress_notification;
+use crate::protocol::methods::{ServerRequest, progress_notification};
+use crate::protocol::{ErrorObject, Notification};
 
 pub use tools::{Tool, ToolError, ToolRegistry};
 
@@ -25,36 +26,55 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 #[error("notification not delivered: {0}")]
 pub struct NotifyError(pub String);
 
-/// Where a request's notifications go. The runtime implements it (storing each
-/// notification on the request's stream); handlers only call it through the context.
-pub trait Notify: Send + Sync {
+/// A request to the client got no answer.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ClientRequestError {
+    /// The client answered with an error.
+    #[error("the client refused: {} ({})", .0.message, .0.code)]
+    Rejected(ErrorObject),
+    /// No answer within `server.client_request_timeout`.
+    #[error("the client did not answer in time")]
+    Timeout,
+    /// The request could not be sent or its answer cannot arrive (no stream, session
+    /// ended, too many unanswered requests).
+    #[error("cannot ask the client: {0}")]
+    Unavailable(String),
+}
+
+/// Where a request's outgoing messages go. The runtime implements it (storing each
+/// message on the request's stream and routing the client's answers back); handlers only
+/// call it through the context.
+pub trait Outbox: Send + Sync {
     /// Delivers one notification related to the current request; resolves once it is
     /// stored (so a burst of notifications is paced by the store).
     fn notify(&self, notification: Notification) -> BoxFuture<'_, Result<(), NotifyError>>;
+
+    /// Sends a request to the client and resolves with its answer.
+    fn request(&self, request: ServerRequest) -> BoxFuture<'_, Result<Value, ClientRequestError>>;
 }
 
 /// What a handler knows about the request it serves.
 #[derive(Clone, Default)]
 pub struct RequestContext {
     progress_token: Option<Value>,
-    notifier: Option<Arc<dyn Notify>>,
+    outbox: Option<Arc<dyn Outbox>>,
 }
 
 impl std::fmt::Debug for RequestContext {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RequestContext")
             .field("progress_token", &self.progress_token)
-            .field("has_stream", &self.notifier.is_some())
+            .field("has_stream", &self.outbox.is_some())
             .finish()
     }
 }
 
 impl RequestContext {
-    /// A context whose notifications go to `notifier`.
-    pub fn new(progress_token: Option<Value>, notifier: Option<Arc<dyn Notify>>) -> Self {
+    /// A context whose messages go to `outbox` (`None`: the response is not streamed).
+    pub fn new(progress_token: Option<Value>, outbox: Option<Arc<dyn Outbox>>) -> Self {
         Self {
             progress_token,
-            notifier,
+            outbox,
         }
     }
 
@@ -71,16 +91,37 @@ impl RequestContext {
         total: Option<f64>,
         message: Option<String>,
     ) -> Result<(), NotifyError> {
-        let (Some(token), Some(notifier)) = (&self.progress_token, &self.notifier) else {
+        let (Some(token), Some(outbox)) = (&self.progress_token, &self.outbox) else {
             return Ok(());
         };
-        notifier
+        outbox
             .notify(progress_notification(
                 token.clone(),
                 progress,
                 total,
                 message,
             ))
+            .await
+    }
+
+    /// Asks the client something (`sampling/createMessage`, `elicitation/create`,
+    /// `roots/list`) and waits for its answer. The request travels on this request's stream
+    /// like any event, so it survives a disconnect; the answer comes back by POST.
+    pub async fn request(
+        &self,
+        method: impl Into<String>,
+        params: Option<Value>,
+    ) -> Result<Value, ClientRequestError> {
+        let Some(outbox) = &self.outbox else {
+            return Err(ClientRequestError::Unavailable(
+                "the response is not streamed, so the client cannot be asked".into(),
+            ));
+        };
+        outbox
+            .request(ServerRequest {
+                method: method.into(),
+                params,
+            })
             .await
     }
 }

@@ -173,6 +173,15 @@ impl CallToolResult {
     }
 }
 
+/// A request the server sends to the client (sampling, elicitation, roots).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerRequest {
+    /// Method name, e.g. `sampling/createMessage`.
+    pub method: String,
+    /// Parameters.
+    pub params: Option<Value>,
+}
+
 /// Builds `notifications/progress`.
 pub fn progress_notification(
     token: Value,

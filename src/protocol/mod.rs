@@ -63,6 +63,8 @@ pub enum Incoming {
     Response {
         /// The id of our request.
         id: RequestId,
+        /// The result, or the client's error.
+        outcome: Result<Value, ErrorObject>,
     },
 }
 
@@ -192,7 +194,14 @@ pub fn parse(body: &[u8]) -> Result<Incoming, ParseFailure> {
             params: raw.params,
         })),
         (None, Some(id)) if raw.result.is_some() || raw.error.is_some() => {
-            Ok(Incoming::Response { id })
+            let outcome = match (raw.result, raw.error) {
+                (Some(result), _) => Ok(result),
+                (None, Some(error)) => Err(serde_json::from_value(error).unwrap_or_else(|_| {
+                    ErrorObject::new(ErrorObject::INTERNAL_ERROR, "malformed error object")
+                })),
+                (None, None) => return Err(invalid(Some(id), "missing result")),
+            };
+            Ok(Incoming::Response { id, outcome })
         }
         (None, id) => Err(invalid(id, "missing method")),
     }
@@ -217,6 +226,8 @@ pub enum Outgoing {
     },
     /// A notification.
     Notification(Notification),
+    /// A request to the client (sampling, elicitation, roots), with our id for it.
+    Request(Request),
 }
 
 #[derive(Serialize)]
@@ -262,6 +273,14 @@ impl Outgoing {
                 method: Some(&n.method),
                 params: n.params.as_ref(),
             },
+            Self::Request(r) => Envelope {
+                jsonrpc: "2.0",
+                id: Some(Some(&r.id)),
+                result: None,
+                error: None,
+                method: Some(&r.method),
+                params: r.params.as_ref(),
+            },
         };
         // Serializing these plain structs cannot fail; fall back to an internal error
         // rather than panic if it ever did.
@@ -295,7 +314,8 @@ mod tests {
         assert_eq!(
             resp,
             Ok(Incoming::Response {
-                id: RequestId::String("a".into())
+                id: RequestId::String("a".into()),
+                outcome: Ok(serde_json::json!({}))
             })
         );
     }

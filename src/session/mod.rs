@@ -12,7 +12,8 @@ use serde_json::Value;
 use tracing::Instrument;
 
 pub use id::{SessionId, SessionIdError};
-pub use state::{NewSession, SessionRecord, SessionTable, TouchError};
+pub use state::{ClientOutcome, NewSession, SessionRecord, SessionTable, TouchError};
+use tokio::sync::oneshot;
 
 use crate::event_store::{EventStoreHandle, StreamNo};
 use crate::protocol::RequestId;
@@ -96,7 +97,14 @@ pub enum SessionMsg {
     /// DELETE.
     Terminate(SessionId, RpcReplyPort<Result<(), SessionError>>),
     /// Session info (without store positions).
-    Info(SessionId, RpcReplyPort<Option<SessionRecord>>),
+    Info(SessionId, RpcReplyPort<Option<SessionInfo>>),
+    /// Register a request to the client; answers our id for it and its answer's channel.
+    OpenClientRequest(
+        SessionId,
+        RpcReplyPort<Result<(RequestId, oneshot::Receiver<ClientOutcome>), SessionError>>,
+    ),
+    /// The client answered a request we sent; replies whether anyone was waiting.
+    ResolveClientRequest(SessionId, RequestId, ClientOutcome, RpcReplyPort<bool>),
     /// Timer: expire idle sessions.
     Sweep,
     /// Fault injection for supervision tests.
@@ -112,6 +120,8 @@ impl SessionMsg {
             Self::CancelRequest(..) => "cancel_request",
             Self::Terminate(..) => "terminate",
             Self::Info(..) => "info",
+            Self::OpenClientRequest(..) => "open_client_request",
+            Self::ResolveClientRequest(..) => "resolve_client_request",
             Self::Sweep => "sweep",
             Self::InjectPanic => "inject_panic",
         }
@@ -283,7 +293,33 @@ async fn handle(msg: SessionMsg, state: &mut SessionManagerState) {
             });
         }
         SessionMsg::Info(id, reply) => {
-            let _ = reply.send(state.table.get(id).cloned());
+            let info = state.table.get(id).map(|record| SessionInfo {
+                id,
+                protocol_version: record.init.protocol_version,
+                client_info: record.init.client_info.clone(),
+                connected_at: record.connected_at,
+                connected_for: record.started.elapsed(),
+                open: record.holds,
+                last_event: Vec::new(),
+            });
+            let _ = reply.send(info);
+        }
+        SessionMsg::OpenClientRequest(id, reply) => {
+            let result = state
+                .table
+                .open_client_request(id, state.max_open_per_session)
+                .map_err(|e| match e {
+                    TouchError::NotFound => SessionError::NotFound,
+                    TouchError::Busy => SessionError::Busy,
+                });
+            let _ = reply.send(result);
+        }
+        SessionMsg::ResolveClientRequest(id, request, outcome, reply) => {
+            let delivered = state.table.resolve_client_request(id, &request, outcome);
+            if !delivered {
+                tracing::debug!(session_id = %id, request_id = %request, "answer to a request nobody waits for");
+            }
+            let _ = reply.send(delivered);
         }
         SessionMsg::Sweep => {
             for id in state.table.expire(state.session_timeout, now) {
@@ -423,21 +459,47 @@ impl SessionHandle {
 
     /// The erlmcp `session_info`: record plus last event position per stream.
     pub async fn info(&self, id: SessionId) -> Result<SessionInfo, SessionError> {
-        let record = self
+        let mut info = self
             .slot
             .call(|reply| SessionMsg::Info(id, reply), CALL_TIMEOUT)
             .await?
             .ok_or(SessionError::NotFound)?;
-        let last_event = self.store.positions(id).await?;
-        Ok(SessionInfo {
-            id,
-            protocol_version: record.init.protocol_version,
-            client_info: record.init.client_info,
-            connected_at: record.connected_at,
-            connected_for: record.started.elapsed(),
-            open: record.holds,
-            last_event,
-        })
+        info.last_event = self.store.positions(id).await?;
+        Ok(info)
+    }
+
+    /// Registers a request to the client (sampling, elicitation, roots): our id for it,
+    /// and the channel its answer arrives on. The entry ends with the answer, the session,
+    /// or when the receiver is dropped (checked at the next registration).
+    pub async fn open_client_request(
+        &self,
+        id: SessionId,
+    ) -> Result<(RequestId, oneshot::Receiver<ClientOutcome>), SessionError> {
+        self.slot
+            .call(
+                |reply| SessionMsg::OpenClientRequest(id, reply),
+                CALL_TIMEOUT,
+            )
+            .await?
+    }
+
+    /// Routes the client's answer (a POSTed JSON-RPC response) to the waiting handler.
+    /// False if nobody waits for it (unknown id, answered already, or gave up).
+    pub async fn resolve_client_request(
+        &self,
+        id: SessionId,
+        request: RequestId,
+        outcome: ClientOutcome,
+    ) -> Result<bool, SessionError> {
+        Ok(self
+            .slot
+            .call(
+                |reply| {
+                    SessionMsg::ResolveClientRequest(id, request.clone(), outcome.clone(), reply)
+                },
+                CALL_TIMEOUT,
+            )
+            .await?)
     }
 
     /// The current incarnation's id (observability and tests).

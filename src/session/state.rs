@@ -10,8 +10,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::SessionId;
 use crate::event_store::StreamNo;
-use crate::protocol::RequestId;
 use crate::protocol::version::ProtocolVersion;
+use crate::protocol::{ErrorObject, RequestId};
+use tokio::sync::oneshot;
 
 /// What `initialize` told us about the client.
 #[derive(Debug, Clone)]
@@ -24,8 +25,11 @@ pub struct NewSession {
     pub client_info: Value,
 }
 
+/// A client's answer to a request the server sent it.
+pub type ClientOutcome = Result<Value, ErrorObject>;
+
 /// One session.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct SessionRecord {
     /// What the client sent at `initialize`.
     pub init: NewSession,
@@ -44,6 +48,11 @@ pub struct SessionRecord {
     /// Running requests by JSON-RPC id, for `notifications/cancelled`. Each token is a
     /// child of `cancel`. At most `max_open_per_session` entries (each is a hold).
     pub requests: HashMap<RequestId, CancellationToken>,
+    /// Requests we sent the client (sampling, elicitation, roots) awaiting its answer, by
+    /// our id for them. Bounded like holds.
+    pub pending: HashMap<RequestId, oneshot::Sender<ClientOutcome>>,
+    /// Number of the last request we sent the client.
+    pub last_client_request: u64,
 }
 
 /// Why [`SessionTable::touch`] refused.
@@ -94,6 +103,8 @@ impl SessionTable {
                 last_stream: 0,
                 cancel,
                 requests: HashMap::new(),
+                pending: HashMap::new(),
+                last_client_request: 0,
             },
         );
         id
@@ -149,6 +160,41 @@ impl SessionTable {
                 record.requests.remove(request);
             }
         }
+    }
+
+    /// Registers a request to the client and returns our id for it and where its answer
+    /// will arrive. Refused with [`TouchError::Busy`] beyond `max_pending` unanswered.
+    pub fn open_client_request(
+        &mut self,
+        id: SessionId,
+        max_pending: u32,
+    ) -> Result<(RequestId, oneshot::Receiver<ClientOutcome>), TouchError> {
+        let record = self.sessions.get_mut(&id).ok_or(TouchError::NotFound)?;
+        // Answers to requests whose askers gave up are no longer wanted.
+        record.pending.retain(|_, tx| !tx.is_closed());
+        if record.pending.len() >= max_pending as usize {
+            return Err(TouchError::Busy);
+        }
+        record.last_client_request += 1;
+        // A namespace of our own, so a client reading its own ids cannot be confused.
+        let request = RequestId::String(format!("otpmcp-{}", record.last_client_request));
+        let (tx, rx) = oneshot::channel();
+        record.pending.insert(request.clone(), tx);
+        Ok((request, rx))
+    }
+
+    /// Delivers the client's answer to `request`; false if nobody waits for it.
+    pub fn resolve_client_request(
+        &mut self,
+        id: SessionId,
+        request: &RequestId,
+        outcome: ClientOutcome,
+    ) -> bool {
+        let waiter = self
+            .sessions
+            .get_mut(&id)
+            .and_then(|r| r.pending.remove(request));
+        waiter.is_some_and(|tx| tx.send(outcome).is_ok())
     }
 
     /// `notifications/cancelled`: stops request `request` of session `id`, if running.

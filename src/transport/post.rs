@@ -17,6 +17,7 @@ use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use serde_json::Value;
 use tracing::Instrument;
 use tracing::field::Empty;
 
@@ -24,8 +25,8 @@ use super::extract::{self, SESSION_ID};
 use super::rejection::Rejection;
 use super::{AppState, continue_trace, reject, session_rejection};
 use crate::event_store::{EventStoreHandle, StreamKey};
-use crate::handler::{BoxFuture, Notify, NotifyError, RequestContext};
-use crate::protocol::methods::{Method, notifications};
+use crate::handler::{BoxFuture, ClientRequestError, NotifyError, Outbox, RequestContext};
+use crate::protocol::methods::{Method, ServerRequest, notifications};
 use crate::protocol::{self, ErrorObject, Incoming, Notification, Outgoing, Request, RequestId};
 use crate::server::McpServer;
 use crate::session::SessionId;
@@ -87,15 +88,22 @@ async fn serve(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Resp
             on_notification(state, session, note).await;
             return Ok(StatusCode::ACCEPTED.into_response());
         }
-        Incoming::Response { id } => {
+        Incoming::Response { id, outcome } => {
             let session = extract::required_session_id(headers)?;
             span.record("session_id", tracing::field::display(session));
+            span.record("request_id", tracing::field::display(&id));
             inner
                 .sessions
                 .touch(session)
                 .await
                 .map_err(session_rejection)?;
-            tracing::debug!(request_id = %id, "client response received (no server-to-client requests are pending)");
+            // The answer goes to whichever handler asked; one that gave up, or an id we
+            // never sent, is logged and accepted (the client did nothing wrong).
+            inner
+                .sessions
+                .resolve_client_request(session, id, outcome)
+                .await
+                .map_err(session_rejection)?;
             return Ok(StatusCode::ACCEPTED.into_response());
         }
     };
@@ -163,11 +171,13 @@ async fn serve(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Resp
 
     let store = inner.store.clone();
     let progress_token = McpServer::progress_token(&request);
-    let notifier: Arc<dyn Notify> = Arc::new(StreamNotifier {
+    let outbox: Arc<dyn Outbox> = Arc::new(StreamOutbox {
         store: store.clone(),
+        sessions: inner.sessions.clone(),
         key,
+        timeout: inner.config.server.client_request_timeout,
     });
-    let ctx = RequestContext::new(progress_token, Some(notifier));
+    let ctx = RequestContext::new(progress_token, Some(outbox));
     let cancel = touched.cancel;
     tokio::spawn(
         async move {
@@ -305,13 +315,16 @@ impl Future for CatchUnwind<'_> {
     }
 }
 
-/// Stores a request's notifications on its stream.
-struct StreamNotifier {
+/// A request's outbox: stores its notifications and requests on its stream, and waits
+/// for the client's answers, which arrive by POST through the session manager.
+struct StreamOutbox {
     store: EventStoreHandle,
+    sessions: crate::session::SessionHandle,
     key: StreamKey,
+    timeout: std::time::Duration,
 }
 
-impl Notify for StreamNotifier {
+impl Outbox for StreamOutbox {
     fn notify(&self, notification: Notification) -> BoxFuture<'_, Result<(), NotifyError>> {
         Box::pin(async move {
             let payload = Outgoing::Notification(notification).to_bytes();
@@ -320,6 +333,34 @@ impl Notify for StreamNotifier {
                 .await
                 .map(|_| ())
                 .map_err(|e| NotifyError(e.to_string()))
+        })
+    }
+
+    fn request(&self, request: ServerRequest) -> BoxFuture<'_, Result<Value, ClientRequestError>> {
+        Box::pin(async move {
+            let unavailable =
+                |e: &dyn std::fmt::Display| ClientRequestError::Unavailable(e.to_string());
+            let (id, answer) = self
+                .sessions
+                .open_client_request(self.key.session)
+                .await
+                .map_err(|e| unavailable(&e))?;
+            let payload = Outgoing::Request(Request {
+                id,
+                method: request.method,
+                params: request.params,
+            })
+            .to_bytes();
+            self.store
+                .append(self.key, payload, false)
+                .await
+                .map_err(|e| unavailable(&e))?;
+            match tokio::time::timeout(self.timeout, answer).await {
+                Ok(Ok(Ok(result))) => Ok(result),
+                Ok(Ok(Err(error))) => Err(ClientRequestError::Rejected(error)),
+                Ok(Err(_)) => Err(ClientRequestError::Unavailable("the session ended".into())),
+                Err(_) => Err(ClientRequestError::Timeout),
+            }
         })
     }
 }

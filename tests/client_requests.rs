@@ -1,0 +1,153 @@
+//! Server-to-client requests (sampling, elicitation, roots): the request travels on the
+//! tool call's stream as a stored event, the client answers by POST, and the answer reaches
+//! the waiting handler — also when the client was disconnected in between.
+
+mod common;
+
+use common::{Client, SseReader, TestServer, Transcript};
+use otpmcp::McpServer;
+use otpmcp::handler::{
+    BoxFuture, ClientRequestError, RequestContext, Tool, ToolError, ToolRegistry,
+};
+use otpmcp::protocol::methods::{CallToolResult, ToolDefinition};
+use serde_json::{Map, Value, json};
+
+/// Asks the client for a sampling result and returns its text.
+struct Ask;
+
+impl Tool for Ask {
+    fn definition(&self) -> ToolDefinition {
+        ToolDefinition {
+            name: "ask".into(),
+            description: "Asks the client's model a question.".into(),
+            input_schema: json!({"type": "object"}),
+        }
+    }
+
+    fn call(
+        &self,
+        _: Map<String, Value>,
+        ctx: RequestContext,
+    ) -> BoxFuture<'_, Result<CallToolResult, ToolError>> {
+        Box::pin(async move {
+            let params = json!({"messages": [{"role": "user", "content": {"type": "text", "text": "2+2?"}}],
+                                "maxTokens": 10});
+            match ctx.request("sampling/createMessage", Some(params)).await {
+                Ok(answer) => Ok(CallToolResult::text(
+                    answer["content"]["text"].as_str().unwrap_or("(no text)"),
+                )),
+                Err(ClientRequestError::Rejected(e)) => {
+                    Err(ToolError::Failed(format!("refused: {}", e.message)))
+                }
+                Err(e) => Err(ToolError::Failed(e.to_string())),
+            }
+        })
+    }
+}
+
+async fn server() -> TestServer {
+    let mut tools = ToolRegistry::default();
+    tools.register(Ask);
+    TestServer::start_with(|_| {}, McpServer::new(tools)).await
+}
+
+/// Reads frames until the server's request; returns it.
+async fn server_request(reader: &mut SseReader) -> Value {
+    loop {
+        let frame = reader
+            .next_event()
+            .await
+            .unwrap_or_else(|| panic!("stream ended"));
+        if let Some(v) = frame.json()
+            && v["method"] == "sampling/createMessage"
+        {
+            assert!(
+                frame.id.is_some(),
+                "the request is a stored, resumable event"
+            );
+            return v;
+        }
+    }
+}
+
+fn answer(request: &Value, text: &str) -> Value {
+    json!({"jsonrpc": "2.0", "id": request["id"], "result": {
+        "role": "assistant", "content": {"type": "text", "text": text}, "model": "test"}})
+}
+
+#[tokio::test]
+async fn a_handler_gets_the_clients_answer() {
+    let server = server().await;
+    let mut client = server.client();
+    client.initialize().await;
+    let mut reader = client.call_stream("ask", json!({}), None).await;
+    let request = server_request(&mut reader).await;
+    let posted = Client::send(client.post(&answer(&request, "four"))).await;
+    assert_eq!(posted.status(), 202);
+    let mut t = Transcript::default();
+    for f in reader.rest().await {
+        t.add(&f);
+    }
+    assert_eq!(t.result_text().as_deref(), Some("four"));
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_answer_posted_while_disconnected_reaches_the_handler_and_the_result_is_resumed() {
+    let server = server().await;
+    let mut client = server.client();
+    client.initialize().await;
+    let mut reader = client.call_stream("ask", json!({}), None).await;
+    let request = server_request(&mut reader).await;
+    let last = reader.last_id.clone().unwrap_or_default();
+    drop(reader);
+    assert_eq!(
+        Client::send(client.post(&answer(&request, "four")))
+            .await
+            .status(),
+        202
+    );
+    let mut resumed = client.resume(&last).await;
+    let mut t = Transcript::default();
+    for f in resumed.rest().await {
+        t.add(&f);
+    }
+    assert_eq!(t.result_text().as_deref(), Some("four"));
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_refusal_reaches_the_handler_as_an_error() {
+    let server = server().await;
+    let mut client = server.client();
+    client.initialize().await;
+    let mut reader = client.call_stream("ask", json!({}), None).await;
+    let request = server_request(&mut reader).await;
+    let refusal = json!({"jsonrpc": "2.0", "id": request["id"],
+        "error": {"code": -1, "message": "user declined"}});
+    assert_eq!(Client::send(client.post(&refusal)).await.status(), 202);
+    let frames = reader.rest().await;
+    let response = frames
+        .iter()
+        .find(|f| f.is_response())
+        .and_then(|f| f.json())
+        .unwrap_or_default();
+    assert_eq!(response["result"]["isError"], true);
+    assert!(
+        response["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("user declined")
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_answer_nobody_waits_for_is_accepted_and_ignored() {
+    let server = server().await;
+    let mut client = server.client();
+    client.initialize().await;
+    let stray = json!({"jsonrpc": "2.0", "id": "otpmcp-999", "result": {}});
+    assert_eq!(Client::send(client.post(&stray)).await.status(), 202);
+    server.shutdown().await;
+}
