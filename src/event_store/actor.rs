@@ -78,6 +78,10 @@ pub enum StoreMsg {
         /// The actor leaving.
         subscriber: ActorId,
     },
+    /// Close the connection subscribed to a stream (the stream itself goes on); replies
+    /// whether one was open. Sent after the caller's appends, so the connection writes
+    /// them first.
+    Disconnect(StreamKey, RpcReplyPort<bool>),
     /// A session was created: its streams may be opened.
     OpenSession(SessionId, RpcReplyPort<()>),
     /// Forget everything of a session and close its connections.
@@ -96,6 +100,7 @@ impl StoreMsg {
             Self::Append { .. } => "append",
             Self::Subscribe { .. } => "subscribe",
             Self::Unsubscribe { .. } => "unsubscribe",
+            Self::Disconnect(..) => "disconnect",
             Self::OpenSession(..) => "open_session",
             Self::ForgetSession(..) => "forget_session",
             Self::Positions(..) => "positions",
@@ -232,6 +237,15 @@ async fn handle<B: EventStore>(msg: StoreMsg, tables: &mut StoreTables<B>) {
             }
             let _ = reply.send(result);
         }
+        StoreMsg::Disconnect(key, reply) => {
+            let open = match tables.subscribers.remove(&key) {
+                Some(sub) => sub
+                    .send_message(StreamMsg::Close(CloseReason::Polling))
+                    .is_ok(),
+                None => false,
+            };
+            let _ = reply.send(open);
+        }
         StoreMsg::Unsubscribe { key, subscriber } => {
             if tables
                 .subscribers
@@ -360,6 +374,14 @@ impl EventStoreHandle {
     /// stale subscriber to remove only if it lost its tables).
     pub fn unsubscribe(&self, key: StreamKey, subscriber: ActorId) {
         let _ = self.slot.cast(StoreMsg::Unsubscribe { key, subscriber });
+    }
+
+    /// Closes the connection following `key` with a `retry:` hint (SSE polling); the
+    /// stream goes on and the client resumes it. False if no connection was open.
+    pub async fn disconnect(&self, key: StreamKey) -> Result<bool, SlotError> {
+        self.slot
+            .call(|reply| StoreMsg::Disconnect(key, reply), CALL_TIMEOUT)
+            .await
     }
 
     /// Registers a new session. Awaited before the session id is given to the client, so

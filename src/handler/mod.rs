@@ -51,6 +51,11 @@ pub trait Outbox: Send + Sync {
 
     /// Sends a request to the client and resolves with its answer.
     fn request(&self, request: ServerRequest) -> BoxFuture<'_, Result<Value, ClientRequestError>>;
+
+    /// Ends the client's connection to this request's stream early; the request goes on
+    /// and the client polls back. Resolves to whether a connection was closed (never for
+    /// clients older than 2025-11-25, which do not poll).
+    fn close_connection(&self) -> BoxFuture<'_, bool>;
 }
 
 /// What a handler knows about the request it serves.
@@ -102,6 +107,17 @@ impl RequestContext {
                 message,
             ))
             .await
+    }
+
+    /// SSE polling (MCP 2025-11-25): closes the client's connection now, with a `retry:`
+    /// hint, while this request keeps running; everything sent afterwards, the response
+    /// included, is stored and reaches the client when it reconnects with `Last-Event-ID`.
+    /// Frees the connection during long waits. Returns whether a connection was closed.
+    pub async fn close_connection(&self) -> bool {
+        match &self.outbox {
+            Some(outbox) => outbox.close_connection().await,
+            None => false,
+        }
     }
 
     /// Asks the client something (`sampling/createMessage`, `elicitation/create`,

@@ -48,6 +48,9 @@ pub enum CloseReason {
     SessionEnded,
     /// The server is shutting down.
     Shutdown,
+    /// The handler asked to end this connection early (SSE polling, 2025-11-25): it keeps
+    /// working, and the client resumes with GET and `Last-Event-ID` after `retry`.
+    Polling,
 }
 
 impl CloseReason {
@@ -61,6 +64,7 @@ impl CloseReason {
             Self::Superseded => "superseded",
             Self::SessionEnded => "session_ended",
             Self::Shutdown => "shutdown",
+            Self::Polling => "polling",
         }
     }
 
@@ -68,7 +72,11 @@ impl CloseReason {
     fn sends_retry(self) -> bool {
         matches!(
             self,
-            Self::IdleTimeout | Self::Superseded | Self::SessionEnded | Self::Shutdown
+            Self::IdleTimeout
+                | Self::Superseded
+                | Self::SessionEnded
+                | Self::Shutdown
+                | Self::Polling
         )
     }
 }

@@ -27,6 +27,7 @@ use super::{AppState, continue_trace, reject, session_rejection};
 use crate::event_store::{EventStoreHandle, StreamKey};
 use crate::handler::{BoxFuture, ClientRequestError, NotifyError, Outbox, RequestContext};
 use crate::protocol::methods::{Method, ServerRequest, notifications};
+use crate::protocol::version::ProtocolVersion;
 use crate::protocol::{self, ErrorObject, Incoming, Notification, Outgoing, Request, RequestId};
 use crate::server::McpServer;
 use crate::session::SessionId;
@@ -176,6 +177,7 @@ async fn serve(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Resp
         sessions: inner.sessions.clone(),
         key,
         timeout: inner.config.server.client_request_timeout,
+        polls: touched.protocol_version >= ProtocolVersion::V2025_11_25,
     });
     let ctx = RequestContext::new(progress_token, Some(outbox));
     let cancel = touched.cancel;
@@ -322,6 +324,8 @@ struct StreamOutbox {
     sessions: crate::session::SessionHandle,
     key: StreamKey,
     timeout: std::time::Duration,
+    /// The client polls (2025-11-25), so its connection may be closed early.
+    polls: bool,
 }
 
 impl Outbox for StreamOutbox {
@@ -361,6 +365,15 @@ impl Outbox for StreamOutbox {
                 Ok(Err(_)) => Err(ClientRequestError::Unavailable("the session ended".into())),
                 Err(_) => Err(ClientRequestError::Timeout),
             }
+        })
+    }
+
+    fn close_connection(&self) -> BoxFuture<'_, bool> {
+        Box::pin(async move {
+            if !self.polls {
+                return false;
+            }
+            self.store.disconnect(self.key).await.unwrap_or(false)
         })
     }
 }
