@@ -8,7 +8,7 @@ use crate::handler::builtin::{Echo, StreamEvents};
 use crate::handler::{RequestContext, ToolError, ToolRegistry};
 use crate::protocol::methods::{
     CallToolParams, CallToolResult, Implementation, InitializeParams, InitializeResult,
-    ListToolsResult, Method,
+    ListToolsResult, LoggingLevel, Method, SetLevelParams,
 };
 use crate::protocol::version::ProtocolVersion;
 use crate::protocol::{ErrorObject, Outgoing, Request};
@@ -64,7 +64,7 @@ impl McpServer {
         let version = ProtocolVersion::negotiate(&params.protocol_version);
         let result = InitializeResult {
             protocol_version: version.as_str().into(),
-            capabilities: serde_json::json!({ "tools": { "listChanged": false } }),
+            capabilities: serde_json::json!({ "tools": { "listChanged": false }, "logging": {} }),
             server_info: self.info.clone(),
             instructions: self.instructions.clone(),
         };
@@ -87,6 +87,12 @@ impl McpServer {
             .cloned()
     }
 
+    /// The level a `logging/setLevel` request asks for.
+    pub fn set_level_params(params: Option<&Value>) -> Result<LoggingLevel, ErrorObject> {
+        let params: SetLevelParams = parse_params(params.cloned())?;
+        Ok(params.level)
+    }
+
     /// Answers one request (other than `initialize`, which needs a session first).
     pub async fn handle(&self, request: Request, ctx: RequestContext) -> Outgoing {
         let id = request.id;
@@ -96,6 +102,10 @@ impl McpServer {
                 tools: self.tools.list(),
             }),
             Method::ToolsCall => self.call_tool(request.params, ctx).await,
+            // The session's level was set by the transport before this call (it owns
+            // session state); here only the answer is made.
+            Method::SetLevel => Self::set_level_params(request.params.as_ref())
+                .map(|_| Value::Object(Default::default())),
             Method::Initialize => Err(ErrorObject::new(
                 ErrorObject::INVALID_REQUEST,
                 "Invalid request: the session is already initialized",

@@ -13,7 +13,9 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::protocol::methods::{ServerRequest, progress_notification};
+use crate::protocol::methods::{
+    LoggingLevel, ServerRequest, log_notification, progress_notification,
+};
 use crate::protocol::{ErrorObject, Notification};
 
 pub use tools::{Tool, ToolError, ToolRegistry};
@@ -63,6 +65,7 @@ pub trait Outbox: Send + Sync {
 pub struct RequestContext {
     progress_token: Option<Value>,
     outbox: Option<Arc<dyn Outbox>>,
+    log_level: Option<LoggingLevel>,
 }
 
 impl std::fmt::Debug for RequestContext {
@@ -80,6 +83,31 @@ impl RequestContext {
         Self {
             progress_token,
             outbox,
+            log_level: None,
+        }
+    }
+
+    /// Sets the least severe level [`RequestContext::log`] sends (the session's
+    /// `logging/setLevel`; `None`: everything).
+    pub fn with_log_level(mut self, level: Option<LoggingLevel>) -> Self {
+        self.log_level = level;
+        self
+    }
+
+    /// Sends a log message to the client (`notifications/message`) if `level` is at least
+    /// the level the client set. Does nothing when the response is not streamed.
+    pub async fn log(
+        &self,
+        level: LoggingLevel,
+        logger: Option<&str>,
+        data: Value,
+    ) -> Result<(), NotifyError> {
+        if self.log_level.is_some_and(|min| level < min) {
+            return Ok(());
+        }
+        match &self.outbox {
+            Some(outbox) => outbox.notify(log_notification(level, logger, data)).await,
+            None => Ok(()),
         }
     }
 

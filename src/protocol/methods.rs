@@ -16,6 +16,8 @@ pub enum Method {
     ToolsList,
     /// `tools/call`
     ToolsCall,
+    /// `logging/setLevel`
+    SetLevel,
     /// Anything else (answered with -32601).
     Unknown,
 }
@@ -28,6 +30,7 @@ impl Method {
             "ping" => Self::Ping,
             "tools/list" => Self::ToolsList,
             "tools/call" => Self::ToolsCall,
+            "logging/setLevel" => Self::SetLevel,
             _ => Self::Unknown,
         }
     }
@@ -41,6 +44,54 @@ pub mod notifications {
     pub const PROGRESS: &str = "notifications/progress";
     /// The client gave up on a request.
     pub const CANCELLED: &str = "notifications/cancelled";
+    /// A log message from the server.
+    pub const MESSAGE: &str = "notifications/message";
+}
+
+/// Log severity (RFC 5424 levels), ordered from least to most severe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LoggingLevel {
+    /// Debug.
+    Debug,
+    /// Info.
+    Info,
+    /// Notice.
+    Notice,
+    /// Warning.
+    Warning,
+    /// Error.
+    Error,
+    /// Critical.
+    Critical,
+    /// Alert.
+    Alert,
+    /// Emergency.
+    Emergency,
+}
+
+/// `logging/setLevel` params.
+#[derive(Debug, Clone, Deserialize)]
+pub struct SetLevelParams {
+    /// The least severe level the client wants to receive.
+    pub level: LoggingLevel,
+}
+
+/// Builds `notifications/message`.
+pub fn log_notification(level: LoggingLevel, logger: Option<&str>, data: Value) -> Notification {
+    let mut params = Map::new();
+    params.insert(
+        "level".into(),
+        serde_json::to_value(level).unwrap_or(Value::Null),
+    );
+    if let Some(logger) = logger {
+        params.insert("logger".into(), Value::String(logger.to_owned()));
+    }
+    params.insert("data".into(), data);
+    Notification {
+        method: notifications::MESSAGE.into(),
+        params: Some(Value::Object(params)),
+    }
 }
 
 /// `initialize` params.

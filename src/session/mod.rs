@@ -17,6 +17,7 @@ use tokio::sync::oneshot;
 
 use crate::event_store::{EventStoreHandle, StreamNo};
 use crate::protocol::RequestId;
+use crate::protocol::methods::LoggingLevel;
 use crate::protocol::version::ProtocolVersion;
 use crate::supervisor::heir::Lent;
 use crate::supervisor::registry::{Slot, SlotError};
@@ -49,6 +50,8 @@ pub struct Touched {
     pub cancel: tokio_util::sync::CancellationToken,
     /// The POST stream allocated for this request, when asked for.
     pub stream: Option<StreamNo>,
+    /// The session's log level when the request started.
+    pub log_level: Option<LoggingLevel>,
 }
 
 /// Observable state of one session (the erlmcp `get_session_info`).
@@ -94,6 +97,12 @@ pub enum SessionMsg {
     Release(SessionId, Option<RequestId>, RpcReplyPort<()>),
     /// `notifications/cancelled`: stop a running request.
     CancelRequest(SessionId, RequestId),
+    /// `logging/setLevel`.
+    SetLogLevel(
+        SessionId,
+        LoggingLevel,
+        RpcReplyPort<Result<(), SessionError>>,
+    ),
     /// DELETE.
     Terminate(SessionId, RpcReplyPort<Result<(), SessionError>>),
     /// Session info (without store positions).
@@ -118,6 +127,7 @@ impl SessionMsg {
             Self::Touch { .. } => "touch",
             Self::Release(..) => "release",
             Self::CancelRequest(..) => "cancel_request",
+            Self::SetLogLevel(..) => "set_log_level",
             Self::Terminate(..) => "terminate",
             Self::Info(..) => "info",
             Self::OpenClientRequest(..) => "open_client_request",
@@ -256,6 +266,7 @@ async fn handle(msg: SessionMsg, state: &mut SessionManagerState) {
                         protocol_version: record.init.protocol_version,
                         cancel,
                         stream,
+                        log_level: record.log_level,
                     };
                     let guard = hold.then(|| SessionHold {
                         id,
@@ -274,6 +285,16 @@ async fn handle(msg: SessionMsg, state: &mut SessionManagerState) {
         SessionMsg::Release(id, request, reply) => {
             state.table.release(id, request.as_ref(), now);
             let _ = reply.send(());
+        }
+        SessionMsg::SetLogLevel(id, level, reply) => {
+            let result = match state.table.get_mut(id) {
+                Some(record) => {
+                    record.log_level = Some(level);
+                    Ok(())
+                }
+                None => Err(SessionError::NotFound),
+            };
+            let _ = reply.send(result);
         }
         SessionMsg::CancelRequest(id, request) => {
             if state.table.cancel_request(id, &request) {
@@ -421,6 +442,20 @@ impl SessionHandle {
             (touched, Some(hold)) => Ok((touched, hold)),
             (_, None) => Err(SessionError::NotFound),
         }
+    }
+
+    /// `logging/setLevel`: the least severe level this session's requests report from now on.
+    pub async fn set_log_level(
+        &self,
+        id: SessionId,
+        level: LoggingLevel,
+    ) -> Result<(), SessionError> {
+        self.slot
+            .call(
+                |reply| SessionMsg::SetLogLevel(id, level, reply),
+                CALL_TIMEOUT,
+            )
+            .await?
     }
 
     /// `notifications/cancelled` from the client: stops the request if it still runs.

@@ -53,6 +53,8 @@ pub struct SessionRecord {
     pub pending: HashMap<RequestId, oneshot::Sender<ClientOutcome>>,
     /// Number of the last request we sent the client.
     pub last_client_request: u64,
+    /// Least severe log level the client wants (`logging/setLevel`); `None`: all.
+    pub log_level: Option<crate::protocol::methods::LoggingLevel>,
 }
 
 /// Why [`SessionTable::touch`] refused.
@@ -105,6 +107,7 @@ impl SessionTable {
                 requests: HashMap::new(),
                 pending: HashMap::new(),
                 last_client_request: 0,
+                log_level: None,
             },
         );
         id
@@ -113,6 +116,11 @@ impl SessionTable {
     /// The record of `id`, if alive.
     pub fn get(&self, id: SessionId) -> Option<&SessionRecord> {
         self.sessions.get(&id)
+    }
+
+    /// The record of `id` to change, if alive.
+    pub fn get_mut(&mut self, id: SessionId) -> Option<&mut SessionRecord> {
+        self.sessions.get_mut(&id)
     }
 
     /// Marks activity; with `hold`, counts one more request or stream in progress (refused

@@ -119,6 +119,18 @@ async fn serve(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Resp
     span.record("session_id", tracing::field::display(session));
     let server = inner.server.clone();
 
+    // logging/setLevel changes session state, which the transport owns; the server then
+    // only answers (and reports bad params itself).
+    if Method::parse(&request.method) == Method::SetLevel
+        && let Ok(level) = McpServer::set_level_params(request.params.as_ref())
+    {
+        inner
+            .sessions
+            .set_log_level(session, level)
+            .await
+            .map_err(session_rejection)?;
+    }
+
     if !inner.config.sse.enabled {
         let (touched, hold) = inner
             .sessions
@@ -179,7 +191,7 @@ async fn serve(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Resp
         timeout: inner.config.server.client_request_timeout,
         polls: touched.protocol_version >= ProtocolVersion::V2025_11_25,
     });
-    let ctx = RequestContext::new(progress_token, Some(outbox));
+    let ctx = RequestContext::new(progress_token, Some(outbox)).with_log_level(touched.log_level);
     let cancel = touched.cancel;
     tokio::spawn(
         async move {

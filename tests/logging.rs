@@ -1,0 +1,99 @@
+//! MCP logging: `logging/setLevel` sets the session's threshold, and handlers' log
+//! messages at or above it reach the client as `notifications/message` on the call's stream.
+
+mod common;
+
+use common::{Client, TestServer};
+use otpmcp::McpServer;
+use otpmcp::handler::{BoxFuture, RequestContext, Tool, ToolError, ToolRegistry};
+use otpmcp::protocol::methods::{CallToolResult, LoggingLevel, ToolDefinition};
+use serde_json::{Map, Value, json};
+
+/// Logs one message at debug, info and error.
+struct Chatty;
+
+impl Tool for Chatty {
+    fn definition(&self) -> ToolDefinition {
+        ToolDefinition {
+            name: "chatty".into(),
+            description: "Logs at three levels.".into(),
+            input_schema: json!({"type": "object"}),
+        }
+    }
+
+    fn call(
+        &self,
+        _: Map<String, Value>,
+        ctx: RequestContext,
+    ) -> BoxFuture<'_, Result<CallToolResult, ToolError>> {
+        Box::pin(async move {
+            for (level, text) in [
+                (LoggingLevel::Debug, "details"),
+                (LoggingLevel::Info, "progress"),
+                (LoggingLevel::Error, "trouble"),
+            ] {
+                ctx.log(level, Some("chatty"), json!(text))
+                    .await
+                    .map_err(|e| ToolError::Failed(e.to_string()))?;
+            }
+            Ok(CallToolResult::text("done"))
+        })
+    }
+}
+
+async fn logged_levels(client: &Client) -> Vec<String> {
+    let mut reader = client.call_stream("chatty", json!({}), None).await;
+    reader
+        .rest()
+        .await
+        .iter()
+        .filter_map(|f| f.json())
+        .filter(|v| v["method"] == "notifications/message")
+        .map(|v| {
+            assert_eq!(v["params"]["logger"], "chatty");
+            v["params"]["level"].as_str().unwrap_or_default().to_owned()
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn set_level_filters_what_handlers_log() {
+    let mut tools = ToolRegistry::default();
+    tools.register(Chatty);
+    let server = TestServer::start_with(|_| {}, McpServer::new(tools)).await;
+    let mut client = server.client();
+    let init = client.initialize().await;
+    assert!(
+        init["result"]["capabilities"]["logging"].is_object(),
+        "logging is offered"
+    );
+    assert_eq!(
+        logged_levels(&client).await,
+        ["debug", "info", "error"],
+        "everything before setLevel"
+    );
+
+    let set = json!({"jsonrpc": "2.0", "id": 50, "method": "logging/setLevel", "params": {"level": "info"}});
+    let mut answer = common::SseReader::new(Client::send(client.post(&set)).await);
+    let frames = answer.rest().await;
+    assert!(frames.iter().any(|f| {
+        f.json()
+            .is_some_and(|v| v["id"] == 50 && v["result"].is_object())
+    }));
+    assert_eq!(logged_levels(&client).await, ["info", "error"]);
+
+    let bad = json!({"jsonrpc": "2.0", "id": 51, "method": "logging/setLevel", "params": {"level": "loud"}});
+    let mut answer = common::SseReader::new(Client::send(client.post(&bad)).await);
+    let frames = answer.rest().await;
+    assert!(
+        frames
+            .iter()
+            .any(|f| f.json().is_some_and(|v| v["error"]["code"] == -32602))
+    );
+    assert_eq!(
+        logged_levels(&client).await,
+        ["info", "error"],
+        "a bad level changes nothing"
+    );
+    server.shutdown().await;
+}
