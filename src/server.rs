@@ -70,7 +70,7 @@ impl McpServer {
         };
         let session = NewSession {
             protocol_version: version,
-            client_capabilities: params.capabilities,
+            client_capabilities: std::sync::Arc::new(params.capabilities),
             client_info: params.client_info,
         };
         Ok((result, session))

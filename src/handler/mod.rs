@@ -66,6 +66,7 @@ pub struct RequestContext {
     progress_token: Option<Value>,
     outbox: Option<Arc<dyn Outbox>>,
     log_level: Option<LoggingLevel>,
+    client_capabilities: Arc<Value>,
 }
 
 impl std::fmt::Debug for RequestContext {
@@ -84,7 +85,22 @@ impl RequestContext {
             progress_token,
             outbox,
             log_level: None,
+            client_capabilities: Arc::default(),
         }
+    }
+
+    /// Records what the client said it supports at `initialize`.
+    pub fn with_client_capabilities(mut self, capabilities: Arc<Value>) -> Self {
+        self.client_capabilities = capabilities;
+        self
+    }
+
+    /// True when the client declared capability `name` (e.g. `sampling`, `elicitation`,
+    /// `roots`) at `initialize`.
+    pub fn client_supports(&self, name: &str) -> bool {
+        self.client_capabilities
+            .get(name)
+            .is_some_and(|c| !c.is_null())
     }
 
     /// Sets the least severe level [`RequestContext::log`] sends (the session's

@@ -100,3 +100,68 @@ pub fn optional_u64(
         },
     }
 }
+
+/// A tool made of a definition and an async function; see [`tool_fn`].
+pub struct FnTool<F> {
+    definition: ToolDefinition,
+    f: F,
+}
+
+impl<F> std::fmt::Debug for FnTool<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FnTool")
+            .field("name", &self.definition.name)
+            .finish()
+    }
+}
+
+/// A tool from a name, a description, a JSON Schema for its arguments and an async
+/// function.
+///
+/// ```
+/// use otpmcp::handler::{ToolRegistry, tools::tool_fn, tools::required_str};
+/// use otpmcp::protocol::methods::CallToolResult;
+/// use serde_json::json;
+///
+/// let mut tools = ToolRegistry::default();
+/// tools.register(tool_fn(
+///     "shout",
+///     "Upper-cases its text.",
+///     json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}),
+///     |args, _ctx| async move {
+///         Ok(CallToolResult::text(required_str(&args, "text")?.to_uppercase()))
+///     },
+/// ));
+/// ```
+pub fn tool_fn<F, Fut>(name: &str, description: &str, input_schema: Value, f: F) -> FnTool<F>
+where
+    F: Fn(Map<String, Value>, RequestContext) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Result<CallToolResult, ToolError>> + Send + 'static,
+{
+    FnTool {
+        definition: ToolDefinition {
+            name: name.into(),
+            description: description.into(),
+            input_schema,
+        },
+        f,
+    }
+}
+
+impl<F, Fut> Tool for FnTool<F>
+where
+    F: Fn(Map<String, Value>, RequestContext) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Result<CallToolResult, ToolError>> + Send + 'static,
+{
+    fn definition(&self) -> ToolDefinition {
+        self.definition.clone()
+    }
+
+    fn call(
+        &self,
+        arguments: Map<String, Value>,
+        ctx: RequestContext,
+    ) -> BoxFuture<'_, Result<CallToolResult, ToolError>> {
+        Box::pin((self.f)(arguments, ctx))
+    }
+}

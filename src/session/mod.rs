@@ -52,6 +52,8 @@ pub struct Touched {
     pub stream: Option<StreamNo>,
     /// The session's log level when the request started.
     pub log_level: Option<LoggingLevel>,
+    /// What the client said it supports at `initialize`.
+    pub client_capabilities: std::sync::Arc<serde_json::Value>,
 }
 
 /// Observable state of one session (the erlmcp `get_session_info`).
@@ -267,6 +269,7 @@ async fn handle(msg: SessionMsg, state: &mut SessionManagerState) {
                         cancel,
                         stream,
                         log_level: record.log_level,
+                        client_capabilities: record.init.client_capabilities.clone(),
                     };
                     let guard = hold.then(|| SessionHold {
                         id,

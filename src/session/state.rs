@@ -19,8 +19,8 @@ use tokio::sync::oneshot;
 pub struct NewSession {
     /// Negotiated protocol revision.
     pub protocol_version: ProtocolVersion,
-    /// The client's `capabilities` object.
-    pub client_capabilities: Value,
+    /// The client's `capabilities` object (shared with every request of the session).
+    pub client_capabilities: std::sync::Arc<Value>,
     /// The client's `clientInfo` object.
     pub client_info: Value,
 }
@@ -247,7 +247,7 @@ mod tests {
     fn init() -> NewSession {
         NewSession {
             protocol_version: ProtocolVersion::LATEST,
-            client_capabilities: Value::Null,
+            client_capabilities: Default::default(),
             client_info: Value::Null,
         }
     }

@@ -191,7 +191,9 @@ async fn serve(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Resp
         timeout: inner.config.server.client_request_timeout,
         polls: touched.protocol_version >= ProtocolVersion::V2025_11_25,
     });
-    let ctx = RequestContext::new(progress_token, Some(outbox)).with_log_level(touched.log_level);
+    let ctx = RequestContext::new(progress_token, Some(outbox))
+        .with_log_level(touched.log_level)
+        .with_client_capabilities(touched.client_capabilities.clone());
     let cancel = touched.cancel;
     tokio::spawn(
         async move {

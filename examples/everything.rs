@@ -1,0 +1,229 @@
+//! A server with every fixture the official MCP conformance suite asks for.
+//!
+//! Run: `cargo run --release --example everything -- --bind 127.0.0.1:PORT`
+//! (without `--bind`: the address from sys.toml). Prints the URL it serves, like `otpmcp`.
+
+use std::time::Duration;
+
+use otpmcp::McpServer;
+use otpmcp::config::Config;
+use otpmcp::handler::tools::{required_str, tool_fn};
+use otpmcp::handler::{RequestContext, ToolError, ToolRegistry};
+use otpmcp::protocol::methods::{CallToolResult, Content, LoggingLevel};
+use serde_json::{Value, json};
+
+/// A 1×1 red PNG.
+const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==";
+/// A WAV file with no samples.
+const WAV: &str = "UklGRiQAAABXQVZFZm10IBAAAAABAAEAQB8AAIA+AAACABAAZGF0YQAAAAA=";
+
+fn no_args() -> Value {
+    json!({"type": "object", "properties": {}})
+}
+
+fn failed(e: impl std::fmt::Display) -> ToolError {
+    ToolError::Failed(e.to_string())
+}
+
+/// Asks the client to fill `schema`; formats the answer as `"{prefix}action=…, content=…"`.
+async fn elicit(
+    ctx: &RequestContext,
+    message: &str,
+    schema: Value,
+    prefix: &str,
+) -> Result<CallToolResult, ToolError> {
+    if !ctx.client_supports("elicitation") {
+        return Err(ToolError::Failed(
+            "the client does not support elicitation".into(),
+        ));
+    }
+    let answer = ctx
+        .request(
+            "elicitation/create",
+            Some(json!({"message": message, "requestedSchema": schema})),
+        )
+        .await
+        .map_err(failed)?;
+    let action = answer["action"].as_str().unwrap_or("unknown");
+    let content = answer.get("content").cloned().unwrap_or(Value::Null);
+    Ok(CallToolResult::text(format!(
+        "{prefix}action={action}, content={content}"
+    )))
+}
+
+fn tools() -> ToolRegistry {
+    let mut tools = ToolRegistry::default();
+    tools
+        .register(tool_fn("test_simple_text", "Returns simple text.", no_args(), |_, _| async {
+            Ok(CallToolResult::text("This is a simple text response for testing."))
+        }))
+        .register(tool_fn("test_image_content", "Returns an image.", no_args(), |_, _| async {
+            Ok(CallToolResult::content(vec![Content::image(PNG, "image/png")]))
+        }))
+        .register(tool_fn("test_audio_content", "Returns audio.", no_args(), |_, _| async {
+            Ok(CallToolResult::content(vec![Content::audio(WAV, "audio/wav")]))
+        }))
+        .register(tool_fn("test_embedded_resource", "Returns an embedded resource.", no_args(), |_, _| async {
+            Ok(CallToolResult::content(vec![Content::text_resource(
+                "test://embedded-resource",
+                "text/plain",
+                "This is an embedded resource content.",
+            )]))
+        }))
+        .register(tool_fn("test_multiple_content_types", "Returns text, an image and a resource.", no_args(), |_, _| async {
+            Ok(CallToolResult::content(vec![
+                Content::text("Multiple content types test:"),
+                Content::image(PNG, "image/png"),
+                Content::text_resource(
+                    "test://mixed-content-resource",
+                    "application/json",
+                    r#"{"test":"data","value":123}"#,
+                ),
+            ]))
+        }))
+        .register(tool_fn("test_tool_with_logging", "Logs three messages while it runs.", no_args(), |_, ctx| async move {
+            for (i, text) in ["Tool execution started", "Tool processing data", "Tool execution completed"].iter().enumerate() {
+                if i > 0 {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                ctx.log(LoggingLevel::Info, Some("test_tool_with_logging"), json!(text)).await.map_err(failed)?;
+            }
+            Ok(CallToolResult::text("Tool with logging executed successfully"))
+        }))
+        .register(tool_fn("test_error_handling", "Always fails.", no_args(), |_, _| async {
+            Err(ToolError::Failed("This tool intentionally returns an error for testing".into()))
+        }))
+        .register(tool_fn("test_tool_with_progress", "Reports progress 0, 50, 100 of 100.", no_args(), |_, ctx| async move {
+            for (i, p) in [0.0, 50.0, 100.0].into_iter().enumerate() {
+                if i > 0 {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                ctx.progress(p, Some(100.0), None).await.map_err(failed)?;
+            }
+            Ok(CallToolResult::text("Tool with progress executed successfully"))
+        }))
+        .register(tool_fn(
+            "test_sampling",
+            "Asks the client's LLM.",
+            json!({"type": "object", "properties": {"prompt": {"type": "string"}}, "required": ["prompt"]}),
+            |args, ctx| async move {
+                let prompt = required_str(&args, "prompt")?.to_owned();
+                if !ctx.client_supports("sampling") {
+                    return Err(ToolError::Failed("the client does not support sampling".into()));
+                }
+                let params = json!({"messages": [{"role": "user", "content": {"type": "text", "text": prompt}}],
+                                    "maxTokens": 100});
+                let answer = ctx.request("sampling/createMessage", Some(params)).await.map_err(failed)?;
+                let text = answer["content"]["text"].as_str().unwrap_or_default();
+                Ok(CallToolResult::text(format!("LLM response: {text}")))
+            },
+        ))
+        .register(tool_fn(
+            "test_elicitation",
+            "Asks the user for a username and an email.",
+            json!({"type": "object", "properties": {"message": {"type": "string"}}, "required": ["message"]}),
+            |args, ctx| async move {
+                let message = required_str(&args, "message")?.to_owned();
+                let schema = json!({"type": "object", "properties": {
+                    "username": {"type": "string", "description": "User's response"},
+                    "email": {"type": "string", "description": "User's email address"}},
+                    "required": ["username", "email"]});
+                elicit(&ctx, &message, schema, "User response: ").await
+            },
+        ))
+        .register(tool_fn("test_elicitation_sep1034_defaults", "Elicitation with defaults.", no_args(), |_, ctx| async move {
+            let schema = json!({"type": "object", "properties": {
+                "name": {"type": "string", "default": "John Doe"},
+                "age": {"type": "integer", "default": 30},
+                "score": {"type": "number", "default": 95.5},
+                "status": {"type": "string", "enum": ["active", "inactive", "pending"], "default": "active"},
+                "verified": {"type": "boolean", "default": true}}});
+            elicit(&ctx, "Please review your details", schema, "Elicitation completed: ").await
+        }))
+        .register(tool_fn("test_elicitation_sep1330_enums", "Elicitation with every enum form.", no_args(), |_, ctx| async move {
+            let schema = json!({"type": "object", "properties": {
+                "untitledSingle": {"type": "string", "enum": ["option1", "option2", "option3"]},
+                "titledSingle": {"type": "string", "oneOf": [
+                    {"const": "value1", "title": "First Option"},
+                    {"const": "value2", "title": "Second Option"},
+                    {"const": "value3", "title": "Third Option"}]},
+                "legacyEnum": {"type": "string", "enum": ["opt1", "opt2", "opt3"],
+                               "enumNames": ["Option One", "Option Two", "Option Three"]},
+                "untitledMulti": {"type": "array", "items": {"type": "string", "enum": ["option1", "option2", "option3"]}},
+                "titledMulti": {"type": "array", "items": {"anyOf": [
+                    {"const": "value1", "title": "First Choice"},
+                    {"const": "value2", "title": "Second Choice"},
+                    {"const": "value3", "title": "Third Choice"}]}}}});
+            elicit(&ctx, "Pick your options", schema, "Elicitation completed: ").await
+        }))
+        .register(tool_fn(
+            "json_schema_2020_12_tool",
+            "Tool with JSON Schema 2020-12 features",
+            json!({
+                "$schema": "https://json-schema.org/draft/2020-12/schema",
+                "type": "object",
+                "$defs": {"address": {"$anchor": "addressDef", "type": "object",
+                    "properties": {"street": {"type": "string"}, "city": {"type": "string"}}}},
+                "properties": {
+                    "name": {"type": "string"},
+                    "address": {"$ref": "#/$defs/address"},
+                    "contactMethod": {"type": "string", "enum": ["phone", "email"]},
+                    "phone": {"type": "string"},
+                    "email": {"type": "string"}},
+                "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
+                "if": {"properties": {"contactMethod": {"const": "phone"}}, "required": ["contactMethod"]},
+                "then": {"required": ["phone"]},
+                "else": {"required": ["email"]},
+                "additionalProperties": false
+            }),
+            |_, _| async { Ok(CallToolResult::text("ok")) },
+        ))
+        .register(tool_fn(
+            "test_reconnection",
+            "Closes its SSE connection mid-call; the result arrives when the client polls back.",
+            no_args(),
+            |_, ctx| async move {
+                ctx.close_connection().await;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                Ok(CallToolResult::text("Reconnection test completed"))
+            },
+        ));
+    tools
+}
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    let mut args = std::env::args().skip(1);
+    let mut bind = None;
+    while let Some(arg) = args.next() {
+        match (arg.as_str(), args.next()) {
+            ("--bind", Some(addr)) => bind = addr.parse().ok(),
+            _ => {
+                eprintln!("usage: everything [--bind ADDR:PORT]");
+                return std::process::ExitCode::from(2);
+            }
+        }
+    }
+    let cwd = std::env::current_dir().unwrap_or_else(|_| ".".into());
+    let mut config = match Config::load(&cwd, &[]) {
+        Ok(config) => config,
+        Err(e) => {
+            eprintln!("everything: {e}");
+            return std::process::ExitCode::from(2);
+        }
+    };
+    if let Some(bind) = bind {
+        config.server.bind = bind;
+    }
+    let app = match otpmcp::start_with(config, McpServer::new(tools())).await {
+        Ok(app) => app,
+        Err(e) => {
+            eprintln!("everything: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    println!("otpmcp serving MCP at {}", app.url());
+    let _ = tokio::signal::ctrl_c().await;
+    app.shutdown().await;
+    std::process::ExitCode::SUCCESS
+}
