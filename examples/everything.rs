@@ -8,8 +8,14 @@ use std::time::Duration;
 use otpmcp::McpServer;
 use otpmcp::config::Config;
 use otpmcp::handler::tools::{required_str, tool_fn};
-use otpmcp::handler::{RequestContext, ToolError, ToolRegistry};
-use otpmcp::protocol::methods::{CallToolResult, Content, LoggingLevel};
+use otpmcp::handler::{
+    PromptError, PromptRegistry, RequestContext, ResourceRegistry, ToolError, ToolRegistry,
+};
+use otpmcp::protocol::methods::{
+    CallToolResult, CompletionArgument, CompletionRef, Content, GetPromptResult, LoggingLevel,
+    PromptArgument, PromptDefinition, PromptMessage, ResourceContents, ResourceDefinition,
+    ResourceTemplateDefinition, Role,
+};
 use serde_json::{Value, json};
 
 /// A 1×1 red PNG.
@@ -191,6 +197,203 @@ fn tools() -> ToolRegistry {
     tools
 }
 
+fn text_contents(uri: &str, mime: &str, text: impl Into<String>) -> Vec<ResourceContents> {
+    vec![ResourceContents {
+        uri: uri.into(),
+        mime_type: Some(mime.into()),
+        text: Some(text.into()),
+        blob: None,
+    }]
+}
+
+fn resource(uri: &str, name: &str, description: &str, mime: &str) -> ResourceDefinition {
+    ResourceDefinition {
+        uri: uri.into(),
+        name: name.into(),
+        description: description.into(),
+        mime_type: Some(mime.into()),
+    }
+}
+
+fn resources() -> ResourceRegistry {
+    let mut resources = ResourceRegistry::default();
+    resources
+        .resource(
+            resource(
+                "test://static-text",
+                "static-text",
+                "A static text resource",
+                "text/plain",
+            ),
+            |uri, _| async move {
+                Ok(text_contents(
+                    &uri,
+                    "text/plain",
+                    "This is the content of the static text resource.",
+                ))
+            },
+        )
+        .resource(
+            resource(
+                "test://static-binary",
+                "static-binary",
+                "A static binary resource",
+                "image/png",
+            ),
+            |uri, _| async move {
+                Ok(vec![ResourceContents {
+                    uri,
+                    mime_type: Some("image/png".into()),
+                    text: None,
+                    blob: Some(PNG.into()),
+                }])
+            },
+        )
+        .resource(
+            resource(
+                "test://watched-resource",
+                "watched-resource",
+                "A resource clients may subscribe to",
+                "text/plain",
+            ),
+            |uri, _| async move {
+                Ok(text_contents(
+                    &uri,
+                    "text/plain",
+                    "Watched resource content.",
+                ))
+            },
+        )
+        .template(
+            ResourceTemplateDefinition {
+                uri_template: "test://template/{id}/data".into(),
+                name: "template-data".into(),
+                description: "Data for an id".into(),
+                mime_type: Some("application/json".into()),
+            },
+            |uri, vars, _| async move {
+                let id = vars.get("id").cloned().unwrap_or_default();
+                let body =
+                    json!({"id": id, "templateTest": true, "data": format!("Data for ID: {id}")});
+                Ok(text_contents(&uri, "application/json", body.to_string()))
+            },
+        );
+    resources
+}
+
+fn user(content: Content) -> PromptMessage {
+    PromptMessage {
+        role: Role::User,
+        content,
+    }
+}
+
+fn prompt(name: &str, description: &str, args: &[(&str, &str)]) -> PromptDefinition {
+    PromptDefinition {
+        name: name.into(),
+        description: description.into(),
+        arguments: args
+            .iter()
+            .map(|(n, d)| PromptArgument {
+                name: (*n).into(),
+                description: Some((*d).into()),
+                required: true,
+            })
+            .collect(),
+    }
+}
+
+fn arg(args: &serde_json::Map<String, Value>, name: &str) -> Result<String, PromptError> {
+    args.get(name)
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+        .ok_or_else(|| PromptError::InvalidParams(format!("`{name}` must be a string")))
+}
+
+fn prompts() -> PromptRegistry {
+    let mut prompts = PromptRegistry::default();
+    prompts
+        .prompt(
+            prompt("test_simple_prompt", "A prompt without arguments", &[]),
+            |_, _| async {
+                Ok(GetPromptResult {
+                    description: None,
+                    messages: vec![user(Content::text("This is a simple prompt for testing."))],
+                })
+            },
+        )
+        .prompt(
+            prompt(
+                "test_prompt_with_arguments",
+                "A prompt with two arguments",
+                &[
+                    ("arg1", "First test argument"),
+                    ("arg2", "Second test argument"),
+                ],
+            ),
+            |args, _| async move {
+                let (a, b) = (arg(&args, "arg1")?, arg(&args, "arg2")?);
+                Ok(GetPromptResult {
+                    description: None,
+                    messages: vec![user(Content::text(format!(
+                        "Prompt with arguments: arg1='{a}', arg2='{b}'"
+                    )))],
+                })
+            },
+        )
+        .prompt(
+            prompt(
+                "test_prompt_with_embedded_resource",
+                "A prompt embedding a resource",
+                &[("resourceUri", "URI of the resource to embed")],
+            ),
+            |args, _| async move {
+                let uri = arg(&args, "resourceUri")?;
+                Ok(GetPromptResult {
+                    description: None,
+                    messages: vec![
+                        user(Content::text_resource(
+                            uri,
+                            "text/plain",
+                            "Embedded resource content for testing.",
+                        )),
+                        user(Content::text("Please process the embedded resource above.")),
+                    ],
+                })
+            },
+        )
+        .prompt(
+            prompt("test_prompt_with_image", "A prompt with an image", &[]),
+            |_, _| async {
+                Ok(GetPromptResult {
+                    description: None,
+                    messages: vec![
+                        user(Content::image(PNG, "image/png")),
+                        user(Content::text("Please analyze the image above.")),
+                    ],
+                })
+            },
+        );
+    prompts
+}
+
+/// Suggestions for `test_prompt_with_arguments`' arguments, filtered by what was typed.
+async fn complete(
+    reference: CompletionRef,
+    argument: CompletionArgument,
+    _: RequestContext,
+) -> Vec<String> {
+    let candidates: &[&str] = match reference {
+        CompletionRef::Prompt { .. } => &["paris", "park", "party", "hello", "world"],
+        CompletionRef::Resource { .. } => &["1", "2", "3", "123"],
+    };
+    candidates
+        .iter()
+        .filter(|c| c.starts_with(argument.value.as_str()))
+        .map(|c| (*c).to_owned())
+        .collect()
+}
+
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let mut args = std::env::args().skip(1);
@@ -215,7 +418,11 @@ async fn main() -> std::process::ExitCode {
     if let Some(bind) = bind {
         config.server.bind = bind;
     }
-    let app = match otpmcp::start_with(config, McpServer::new(tools())).await {
+    let server = McpServer::new(tools())
+        .with_resources(resources())
+        .with_prompts(prompts())
+        .with_completion(complete);
+    let app = match otpmcp::start_with(config, server).await {
         Ok(app) => app,
         Err(e) => {
             eprintln!("everything: {e}");

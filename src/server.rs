@@ -4,25 +4,99 @@
 
 use serde_json::Value;
 
+use std::sync::Arc;
+
 use crate::handler::builtin::{Echo, StreamEvents};
-use crate::handler::{RequestContext, ToolError, ToolRegistry};
+use crate::handler::{
+    BoxFuture, PromptError, PromptRegistry, RequestContext, ResourceError, ResourceRegistry,
+    ToolError, ToolRegistry,
+};
 use crate::protocol::methods::{
-    CallToolParams, CallToolResult, Implementation, InitializeParams, InitializeResult,
-    ListToolsResult, LoggingLevel, Method, SetLevelParams,
+    CallToolParams, CallToolResult, CompleteParams, CompletionArgument, CompletionRef,
+    GetPromptParams, Implementation, InitializeParams, InitializeResult, ListParams, LoggingLevel,
+    Method, ReadResourceResult, ResourceParams, SetLevelParams,
 };
 use crate::protocol::version::ProtocolVersion;
 use crate::protocol::{ErrorObject, Outgoing, Request};
 use crate::session::NewSession;
 
+/// JSON-RPC error code for a resource that does not exist (MCP).
+pub const RESOURCE_NOT_FOUND: i64 = -32002;
+
 /// Largest `capabilities` plus `clientInfo` (serialized) accepted at `initialize`.
 pub const MAX_CLIENT_DESCRIPTION: usize = 64 * 1024;
 
 /// An MCP server: identity plus the tools it offers.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct McpServer {
     info: Implementation,
     instructions: Option<String>,
     tools: ToolRegistry,
+    resources: ResourceRegistry,
+    prompts: PromptRegistry,
+    completer: Option<Completer>,
+}
+
+impl std::fmt::Debug for McpServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpServer")
+            .field("info", &self.info)
+            .field("tools", &self.tools)
+            .field("resources", &self.resources)
+            .field("prompts", &self.prompts)
+            .field("completion", &self.completer.is_some())
+            .finish()
+    }
+}
+
+/// Completes an argument value: `(what, argument, ctx) -> suggestions`.
+pub type Completer = Arc<
+    dyn Fn(CompletionRef, CompletionArgument, RequestContext) -> BoxFuture<'static, Vec<String>>
+        + Send
+        + Sync,
+>;
+
+/// Items per page of every list method.
+pub const PAGE_SIZE: usize = 100;
+
+/// Most suggestions one completion answer carries (the spec's limit).
+const MAX_COMPLETIONS: usize = 100;
+
+/// One page of `items` from `cursor` (an offset we issued), with the next cursor.
+fn page<T: Clone>(
+    items: &[T],
+    cursor: Option<&str>,
+) -> Result<(Vec<T>, Option<String>), ErrorObject> {
+    let start = match cursor {
+        None => 0,
+        Some(c) => c
+            .parse::<usize>()
+            .ok()
+            .filter(|n| *n <= items.len())
+            .ok_or_else(|| ErrorObject::invalid_params(format!("Invalid cursor: {c:?}")))?,
+    };
+    let end = (start + PAGE_SIZE).min(items.len());
+    let next = (end < items.len()).then(|| end.to_string());
+    Ok((items[start..end].to_vec(), next))
+}
+
+/// A page as a JSON object: `{ <key>: [...], nextCursor? }`.
+fn page_value<T: serde::Serialize + Clone>(
+    key: &str,
+    items: &[T],
+    params: Option<Value>,
+) -> Result<Value, ErrorObject> {
+    let params: ListParams = match params {
+        None | Some(Value::Null) => ListParams::default(),
+        Some(p) => parse_params(Some(p))?,
+    };
+    let (items, next) = page(items, params.cursor.as_deref())?;
+    let mut out = serde_json::Map::new();
+    out.insert(key.into(), to_value(&items)?);
+    if let Some(next) = next {
+        out.insert("nextCursor".into(), Value::String(next));
+    }
+    Ok(Value::Object(out))
 }
 
 impl Default for McpServer {
@@ -44,7 +118,53 @@ impl McpServer {
             },
             instructions: None,
             tools,
+            resources: ResourceRegistry::default(),
+            prompts: PromptRegistry::default(),
+            completer: None,
         }
+    }
+
+    /// Offers `resources` (`resources/*` methods and the `resources` capability).
+    pub fn with_resources(mut self, resources: ResourceRegistry) -> Self {
+        self.resources = resources;
+        self
+    }
+
+    /// Offers `prompts` (`prompts/*` methods and the `prompts` capability).
+    pub fn with_prompts(mut self, prompts: PromptRegistry) -> Self {
+        self.prompts = prompts;
+        self
+    }
+
+    /// Answers `completion/complete` with `complete` (and offers the `completions`
+    /// capability).
+    pub fn with_completion<F, Fut>(mut self, complete: F) -> Self
+    where
+        F: Fn(CompletionRef, CompletionArgument, RequestContext) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = Vec<String>> + Send + 'static,
+    {
+        self.completer = Some(Arc::new(move |r, a, ctx| Box::pin(complete(r, a, ctx))));
+        self
+    }
+
+    /// Sets the `instructions` sent at `initialize`.
+    pub fn with_instructions(mut self, instructions: impl Into<String>) -> Self {
+        self.instructions = Some(instructions.into());
+        self
+    }
+
+    fn capabilities(&self) -> Value {
+        let mut caps = serde_json::json!({ "tools": { "listChanged": false }, "logging": {} });
+        if !self.resources.is_empty() {
+            caps["resources"] = serde_json::json!({ "subscribe": true, "listChanged": false });
+        }
+        if !self.prompts.is_empty() {
+            caps["prompts"] = serde_json::json!({ "listChanged": false });
+        }
+        if self.completer.is_some() {
+            caps["completions"] = serde_json::json!({});
+        }
+        caps
     }
 
     /// Answers `initialize`: the result to send and the session to create.
@@ -64,7 +184,7 @@ impl McpServer {
         let version = ProtocolVersion::negotiate(&params.protocol_version);
         let result = InitializeResult {
             protocol_version: version.as_str().into(),
-            capabilities: serde_json::json!({ "tools": { "listChanged": false }, "logging": {} }),
+            capabilities: self.capabilities(),
             server_info: self.info.clone(),
             instructions: self.instructions.clone(),
         };
@@ -98,9 +218,25 @@ impl McpServer {
         let id = request.id;
         let result = match Method::parse(&request.method) {
             Method::Ping => Ok(Value::Object(Default::default())),
-            Method::ToolsList => to_value(&ListToolsResult {
-                tools: self.tools.list(),
-            }),
+            Method::ToolsList => page_value("tools", &self.tools.list(), request.params),
+            Method::ResourcesList => {
+                page_value("resources", &self.resources.list(), request.params)
+            }
+            Method::ResourceTemplatesList => page_value(
+                "resourceTemplates",
+                &self.resources.list_templates(),
+                request.params,
+            ),
+            Method::ResourcesRead => self.read_resource(request.params, ctx).await,
+            // Subscriptions are session state, recorded by the transport; here only the
+            // answer is made.
+            Method::ResourcesSubscribe | Method::ResourcesUnsubscribe => {
+                parse_params::<ResourceParams>(request.params)
+                    .map(|_| Value::Object(Default::default()))
+            }
+            Method::PromptsList => page_value("prompts", &self.prompts.list(), request.params),
+            Method::PromptsGet => self.get_prompt(request.params, ctx).await,
+            Method::Complete => self.complete(request.params, ctx).await,
             Method::ToolsCall => self.call_tool(request.params, ctx).await,
             // The session's level was set by the transport before this call (it owns
             // session state); here only the answer is made.
@@ -119,6 +255,52 @@ impl McpServer {
                 error,
             },
         }
+    }
+
+    async fn read_resource(
+        &self,
+        params: Option<Value>,
+        ctx: RequestContext,
+    ) -> Result<Value, ErrorObject> {
+        let params: ResourceParams = parse_params(params)?;
+        match self.resources.read(&params.uri, ctx).await {
+            Ok(contents) => to_value(&ReadResourceResult { contents }),
+            Err(ResourceError::NotFound(uri)) => Err(ErrorObject {
+                code: RESOURCE_NOT_FOUND,
+                message: format!("Resource not found: {uri}"),
+                data: Some(serde_json::json!({ "uri": uri })),
+            }),
+            Err(ResourceError::Failed(why)) => Err(ErrorObject::internal(why)),
+        }
+    }
+
+    async fn get_prompt(
+        &self,
+        params: Option<Value>,
+        ctx: RequestContext,
+    ) -> Result<Value, ErrorObject> {
+        let params: GetPromptParams = parse_params(params)?;
+        match self.prompts.get(&params.name, params.arguments, ctx).await {
+            Ok(result) => to_value(&result),
+            Err(PromptError::InvalidParams(why)) => Err(ErrorObject::invalid_params(why)),
+            Err(PromptError::Failed(why)) => Err(ErrorObject::internal(why)),
+        }
+    }
+
+    async fn complete(
+        &self,
+        params: Option<Value>,
+        ctx: RequestContext,
+    ) -> Result<Value, ErrorObject> {
+        let params: CompleteParams = parse_params(params)?;
+        let mut values = match &self.completer {
+            Some(complete) => complete(params.reference, params.argument, ctx).await,
+            None => return Err(ErrorObject::method_not_found("completion/complete")),
+        };
+        let total = values.len();
+        values.truncate(MAX_COMPLETIONS);
+        Ok(serde_json::json!({ "completion": {
+            "values": values, "total": total, "hasMore": total > MAX_COMPLETIONS } }))
     }
 
     async fn call_tool(

@@ -5,6 +5,8 @@
 //! business.
 
 pub mod builtin;
+pub mod prompts;
+pub mod resources;
 pub mod tools;
 
 use std::future::Future;
@@ -18,6 +20,8 @@ use crate::protocol::methods::{
 };
 use crate::protocol::{ErrorObject, Notification};
 
+pub use prompts::{PromptError, PromptRegistry};
+pub use resources::{ResourceError, ResourceRegistry};
 pub use tools::{Tool, ToolError, ToolRegistry};
 
 /// A boxed, sendable future: the return type of object-safe async methods.

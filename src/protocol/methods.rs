@@ -18,6 +18,22 @@ pub enum Method {
     ToolsCall,
     /// `logging/setLevel`
     SetLevel,
+    /// `resources/list`
+    ResourcesList,
+    /// `resources/templates/list`
+    ResourceTemplatesList,
+    /// `resources/read`
+    ResourcesRead,
+    /// `resources/subscribe`
+    ResourcesSubscribe,
+    /// `resources/unsubscribe`
+    ResourcesUnsubscribe,
+    /// `prompts/list`
+    PromptsList,
+    /// `prompts/get`
+    PromptsGet,
+    /// `completion/complete`
+    Complete,
     /// Anything else (answered with -32601).
     Unknown,
 }
@@ -31,6 +47,14 @@ impl Method {
             "tools/list" => Self::ToolsList,
             "tools/call" => Self::ToolsCall,
             "logging/setLevel" => Self::SetLevel,
+            "resources/list" => Self::ResourcesList,
+            "resources/templates/list" => Self::ResourceTemplatesList,
+            "resources/read" => Self::ResourcesRead,
+            "resources/subscribe" => Self::ResourcesSubscribe,
+            "resources/unsubscribe" => Self::ResourcesUnsubscribe,
+            "prompts/list" => Self::PromptsList,
+            "prompts/get" => Self::PromptsGet,
+            "completion/complete" => Self::Complete,
             _ => Self::Unknown,
         }
     }
@@ -226,6 +250,22 @@ pub struct ResourceContents {
 }
 
 impl Content {
+    /// An embedded binary resource (`blob` is base64).
+    pub fn blob_resource(
+        uri: impl Into<String>,
+        mime_type: impl Into<String>,
+        blob: impl Into<String>,
+    ) -> Self {
+        Self::Resource {
+            resource: ResourceContents {
+                uri: uri.into(),
+                mime_type: Some(mime_type.into()),
+                text: None,
+                blob: Some(blob.into()),
+            },
+        }
+    }
+
     /// Text content.
     pub fn text(text: impl Into<String>) -> Self {
         Self::Text { text: text.into() }
@@ -340,4 +380,154 @@ fn number(x: f64) -> Value {
     } else {
         serde_json::Number::from_f64(x).map_or(Value::Null, Value::Number)
     }
+}
+
+/// A resource as listed by `resources/list`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceDefinition {
+    /// Its URI.
+    pub uri: String,
+    /// Short name.
+    pub name: String,
+    /// What it is.
+    pub description: String,
+    /// Its MIME type.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mime_type: Option<String>,
+}
+
+/// A family of resources as listed by `resources/templates/list` (RFC 6570 template).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceTemplateDefinition {
+    /// e.g. `test://template/{id}/data`.
+    pub uri_template: String,
+    /// Short name.
+    pub name: String,
+    /// What it is.
+    pub description: String,
+    /// The MIME type of its resources.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mime_type: Option<String>,
+}
+
+/// `resources/read`, `resources/subscribe` and `resources/unsubscribe` params.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ResourceParams {
+    /// The resource.
+    pub uri: String,
+}
+
+/// `resources/read` result.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReadResourceResult {
+    /// The contents (one resource may have several parts).
+    pub contents: Vec<ResourceContents>,
+}
+
+/// An argument a prompt takes.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PromptArgument {
+    /// Name.
+    pub name: String,
+    /// What it is for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Whether it must be given.
+    pub required: bool,
+}
+
+/// A prompt as listed by `prompts/list`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PromptDefinition {
+    /// Unique name.
+    pub name: String,
+    /// What it does.
+    pub description: String,
+    /// Its arguments.
+    pub arguments: Vec<PromptArgument>,
+}
+
+/// Who a prompt message is from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// The user.
+    User,
+    /// The assistant.
+    Assistant,
+}
+
+/// One message of a prompt.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PromptMessage {
+    /// Sender.
+    pub role: Role,
+    /// Content.
+    pub content: Content,
+}
+
+/// `prompts/get` params.
+#[derive(Debug, Clone, Deserialize)]
+pub struct GetPromptParams {
+    /// The prompt.
+    pub name: String,
+    /// Its arguments (string values).
+    #[serde(default)]
+    pub arguments: Map<String, Value>,
+}
+
+/// `prompts/get` result.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GetPromptResult {
+    /// Optional description of this instance.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// The messages.
+    pub messages: Vec<PromptMessage>,
+}
+
+/// What `completion/complete` completes an argument of.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(tag = "type")]
+pub enum CompletionRef {
+    /// A prompt's argument.
+    #[serde(rename = "ref/prompt")]
+    Prompt {
+        /// The prompt.
+        name: String,
+    },
+    /// A resource template's variable.
+    #[serde(rename = "ref/resource")]
+    Resource {
+        /// The template.
+        uri: String,
+    },
+}
+
+/// The argument being completed.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct CompletionArgument {
+    /// Its name.
+    pub name: String,
+    /// What the user typed so far.
+    pub value: String,
+}
+
+/// `completion/complete` params.
+#[derive(Debug, Clone, Deserialize)]
+pub struct CompleteParams {
+    /// What is completed.
+    #[serde(rename = "ref")]
+    pub reference: CompletionRef,
+    /// The argument and its partial value.
+    pub argument: CompletionArgument,
+}
+
+/// `list` params: the cursor of the page wanted.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct ListParams {
+    /// Opaque cursor from the previous page's `nextCursor`.
+    pub cursor: Option<String>,
 }

@@ -1,0 +1,92 @@
+//! Prompts: named message templates with arguments, each rendered by an async function.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+
+use super::{BoxFuture, RequestContext};
+use crate::protocol::methods::{GetPromptResult, PromptDefinition};
+
+/// Why a prompt could not be rendered.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PromptError {
+    /// Unknown prompt, missing or bad arguments (-32602).
+    #[error("{0}")]
+    InvalidParams(String),
+    /// The renderer failed (-32603).
+    #[error("{0}")]
+    Failed(String),
+}
+
+type Renderer = Arc<
+    dyn Fn(
+            Map<String, Value>,
+            RequestContext,
+        ) -> BoxFuture<'static, Result<GetPromptResult, PromptError>>
+        + Send
+        + Sync,
+>;
+
+/// The prompts a server offers, listed in registration order.
+#[derive(Clone, Default)]
+pub struct PromptRegistry {
+    prompts: Vec<(PromptDefinition, Renderer)>,
+}
+
+impl std::fmt::Debug for PromptRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.prompts.iter().map(|(d, _)| &d.name))
+            .finish()
+    }
+}
+
+impl PromptRegistry {
+    /// Adds a prompt rendered by `render(arguments, ctx)`. Required arguments are checked
+    /// before `render` runs.
+    pub fn prompt<F, Fut>(&mut self, definition: PromptDefinition, render: F) -> &mut Self
+    where
+        F: Fn(Map<String, Value>, RequestContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<GetPromptResult, PromptError>> + Send + 'static,
+    {
+        let renderer: Renderer = Arc::new(move |args, ctx| Box::pin(render(args, ctx)));
+        self.prompts.push((definition, renderer));
+        self
+    }
+
+    /// True when nothing is registered.
+    pub fn is_empty(&self) -> bool {
+        self.prompts.is_empty()
+    }
+
+    /// The prompts.
+    pub fn list(&self) -> Vec<PromptDefinition> {
+        self.prompts.iter().map(|(d, _)| d.clone()).collect()
+    }
+
+    /// Renders prompt `name`.
+    pub async fn get(
+        &self,
+        name: &str,
+        arguments: Map<String, Value>,
+        ctx: RequestContext,
+    ) -> Result<GetPromptResult, PromptError> {
+        let (definition, render) = self
+            .prompts
+            .iter()
+            .find(|(d, _)| d.name == name)
+            .ok_or_else(|| PromptError::InvalidParams(format!("Unknown prompt: {name}")))?;
+        if let Some(missing) = definition
+            .arguments
+            .iter()
+            .find(|a| a.required && !arguments.contains_key(&a.name))
+        {
+            return Err(PromptError::InvalidParams(format!(
+                "prompt {name} needs argument `{}`",
+                missing.name
+            )));
+        }
+        render(arguments, ctx).await
+    }
+}

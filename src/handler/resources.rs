@@ -1,0 +1,184 @@
+//! Resources: fixed URIs and URI templates, each read by an async function.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::Arc;
+
+use super::{BoxFuture, RequestContext};
+use crate::protocol::methods::{ResourceContents, ResourceDefinition, ResourceTemplateDefinition};
+
+/// Why a read failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ResourceError {
+    /// No resource has that URI (-32002).
+    #[error("resource not found: {0}")]
+    NotFound(String),
+    /// The reader failed (-32603).
+    #[error("{0}")]
+    Failed(String),
+}
+
+type Reader = Arc<
+    dyn Fn(
+            String,
+            HashMap<String, String>,
+            RequestContext,
+        ) -> BoxFuture<'static, Result<Vec<ResourceContents>, ResourceError>>
+        + Send
+        + Sync,
+>;
+
+/// The resources and templates a server offers, listed in registration order.
+#[derive(Clone, Default)]
+pub struct ResourceRegistry {
+    fixed: Vec<(ResourceDefinition, Reader)>,
+    templates: Vec<(ResourceTemplateDefinition, UriTemplate, Reader)>,
+}
+
+impl std::fmt::Debug for ResourceRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ResourceRegistry")
+            .field("resources", &self.fixed.len())
+            .field("templates", &self.templates.len())
+            .finish()
+    }
+}
+
+impl ResourceRegistry {
+    /// Adds a resource with a fixed URI, read by `read(uri, ctx)`.
+    pub fn resource<F, Fut>(&mut self, definition: ResourceDefinition, read: F) -> &mut Self
+    where
+        F: Fn(String, RequestContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Vec<ResourceContents>, ResourceError>> + Send + 'static,
+    {
+        let reader: Reader = Arc::new(move |uri, _, ctx| Box::pin(read(uri, ctx)));
+        self.fixed.push((definition, reader));
+        self
+    }
+
+    /// Adds a URI template (`{name}` variables, each matching one path segment), read by
+    /// `read(uri, variables, ctx)`.
+    pub fn template<F, Fut>(&mut self, definition: ResourceTemplateDefinition, read: F) -> &mut Self
+    where
+        F: Fn(String, HashMap<String, String>, RequestContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Vec<ResourceContents>, ResourceError>> + Send + 'static,
+    {
+        let template = UriTemplate::parse(&definition.uri_template);
+        let reader: Reader = Arc::new(move |uri, vars, ctx| Box::pin(read(uri, vars, ctx)));
+        self.templates.push((definition, template, reader));
+        self
+    }
+
+    /// True when nothing is registered.
+    pub fn is_empty(&self) -> bool {
+        self.fixed.is_empty() && self.templates.is_empty()
+    }
+
+    /// The fixed resources.
+    pub fn list(&self) -> Vec<ResourceDefinition> {
+        self.fixed.iter().map(|(d, _)| d.clone()).collect()
+    }
+
+    /// The templates.
+    pub fn list_templates(&self) -> Vec<ResourceTemplateDefinition> {
+        self.templates.iter().map(|(d, _, _)| d.clone()).collect()
+    }
+
+    /// Reads `uri`: a fixed resource first, then the first template that matches.
+    pub async fn read(
+        &self,
+        uri: &str,
+        ctx: RequestContext,
+    ) -> Result<Vec<ResourceContents>, ResourceError> {
+        if let Some((_, reader)) = self.fixed.iter().find(|(d, _)| d.uri == uri) {
+            return reader(uri.to_owned(), HashMap::new(), ctx).await;
+        }
+        for (_, template, reader) in &self.templates {
+            if let Some(vars) = template.matches(uri) {
+                return reader(uri.to_owned(), vars, ctx).await;
+            }
+        }
+        Err(ResourceError::NotFound(uri.to_owned()))
+    }
+}
+
+/// A level-1 URI template: literals and `{name}` variables.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct UriTemplate(Vec<Part>);
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Part {
+    Literal(String),
+    Variable(String),
+}
+
+impl UriTemplate {
+    fn parse(template: &str) -> Self {
+        let mut parts = Vec::new();
+        let mut rest = template;
+        while let Some(open) = rest.find('{') {
+            let Some(close) = rest[open..].find('}').map(|c| open + c) else {
+                break;
+            };
+            if open > 0 {
+                parts.push(Part::Literal(rest[..open].to_owned()));
+            }
+            parts.push(Part::Variable(rest[open + 1..close].to_owned()));
+            rest = &rest[close + 1..];
+        }
+        if !rest.is_empty() {
+            parts.push(Part::Literal(rest.to_owned()));
+        }
+        Self(parts)
+    }
+
+    /// The variables' values if `uri` matches; a variable takes a non-empty run of
+    /// characters up to the next `/`, `?` or `#`.
+    fn matches(&self, uri: &str) -> Option<HashMap<String, String>> {
+        let mut vars = HashMap::new();
+        let mut rest = uri;
+        for part in &self.0 {
+            match part {
+                Part::Literal(lit) => rest = rest.strip_prefix(lit.as_str())?,
+                Part::Variable(name) => {
+                    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+                    if end == 0 {
+                        return None;
+                    }
+                    vars.insert(name.clone(), rest[..end].to_owned());
+                    rest = &rest[end..];
+                }
+            }
+        }
+        rest.is_empty().then_some(vars)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn templates_match_one_segment_per_variable() {
+        let t = UriTemplate::parse("test://template/{id}/data");
+        let vars = t.matches("test://template/123/data");
+        assert_eq!(
+            vars.and_then(|v| v.get("id").cloned()).as_deref(),
+            Some("123")
+        );
+        for miss in [
+            "test://template//data",
+            "test://template/1/2/data",
+            "test://template/1/dat",
+            "x",
+        ] {
+            assert_eq!(t.matches(miss), None, "{miss}");
+        }
+        let two = UriTemplate::parse("db://{table}/{row}");
+        let vars = two.matches("db://users/42").unwrap_or_default();
+        assert_eq!(
+            (vars["table"].as_str(), vars["row"].as_str()),
+            ("users", "42")
+        );
+    }
+}

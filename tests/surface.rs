@@ -1,0 +1,222 @@
+//! The MCP surface beyond tools, through real HTTP: resources and templates, prompts,
+//! completion, and cursor pagination of every list.
+
+mod common;
+
+use common::{Client, SseReader, TestServer};
+use otpmcp::McpServer;
+use otpmcp::handler::tools::tool_fn;
+use otpmcp::handler::{PromptError, PromptRegistry, ResourceRegistry, ToolRegistry};
+use otpmcp::protocol::methods::{
+    CallToolResult, Content, GetPromptResult, PromptArgument, PromptDefinition, PromptMessage,
+    ResourceContents, ResourceDefinition, ResourceTemplateDefinition, Role,
+};
+use serde_json::{Value, json};
+
+async fn server() -> TestServer {
+    let mut tools = ToolRegistry::default();
+    for i in 0..250 {
+        tools.register(tool_fn(
+            &format!("tool_{i:03}"),
+            "numbered",
+            json!({"type": "object"}),
+            |_, _| async { Ok(CallToolResult::text("ok")) },
+        ));
+    }
+    let mut resources = ResourceRegistry::default();
+    resources
+        .resource(
+            ResourceDefinition {
+                uri: "mem://a".into(),
+                name: "a".into(),
+                description: "A".into(),
+                mime_type: None,
+            },
+            |uri, _| async move {
+                Ok(vec![ResourceContents {
+                    uri,
+                    mime_type: None,
+                    text: Some("alpha".into()),
+                    blob: None,
+                }])
+            },
+        )
+        .template(
+            ResourceTemplateDefinition {
+                uri_template: "mem://users/{name}".into(),
+                name: "user".into(),
+                description: "A user".into(),
+                mime_type: Some("text/plain".into()),
+            },
+            |uri, vars, _| async move {
+                let text = format!("user {}", vars.get("name").cloned().unwrap_or_default());
+                Ok(vec![ResourceContents {
+                    uri,
+                    mime_type: Some("text/plain".into()),
+                    text: Some(text),
+                    blob: None,
+                }])
+            },
+        );
+    let mut prompts = PromptRegistry::default();
+    prompts.prompt(
+        PromptDefinition {
+            name: "greet".into(),
+            description: "Greets someone".into(),
+            arguments: vec![PromptArgument {
+                name: "who".into(),
+                description: None,
+                required: true,
+            }],
+        },
+        |args, _| async move {
+            let who = args
+                .get("who")
+                .and_then(Value::as_str)
+                .ok_or_else(|| PromptError::InvalidParams("who".into()))?;
+            Ok(GetPromptResult {
+                description: None,
+                messages: vec![PromptMessage {
+                    role: Role::User,
+                    content: Content::text(format!("Hello, {who}")),
+                }],
+            })
+        },
+    );
+    let server = McpServer::new(tools)
+        .with_resources(resources)
+        .with_prompts(prompts)
+        .with_completion(|_, arg, _| async move {
+            ["alice", "albert", "bob"]
+                .iter()
+                .filter(|n| n.starts_with(&arg.value))
+                .map(|n| n.to_string())
+                .collect()
+        });
+    TestServer::start_with(|_| {}, server).await
+}
+
+/// Sends a request and returns the JSON-RPC response from its stream.
+async fn ask(client: &Client, method: &str, params: Value) -> Value {
+    let body = json!({"jsonrpc": "2.0", "id": client.id(), "method": method, "params": params});
+    let mut reader = SseReader::new(Client::send(client.post(&body)).await);
+    let frames = reader.rest().await;
+    frames
+        .iter()
+        .find(|f| f.is_response())
+        .and_then(|f| f.json())
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn capabilities_follow_what_the_server_offers() {
+    let server = server().await;
+    let mut client = server.client();
+    let init = client.initialize().await;
+    let caps = &init["result"]["capabilities"];
+    for cap in ["tools", "resources", "prompts", "completions", "logging"] {
+        assert!(caps[cap].is_object(), "{cap} offered: {caps}");
+    }
+    assert_eq!(caps["resources"]["subscribe"], true);
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn resources_are_listed_read_by_uri_and_by_template() {
+    let server = server().await;
+    let mut client = server.client();
+    client.initialize().await;
+    let list = ask(&client, "resources/list", json!({})).await;
+    assert_eq!(list["result"]["resources"][0]["uri"], "mem://a");
+    let templates = ask(&client, "resources/templates/list", json!({})).await;
+    assert_eq!(
+        templates["result"]["resourceTemplates"][0]["uriTemplate"],
+        "mem://users/{name}"
+    );
+    let a = ask(&client, "resources/read", json!({"uri": "mem://a"})).await;
+    assert_eq!(a["result"]["contents"][0]["text"], "alpha");
+    let user = ask(&client, "resources/read", json!({"uri": "mem://users/ada"})).await;
+    assert_eq!(user["result"]["contents"][0]["text"], "user ada");
+    let missing = ask(&client, "resources/read", json!({"uri": "mem://nope"})).await;
+    assert_eq!(missing["error"]["code"], -32002);
+    assert_eq!(missing["error"]["data"]["uri"], "mem://nope");
+    for method in ["resources/subscribe", "resources/unsubscribe"] {
+        let answer = ask(&client, method, json!({"uri": "mem://a"})).await;
+        assert_eq!(answer["result"], json!({}), "{method}");
+    }
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn prompts_render_with_their_arguments_and_refuse_missing_ones() {
+    let server = server().await;
+    let mut client = server.client();
+    client.initialize().await;
+    let list = ask(&client, "prompts/list", json!({})).await;
+    assert_eq!(list["result"]["prompts"][0]["arguments"][0]["name"], "who");
+    let got = ask(
+        &client,
+        "prompts/get",
+        json!({"name": "greet", "arguments": {"who": "Ada"}}),
+    )
+    .await;
+    assert_eq!(
+        got["result"]["messages"][0]["content"]["text"],
+        "Hello, Ada"
+    );
+    let missing = ask(&client, "prompts/get", json!({"name": "greet"})).await;
+    assert_eq!(missing["error"]["code"], -32602);
+    assert!(
+        missing["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("who")
+    );
+    let unknown = ask(&client, "prompts/get", json!({"name": "nope"})).await;
+    assert_eq!(unknown["error"]["code"], -32602);
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn completion_suggests_by_prefix() {
+    let server = server().await;
+    let mut client = server.client();
+    client.initialize().await;
+    let answer = ask(&client, "completion/complete",
+        json!({"ref": {"type": "ref/prompt", "name": "greet"}, "argument": {"name": "who", "value": "al"}})).await;
+    assert_eq!(
+        answer["result"]["completion"]["values"],
+        json!(["alice", "albert"])
+    );
+    assert_eq!(answer["result"]["completion"]["hasMore"], false);
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn lists_are_paginated_with_cursors() {
+    let server = server().await;
+    let mut client = server.client();
+    client.initialize().await;
+    let mut names = Vec::new();
+    let mut cursor: Option<String> = None;
+    let mut pages = 0;
+    loop {
+        let params = cursor.as_ref().map_or(json!({}), |c| json!({"cursor": c}));
+        let page = ask(&client, "tools/list", params).await;
+        pages += 1;
+        for t in page["result"]["tools"].as_array().into_iter().flatten() {
+            names.push(t["name"].as_str().unwrap_or_default().to_owned());
+        }
+        match page["result"]["nextCursor"].as_str() {
+            Some(next) => cursor = Some(next.to_owned()),
+            None => break,
+        }
+    }
+    assert_eq!(pages, 3, "250 tools in pages of 100");
+    assert_eq!(names.len(), 250);
+    assert_eq!(names.first().map(String::as_str), Some("tool_000"));
+    assert_eq!(names.last().map(String::as_str), Some("tool_249"));
+    let bad = ask(&client, "tools/list", json!({"cursor": "not-ours"})).await;
+    assert_eq!(bad["error"]["code"], -32602);
+    server.shutdown().await;
+}
