@@ -30,6 +30,7 @@ impl Tool for Park {
             name: "park".into(),
             description: "Never returns.".into(),
             input_schema: json!({"type": "object"}),
+            output_schema: None,
         }
     }
 
@@ -124,6 +125,9 @@ async fn notifications_cancelled_stops_that_request_and_no_other() {
     })
     .await;
     assert!(dropped.try_recv().is_err(), "only one tool was stopped");
-    drop((first, second));
+    let ended = common::SseReader::new(first).rest().await;
+    assert!(ended.iter().all(|f| !f.is_response()), "no response to a cancelled request");
+    assert!(ended.iter().any(|f| f.retry.is_some()), "its connection was closed");
+    drop(second);
     server.shutdown().await;
 }

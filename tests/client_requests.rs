@@ -21,6 +21,7 @@ impl Tool for Ask {
             name: "ask".into(),
             description: "Asks the client's model a question.".into(),
             input_schema: json!({"type": "object"}),
+            output_schema: None,
         }
     }
 

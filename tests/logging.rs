@@ -18,6 +18,7 @@ impl Tool for Chatty {
             name: "chatty".into(),
             description: "Logs at three levels.".into(),
             input_schema: json!({"type": "object"}),
+            output_schema: None,
         }
     }
 

@@ -18,6 +18,7 @@ impl Tool for LetGo {
             name: "let_go".into(),
             description: "Closes its connection mid-call.".into(),
             input_schema: json!({"type": "object"}),
+            output_schema: None,
         }
     }
 

@@ -30,6 +30,7 @@ impl Tool for Echo {
                 "properties": { "text": { "type": "string", "description": "Text to return." } },
                 "required": ["text"]
             }),
+            output_schema: None,
         }
     }
 
@@ -62,6 +63,7 @@ impl Tool for StreamEvents {
                     "interval_ms": { "type": "integer", "minimum": 0, "maximum": MAX_INTERVAL_MS, "default": 100 }
                 }
             }),
+            output_schema: None,
         }
     }
 

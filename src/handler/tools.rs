@@ -101,17 +101,35 @@ pub fn optional_u64(
     }
 }
 
-/// A tool made of a definition and an async function; see [`tool_fn`].
-pub struct FnTool<F> {
+type ToolFn = Box<
+    dyn Fn(
+            Map<String, Value>,
+            RequestContext,
+        ) -> BoxFuture<'static, Result<CallToolResult, ToolError>>
+        + Send
+        + Sync,
+>;
+
+/// A tool made of a definition and an async function; see [`tool_fn`], [`typed_tool`] and
+/// [`structured_tool`].
+pub struct FnTool {
     definition: ToolDefinition,
-    f: F,
+    f: ToolFn,
 }
 
-impl<F> std::fmt::Debug for FnTool<F> {
+impl std::fmt::Debug for FnTool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("FnTool")
             .field("name", &self.definition.name)
             .finish()
+    }
+}
+
+impl FnTool {
+    /// Declares the JSON Schema of the tool's `structuredContent`.
+    pub fn with_output_schema(mut self, schema: Value) -> Self {
+        self.definition.output_schema = Some(schema);
+        self
     }
 }
 
@@ -133,7 +151,7 @@ impl<F> std::fmt::Debug for FnTool<F> {
 ///     },
 /// ));
 /// ```
-pub fn tool_fn<F, Fut>(name: &str, description: &str, input_schema: Value, f: F) -> FnTool<F>
+pub fn tool_fn<F, Fut>(name: &str, description: &str, input_schema: Value, f: F) -> FnTool
 where
     F: Fn(Map<String, Value>, RequestContext) -> Fut + Send + Sync + 'static,
     Fut: std::future::Future<Output = Result<CallToolResult, ToolError>> + Send + 'static,
@@ -143,16 +161,73 @@ where
             name: name.into(),
             description: description.into(),
             input_schema,
+            output_schema: None,
         },
-        f,
+        f: Box::new(move |args, ctx| Box::pin(f(args, ctx))),
     }
 }
 
-impl<F, Fut> Tool for FnTool<F>
+/// A tool whose arguments are a Rust type: the input schema (JSON Schema 2020-12) is
+/// generated from `A`, and the arguments are deserialized into it; arguments that do not
+/// fit get -32602 with serde's explanation.
+///
+/// ```
+/// use otpmcp::handler::{ToolRegistry, tools::typed_tool};
+/// use otpmcp::protocol::methods::CallToolResult;
+///
+/// #[derive(serde::Deserialize, schemars::JsonSchema)]
+/// struct Add {
+///     /// First addend.
+///     a: i64,
+///     /// Second addend.
+///     b: i64,
+/// }
+///
+/// let mut tools = ToolRegistry::default();
+/// tools.register(typed_tool("add", "Adds two integers.", |args: Add, _ctx| async move {
+///     Ok(CallToolResult::text((args.a + args.b).to_string()))
+/// }));
+/// ```
+pub fn typed_tool<A, F, Fut>(name: &str, description: &str, f: F) -> FnTool
 where
-    F: Fn(Map<String, Value>, RequestContext) -> Fut + Send + Sync + 'static,
+    A: serde::de::DeserializeOwned + schemars::JsonSchema + Send + 'static,
+    F: Fn(A, RequestContext) -> Fut + Send + Sync + 'static,
     Fut: std::future::Future<Output = Result<CallToolResult, ToolError>> + Send + 'static,
 {
+    let schema = schemars::schema_for!(A).to_value();
+    tool_fn(name, description, schema, move |args, ctx| {
+        let call = serde_json::from_value::<A>(Value::Object(args))
+            .map(|a| f(a, ctx))
+            .map_err(|e| ToolError::InvalidArguments(e.to_string()));
+        async move { call?.await }
+    })
+}
+
+/// A tool with typed arguments and a typed result: the output schema is generated from
+/// `O`, and each result is sent as `structuredContent` plus, for clients that predate
+/// structured results, the same JSON as text.
+pub fn structured_tool<A, O, F, Fut>(name: &str, description: &str, f: F) -> FnTool
+where
+    A: serde::de::DeserializeOwned + schemars::JsonSchema + Send + 'static,
+    O: serde::Serialize + schemars::JsonSchema + 'static,
+    F: Fn(A, RequestContext) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Result<O, ToolError>> + Send + 'static,
+{
+    let output_schema = schemars::schema_for!(O).to_value();
+    typed_tool(name, description, move |args: A, ctx| {
+        let output = f(args, ctx);
+        async move {
+            let value = serde_json::to_value(output.await?)
+                .map_err(|e| ToolError::Failed(e.to_string()))?;
+            let mut result = CallToolResult::text(value.to_string());
+            result.structured_content = Some(value);
+            Ok(result)
+        }
+    })
+    .with_output_schema(output_schema)
+}
+
+impl Tool for FnTool {
     fn definition(&self) -> ToolDefinition {
         self.definition.clone()
     }
@@ -162,6 +237,6 @@ where
         arguments: Map<String, Value>,
         ctx: RequestContext,
     ) -> BoxFuture<'_, Result<CallToolResult, ToolError>> {
-        Box::pin((self.f)(arguments, ctx))
+        (self.f)(arguments, ctx)
     }
 }

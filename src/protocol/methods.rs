@@ -157,7 +157,7 @@ pub struct InitializeResult {
 }
 
 /// A tool as listed by `tools/list`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolDefinition {
     /// Unique name.
@@ -166,6 +166,9 @@ pub struct ToolDefinition {
     pub description: String,
     /// JSON Schema of its arguments.
     pub input_schema: Value,
+    /// JSON Schema of its `structuredContent`, when it returns structured results.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<Value>,
 }
 
 /// `tools/list` result.
@@ -314,6 +317,9 @@ pub struct CallToolResult {
     /// protocol error).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub is_error: bool,
+    /// The result as JSON matching the tool's output schema.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub structured_content: Option<Value>,
 }
 
 impl CallToolResult {
@@ -322,6 +328,7 @@ impl CallToolResult {
         Self {
             content,
             is_error: false,
+            structured_content: None,
         }
     }
 
@@ -330,6 +337,7 @@ impl CallToolResult {
         Self {
             content: vec![Content::text(text)],
             is_error: false,
+            structured_content: None,
         }
     }
 
@@ -338,6 +346,7 @@ impl CallToolResult {
         Self {
             content: vec![Content::text(text)],
             is_error: true,
+            structured_content: None,
         }
     }
 }

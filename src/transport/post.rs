@@ -138,11 +138,18 @@ async fn serve(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Resp
             .await
             .map_err(session_rejection)?;
         let id = request.id.clone();
+        let ctx = RequestContext::default()
+            .with_log_level(touched.log_level)
+            .with_client_capabilities(touched.client_capabilities.clone());
+        // A JSON answer cannot be withheld (the HTTP request waits for it), so a cancelled
+        // request gets an error that says so.
         let answer = tokio::select! {
-            answer = run_guarded(&server, request, RequestContext::default()) => answer,
+            answer = run_guarded(&server, request, ctx) => answer,
             () = touched.cancel.cancelled() => Outgoing::Error {
                 id: Some(id),
-                error: ErrorObject::internal("the session ended while the request ran"),
+                error: ErrorObject::internal(
+                    "request cancelled (by the client, or because its session ended)",
+                ),
             },
         };
         drop(hold);
@@ -206,7 +213,12 @@ async fn serve(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Resp
                 // The client cancelled the request (no response is sent, as the spec
                 // asks), or the session ended (DELETE, expiry, shutdown) and nobody could
                 // receive one: stop the work.
-                () = cancel.cancelled() => tracing::debug!("request cancelled"),
+                () = cancel.cancelled() => {
+                    tracing::debug!("request cancelled");
+                    // No response will come: end the connection rather than leave it
+                    // open with nothing to carry (best effort; the session may be gone).
+                    let _ = store.disconnect(key).await;
+                }
             }
             drop(hold);
         }
