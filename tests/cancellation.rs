@@ -126,8 +126,14 @@ async fn notifications_cancelled_stops_that_request_and_no_other() {
     .await;
     assert!(dropped.try_recv().is_err(), "only one tool was stopped");
     let ended = common::SseReader::new(first).rest().await;
-    assert!(ended.iter().all(|f| !f.is_response()), "no response to a cancelled request");
-    assert!(ended.iter().any(|f| f.retry.is_some()), "its connection was closed");
+    assert!(
+        ended.iter().all(|f| !f.is_response()),
+        "no response to a cancelled request"
+    );
+    assert!(
+        ended.iter().any(|f| f.retry.is_some()),
+        "its connection was closed"
+    );
     drop(second);
     server.shutdown().await;
 }
