@@ -124,6 +124,13 @@ impl App {
         &self.sessions
     }
 
+    /// Tells every session subscribed to resource `uri` that it changed
+    /// (`notifications/resources/updated` on each one's standalone GET stream, stored and
+    /// resumable). Returns how many sessions were told.
+    pub async fn notify_resource_updated(&self, uri: &str) -> Result<usize, SessionError> {
+        self.sessions.notify_resource_updated(uri).await
+    }
+
     /// Resolves when the tree ends on its own (restart intensity exceeded).
     pub async fn wait(&mut self) -> Exit {
         match self.exit.take() {

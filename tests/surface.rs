@@ -220,3 +220,52 @@ async fn lists_are_paginated_with_cursors() {
     assert_eq!(bad["error"]["code"], -32602);
     server.shutdown().await;
 }
+
+#[tokio::test]
+async fn subscribers_are_told_of_resource_updates_live_or_on_resume() {
+    let server = server().await;
+    let mut alice = server.client();
+    alice.initialize().await;
+    let mut bob = Client::new(&server.url);
+    bob.initialize().await;
+    for client in [&alice, &bob] {
+        let answer = ask(client, "resources/subscribe", json!({"uri": "mem://a"})).await;
+        assert_eq!(answer["result"], json!({}));
+    }
+    // Alice listens live; Bob is not connected and will resume.
+    let mut live = alice.resume("none").await;
+    assert!(live.next().await.is_some_and(|f| f.is_priming()));
+    let mut bobs = bob.resume("none").await;
+    let bob_priming = bobs.next().await.and_then(|f| f.id).unwrap_or_default();
+    drop(bobs);
+
+    let told = server.app.notify_resource_updated("mem://a").await;
+    assert_eq!(told.ok(), Some(2));
+    let update = live
+        .next_event()
+        .await
+        .and_then(|f| f.json())
+        .unwrap_or_default();
+    assert_eq!(update["method"], "notifications/resources/updated");
+    assert_eq!(update["params"]["uri"], "mem://a");
+    let mut resumed = bob.resume(&bob_priming).await;
+    let replayed = resumed.next_event().await.unwrap_or_default();
+    let replayed = if replayed.is_priming() {
+        resumed.next_event().await.unwrap_or_default()
+    } else {
+        replayed
+    };
+    assert_eq!(
+        replayed.json().unwrap_or_default()["method"],
+        "notifications/resources/updated"
+    );
+
+    for client in [&alice, &bob] {
+        ask(client, "resources/unsubscribe", json!({"uri": "mem://a"})).await;
+    }
+    assert_eq!(
+        server.app.notify_resource_updated("mem://a").await.ok(),
+        Some(0)
+    );
+    server.shutdown().await;
+}

@@ -62,6 +62,10 @@ pub trait Outbox: Send + Sync {
     /// and the client polls back. Resolves to whether a connection was closed (never for
     /// clients older than 2025-11-25, which do not poll).
     fn close_connection(&self) -> BoxFuture<'_, bool>;
+
+    /// Tells every session subscribed to `uri` that the resource changed; resolves to how
+    /// many sessions were told.
+    fn resource_updated(&self, uri: String) -> BoxFuture<'_, Result<usize, NotifyError>>;
 }
 
 /// What a handler knows about the request it serves.
@@ -165,6 +169,19 @@ impl RequestContext {
         match &self.outbox {
             Some(outbox) => outbox.close_connection().await,
             None => false,
+        }
+    }
+
+    /// Announces that resource `uri` changed: every session subscribed to it (not only
+    /// this one) gets `notifications/resources/updated` on its standalone GET stream,
+    /// stored and resumable like any event. Returns how many sessions were told.
+    pub async fn notify_resource_updated(
+        &self,
+        uri: impl Into<String>,
+    ) -> Result<usize, NotifyError> {
+        match &self.outbox {
+            Some(outbox) => outbox.resource_updated(uri.into()).await,
+            None => Err(NotifyError("the response is not streamed".into())),
         }
     }
 

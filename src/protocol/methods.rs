@@ -70,6 +70,8 @@ pub mod notifications {
     pub const CANCELLED: &str = "notifications/cancelled";
     /// A log message from the server.
     pub const MESSAGE: &str = "notifications/message";
+    /// A subscribed resource changed.
+    pub const RESOURCE_UPDATED: &str = "notifications/resources/updated";
 }
 
 /// Log severity (RFC 5424 levels), ordered from least to most severe.

@@ -105,6 +105,15 @@ pub enum SessionMsg {
         LoggingLevel,
         RpcReplyPort<Result<(), SessionError>>,
     ),
+    /// `resources/subscribe` (true) or `resources/unsubscribe` (false).
+    Subscription(
+        SessionId,
+        String,
+        bool,
+        RpcReplyPort<Result<(), SessionError>>,
+    ),
+    /// The sessions subscribed to a resource.
+    Subscribers(String, RpcReplyPort<Vec<SessionId>>),
     /// DELETE.
     Terminate(SessionId, RpcReplyPort<Result<(), SessionError>>),
     /// Session info (without store positions).
@@ -130,6 +139,8 @@ impl SessionMsg {
             Self::Release(..) => "release",
             Self::CancelRequest(..) => "cancel_request",
             Self::SetLogLevel(..) => "set_log_level",
+            Self::Subscription(..) => "subscription",
+            Self::Subscribers(..) => "subscribers",
             Self::Terminate(..) => "terminate",
             Self::Info(..) => "info",
             Self::OpenClientRequest(..) => "open_client_request",
@@ -289,6 +300,20 @@ async fn handle(msg: SessionMsg, state: &mut SessionManagerState) {
             state.table.release(id, request.as_ref(), now);
             let _ = reply.send(());
         }
+        SessionMsg::Subscription(id, uri, on, reply) => {
+            let result = if on {
+                state.table.subscribe(id, &uri)
+            } else {
+                state.table.unsubscribe(id, &uri)
+            };
+            let _ = reply.send(result.map_err(|e| match e {
+                TouchError::NotFound => SessionError::NotFound,
+                TouchError::Busy => SessionError::Busy,
+            }));
+        }
+        SessionMsg::Subscribers(uri, reply) => {
+            let _ = reply.send(state.table.subscribers(&uri));
+        }
         SessionMsg::SetLogLevel(id, level, reply) => {
             let result = match state.table.get_mut(id) {
                 Some(record) => {
@@ -445,6 +470,49 @@ impl SessionHandle {
             (touched, Some(hold)) => Ok((touched, hold)),
             (_, None) => Err(SessionError::NotFound),
         }
+    }
+
+    /// `resources/subscribe` (`on`) or `resources/unsubscribe`.
+    pub async fn set_subscription(
+        &self,
+        id: SessionId,
+        uri: String,
+        on: bool,
+    ) -> Result<(), SessionError> {
+        self.slot
+            .call(
+                |reply| SessionMsg::Subscription(id, uri.clone(), on, reply),
+                CALL_TIMEOUT,
+            )
+            .await?
+    }
+
+    /// Tells every session subscribed to `uri` that it changed: a stored
+    /// `notifications/resources/updated` on each one's standalone GET stream (so a client
+    /// that is not connected gets it when it reconnects). Returns how many were told.
+    pub async fn notify_resource_updated(&self, uri: &str) -> Result<usize, SessionError> {
+        let owned = uri.to_owned();
+        let sessions = self
+            .slot
+            .call(
+                |reply| SessionMsg::Subscribers(owned.clone(), reply),
+                CALL_TIMEOUT,
+            )
+            .await?;
+        let payload = crate::protocol::Outgoing::Notification(crate::protocol::Notification {
+            method: crate::protocol::methods::notifications::RESOURCE_UPDATED.into(),
+            params: Some(serde_json::json!({ "uri": uri })),
+        })
+        .to_bytes();
+        let mut told = 0;
+        for session in sessions {
+            let key = crate::event_store::StreamKey::new(session, StreamNo::STANDALONE);
+            // A session that ended meanwhile is skipped, not an error.
+            if self.store.append(key, payload.clone(), false).await.is_ok() {
+                told += 1;
+            }
+        }
+        Ok(told)
     }
 
     /// `logging/setLevel`: the least severe level this session's requests report from now on.

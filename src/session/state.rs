@@ -55,7 +55,12 @@ pub struct SessionRecord {
     pub last_client_request: u64,
     /// Least severe log level the client wants (`logging/setLevel`); `None`: all.
     pub log_level: Option<crate::protocol::methods::LoggingLevel>,
+    /// Resource URIs the client subscribed to (`resources/subscribe`).
+    pub subscriptions: std::collections::HashSet<String>,
 }
+
+/// Most resource subscriptions one session may hold.
+pub const MAX_SUBSCRIPTIONS: usize = 1024;
 
 /// Why [`SessionTable::touch`] refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,6 +113,7 @@ impl SessionTable {
                 pending: HashMap::new(),
                 last_client_request: 0,
                 log_level: None,
+                subscriptions: Default::default(),
             },
         );
         id
@@ -205,6 +211,34 @@ impl SessionTable {
         waiter.is_some_and(|tx| tx.send(outcome).is_ok())
     }
 
+    /// `resources/subscribe` (idempotent); refused with [`TouchError::Busy`] beyond
+    /// [`MAX_SUBSCRIPTIONS`].
+    pub fn subscribe(&mut self, id: SessionId, uri: &str) -> Result<(), TouchError> {
+        let record = self.sessions.get_mut(&id).ok_or(TouchError::NotFound)?;
+        if !record.subscriptions.contains(uri) && record.subscriptions.len() >= MAX_SUBSCRIPTIONS {
+            return Err(TouchError::Busy);
+        }
+        record.subscriptions.insert(uri.to_owned());
+        Ok(())
+    }
+
+    /// `resources/unsubscribe` (idempotent).
+    pub fn unsubscribe(&mut self, id: SessionId, uri: &str) -> Result<(), TouchError> {
+        let record = self.sessions.get_mut(&id).ok_or(TouchError::NotFound)?;
+        record.subscriptions.remove(uri);
+        Ok(())
+    }
+
+    /// Sessions subscribed to `uri`. A scan of all sessions: updates are rare next to
+    /// requests, and an index would be one more structure to keep consistent.
+    pub fn subscribers(&self, uri: &str) -> Vec<SessionId> {
+        self.sessions
+            .iter()
+            .filter(|(_, r)| r.subscriptions.contains(uri))
+            .map(|(id, _)| *id)
+            .collect()
+    }
+
     /// `notifications/cancelled`: stops request `request` of session `id`, if running.
     pub fn cancel_request(&mut self, id: SessionId, request: &RequestId) -> bool {
         let token = self
@@ -296,6 +330,35 @@ mod tests {
             "finished requests are forgotten"
         );
         assert!(!token.is_cancelled());
+    }
+
+    #[test]
+    fn subscriptions_are_per_session_idempotent_and_capped() {
+        let t = Instant::now();
+        let mut table = SessionTable::default();
+        let a = table.create(init(), CancellationToken::new(), t);
+        let b = table.create(init(), CancellationToken::new(), t);
+        assert!(table.subscribe(a, "x://1").is_ok());
+        assert!(table.subscribe(a, "x://1").is_ok(), "again is fine");
+        assert!(table.subscribe(b, "x://2").is_ok());
+        assert_eq!(table.subscribers("x://1"), vec![a]);
+        assert!(table.unsubscribe(a, "x://1").is_ok());
+        assert!(table.subscribers("x://1").is_empty());
+        for i in 0..MAX_SUBSCRIPTIONS {
+            assert!(table.subscribe(a, &format!("x://{i}")).is_ok());
+        }
+        assert_eq!(
+            table.subscribe(a, "x://one-more").err(),
+            Some(TouchError::Busy)
+        );
+        assert!(
+            table.subscribe(a, "x://0").is_ok(),
+            "an existing one is not a new one"
+        );
+        assert_eq!(
+            table.subscribe(SessionId::random(), "x://1").err(),
+            Some(TouchError::NotFound)
+        );
     }
 
     #[test]

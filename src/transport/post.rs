@@ -119,6 +119,26 @@ async fn serve(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Resp
     span.record("session_id", tracing::field::display(session));
     let server = inner.server.clone();
 
+    // Subscriptions are session state too; the server only answers.
+    let subscribe = match Method::parse(&request.method) {
+        Method::ResourcesSubscribe => Some(true),
+        Method::ResourcesUnsubscribe => Some(false),
+        _ => None,
+    };
+    if let Some(on) = subscribe
+        && let Some(uri) = request
+            .params
+            .as_ref()
+            .and_then(|p| p.get("uri"))
+            .and_then(|u| u.as_str())
+    {
+        inner
+            .sessions
+            .set_subscription(session, uri.to_owned(), on)
+            .await
+            .map_err(session_rejection)?;
+    }
+
     // logging/setLevel changes session state, which the transport owns; the server then
     // only answers (and reports bad params itself).
     if Method::parse(&request.method) == Method::SetLevel
@@ -391,6 +411,15 @@ impl Outbox for StreamOutbox {
                 Ok(Err(_)) => Err(ClientRequestError::Unavailable("the session ended".into())),
                 Err(_) => Err(ClientRequestError::Timeout),
             }
+        })
+    }
+
+    fn resource_updated(&self, uri: String) -> BoxFuture<'_, Result<usize, NotifyError>> {
+        Box::pin(async move {
+            self.sessions
+                .notify_resource_updated(&uri)
+                .await
+                .map_err(|e| NotifyError(e.to_string()))
         })
     }
 
