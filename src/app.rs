@@ -19,7 +19,8 @@ use tokio::sync::oneshot;
 
 use crate::config::Config;
 use crate::event_store::EventStoreHandle;
-use crate::server::McpServer;
+use crate::handler::{PromptRegistry, ResourceRegistry, ToolRegistry};
+use crate::server::{ListKind, McpServer};
 use crate::session::{SessionError, SessionHandle, SessionId, SessionInfo};
 use crate::supervisor::registry::{SlotError, slot};
 use crate::supervisor::{Child, Exit, RootSupervisor, SupervisorArgs, SupervisorMsg};
@@ -49,6 +50,7 @@ pub struct App {
     addr: SocketAddr,
     path: String,
     root: ActorRef<SupervisorMsg>,
+    server: Arc<McpServer>,
     shutdown_timeout: Duration,
     exit: Option<oneshot::Receiver<Exit>>,
     sessions: SessionHandle,
@@ -78,10 +80,11 @@ pub async fn start_with(config: Config, server: McpServer) -> Result<App, StartE
     let sessions = SessionHandle::new(session_slot.1.clone(), store.clone());
     let listener = listener_slot.1.clone();
     let (exit_tx, exit_rx) = oneshot::channel();
+    let server = Arc::new(server);
     let args = SupervisorArgs {
         config: config.clone(),
         socket,
-        server: Arc::new(server),
+        server: server.clone(),
         store_slot,
         session_slot,
         listener_slot,
@@ -95,6 +98,7 @@ pub async fn start_with(config: Config, server: McpServer) -> Result<App, StartE
         addr,
         path: config.sse.path.clone(),
         root,
+        server,
         shutdown_timeout: config.server.shutdown_timeout,
         exit: Some(exit_rx),
         sessions,
@@ -122,6 +126,43 @@ impl App {
     /// The session manager's handle: create, inspect and end sessions from Rust.
     pub fn sessions(&self) -> &SessionHandle {
         &self.sessions
+    }
+
+    /// Changes the tools while the server runs, then tells every session
+    /// (`notifications/tools/list_changed` on its standalone stream, stored and resumable).
+    /// Returns how many sessions were told.
+    pub async fn update_tools(
+        &self,
+        change: impl FnOnce(&mut ToolRegistry),
+    ) -> Result<usize, SessionError> {
+        self.server.update_tools(change);
+        self.sessions
+            .broadcast(ListKind::Tools.notification())
+            .await
+    }
+
+    /// Changes the resources while the server runs, then tells every session
+    /// (`notifications/resources/list_changed`).
+    pub async fn update_resources(
+        &self,
+        change: impl FnOnce(&mut ResourceRegistry),
+    ) -> Result<usize, SessionError> {
+        self.server.update_resources(change);
+        self.sessions
+            .broadcast(ListKind::Resources.notification())
+            .await
+    }
+
+    /// Changes the prompts while the server runs, then tells every session
+    /// (`notifications/prompts/list_changed`).
+    pub async fn update_prompts(
+        &self,
+        change: impl FnOnce(&mut PromptRegistry),
+    ) -> Result<usize, SessionError> {
+        self.server.update_prompts(change);
+        self.sessions
+            .broadcast(ListKind::Prompts.notification())
+            .await
     }
 
     /// Tells every session subscribed to resource `uri` that it changed

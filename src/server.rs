@@ -31,9 +31,9 @@ pub const MAX_CLIENT_DESCRIPTION: usize = 64 * 1024;
 pub struct McpServer {
     info: Implementation,
     instructions: Option<String>,
-    tools: ToolRegistry,
-    resources: ResourceRegistry,
-    prompts: PromptRegistry,
+    tools: Live<ToolRegistry>,
+    resources: Live<ResourceRegistry>,
+    prompts: Live<PromptRegistry>,
     completer: Option<Completer>,
 }
 
@@ -41,9 +41,9 @@ impl std::fmt::Debug for McpServer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("McpServer")
             .field("info", &self.info)
-            .field("tools", &self.tools)
-            .field("resources", &self.resources)
-            .field("prompts", &self.prompts)
+            .field("tools", &self.tools.get())
+            .field("resources", &self.resources.get())
+            .field("prompts", &self.prompts.get())
             .field("completion", &self.completer.is_some())
             .finish()
     }
@@ -55,6 +55,52 @@ pub type Completer = Arc<
         + Send
         + Sync,
 >;
+
+/// A registry that can change while the server runs. Readers take a snapshot (an `Arc`
+/// clone out of a `watch` channel, the same publication the actor slots use), so a change
+/// never blocks or tears a request in progress; writers publish a whole new version.
+#[derive(Clone)]
+struct Live<T>(Arc<tokio::sync::watch::Sender<Arc<T>>>);
+
+impl<T: Clone> Live<T> {
+    fn new(value: T) -> Self {
+        Self(Arc::new(tokio::sync::watch::Sender::new(Arc::new(value))))
+    }
+
+    fn get(&self) -> Arc<T> {
+        self.0.borrow().clone()
+    }
+
+    fn update(&self, change: impl FnOnce(&mut T)) {
+        self.0.send_modify(|current| {
+            let mut next = (**current).clone();
+            change(&mut next);
+            *current = Arc::new(next);
+        });
+    }
+}
+
+/// Which list changed, for `notifications/<kind>/list_changed`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListKind {
+    /// `tools/list`.
+    Tools,
+    /// `resources/list` and templates.
+    Resources,
+    /// `prompts/list`.
+    Prompts,
+}
+
+impl ListKind {
+    /// The notification method.
+    pub fn notification(self) -> &'static str {
+        match self {
+            Self::Tools => "notifications/tools/list_changed",
+            Self::Resources => "notifications/resources/list_changed",
+            Self::Prompts => "notifications/prompts/list_changed",
+        }
+    }
+}
 
 /// Items per page of every list method.
 pub const PAGE_SIZE: usize = 100;
@@ -117,22 +163,22 @@ impl McpServer {
                 version: env!("CARGO_PKG_VERSION").into(),
             },
             instructions: None,
-            tools,
-            resources: ResourceRegistry::default(),
-            prompts: PromptRegistry::default(),
+            tools: Live::new(tools),
+            resources: Live::new(ResourceRegistry::default()),
+            prompts: Live::new(PromptRegistry::default()),
             completer: None,
         }
     }
 
     /// Offers `resources` (`resources/*` methods and the `resources` capability).
     pub fn with_resources(mut self, resources: ResourceRegistry) -> Self {
-        self.resources = resources;
+        self.resources = Live::new(resources);
         self
     }
 
     /// Offers `prompts` (`prompts/*` methods and the `prompts` capability).
     pub fn with_prompts(mut self, prompts: PromptRegistry) -> Self {
-        self.prompts = prompts;
+        self.prompts = Live::new(prompts);
         self
     }
 
@@ -147,6 +193,22 @@ impl McpServer {
         self
     }
 
+    /// Changes the tools while the server runs (use [`crate::App::update_tools`], which
+    /// also tells the clients).
+    pub(crate) fn update_tools(&self, change: impl FnOnce(&mut ToolRegistry)) {
+        self.tools.update(change)
+    }
+
+    /// Changes the resources while the server runs (see [`crate::App::update_resources`]).
+    pub(crate) fn update_resources(&self, change: impl FnOnce(&mut ResourceRegistry)) {
+        self.resources.update(change)
+    }
+
+    /// Changes the prompts while the server runs (see [`crate::App::update_prompts`]).
+    pub(crate) fn update_prompts(&self, change: impl FnOnce(&mut PromptRegistry)) {
+        self.prompts.update(change)
+    }
+
     /// Sets the `instructions` sent at `initialize`.
     pub fn with_instructions(mut self, instructions: impl Into<String>) -> Self {
         self.instructions = Some(instructions.into());
@@ -154,12 +216,12 @@ impl McpServer {
     }
 
     fn capabilities(&self) -> Value {
-        let mut caps = serde_json::json!({ "tools": { "listChanged": false }, "logging": {} });
-        if !self.resources.is_empty() {
-            caps["resources"] = serde_json::json!({ "subscribe": true, "listChanged": false });
+        let mut caps = serde_json::json!({ "tools": { "listChanged": true }, "logging": {} });
+        if !self.resources.get().is_empty() {
+            caps["resources"] = serde_json::json!({ "subscribe": true, "listChanged": true });
         }
-        if !self.prompts.is_empty() {
-            caps["prompts"] = serde_json::json!({ "listChanged": false });
+        if !self.prompts.get().is_empty() {
+            caps["prompts"] = serde_json::json!({ "listChanged": true });
         }
         if self.completer.is_some() {
             caps["completions"] = serde_json::json!({});
@@ -218,13 +280,13 @@ impl McpServer {
         let id = request.id;
         let result = match Method::parse(&request.method) {
             Method::Ping => Ok(Value::Object(Default::default())),
-            Method::ToolsList => page_value("tools", &self.tools.list(), request.params),
+            Method::ToolsList => page_value("tools", &self.tools.get().list(), request.params),
             Method::ResourcesList => {
-                page_value("resources", &self.resources.list(), request.params)
+                page_value("resources", &self.resources.get().list(), request.params)
             }
             Method::ResourceTemplatesList => page_value(
                 "resourceTemplates",
-                &self.resources.list_templates(),
+                &self.resources.get().list_templates(),
                 request.params,
             ),
             Method::ResourcesRead => self.read_resource(request.params, ctx).await,
@@ -234,7 +296,9 @@ impl McpServer {
                 parse_params::<ResourceParams>(request.params)
                     .map(|_| Value::Object(Default::default()))
             }
-            Method::PromptsList => page_value("prompts", &self.prompts.list(), request.params),
+            Method::PromptsList => {
+                page_value("prompts", &self.prompts.get().list(), request.params)
+            }
             Method::PromptsGet => self.get_prompt(request.params, ctx).await,
             Method::Complete => self.complete(request.params, ctx).await,
             Method::ToolsCall => self.call_tool(request.params, ctx).await,
@@ -263,7 +327,8 @@ impl McpServer {
         ctx: RequestContext,
     ) -> Result<Value, ErrorObject> {
         let params: ResourceParams = parse_params(params)?;
-        match self.resources.read(&params.uri, ctx).await {
+        let resources = self.resources.get();
+        match resources.read(&params.uri, ctx).await {
             Ok(contents) => to_value(&ReadResourceResult { contents }),
             Err(ResourceError::NotFound(uri)) => Err(ErrorObject {
                 code: RESOURCE_NOT_FOUND,
@@ -280,7 +345,8 @@ impl McpServer {
         ctx: RequestContext,
     ) -> Result<Value, ErrorObject> {
         let params: GetPromptParams = parse_params(params)?;
-        match self.prompts.get(&params.name, params.arguments, ctx).await {
+        let prompts = self.prompts.get();
+        match prompts.get(&params.name, params.arguments, ctx).await {
             Ok(result) => to_value(&result),
             Err(PromptError::InvalidParams(why)) => Err(ErrorObject::invalid_params(why)),
             Err(PromptError::Failed(why)) => Err(ErrorObject::internal(why)),
@@ -309,10 +375,10 @@ impl McpServer {
         ctx: RequestContext,
     ) -> Result<Value, ErrorObject> {
         let params: CallToolParams = parse_params(params)?;
-        let tool = self
-            .tools
-            .get(&params.name)
-            .ok_or_else(|| ErrorObject::invalid_params(format!("Unknown tool: {}", params.name)))?;
+        let tool =
+            self.tools.get().get(&params.name).ok_or_else(|| {
+                ErrorObject::invalid_params(format!("Unknown tool: {}", params.name))
+            })?;
         match tool.call(params.arguments, ctx).await {
             Ok(result) => to_value(&result),
             Err(ToolError::InvalidArguments(why)) => Err(ErrorObject::invalid_params(format!(

@@ -269,3 +269,84 @@ async fn subscribers_are_told_of_resource_updates_live_or_on_resume() {
     );
     server.shutdown().await;
 }
+
+#[tokio::test]
+async fn changing_the_lists_at_runtime_tells_every_session() {
+    let server = server().await;
+    let mut client = server.client();
+    let init = client.initialize().await;
+    for cap in ["tools", "resources", "prompts"] {
+        assert_eq!(
+            init["result"]["capabilities"][cap]["listChanged"], true,
+            "{cap}"
+        );
+    }
+    let mut live = client.resume("none").await;
+    assert!(live.next().await.is_some_and(|f| f.is_priming()));
+    let told = server
+        .app
+        .update_tools(|tools| {
+            tools.register(tool_fn(
+                "late",
+                "Added at runtime.",
+                json!({"type": "object"}),
+                |_, _| async { Ok(CallToolResult::text("here now")) },
+            ));
+        })
+        .await;
+    assert_eq!(told.ok(), Some(1));
+    let note = live
+        .next_event()
+        .await
+        .and_then(|f| f.json())
+        .unwrap_or_default();
+    assert_eq!(note["method"], "notifications/tools/list_changed");
+    let called = ask(&client, "tools/call", json!({"name": "late"})).await;
+    assert_eq!(called["result"]["content"][0]["text"], "here now");
+
+    let _ = server
+        .app
+        .update_tools(|tools| {
+            tools.remove("late");
+        })
+        .await;
+    let note = live
+        .next_event()
+        .await
+        .and_then(|f| f.json())
+        .unwrap_or_default();
+    assert_eq!(note["method"], "notifications/tools/list_changed");
+    let gone = ask(&client, "tools/call", json!({"name": "late"})).await;
+    assert_eq!(gone["error"]["code"], -32602);
+
+    let _ = server
+        .app
+        .update_prompts(|prompts| {
+            prompts.remove("greet");
+        })
+        .await;
+    let note = live
+        .next_event()
+        .await
+        .and_then(|f| f.json())
+        .unwrap_or_default();
+    assert_eq!(note["method"], "notifications/prompts/list_changed");
+    let list = ask(&client, "prompts/list", json!({})).await;
+    assert_eq!(list["result"]["prompts"], json!([]));
+
+    let _ = server
+        .app
+        .update_resources(|resources| {
+            resources.remove("mem://a");
+        })
+        .await;
+    let note = live
+        .next_event()
+        .await
+        .and_then(|f| f.json())
+        .unwrap_or_default();
+    assert_eq!(note["method"], "notifications/resources/list_changed");
+    let read = ask(&client, "resources/read", json!({"uri": "mem://a"})).await;
+    assert_eq!(read["error"]["code"], -32002);
+    server.shutdown().await;
+}

@@ -55,6 +55,13 @@ impl PromptRegistry {
         self
     }
 
+    /// Removes prompt `name`; false if there was none.
+    pub fn remove(&mut self, name: &str) -> bool {
+        let before = self.prompts.len();
+        self.prompts.retain(|(d, _)| d.name != name);
+        self.prompts.len() != before
+    }
+
     /// True when nothing is registered.
     pub fn is_empty(&self) -> bool {
         self.prompts.is_empty()

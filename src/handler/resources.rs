@@ -69,6 +69,15 @@ impl ResourceRegistry {
         self
     }
 
+    /// Removes the resource with URI `uri`, or the template whose template is `uri`;
+    /// false if there was none.
+    pub fn remove(&mut self, uri: &str) -> bool {
+        let before = self.fixed.len() + self.templates.len();
+        self.fixed.retain(|(d, _)| d.uri != uri);
+        self.templates.retain(|(d, _, _)| d.uri_template != uri);
+        self.fixed.len() + self.templates.len() != before
+    }
+
     /// True when nothing is registered.
     pub fn is_empty(&self) -> bool {
         self.fixed.is_empty() && self.templates.is_empty()

@@ -55,6 +55,12 @@ impl ToolRegistry {
         self
     }
 
+    /// Removes tool `name`; false if there was none.
+    pub fn remove(&mut self, name: &str) -> bool {
+        self.order.retain(|n| n != name);
+        self.tools.remove(name).is_some()
+    }
+
     /// Definitions of all tools.
     pub fn list(&self) -> Vec<ToolDefinition> {
         self.order

@@ -114,6 +114,8 @@ pub enum SessionMsg {
     ),
     /// The sessions subscribed to a resource.
     Subscribers(String, RpcReplyPort<Vec<SessionId>>),
+    /// Every live session.
+    All(RpcReplyPort<Vec<SessionId>>),
     /// DELETE.
     Terminate(SessionId, RpcReplyPort<Result<(), SessionError>>),
     /// Session info (without store positions).
@@ -141,6 +143,7 @@ impl SessionMsg {
             Self::SetLogLevel(..) => "set_log_level",
             Self::Subscription(..) => "subscription",
             Self::Subscribers(..) => "subscribers",
+            Self::All(..) => "all",
             Self::Terminate(..) => "terminate",
             Self::Info(..) => "info",
             Self::OpenClientRequest(..) => "open_client_request",
@@ -313,6 +316,9 @@ async fn handle(msg: SessionMsg, state: &mut SessionManagerState) {
         }
         SessionMsg::Subscribers(uri, reply) => {
             let _ = reply.send(state.table.subscribers(&uri));
+        }
+        SessionMsg::All(reply) => {
+            let _ = reply.send(state.table.ids());
         }
         SessionMsg::SetLogLevel(id, level, reply) => {
             let result = match state.table.get_mut(id) {
@@ -499,9 +505,29 @@ impl SessionHandle {
                 CALL_TIMEOUT,
             )
             .await?;
+        let method = crate::protocol::methods::notifications::RESOURCE_UPDATED;
+        Ok(self
+            .tell(sessions, method, Some(serde_json::json!({ "uri": uri })))
+            .await)
+    }
+
+    /// Sends notification `method` to every live session's standalone stream (list
+    /// changes). Returns how many sessions were told.
+    pub async fn broadcast(&self, method: &str) -> Result<usize, SessionError> {
+        let sessions = self.slot.call(SessionMsg::All, CALL_TIMEOUT).await?;
+        Ok(self.tell(sessions, method, None).await)
+    }
+
+    /// Stores a notification on the standalone stream of each of `sessions`.
+    async fn tell(
+        &self,
+        sessions: Vec<SessionId>,
+        method: &str,
+        params: Option<serde_json::Value>,
+    ) -> usize {
         let payload = crate::protocol::Outgoing::Notification(crate::protocol::Notification {
-            method: crate::protocol::methods::notifications::RESOURCE_UPDATED.into(),
-            params: Some(serde_json::json!({ "uri": uri })),
+            method: method.into(),
+            params,
         })
         .to_bytes();
         let mut told = 0;
@@ -512,7 +538,7 @@ impl SessionHandle {
                 told += 1;
             }
         }
-        Ok(told)
+        told
     }
 
     /// `logging/setLevel`: the least severe level this session's requests report from now on.

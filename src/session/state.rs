@@ -119,6 +119,11 @@ impl SessionTable {
         id
     }
 
+    /// The ids of all live sessions.
+    pub fn ids(&self) -> Vec<SessionId> {
+        self.sessions.keys().copied().collect()
+    }
+
     /// The record of `id`, if alive.
     pub fn get(&self, id: SessionId) -> Option<&SessionRecord> {
         self.sessions.get(&id)
