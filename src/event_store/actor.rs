@@ -78,6 +78,9 @@ pub enum StoreMsg {
         /// The actor leaving.
         subscriber: ActorId,
     },
+    /// End a stream without a final event (its request was cancelled) and close its
+    /// connection.
+    Complete(StreamKey, RpcReplyPort<()>),
     /// Close the connection subscribed to a stream (the stream itself goes on); replies
     /// whether one was open. Sent after the caller's appends, so the connection writes
     /// them first.
@@ -101,6 +104,7 @@ impl StoreMsg {
             Self::Subscribe { .. } => "subscribe",
             Self::Unsubscribe { .. } => "unsubscribe",
             Self::Disconnect(..) => "disconnect",
+            Self::Complete(..) => "complete",
             Self::OpenSession(..) => "open_session",
             Self::ForgetSession(..) => "forget_session",
             Self::Positions(..) => "positions",
@@ -236,6 +240,13 @@ async fn handle<B: EventStore>(msg: StoreMsg, tables: &mut StoreTables<B>) {
                 }
             }
             let _ = reply.send(result);
+        }
+        StoreMsg::Complete(key, reply) => {
+            tables.backend.complete_stream(key).await;
+            if let Some(sub) = tables.subscribers.remove(&key) {
+                let _ = sub.send_message(StreamMsg::Close(CloseReason::Completed));
+            }
+            let _ = reply.send(());
         }
         StoreMsg::Disconnect(key, reply) => {
             let open = match tables.subscribers.remove(&key) {
@@ -374,6 +385,14 @@ impl EventStoreHandle {
     /// stale subscriber to remove only if it lost its tables).
     pub fn unsubscribe(&self, key: StreamKey, subscriber: ActorId) {
         let _ = self.slot.cast(StoreMsg::Unsubscribe { key, subscriber });
+    }
+
+    /// Ends stream `key` without a final event and closes its connection (a cancelled
+    /// request: no response will come, and a resume must not wait for one).
+    pub async fn complete(&self, key: StreamKey) -> Result<(), SlotError> {
+        self.slot
+            .call(|reply| StoreMsg::Complete(key, reply), CALL_TIMEOUT)
+            .await
     }
 
     /// Closes the connection following `key` with a `retry:` hint (SSE polling); the

@@ -352,6 +352,16 @@ impl EventStore for MemoryStore {
         self.replay_after_at(key, after, Instant::now())
     }
 
+    async fn complete_stream(&mut self, key: StreamKey) {
+        if let Some(log) = self
+            .sessions
+            .get_mut(&key.session)
+            .and_then(|s| s.streams.get_mut(&key.stream))
+        {
+            log.completed = true;
+        }
+    }
+
     async fn forget_session(&mut self, session: SessionId) {
         self.sessions.remove(&session);
     }

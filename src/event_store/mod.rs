@@ -172,6 +172,10 @@ pub trait EventStore: Send + Default + 'static {
         nonce: u64,
     ) -> impl Future<Output = Result<Appended, StoreError>> + Send;
 
+    /// Ends stream `key` without a final event (its request was cancelled): nothing more
+    /// may be appended and a resume replays what there is, then closes.
+    fn complete_stream(&mut self, key: StreamKey) -> impl Future<Output = ()> + Send;
+
     /// Events of `key` strictly after position `after`, oldest first. With `after = None`
     /// nothing is replayed; only the stream's current end is reported.
     fn replay_after(

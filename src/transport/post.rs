@@ -235,9 +235,9 @@ async fn serve(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Resp
                 // receive one: stop the work.
                 () = cancel.cancelled() => {
                     tracing::debug!("request cancelled");
-                    // No response will come: end the connection rather than leave it
-                    // open with nothing to carry (best effort; the session may be gone).
-                    let _ = store.disconnect(key).await;
+                    // No response will come: end the stream, so neither this connection
+                    // nor a resume waits for one (best effort; the session may be gone).
+                    let _ = store.complete(key).await;
                 }
             }
             drop(hold);
