@@ -20,6 +20,9 @@ use crate::protocol::version::ProtocolVersion;
 use crate::protocol::{ErrorObject, Outgoing, Request};
 use crate::session::NewSession;
 
+/// Longest resource URI accepted in a subscription.
+pub const MAX_URI_LEN: usize = 2048;
+
 /// JSON-RPC error code for a resource that does not exist (MCP).
 pub const RESOURCE_NOT_FOUND: i64 = -32002;
 
@@ -269,6 +272,13 @@ impl McpServer {
             .cloned()
     }
 
+    /// True when `resources/subscribe` to `uri` succeeds: a resource (or template) we
+    /// serve, with a URI of at most [`MAX_URI_LEN`] bytes. Subscriptions to anything else
+    /// would only be memory a client can fill.
+    pub fn accepts_subscription(&self, uri: &str) -> bool {
+        uri.len() <= MAX_URI_LEN && self.resources.get().contains(uri)
+    }
+
     /// The level a `logging/setLevel` request asks for.
     pub fn set_level_params(params: Option<&Value>) -> Result<LoggingLevel, ErrorObject> {
         let params: SetLevelParams = parse_params(params.cloned())?;
@@ -290,12 +300,27 @@ impl McpServer {
                 request.params,
             ),
             Method::ResourcesRead => self.read_resource(request.params, ctx).await,
-            // Subscriptions are session state, recorded by the transport; here only the
-            // answer is made.
-            Method::ResourcesSubscribe | Method::ResourcesUnsubscribe => {
-                parse_params::<ResourceParams>(request.params)
-                    .map(|_| Value::Object(Default::default()))
+            // Subscriptions are session state, recorded by the transport when the answer
+            // is a success (see `accepts_subscription`); here only the answer is made.
+            Method::ResourcesSubscribe => {
+                parse_params::<ResourceParams>(request.params).and_then(|p| {
+                    if p.uri.len() > MAX_URI_LEN {
+                        Err(ErrorObject::invalid_params(format!(
+                            "uri is longer than {MAX_URI_LEN} bytes"
+                        )))
+                    } else if !self.accepts_subscription(&p.uri) {
+                        Err(ErrorObject {
+                            code: RESOURCE_NOT_FOUND,
+                            message: format!("Resource not found: {}", p.uri),
+                            data: Some(serde_json::json!({ "uri": p.uri })),
+                        })
+                    } else {
+                        Ok(Value::Object(Default::default()))
+                    }
+                })
             }
+            Method::ResourcesUnsubscribe => parse_params::<ResourceParams>(request.params)
+                .map(|_| Value::Object(Default::default())),
             Method::PromptsList => {
                 page_value("prompts", &self.prompts.get().list(), request.params)
             }

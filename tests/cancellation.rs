@@ -137,3 +137,19 @@ async fn notifications_cancelled_stops_that_request_and_no_other() {
     drop(second);
     server.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_request_id_still_in_use_is_refused() {
+    let (server, mut started, _dropped) = server_with_park().await;
+    let mut client = server.client();
+    client.initialize().await;
+    let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+        "params": {"name": "park", "arguments": {}}});
+    let first = Client::send(client.post(&call)).await;
+    assert_eq!(first.status(), 200);
+    within("the tool to start", started.recv()).await;
+    let again = Client::send(client.post(&call)).await;
+    assert_eq!(again.status(), 400, "id 7 is running");
+    drop(first);
+    server.shutdown().await;
+}

@@ -350,3 +350,44 @@ async fn changing_the_lists_at_runtime_tells_every_session() {
     assert_eq!(read["error"]["code"], -32002);
     server.shutdown().await;
 }
+
+#[tokio::test]
+async fn subscriptions_only_to_resources_we_serve() {
+    let server = server().await;
+    let mut client = server.client();
+    client.initialize().await;
+    let unknown = ask(&client, "resources/subscribe", json!({"uri": "mem://nope"})).await;
+    assert_eq!(unknown["error"]["code"], -32002);
+    let long = ask(
+        &client,
+        "resources/subscribe",
+        json!({"uri": format!("mem://{}", "x".repeat(3000))}),
+    )
+    .await;
+    assert_eq!(long["error"]["code"], -32602);
+    assert_eq!(
+        server.app.notify_resource_updated("mem://nope").await.ok(),
+        Some(0),
+        "nothing was recorded"
+    );
+    let templated = ask(
+        &client,
+        "resources/subscribe",
+        json!({"uri": "mem://users/ada"}),
+    )
+    .await;
+    assert_eq!(
+        templated["result"],
+        json!({}),
+        "a URI a template serves is fine"
+    );
+    assert_eq!(
+        server
+            .app
+            .notify_resource_updated("mem://users/ada")
+            .await
+            .ok(),
+        Some(1)
+    );
+    server.shutdown().await;
+}

@@ -78,6 +78,15 @@ impl ResourceRegistry {
         self.fixed.len() + self.templates.len() != before
     }
 
+    /// True when `uri` is one of the fixed resources or matches a template.
+    pub fn contains(&self, uri: &str) -> bool {
+        self.fixed.iter().any(|(d, _)| d.uri == uri)
+            || self
+                .templates
+                .iter()
+                .any(|(_, t, _)| t.matches(uri).is_some())
+    }
+
     /// True when nothing is registered.
     pub fn is_empty(&self) -> bool {
         self.fixed.is_empty() && self.templates.is_empty()

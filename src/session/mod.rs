@@ -36,6 +36,9 @@ pub enum SessionError {
     /// `max_open_per_session` requests and streams are open already.
     #[error("too many requests and streams open in this session")]
     Busy,
+    /// A running request of the session already uses this id.
+    #[error("a running request of this session already uses this id")]
+    DuplicateRequest,
     /// The session manager could not be reached.
     #[error(transparent)]
     Unreachable(#[from] SlotError),
@@ -295,6 +298,7 @@ async fn handle(msg: SessionMsg, state: &mut SessionManagerState) {
                 .map_err(|e| match e {
                     TouchError::NotFound => SessionError::NotFound,
                     TouchError::Busy => SessionError::Busy,
+                    TouchError::DuplicateRequest => SessionError::DuplicateRequest,
                 });
             // If the caller is gone, the unsent hold is dropped here and releases itself.
             let _ = reply.send(result);
@@ -312,6 +316,7 @@ async fn handle(msg: SessionMsg, state: &mut SessionManagerState) {
             let _ = reply.send(result.map_err(|e| match e {
                 TouchError::NotFound => SessionError::NotFound,
                 TouchError::Busy => SessionError::Busy,
+                TouchError::DuplicateRequest => SessionError::DuplicateRequest,
             }));
         }
         SessionMsg::Subscribers(uri, reply) => {
@@ -366,6 +371,7 @@ async fn handle(msg: SessionMsg, state: &mut SessionManagerState) {
                 .map_err(|e| match e {
                     TouchError::NotFound => SessionError::NotFound,
                     TouchError::Busy => SessionError::Busy,
+                    TouchError::DuplicateRequest => SessionError::DuplicateRequest,
                 });
             let _ = reply.send(result);
         }

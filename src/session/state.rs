@@ -69,6 +69,8 @@ pub enum TouchError {
     NotFound,
     /// The session has as many requests and streams open as allowed.
     Busy,
+    /// A running request of the session already has this id.
+    DuplicateRequest,
 }
 
 /// All live sessions.
@@ -149,6 +151,11 @@ impl SessionTable {
     ) -> Result<(&SessionRecord, Option<StreamNo>, CancellationToken), TouchError> {
         let record = self.sessions.get_mut(&id).ok_or(TouchError::NotFound)?;
         record.last_seen = now;
+        // Ids tell running requests apart for cancellation; a reused one would make
+        // `notifications/cancelled` ambiguous.
+        if hold && request.is_some_and(|r| record.requests.contains_key(r)) {
+            return Err(TouchError::DuplicateRequest);
+        }
         if hold {
             if record.holds >= max_holds {
                 return Err(TouchError::Busy);

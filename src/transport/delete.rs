@@ -39,9 +39,7 @@ async fn terminate(state: &AppState, headers: &HeaderMap) -> Result<(), Rejectio
         .terminate(id)
         .await
         .map_err(|e| match e {
-            SessionError::NotFound | SessionError::Full | SessionError::Busy => {
-                Rejection::UnknownSession
-            }
             SessionError::Unreachable(e) => Rejection::Unavailable(e.to_string()),
+            _ => Rejection::UnknownSession,
         })
 }

@@ -204,6 +204,7 @@ pub(crate) fn session_rejection(e: crate::session::SessionError) -> Rejection {
         SessionError::NotFound => Rejection::UnknownSession,
         SessionError::Full => Rejection::TooManySessions,
         SessionError::Busy => Rejection::TooBusy,
+        SessionError::DuplicateRequest => Rejection::DuplicateRequestId,
         SessionError::Unreachable(e) => Rejection::Unavailable(e.to_string()),
     }
 }

@@ -119,44 +119,13 @@ async fn serve(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Resp
     span.record("session_id", tracing::field::display(session));
     let server = inner.server.clone();
 
-    // Subscriptions are session state too; the server only answers.
-    let subscribe = match Method::parse(&request.method) {
-        Method::ResourcesSubscribe => Some(true),
-        Method::ResourcesUnsubscribe => Some(false),
-        _ => None,
-    };
-    if let Some(on) = subscribe
-        && let Some(uri) = request
-            .params
-            .as_ref()
-            .and_then(|p| p.get("uri"))
-            .and_then(|u| u.as_str())
-    {
-        inner
-            .sessions
-            .set_subscription(session, uri.to_owned(), on)
-            .await
-            .map_err(session_rejection)?;
-    }
-
-    // logging/setLevel changes session state, which the transport owns; the server then
-    // only answers (and reports bad params itself).
-    if Method::parse(&request.method) == Method::SetLevel
-        && let Ok(level) = McpServer::set_level_params(request.params.as_ref())
-    {
-        inner
-            .sessions
-            .set_log_level(session, level)
-            .await
-            .map_err(session_rejection)?;
-    }
-
     if !inner.config.sse.enabled {
         let (touched, hold) = inner
             .sessions
             .hold(session, false, Some(request.id.clone()))
             .await
             .map_err(session_rejection)?;
+        apply_session_effects(state, session, &request).await?;
         let id = request.id.clone();
         let ctx = RequestContext::default()
             .with_log_level(touched.log_level)
@@ -208,6 +177,7 @@ async fn serve(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Resp
         )
         .await
         .map_err(|e| e.into_rejection(true))?;
+    apply_session_effects(state, session, &request).await?;
 
     let store = inner.store.clone();
     let progress_token = McpServer::progress_token(&request);
@@ -245,6 +215,56 @@ async fn serve(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Resp
         .instrument(span),
     );
     Ok(response)
+}
+
+/// Requests that change session state, which the transport owns (`logging/setLevel`,
+/// `resources/subscribe` and `unsubscribe`): applied once the request is accepted (its
+/// hold taken, its stream open), and only when the server will answer it with success;
+/// the server then only answers.
+async fn apply_session_effects(
+    state: &AppState,
+    session: SessionId,
+    request: &Request,
+) -> Result<(), Rejection> {
+    let inner = &state.inner;
+    let uri = || {
+        request
+            .params
+            .as_ref()
+            .and_then(|p| p.get("uri"))
+            .and_then(|u| u.as_str())
+    };
+    match Method::parse(&request.method) {
+        Method::SetLevel => {
+            if let Ok(level) = McpServer::set_level_params(request.params.as_ref()) {
+                inner
+                    .sessions
+                    .set_log_level(session, level)
+                    .await
+                    .map_err(session_rejection)?;
+            }
+        }
+        Method::ResourcesSubscribe => {
+            if let Some(uri) = uri().filter(|u| inner.server.accepts_subscription(u)) {
+                inner
+                    .sessions
+                    .set_subscription(session, uri.to_owned(), true)
+                    .await
+                    .map_err(session_rejection)?;
+            }
+        }
+        Method::ResourcesUnsubscribe => {
+            if let Some(uri) = uri() {
+                inner
+                    .sessions
+                    .set_subscription(session, uri.to_owned(), false)
+                    .await
+                    .map_err(session_rejection)?;
+            }
+        }
+        _ => {}
+    }
+    Ok(())
 }
 
 async fn initialize(state: &AppState, request: Request) -> Result<Response, Rejection> {

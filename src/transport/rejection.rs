@@ -41,6 +41,9 @@ pub enum Rejection {
     /// 410: `Last-Event-ID` names a POST stream whose history is gone.
     #[error("Gone: the stream named by Last-Event-ID has expired or never existed")]
     StreamGone,
+    /// 400: the id of a request still running in this session was used again.
+    #[error("Bad Request: a running request of this session already uses this id")]
+    DuplicateRequestId,
     /// 429: `server.max_open_per_session` reached.
     #[error("Too Many Requests: this session has too many requests and streams open")]
     TooBusy,
@@ -56,9 +59,10 @@ impl Rejection {
     /// The HTTP status.
     pub fn status(&self) -> StatusCode {
         match self {
-            Self::MissingSession | Self::UnsupportedVersion(_) | Self::JsonRpc(_) => {
-                StatusCode::BAD_REQUEST
-            }
+            Self::MissingSession
+            | Self::UnsupportedVersion(_)
+            | Self::JsonRpc(_)
+            | Self::DuplicateRequestId => StatusCode::BAD_REQUEST,
             Self::UnknownSession => StatusCode::NOT_FOUND,
             Self::NotAcceptable(_) => StatusCode::NOT_ACCEPTABLE,
             Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
