@@ -16,7 +16,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::protocol::methods::{
-    LoggingLevel, ServerRequest, log_notification, progress_notification,
+    LogThreshold, LoggingLevel, ServerRequest, log_notification, progress_notification,
 };
 use crate::protocol::{ErrorObject, Notification};
 
@@ -73,7 +73,7 @@ pub trait Outbox: Send + Sync {
 pub struct RequestContext {
     progress_token: Option<Value>,
     outbox: Option<Arc<dyn Outbox>>,
-    log_level: Option<LoggingLevel>,
+    log_level: Arc<LogThreshold>,
     client_capabilities: Arc<Value>,
 }
 
@@ -92,7 +92,7 @@ impl RequestContext {
         Self {
             progress_token,
             outbox,
-            log_level: None,
+            log_level: Arc::default(),
             client_capabilities: Arc::default(),
         }
     }
@@ -111,9 +111,10 @@ impl RequestContext {
             .is_some_and(|c| !c.is_null())
     }
 
-    /// Sets the least severe level [`RequestContext::log`] sends (the session's
-    /// `logging/setLevel`; `None`: everything).
-    pub fn with_log_level(mut self, level: Option<LoggingLevel>) -> Self {
+    /// Shares the session's log threshold (`logging/setLevel`; unset: everything).
+    /// [`RequestContext::log`] reads it at every call, so a later change applies to this
+    /// request too.
+    pub fn with_log_level(mut self, level: Arc<LogThreshold>) -> Self {
         self.log_level = level;
         self
     }
@@ -126,7 +127,7 @@ impl RequestContext {
         logger: Option<&str>,
         data: Value,
     ) -> Result<(), NotifyError> {
-        if self.log_level.is_some_and(|min| level < min) {
+        if self.log_level.get().is_some_and(|min| level < min) {
             return Ok(());
         }
         match &self.outbox {

@@ -54,7 +54,7 @@ pub struct Touched {
     /// The POST stream allocated for this request, when asked for.
     pub stream: Option<StreamNo>,
     /// The session's log level when the request started.
-    pub log_level: Option<LoggingLevel>,
+    pub log_level: std::sync::Arc<crate::protocol::methods::LogThreshold>,
     /// What the client said it supports at `initialize`.
     pub client_capabilities: std::sync::Arc<serde_json::Value>,
 }
@@ -285,7 +285,7 @@ async fn handle(msg: SessionMsg, state: &mut SessionManagerState) {
                         protocol_version: record.init.protocol_version,
                         cancel,
                         stream,
-                        log_level: record.log_level,
+                        log_level: record.log_level.clone(),
                         client_capabilities: record.init.client_capabilities.clone(),
                     };
                     let guard = hold.then(|| SessionHold {
@@ -328,7 +328,7 @@ async fn handle(msg: SessionMsg, state: &mut SessionManagerState) {
         SessionMsg::SetLogLevel(id, level, reply) => {
             let result = match state.table.get_mut(id) {
                 Some(record) => {
-                    record.log_level = Some(level);
+                    record.log_level.set(level);
                     Ok(())
                 }
                 None => Err(SessionError::NotFound),

@@ -54,7 +54,7 @@ pub struct SessionRecord {
     /// Number of the last request we sent the client.
     pub last_client_request: u64,
     /// Least severe log level the client wants (`logging/setLevel`); `None`: all.
-    pub log_level: Option<crate::protocol::methods::LoggingLevel>,
+    pub log_level: std::sync::Arc<crate::protocol::methods::LogThreshold>,
     /// Resource URIs the client subscribed to (`resources/subscribe`).
     pub subscriptions: std::collections::HashSet<String>,
 }
@@ -114,7 +114,7 @@ impl SessionTable {
                 requests: HashMap::new(),
                 pending: HashMap::new(),
                 last_client_request: 0,
-                log_level: None,
+                log_level: Default::default(),
                 subscriptions: Default::default(),
             },
         );

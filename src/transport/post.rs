@@ -128,7 +128,7 @@ async fn serve(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Resp
         apply_session_effects(state, session, &request).await?;
         let id = request.id.clone();
         let ctx = RequestContext::default()
-            .with_log_level(touched.log_level)
+            .with_log_level(touched.log_level.clone())
             .with_client_capabilities(touched.client_capabilities.clone());
         // A JSON answer cannot be withheld (the HTTP request waits for it), so a cancelled
         // request gets an error that says so.
@@ -189,7 +189,7 @@ async fn serve(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Resp
         polls: touched.protocol_version >= ProtocolVersion::V2025_11_25,
     });
     let ctx = RequestContext::new(progress_token, Some(outbox))
-        .with_log_level(touched.log_level)
+        .with_log_level(touched.log_level.clone())
         .with_client_capabilities(touched.client_capabilities.clone());
     let cancel = touched.cancel;
     tokio::spawn(
