@@ -20,7 +20,8 @@ use tokio::sync::oneshot;
 use crate::config::Config;
 use crate::event_store::EventStoreHandle;
 use crate::handler::{PromptRegistry, ResourceRegistry, ToolRegistry};
-use crate::server::{ListKind, McpServer};
+use crate::protocol::methods::ListKind;
+use crate::server::McpServer;
 use crate::session::{SessionError, SessionHandle, SessionId, SessionInfo};
 use crate::supervisor::registry::{SlotError, slot};
 use crate::supervisor::{Child, Exit, RootSupervisor, SupervisorArgs, SupervisorMsg};
@@ -51,6 +52,8 @@ pub struct App {
     path: String,
     root: ActorRef<SupervisorMsg>,
     server: Arc<McpServer>,
+    /// SSE is on: there are standalone streams to deliver server notifications on.
+    streams: bool,
     shutdown_timeout: Duration,
     exit: Option<oneshot::Receiver<Exit>>,
     sessions: SessionHandle,
@@ -99,6 +102,7 @@ pub async fn start_with(config: Config, server: McpServer) -> Result<App, StartE
         path: config.sse.path.clone(),
         root,
         server,
+        streams: config.sse.enabled,
         shutdown_timeout: config.server.shutdown_timeout,
         exit: Some(exit_rx),
         sessions,
@@ -136,9 +140,7 @@ impl App {
         change: impl FnOnce(&mut ToolRegistry),
     ) -> Result<usize, SessionError> {
         self.server.update_tools(change);
-        self.sessions
-            .broadcast(ListKind::Tools.notification())
-            .await
+        self.tell_list_changed(ListKind::Tools).await
     }
 
     /// Changes the resources while the server runs, then tells every session
@@ -148,9 +150,7 @@ impl App {
         change: impl FnOnce(&mut ResourceRegistry),
     ) -> Result<usize, SessionError> {
         self.server.update_resources(change);
-        self.sessions
-            .broadcast(ListKind::Resources.notification())
-            .await
+        self.tell_list_changed(ListKind::Resources).await
     }
 
     /// Changes the prompts while the server runs, then tells every session
@@ -160,15 +160,24 @@ impl App {
         change: impl FnOnce(&mut PromptRegistry),
     ) -> Result<usize, SessionError> {
         self.server.update_prompts(change);
-        self.sessions
-            .broadcast(ListKind::Prompts.notification())
-            .await
+        self.tell_list_changed(ListKind::Prompts).await
+    }
+
+    /// Without SSE there is no stream to carry the notification: nothing is stored.
+    async fn tell_list_changed(&self, kind: ListKind) -> Result<usize, SessionError> {
+        if !self.streams {
+            return Ok(0);
+        }
+        self.sessions.list_changed(kind).await
     }
 
     /// Tells every session subscribed to resource `uri` that it changed
     /// (`notifications/resources/updated` on each one's standalone GET stream, stored and
     /// resumable). Returns how many sessions were told.
     pub async fn notify_resource_updated(&self, uri: &str) -> Result<usize, SessionError> {
+        if !self.streams {
+            return Ok(0);
+        }
         self.sessions.notify_resource_updated(uri).await
     }
 

@@ -13,8 +13,8 @@ use crate::handler::{
 };
 use crate::protocol::methods::{
     CallToolParams, CallToolResult, CompleteParams, CompletionArgument, CompletionRef,
-    GetPromptParams, Implementation, InitializeParams, InitializeResult, ListParams, LoggingLevel,
-    Method, ReadResourceResult, ResourceParams, SetLevelParams,
+    GetPromptParams, Implementation, InitializeParams, InitializeResult, ListKind, ListParams,
+    LoggingLevel, Method, ReadResourceResult, ResourceParams, SetLevelParams,
 };
 use crate::protocol::version::ProtocolVersion;
 use crate::protocol::{ErrorObject, Outgoing, Request};
@@ -80,28 +80,6 @@ impl<T: Clone> Live<T> {
             change(&mut next);
             *current = Arc::new(next);
         });
-    }
-}
-
-/// Which list changed, for `notifications/<kind>/list_changed`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ListKind {
-    /// `tools/list`.
-    Tools,
-    /// `resources/list` and templates.
-    Resources,
-    /// `prompts/list`.
-    Prompts,
-}
-
-impl ListKind {
-    /// The notification method.
-    pub fn notification(self) -> &'static str {
-        match self {
-            Self::Tools => "notifications/tools/list_changed",
-            Self::Resources => "notifications/resources/list_changed",
-            Self::Prompts => "notifications/prompts/list_changed",
-        }
     }
 }
 
@@ -253,7 +231,15 @@ impl McpServer {
             server_info: self.info.clone(),
             instructions: self.instructions.clone(),
         };
+        let mut lists = vec![ListKind::Tools];
+        if !self.resources.get().is_empty() {
+            lists.push(ListKind::Resources);
+        }
+        if !self.prompts.get().is_empty() {
+            lists.push(ListKind::Prompts);
+        }
         let session = NewSession {
+            lists,
             protocol_version: version,
             client_capabilities: std::sync::Arc::new(params.capabilities),
             client_info: params.client_info,

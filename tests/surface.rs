@@ -391,3 +391,34 @@ async fn subscriptions_only_to_resources_we_serve() {
     );
     server.shutdown().await;
 }
+
+#[tokio::test]
+async fn list_changes_go_only_to_sessions_offered_that_list() {
+    // No prompts at start: sessions are not offered the prompts capability.
+    let server = TestServer::start(|_| {}).await;
+    let mut client = server.client();
+    let init = client.initialize().await;
+    assert!(init["result"]["capabilities"]["prompts"].is_null());
+    let told = server
+        .app
+        .update_prompts(|prompts| {
+            prompts.prompt(
+                PromptDefinition {
+                    name: "late".into(),
+                    description: "d".into(),
+                    arguments: vec![],
+                },
+                |_, _| async {
+                    Ok(GetPromptResult {
+                        description: None,
+                        messages: vec![],
+                    })
+                },
+            );
+        })
+        .await;
+    assert_eq!(told.ok(), Some(0), "not offered, not told");
+    let told = server.app.update_tools(|_| {}).await;
+    assert_eq!(told.ok(), Some(1), "tools are always offered");
+    server.shutdown().await;
+}

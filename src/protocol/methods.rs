@@ -159,6 +159,31 @@ pub fn log_notification(level: LoggingLevel, logger: Option<&str>, data: Value) 
     }
 }
 
+/// Which list changed, for `notifications/<kind>/list_changed`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListKind {
+    /// `tools/list`.
+    Tools,
+    /// `resources/list` and templates.
+    Resources,
+    /// `prompts/list`.
+    Prompts,
+}
+
+impl ListKind {
+    /// Every kind.
+    pub const ALL: [Self; 3] = [Self::Tools, Self::Resources, Self::Prompts];
+
+    /// The notification method.
+    pub fn notification(self) -> &'static str {
+        match self {
+            Self::Tools => "notifications/tools/list_changed",
+            Self::Resources => "notifications/resources/list_changed",
+            Self::Prompts => "notifications/prompts/list_changed",
+        }
+    }
+}
+
 /// `initialize` params.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]

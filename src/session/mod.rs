@@ -17,7 +17,7 @@ use tokio::sync::oneshot;
 
 use crate::event_store::{EventStoreHandle, StreamNo};
 use crate::protocol::RequestId;
-use crate::protocol::methods::LoggingLevel;
+use crate::protocol::methods::{ListKind, LoggingLevel};
 use crate::protocol::version::ProtocolVersion;
 use crate::supervisor::heir::Lent;
 use crate::supervisor::registry::{Slot, SlotError};
@@ -117,8 +117,8 @@ pub enum SessionMsg {
     ),
     /// The sessions subscribed to a resource.
     Subscribers(String, RpcReplyPort<Vec<SessionId>>),
-    /// Every live session.
-    All(RpcReplyPort<Vec<SessionId>>),
+    /// The sessions that were offered a list at `initialize`.
+    Offered(ListKind, RpcReplyPort<Vec<SessionId>>),
     /// DELETE.
     Terminate(SessionId, RpcReplyPort<Result<(), SessionError>>),
     /// Session info (without store positions).
@@ -146,7 +146,7 @@ impl SessionMsg {
             Self::SetLogLevel(..) => "set_log_level",
             Self::Subscription(..) => "subscription",
             Self::Subscribers(..) => "subscribers",
-            Self::All(..) => "all",
+            Self::Offered(..) => "offered",
             Self::Terminate(..) => "terminate",
             Self::Info(..) => "info",
             Self::OpenClientRequest(..) => "open_client_request",
@@ -322,8 +322,8 @@ async fn handle(msg: SessionMsg, state: &mut SessionManagerState) {
         SessionMsg::Subscribers(uri, reply) => {
             let _ = reply.send(state.table.subscribers(&uri));
         }
-        SessionMsg::All(reply) => {
-            let _ = reply.send(state.table.ids());
+        SessionMsg::Offered(kind, reply) => {
+            let _ = reply.send(state.table.offered(kind));
         }
         SessionMsg::SetLogLevel(id, level, reply) => {
             let result = match state.table.get_mut(id) {
@@ -517,11 +517,15 @@ impl SessionHandle {
             .await)
     }
 
-    /// Sends notification `method` to every live session's standalone stream (list
-    /// changes). Returns how many sessions were told.
-    pub async fn broadcast(&self, method: &str) -> Result<usize, SessionError> {
-        let sessions = self.slot.call(SessionMsg::All, CALL_TIMEOUT).await?;
-        Ok(self.tell(sessions, method, None).await)
+    /// Tells every session that was offered list `kind` that it changed
+    /// (`notifications/<kind>/list_changed` on its standalone stream). Returns how many
+    /// sessions were told.
+    pub async fn list_changed(&self, kind: ListKind) -> Result<usize, SessionError> {
+        let sessions = self
+            .slot
+            .call(|reply| SessionMsg::Offered(kind, reply), CALL_TIMEOUT)
+            .await?;
+        Ok(self.tell(sessions, kind.notification(), None).await)
     }
 
     /// Stores a notification on the standalone stream of each of `sessions`.

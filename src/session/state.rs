@@ -23,6 +23,9 @@ pub struct NewSession {
     pub client_capabilities: std::sync::Arc<Value>,
     /// The client's `clientInfo` object.
     pub client_info: Value,
+    /// The lists whose capability the server announced at `initialize`; only these get
+    /// `list_changed` notifications.
+    pub lists: Vec<crate::protocol::methods::ListKind>,
 }
 
 /// A client's answer to a request the server sent it.
@@ -121,9 +124,13 @@ impl SessionTable {
         id
     }
 
-    /// The ids of all live sessions.
-    pub fn ids(&self) -> Vec<SessionId> {
-        self.sessions.keys().copied().collect()
+    /// The sessions that were offered list `kind` at `initialize`.
+    pub fn offered(&self, kind: crate::protocol::methods::ListKind) -> Vec<SessionId> {
+        self.sessions
+            .iter()
+            .filter(|(_, r)| r.init.lists.contains(&kind))
+            .map(|(id, _)| *id)
+            .collect()
     }
 
     /// The record of `id`, if alive.
@@ -294,6 +301,7 @@ mod tests {
         NewSession {
             protocol_version: ProtocolVersion::LATEST,
             client_capabilities: Default::default(),
+            lists: Vec::new(),
             client_info: Value::Null,
         }
     }
