@@ -6,31 +6,18 @@ mod common;
 
 use common::{Client, SseReader, TestServer, Transcript};
 use otpmcp::McpServer;
-use otpmcp::handler::{
-    BoxFuture, ClientRequestError, RequestContext, Tool, ToolError, ToolRegistry,
-};
-use otpmcp::protocol::methods::{CallToolResult, ToolDefinition};
-use serde_json::{Map, Value, json};
+use otpmcp::handler::tools::tool_fn;
+use otpmcp::handler::{ClientRequestError, Tool, ToolError, ToolRegistry};
+use otpmcp::protocol::methods::CallToolResult;
+use serde_json::{Value, json};
 
 /// Asks the client for a sampling result and returns its text.
-struct Ask;
-
-impl Tool for Ask {
-    fn definition(&self) -> ToolDefinition {
-        ToolDefinition {
-            name: "ask".into(),
-            description: "Asks the client's model a question.".into(),
-            input_schema: json!({"type": "object"}),
-            output_schema: None,
-        }
-    }
-
-    fn call(
-        &self,
-        _: Map<String, Value>,
-        ctx: RequestContext,
-    ) -> BoxFuture<'_, Result<CallToolResult, ToolError>> {
-        Box::pin(async move {
+fn ask() -> impl Tool {
+    tool_fn(
+        "ask",
+        "Asks the client's model a question.",
+        json!({"type": "object"}),
+        |_, ctx| async move {
             let params = json!({"messages": [{"role": "user", "content": {"type": "text", "text": "2+2?"}}],
                                 "maxTokens": 10});
             match ctx.request("sampling/createMessage", Some(params)).await {
@@ -42,13 +29,13 @@ impl Tool for Ask {
                 }
                 Err(e) => Err(ToolError::Failed(e.to_string())),
             }
-        })
-    }
+        },
+    )
 }
 
 async fn server() -> TestServer {
     let mut tools = ToolRegistry::default();
-    tools.register(Ask);
+    tools.register(ask());
     TestServer::start_with(|_| {}, McpServer::new(tools)).await
 }
 

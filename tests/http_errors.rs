@@ -146,25 +146,9 @@ async fn json_rpc_errors_carry_the_standard_codes() {
             .contains("batch")
     );
 
-    let answer = |body: Value| {
-        let client = client.clone();
-        async move {
-            let resp = Client::send(client.post(&body)).await;
-            let mut reader = common::SseReader::new(resp);
-            let frames = reader.rest().await;
-            frames
-                .iter()
-                .find(|f| f.is_response())
-                .and_then(|f| f.json())
-                .unwrap_or_default()
-        }
-    };
-    let v = answer(json!({"jsonrpc": "2.0", "id": 2, "method": "no/such"})).await;
+    let v = client.ask("no/such", json!({})).await;
     assert_eq!(v["error"]["code"], -32601);
-    let v = answer(
-        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "nope"}}),
-    )
-    .await;
+    let v = client.ask("tools/call", json!({"name": "nope"})).await;
     assert_eq!(v["error"]["code"], -32602);
     assert!(
         v["error"]["message"]
@@ -172,7 +156,9 @@ async fn json_rpc_errors_carry_the_standard_codes() {
             .unwrap_or_default()
             .contains("nope")
     );
-    let v = answer(json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "echo", "arguments": {}}})).await;
+    let v = client
+        .ask("tools/call", json!({"name": "echo", "arguments": {}}))
+        .await;
     assert_eq!(v["error"]["code"], -32602);
     assert!(
         v["error"]["message"]
@@ -180,18 +166,24 @@ async fn json_rpc_errors_carry_the_standard_codes() {
             .unwrap_or_default()
             .contains("text")
     );
-    let v = answer(json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
-        "params": {"name": "stream_events", "arguments": {"count": 100_000_000}}}))
-    .await;
+    let v = client
+        .ask(
+            "tools/call",
+            json!({"name": "stream_events", "arguments": {"count": 100_000_000}}),
+        )
+        .await;
     assert_eq!(v["error"]["code"], -32602, "unbounded work is refused");
-    let v = answer(json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
-        "params": {"name": "stream_events", "arguments": {"count": 1000, "interval_ms": 60000}}}))
-    .await;
+    let v = client
+        .ask(
+            "tools/call",
+            json!({"name": "stream_events", "arguments": {"count": 1000, "interval_ms": 60000}}),
+        )
+        .await;
     assert_eq!(
         v["error"]["code"], -32602,
         "so is work that would run for hours"
     );
-    let v = answer(json!({"jsonrpc": "2.0", "id": 6, "method": "tools/list"})).await;
+    let v = client.ask("tools/list", json!({})).await;
     let names: Vec<&str> = v["result"]["tools"]
         .as_array()
         .into_iter()

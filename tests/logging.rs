@@ -5,29 +5,18 @@ mod common;
 
 use common::{Client, TestServer};
 use otpmcp::McpServer;
-use otpmcp::handler::{BoxFuture, RequestContext, Tool, ToolError, ToolRegistry};
-use otpmcp::protocol::methods::{CallToolResult, LoggingLevel, ToolDefinition};
-use serde_json::{Map, Value, json};
+use otpmcp::handler::tools::tool_fn;
+use otpmcp::handler::{Tool, ToolError, ToolRegistry};
+use otpmcp::protocol::methods::{CallToolResult, LoggingLevel};
+use serde_json::json;
 
 /// Logs one message at debug, info and error.
-struct Chatty;
-
-impl Tool for Chatty {
-    fn definition(&self) -> ToolDefinition {
-        ToolDefinition {
-            name: "chatty".into(),
-            description: "Logs at three levels.".into(),
-            input_schema: json!({"type": "object"}),
-            output_schema: None,
-        }
-    }
-
-    fn call(
-        &self,
-        _: Map<String, Value>,
-        ctx: RequestContext,
-    ) -> BoxFuture<'_, Result<CallToolResult, ToolError>> {
-        Box::pin(async move {
+fn chatty() -> impl Tool {
+    tool_fn(
+        "chatty",
+        "Logs at three levels.",
+        json!({"type": "object"}),
+        |_, ctx| async move {
             for (level, text) in [
                 (LoggingLevel::Debug, "details"),
                 (LoggingLevel::Info, "progress"),
@@ -38,8 +27,8 @@ impl Tool for Chatty {
                     .map_err(|e| ToolError::Failed(e.to_string()))?;
             }
             Ok(CallToolResult::text("done"))
-        })
-    }
+        },
+    )
 }
 
 async fn logged_levels(client: &Client) -> Vec<String> {
@@ -60,7 +49,7 @@ async fn logged_levels(client: &Client) -> Vec<String> {
 #[tokio::test]
 async fn set_level_filters_what_handlers_log() {
     let mut tools = ToolRegistry::default();
-    tools.register(Chatty);
+    tools.register(chatty());
     let server = TestServer::start_with(|_| {}, McpServer::new(tools)).await;
     let mut client = server.client();
     let init = client.initialize().await;

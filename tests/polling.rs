@@ -5,41 +5,30 @@ mod common;
 
 use common::{TestServer, Transcript};
 use otpmcp::McpServer;
-use otpmcp::handler::{BoxFuture, RequestContext, Tool, ToolError, ToolRegistry};
-use otpmcp::protocol::methods::{CallToolResult, ToolDefinition};
-use serde_json::{Map, Value, json};
+use otpmcp::handler::tools::tool_fn;
+use otpmcp::handler::{Tool, ToolError, ToolRegistry};
+use otpmcp::protocol::methods::CallToolResult;
+use serde_json::json;
 
 /// Progress 1, closes the connection, progress 2, answers with whether it closed one.
-struct LetGo;
-
-impl Tool for LetGo {
-    fn definition(&self) -> ToolDefinition {
-        ToolDefinition {
-            name: "let_go".into(),
-            description: "Closes its connection mid-call.".into(),
-            input_schema: json!({"type": "object"}),
-            output_schema: None,
-        }
-    }
-
-    fn call(
-        &self,
-        _: Map<String, Value>,
-        ctx: RequestContext,
-    ) -> BoxFuture<'_, Result<CallToolResult, ToolError>> {
-        Box::pin(async move {
+fn let_go() -> impl Tool {
+    tool_fn(
+        "let_go",
+        "Closes its connection mid-call.",
+        json!({"type": "object"}),
+        |_, ctx| async move {
             let failed = |e: otpmcp::handler::NotifyError| ToolError::Failed(e.to_string());
             ctx.progress(1.0, Some(2.0), None).await.map_err(failed)?;
             let closed = ctx.close_connection().await;
             ctx.progress(2.0, Some(2.0), None).await.map_err(failed)?;
             Ok(CallToolResult::text(format!("closed: {closed}")))
-        })
-    }
+        },
+    )
 }
 
 async fn server() -> TestServer {
     let mut tools = ToolRegistry::default();
-    tools.register(LetGo);
+    tools.register(let_go());
     TestServer::start_with(|_| {}, McpServer::new(tools)).await
 }
 

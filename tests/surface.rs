@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{Client, SseReader, TestServer};
+use common::{Client, TestServer};
 use otpmcp::McpServer;
 use otpmcp::handler::tools::tool_fn;
 use otpmcp::handler::{PromptError, PromptRegistry, ResourceRegistry, ToolRegistry};
@@ -96,18 +96,6 @@ async fn server() -> TestServer {
     TestServer::start_with(|_| {}, server).await
 }
 
-/// Sends a request and returns the JSON-RPC response from its stream.
-async fn ask(client: &Client, method: &str, params: Value) -> Value {
-    let body = json!({"jsonrpc": "2.0", "id": client.id(), "method": method, "params": params});
-    let mut reader = SseReader::new(Client::send(client.post(&body)).await);
-    let frames = reader.rest().await;
-    frames
-        .iter()
-        .find(|f| f.is_response())
-        .and_then(|f| f.json())
-        .unwrap_or_default()
-}
-
 #[tokio::test]
 async fn capabilities_follow_what_the_server_offers() {
     let server = server().await;
@@ -126,22 +114,28 @@ async fn resources_are_listed_read_by_uri_and_by_template() {
     let server = server().await;
     let mut client = server.client();
     client.initialize().await;
-    let list = ask(&client, "resources/list", json!({})).await;
+    let list = client.ask("resources/list", json!({})).await;
     assert_eq!(list["result"]["resources"][0]["uri"], "mem://a");
-    let templates = ask(&client, "resources/templates/list", json!({})).await;
+    let templates = client.ask("resources/templates/list", json!({})).await;
     assert_eq!(
         templates["result"]["resourceTemplates"][0]["uriTemplate"],
         "mem://users/{name}"
     );
-    let a = ask(&client, "resources/read", json!({"uri": "mem://a"})).await;
+    let a = client
+        .ask("resources/read", json!({"uri": "mem://a"}))
+        .await;
     assert_eq!(a["result"]["contents"][0]["text"], "alpha");
-    let user = ask(&client, "resources/read", json!({"uri": "mem://users/ada"})).await;
+    let user = client
+        .ask("resources/read", json!({"uri": "mem://users/ada"}))
+        .await;
     assert_eq!(user["result"]["contents"][0]["text"], "user ada");
-    let missing = ask(&client, "resources/read", json!({"uri": "mem://nope"})).await;
+    let missing = client
+        .ask("resources/read", json!({"uri": "mem://nope"}))
+        .await;
     assert_eq!(missing["error"]["code"], -32002);
     assert_eq!(missing["error"]["data"]["uri"], "mem://nope");
     for method in ["resources/subscribe", "resources/unsubscribe"] {
-        let answer = ask(&client, method, json!({"uri": "mem://a"})).await;
+        let answer = client.ask(method, json!({"uri": "mem://a"})).await;
         assert_eq!(answer["result"], json!({}), "{method}");
     }
     server.shutdown().await;
@@ -152,19 +146,19 @@ async fn prompts_render_with_their_arguments_and_refuse_missing_ones() {
     let server = server().await;
     let mut client = server.client();
     client.initialize().await;
-    let list = ask(&client, "prompts/list", json!({})).await;
+    let list = client.ask("prompts/list", json!({})).await;
     assert_eq!(list["result"]["prompts"][0]["arguments"][0]["name"], "who");
-    let got = ask(
-        &client,
-        "prompts/get",
-        json!({"name": "greet", "arguments": {"who": "Ada"}}),
-    )
-    .await;
+    let got = client
+        .ask(
+            "prompts/get",
+            json!({"name": "greet", "arguments": {"who": "Ada"}}),
+        )
+        .await;
     assert_eq!(
         got["result"]["messages"][0]["content"]["text"],
         "Hello, Ada"
     );
-    let missing = ask(&client, "prompts/get", json!({"name": "greet"})).await;
+    let missing = client.ask("prompts/get", json!({"name": "greet"})).await;
     assert_eq!(missing["error"]["code"], -32602);
     assert!(
         missing["error"]["message"]
@@ -172,7 +166,7 @@ async fn prompts_render_with_their_arguments_and_refuse_missing_ones() {
             .unwrap_or_default()
             .contains("who")
     );
-    let unknown = ask(&client, "prompts/get", json!({"name": "nope"})).await;
+    let unknown = client.ask("prompts/get", json!({"name": "nope"})).await;
     assert_eq!(unknown["error"]["code"], -32602);
     server.shutdown().await;
 }
@@ -182,7 +176,7 @@ async fn completion_suggests_by_prefix() {
     let server = server().await;
     let mut client = server.client();
     client.initialize().await;
-    let answer = ask(&client, "completion/complete",
+    let answer = client.ask("completion/complete",
         json!({"ref": {"type": "ref/prompt", "name": "greet"}, "argument": {"name": "who", "value": "al"}})).await;
     assert_eq!(
         answer["result"]["completion"]["values"],
@@ -202,7 +196,7 @@ async fn lists_are_paginated_with_cursors() {
     let mut pages = 0;
     loop {
         let params = cursor.as_ref().map_or(json!({}), |c| json!({"cursor": c}));
-        let page = ask(&client, "tools/list", params).await;
+        let page = client.ask("tools/list", params).await;
         pages += 1;
         for t in page["result"]["tools"].as_array().into_iter().flatten() {
             names.push(t["name"].as_str().unwrap_or_default().to_owned());
@@ -216,7 +210,9 @@ async fn lists_are_paginated_with_cursors() {
     assert_eq!(names.len(), 250);
     assert_eq!(names.first().map(String::as_str), Some("tool_000"));
     assert_eq!(names.last().map(String::as_str), Some("tool_249"));
-    let bad = ask(&client, "tools/list", json!({"cursor": "not-ours"})).await;
+    let bad = client
+        .ask("tools/list", json!({"cursor": "not-ours"}))
+        .await;
     assert_eq!(bad["error"]["code"], -32602);
     server.shutdown().await;
 }
@@ -229,7 +225,9 @@ async fn subscribers_are_told_of_resource_updates_live_or_on_resume() {
     let mut bob = Client::new(&server.url);
     bob.initialize().await;
     for client in [&alice, &bob] {
-        let answer = ask(client, "resources/subscribe", json!({"uri": "mem://a"})).await;
+        let answer = client
+            .ask("resources/subscribe", json!({"uri": "mem://a"}))
+            .await;
         assert_eq!(answer["result"], json!({}));
     }
     // Alice listens live; Bob is not connected and will resume.
@@ -241,11 +239,7 @@ async fn subscribers_are_told_of_resource_updates_live_or_on_resume() {
 
     let told = server.app.notify_resource_updated("mem://a").await;
     assert_eq!(told.ok(), Some(2));
-    let update = live
-        .next_event()
-        .await
-        .and_then(|f| f.json())
-        .unwrap_or_default();
+    let update = live.next_json().await;
     assert_eq!(update["method"], "notifications/resources/updated");
     assert_eq!(update["params"]["uri"], "mem://a");
     let mut resumed = bob.resume(&bob_priming).await;
@@ -261,7 +255,9 @@ async fn subscribers_are_told_of_resource_updates_live_or_on_resume() {
     );
 
     for client in [&alice, &bob] {
-        ask(client, "resources/unsubscribe", json!({"uri": "mem://a"})).await;
+        client
+            .ask("resources/unsubscribe", json!({"uri": "mem://a"}))
+            .await;
     }
     assert_eq!(
         server.app.notify_resource_updated("mem://a").await.ok(),
@@ -295,13 +291,9 @@ async fn changing_the_lists_at_runtime_tells_every_session() {
         })
         .await;
     assert_eq!(told.ok(), Some(1));
-    let note = live
-        .next_event()
-        .await
-        .and_then(|f| f.json())
-        .unwrap_or_default();
+    let note = live.next_json().await;
     assert_eq!(note["method"], "notifications/tools/list_changed");
-    let called = ask(&client, "tools/call", json!({"name": "late"})).await;
+    let called = client.ask("tools/call", json!({"name": "late"})).await;
     assert_eq!(called["result"]["content"][0]["text"], "here now");
 
     let _ = server
@@ -310,13 +302,9 @@ async fn changing_the_lists_at_runtime_tells_every_session() {
             tools.remove("late");
         })
         .await;
-    let note = live
-        .next_event()
-        .await
-        .and_then(|f| f.json())
-        .unwrap_or_default();
+    let note = live.next_json().await;
     assert_eq!(note["method"], "notifications/tools/list_changed");
-    let gone = ask(&client, "tools/call", json!({"name": "late"})).await;
+    let gone = client.ask("tools/call", json!({"name": "late"})).await;
     assert_eq!(gone["error"]["code"], -32602);
 
     let _ = server
@@ -325,13 +313,9 @@ async fn changing_the_lists_at_runtime_tells_every_session() {
             prompts.remove("greet");
         })
         .await;
-    let note = live
-        .next_event()
-        .await
-        .and_then(|f| f.json())
-        .unwrap_or_default();
+    let note = live.next_json().await;
     assert_eq!(note["method"], "notifications/prompts/list_changed");
-    let list = ask(&client, "prompts/list", json!({})).await;
+    let list = client.ask("prompts/list", json!({})).await;
     assert_eq!(list["result"]["prompts"], json!([]));
 
     let _ = server
@@ -340,13 +324,11 @@ async fn changing_the_lists_at_runtime_tells_every_session() {
             resources.remove("mem://a");
         })
         .await;
-    let note = live
-        .next_event()
-        .await
-        .and_then(|f| f.json())
-        .unwrap_or_default();
+    let note = live.next_json().await;
     assert_eq!(note["method"], "notifications/resources/list_changed");
-    let read = ask(&client, "resources/read", json!({"uri": "mem://a"})).await;
+    let read = client
+        .ask("resources/read", json!({"uri": "mem://a"}))
+        .await;
     assert_eq!(read["error"]["code"], -32002);
     server.shutdown().await;
 }
@@ -356,26 +338,25 @@ async fn subscriptions_only_to_resources_we_serve() {
     let server = server().await;
     let mut client = server.client();
     client.initialize().await;
-    let unknown = ask(&client, "resources/subscribe", json!({"uri": "mem://nope"})).await;
+    let unknown = client
+        .ask("resources/subscribe", json!({"uri": "mem://nope"}))
+        .await;
     assert_eq!(unknown["error"]["code"], -32002);
-    let long = ask(
-        &client,
-        "resources/subscribe",
-        json!({"uri": format!("mem://{}", "x".repeat(3000))}),
-    )
-    .await;
+    let long = client
+        .ask(
+            "resources/subscribe",
+            json!({"uri": format!("mem://{}", "x".repeat(3000))}),
+        )
+        .await;
     assert_eq!(long["error"]["code"], -32602);
     assert_eq!(
         server.app.notify_resource_updated("mem://nope").await.ok(),
         Some(0),
         "nothing was recorded"
     );
-    let templated = ask(
-        &client,
-        "resources/subscribe",
-        json!({"uri": "mem://users/ada"}),
-    )
-    .await;
+    let templated = client
+        .ask("resources/subscribe", json!({"uri": "mem://users/ada"}))
+        .await;
     assert_eq!(
         templated["result"],
         json!({}),

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{Client, SseReader, TestServer};
+use common::TestServer;
 use otpmcp::McpServer;
 use otpmcp::handler::ToolRegistry;
 use otpmcp::handler::tools::{structured_tool, typed_tool};
@@ -53,23 +53,12 @@ async fn server() -> TestServer {
     TestServer::start_with(|_| {}, McpServer::new(tools)).await
 }
 
-async fn ask(client: &Client, method: &str, params: Value) -> Value {
-    let body = json!({"jsonrpc": "2.0", "id": client.id(), "method": method, "params": params});
-    let mut reader = SseReader::new(Client::send(client.post(&body)).await);
-    let frames = reader.rest().await;
-    frames
-        .iter()
-        .find(|f| f.is_response())
-        .and_then(|f| f.json())
-        .unwrap_or_default()
-}
-
 #[tokio::test]
 async fn schemas_are_generated_from_the_types() {
     let server = server().await;
     let mut client = server.client();
     client.initialize().await;
-    let list = ask(&client, "tools/list", json!({})).await;
+    let list = client.ask("tools/list", json!({})).await;
     let add = &list["result"]["tools"][0];
     assert_eq!(
         add["inputSchema"]["$schema"],
@@ -96,26 +85,23 @@ async fn arguments_are_checked_against_the_type() {
     let server = server().await;
     let mut client = server.client();
     client.initialize().await;
-    let ok = ask(
-        &client,
-        "tools/call",
-        json!({"name": "add", "arguments": {"a": 2, "b": 3}}),
-    )
-    .await;
+    let ok = client
+        .ask(
+            "tools/call",
+            json!({"name": "add", "arguments": {"a": 2, "b": 3}}),
+        )
+        .await;
     assert_eq!(ok["result"]["content"][0]["text"], "5");
-    let bad = ask(
-        &client,
-        "tools/call",
-        json!({"name": "add", "arguments": {"a": "two", "b": 3}}),
-    )
-    .await;
+    let bad = client
+        .ask(
+            "tools/call",
+            json!({"name": "add", "arguments": {"a": "two", "b": 3}}),
+        )
+        .await;
     assert_eq!(bad["error"]["code"], -32602);
-    let missing = ask(
-        &client,
-        "tools/call",
-        json!({"name": "add", "arguments": {"a": 2}}),
-    )
-    .await;
+    let missing = client
+        .ask("tools/call", json!({"name": "add", "arguments": {"a": 2}}))
+        .await;
     assert_eq!(missing["error"]["code"], -32602);
     assert!(
         missing["error"]["message"]
@@ -131,12 +117,12 @@ async fn structured_tools_return_structured_content_and_text() {
     let server = server().await;
     let mut client = server.client();
     client.initialize().await;
-    let answer = ask(
-        &client,
-        "tools/call",
-        json!({"name": "divide", "arguments": {"a": 7, "b": 2}}),
-    )
-    .await;
+    let answer = client
+        .ask(
+            "tools/call",
+            json!({"name": "divide", "arguments": {"a": 7, "b": 2}}),
+        )
+        .await;
     assert_eq!(
         answer["result"]["structuredContent"],
         json!({"quotient": 3, "remainder": 1})
@@ -152,12 +138,12 @@ async fn structured_tools_return_structured_content_and_text() {
         json!({"quotient": 3, "remainder": 1}),
         "the same JSON as text"
     );
-    let failed = ask(
-        &client,
-        "tools/call",
-        json!({"name": "divide", "arguments": {"a": 7, "b": 0}}),
-    )
-    .await;
+    let failed = client
+        .ask(
+            "tools/call",
+            json!({"name": "divide", "arguments": {"a": 7, "b": 0}}),
+        )
+        .await;
     assert_eq!(failed["result"]["isError"], true);
     server.shutdown().await;
 }

@@ -246,6 +246,14 @@ impl SseReader {
         }
     }
 
+    /// The next non-comment frame's JSON (`Null` at the end of the stream).
+    pub async fn next_json(&mut self) -> Value {
+        self.next_event()
+            .await
+            .and_then(|f| f.json())
+            .unwrap_or_default()
+    }
+
     /// Reads to the end of the stream.
     pub async fn rest(&mut self) -> Vec<Frame> {
         let mut out = Vec::new();
@@ -391,6 +399,19 @@ impl Client {
         let resp = Self::send(self.post(&note)).await;
         assert_eq!(resp.status(), 202, "notifications/initialized");
         result
+    }
+
+    /// Sends request `method` and returns the JSON-RPC response read from its stream
+    /// (`Null` if none came).
+    pub async fn ask(&self, method: &str, params: Value) -> Value {
+        let body = json!({"jsonrpc": "2.0", "id": self.id(), "method": method, "params": params});
+        let mut reader = SseReader::new(Self::send(self.post(&body)).await);
+        let frames = reader.rest().await;
+        frames
+            .iter()
+            .find(|f| f.is_response())
+            .and_then(|f| f.json())
+            .unwrap_or_default()
     }
 
     /// Starts `tools/call` and returns its SSE stream.
