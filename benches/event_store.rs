@@ -45,6 +45,9 @@ async fn start_store() -> EventStoreHandle {
             max_session_bytes: usize::MAX,
         },
         cleanup_interval: Duration::from_secs(3600),
+        retry_interval: Duration::from_secs(1),
+        leases: None,
+        queued: Default::default(),
     };
     let spawned = Actor::spawn(None, EventStoreActor::<MemoryStore>::default(), args).await;
     let Ok((actor, _)) = spawned else {

@@ -43,6 +43,9 @@ pub enum StartError {
     /// The configuration is invalid (checked here too, for embedders that build it in code).
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
+    /// `[store] backend = "redis"` and Redis could not be reached.
+    #[error(transparent)]
+    Redis(#[from] crate::cluster::ClusterError),
 }
 
 /// A running server.
@@ -79,6 +82,19 @@ pub async fn start_with(config: Config, server: McpServer) -> Result<App, StartE
     let store_slot = slot("event store");
     let session_slot = slot("session manager");
     let listener_slot = slot("http listener");
+    let queued = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let redis = match config.store.backend {
+        crate::config::BackendKind::Memory => None,
+        crate::config::BackendKind::Redis => {
+            let (store, sessions, queued) =
+                (store_slot.1.clone(), session_slot.1.clone(), queued.clone());
+            let link = crate::cluster::connect(&config.store, move |replica, keys| {
+                crate::cluster::Router::new(replica, keys, store, sessions, queued)
+            })
+            .await?;
+            Some(link)
+        }
+    };
     let store = EventStoreHandle::new(store_slot.1.clone());
     let sessions = SessionHandle::new(session_slot.1.clone(), store.clone());
     let listener = listener_slot.1.clone();
@@ -91,6 +107,8 @@ pub async fn start_with(config: Config, server: McpServer) -> Result<App, StartE
         store_slot,
         session_slot,
         listener_slot,
+        redis: redis.clone(),
+        queued,
         exit: exit_tx,
     };
     let (root, _) = Actor::spawn(None, RootSupervisor, args)

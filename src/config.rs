@@ -46,6 +46,8 @@ pub struct Config {
     pub server: ServerConfig,
     /// SSE streams, the event store and resumption.
     pub sse: SseConfig,
+    /// Where events and sessions live: this process, or Redis shared by replicas.
+    pub store: StoreConfig,
     /// Restart intensity of the root supervisor.
     pub supervisor: SupervisorConfig,
     /// Logs and OpenTelemetry export.
@@ -188,6 +190,61 @@ impl Default for SseConfig {
     }
 }
 
+/// Which event-store and session backend to use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendKind {
+    /// In this process: nothing to run beside it, nothing shared.
+    #[default]
+    Memory,
+    /// In Redis: any replica serves any session and resumes any stream.
+    Redis,
+}
+
+/// `[store]`: the backend of the event store and of shared sessions.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StoreConfig {
+    /// `memory` (default) or `redis`.
+    pub backend: BackendKind,
+    /// Redis URL, e.g. `redis://127.0.0.1:6379/0` or `redis://:password@host:6379`.
+    /// Default `redis://127.0.0.1:6379`.
+    pub redis_url: String,
+    /// Prefix of every Redis key and channel, so several deployments can share one Redis.
+    /// Default `otpmcp`.
+    pub key_prefix: String,
+    /// Longest wait for a connection to Redis. Default `2s`.
+    #[serde(with = "human_duration")]
+    pub connect_timeout: Duration,
+    /// Longest wait for one Redis command; a command that takes longer counts as a
+    /// failure. Default `2s`.
+    #[serde(with = "human_duration")]
+    pub command_timeout: Duration,
+    /// After a failed Redis command, events are delivered live without being stored for
+    /// this long before Redis is tried again, so an outage costs no waiting per event.
+    /// Default `1s`.
+    #[serde(with = "human_duration")]
+    pub retry_interval: Duration,
+    /// A replica renews its lease on its running requests this often; another replica
+    /// answers them with an error once the lease is `lease_ttl` old. Default `10s`.
+    #[serde(with = "human_duration")]
+    pub lease_ttl: Duration,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        Self {
+            backend: BackendKind::Memory,
+            redis_url: "redis://127.0.0.1:6379".into(),
+            key_prefix: "otpmcp".into(),
+            connect_timeout: Duration::from_secs(2),
+            command_timeout: Duration::from_secs(2),
+            retry_interval: Duration::from_secs(1),
+            lease_ttl: Duration::from_secs(10),
+        }
+    }
+}
+
 /// `[supervisor]`: OTP restart intensity of the root supervisor.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -288,7 +345,7 @@ impl Config {
         if !s.path.starts_with('/') {
             return invalid("sse.path", "must start with '/'");
         }
-        let non_zero: [(&'static str, Duration); 9] = [
+        let non_zero: [(&'static str, Duration); 13] = [
             (
                 "server.client_request_timeout",
                 self.server.client_request_timeout,
@@ -301,6 +358,10 @@ impl Config {
             ("sse.cleanup_interval", s.cleanup_interval),
             ("server.session_timeout", self.server.session_timeout),
             ("supervisor.max_window", self.supervisor.max_window),
+            ("store.connect_timeout", self.store.connect_timeout),
+            ("store.command_timeout", self.store.command_timeout),
+            ("store.retry_interval", self.store.retry_interval),
+            ("store.lease_ttl", self.store.lease_ttl),
         ];
         for (key, value) in non_zero {
             if value.is_zero() {
@@ -318,6 +379,18 @@ impl Config {
         }
         if self.server.max_open_per_session == 0 {
             return invalid("server.max_open_per_session", "must be at least 1");
+        }
+        if self.store.backend == BackendKind::Redis {
+            if redis::Client::open(self.store.redis_url.as_str()).is_err() {
+                return invalid("store.redis_url", "is not a redis:// or rediss:// URL");
+            }
+            let prefix = &self.store.key_prefix;
+            if prefix.is_empty() || prefix.contains(['{', '}', ' ']) {
+                return invalid(
+                    "store.key_prefix",
+                    "must be non-empty, without braces or spaces",
+                );
+            }
         }
         if self
             .telemetry

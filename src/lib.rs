@@ -55,6 +55,7 @@
 //! - [`telemetry`]: logs and OpenTelemetry export.
 
 pub mod app;
+pub mod cluster;
 pub mod config;
 pub mod event_store;
 pub mod handler;

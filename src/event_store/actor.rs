@@ -8,13 +8,20 @@
 //! on two connections.
 
 use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
 use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, RpcReplyPort};
 use tracing::Instrument;
 
-use super::{Appended, EventId, EventStore, Replay, Retention, StoreError, StreamKey, StreamNo};
+use super::{
+    Appended, Event, EventId, EventStore, Replay, ReplayOutcome, Retention, StoreError, StreamKey,
+    StreamNo,
+};
+use crate::cluster::Leases;
+use crate::cluster::bus::StreamNews;
 use crate::session::SessionId;
 use crate::stream::{CloseReason, StreamMsg};
 
@@ -29,7 +36,16 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 pub struct StoreTables<B> {
     /// The events.
     pub backend: B,
-    subscribers: HashMap<StreamKey, ActorRef<StreamMsg>>,
+    subscribers: HashMap<StreamKey, Subscriber>,
+}
+
+/// The local connection following a stream.
+#[derive(Debug)]
+struct Subscriber {
+    actor: ActorRef<StreamMsg>,
+    /// Position of the last event it was given (by replay or forwarding): events at or
+    /// before it are duplicates, events after the next one mean some went missing.
+    forwarded: u64,
 }
 
 impl<B: EventStore> StoreTables<B> {
@@ -55,8 +71,9 @@ pub enum StoreMsg {
         last: bool,
         /// Identifies this append across a re-send (see [`EventStore::append`]).
         nonce: u64,
-        /// Gets the stored event's id.
-        reply: RpcReplyPort<Result<EventId, StoreError>>,
+        /// Gets the stored event's id; `None` if the backend is down and the event was
+        /// only delivered live.
+        reply: RpcReplyPort<Result<Option<EventId>, StoreError>>,
     },
     /// Open a stream (if new), replay after a position and become its live subscriber.
     Subscribe {
@@ -93,6 +110,16 @@ pub enum StoreMsg {
     Positions(SessionId, RpcReplyPort<Vec<(StreamNo, u64)>>),
     /// Timer: drop expired events.
     Sweep,
+    /// Another replica stored an event on a stream, or took over its connection (from the
+    /// pub/sub bus).
+    Remote(StreamKey, StreamNews),
+    /// The pub/sub feed lost messages (connection lost, or too many queued): once it is
+    /// back, read what the followed streams missed from the store.
+    FeedLost,
+    /// Timer: try to catch up after [`StoreMsg::FeedLost`].
+    Resync,
+    /// Timer: renew this replica's lease and answer the requests of lost replicas.
+    Leases,
     /// Fault injection for supervision tests: panic inside the actor.
     InjectPanic,
 }
@@ -109,6 +136,10 @@ impl StoreMsg {
             Self::ForgetSession(..) => "forget_session",
             Self::Positions(..) => "positions",
             Self::Sweep => "sweep",
+            Self::Remote(..) => "remote",
+            Self::FeedLost => "feed_lost",
+            Self::Resync => "resync",
+            Self::Leases => "leases",
             Self::InjectPanic => "inject_panic",
         }
     }
@@ -137,13 +168,24 @@ pub struct StoreArgs<B: EventStore> {
     pub retention: Retention,
     /// Sweep period (`cleanup_interval`).
     pub cleanup_interval: Duration,
+    /// Wait between attempts to catch up with a lost pub/sub feed (`store.retry_interval`).
+    pub retry_interval: Duration,
+    /// Leases on running requests (Redis only).
+    pub leases: Option<Leases>,
+    /// Pushes queued for this actor by the pub/sub bus (decremented as they are handled).
+    pub queued: Arc<AtomicUsize>,
 }
 
 /// Running state of the store actor.
 #[derive(Debug)]
 pub struct StoreState<B: EventStore> {
     tables: Lent<StoreTables<B>>,
-    sweeper: tokio::task::JoinHandle<()>,
+    timers: Vec<tokio::task::JoinHandle<()>>,
+    retry_interval: Duration,
+    leases: Option<Leases>,
+    queued: Arc<AtomicUsize>,
+    /// A catch-up is scheduled.
+    resyncing: bool,
 }
 
 impl<B: EventStore> Actor for EventStoreActor<B> {
@@ -159,8 +201,18 @@ impl<B: EventStore> Actor for EventStoreActor<B> {
         let mut tables = args.tables;
         tables.backend.set_retention(args.retention);
         // The sweep is a message, so it is serialized with appends and shows in traces.
-        let sweeper = myself.send_interval(args.cleanup_interval, || StoreMsg::Sweep);
-        Ok(StoreState { tables, sweeper })
+        let mut timers = vec![myself.send_interval(args.cleanup_interval, || StoreMsg::Sweep)];
+        if let Some(leases) = &args.leases {
+            timers.push(myself.send_interval(leases.interval(), || StoreMsg::Leases));
+        }
+        Ok(StoreState {
+            tables,
+            timers,
+            retry_interval: args.retry_interval,
+            leases: args.leases,
+            queued: args.queued,
+            resyncing: false,
+        })
     }
 
     async fn post_stop(
@@ -168,23 +220,152 @@ impl<B: EventStore> Actor for EventStoreActor<B> {
         _myself: ActorRef<StoreMsg>,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        state.sweeper.abort();
+        for timer in &state.timers {
+            timer.abort();
+        }
         Ok(())
     }
 
     async fn handle(
         &self,
-        _myself: ActorRef<StoreMsg>,
+        myself: ActorRef<StoreMsg>,
         msg: StoreMsg,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         let span = tracing::debug_span!("event_store.handle", msg = msg.name());
-        handle(msg, &mut state.tables).instrument(span).await;
+        handle(msg, state, &myself).instrument(span).await;
         Ok(())
     }
 }
 
-async fn handle<B: EventStore>(msg: StoreMsg, tables: &mut StoreTables<B>) {
+/// Gives `event` to the local connection following its stream, in order: a duplicate is
+/// skipped, and a gap (an event of another replica not heard of yet) is filled from the
+/// store first.
+async fn forward<B: EventStore>(tables: &mut StoreTables<B>, key: StreamKey, event: Event) {
+    let Some(sub) = tables.subscribers.get(&key) else {
+        return;
+    };
+    let forwarded = sub.forwarded;
+    let seq = event.id.seq;
+    if seq <= forwarded {
+        return;
+    }
+    let mut batch = Vec::new();
+    if seq > forwarded + 1 {
+        match tables.backend.replay_after(key, Some(forwarded)).await {
+            Ok(replay) if replay.outcome == ReplayOutcome::Complete => {
+                batch.extend(replay.events);
+            }
+            _ => {
+                // The missing events cannot be read now: close with a retry hint, and the
+                // client's resume reads them from the store.
+                tracing::warn!(stream = ?key, forwarded, seq, "events missing from the live feed; the connection resumes from the store");
+                close_subscriber(tables, key, CloseReason::Polling).await;
+                return;
+            }
+        }
+    }
+    if batch.last().is_none_or(|e| e.id.seq < seq) {
+        batch.push(event);
+    }
+    send_batch(tables, key, batch).await;
+}
+
+/// Sends events after the subscriber's position, in order.
+async fn send_batch<B: EventStore>(tables: &mut StoreTables<B>, key: StreamKey, batch: Vec<Event>) {
+    let Some(sub) = tables.subscribers.get_mut(&key) else {
+        return;
+    };
+    let mut ended = false;
+    for event in batch {
+        if event.id.seq <= sub.forwarded {
+            continue;
+        }
+        sub.forwarded = event.id.seq;
+        let last = event.last;
+        if sub.actor.send_message(StreamMsg::Deliver(event)).is_err() || last {
+            ended = true;
+            break;
+        }
+    }
+    if ended {
+        // Gone, or nothing more will be forwarded on this stream.
+        drop_subscriber(tables, key).await;
+    }
+}
+
+async fn drop_subscriber<B: EventStore>(tables: &mut StoreTables<B>, key: StreamKey) {
+    if tables.subscribers.remove(&key).is_some() {
+        tables.backend.unfollow(key).await;
+    }
+}
+
+async fn close_subscriber<B: EventStore>(
+    tables: &mut StoreTables<B>,
+    key: StreamKey,
+    reason: CloseReason,
+) -> bool {
+    let open = tables
+        .subscribers
+        .get(&key)
+        .is_some_and(|sub| sub.actor.send_message(StreamMsg::Close(reason)).is_ok());
+    drop_subscriber(tables, key).await;
+    open
+}
+
+/// Stores an event and forwards it; if the backend is down, delivers it live only.
+async fn append<B: EventStore>(
+    tables: &mut StoreTables<B>,
+    key: StreamKey,
+    payload: Bytes,
+    last: bool,
+    nonce: u64,
+) -> Result<Option<EventId>, StoreError> {
+    match tables
+        .backend
+        .append(key, payload.clone(), last, nonce)
+        .await
+    {
+        // A duplicate is forwarded too: if the crash that caused the re-send fell between
+        // storing and forwarding, this is its only delivery; otherwise it is skipped by
+        // position.
+        Ok(Appended { event, .. }) => {
+            let id = event.id;
+            forward(tables, key, event).await;
+            Ok(Some(id))
+        }
+        Err(StoreError::Backend(why)) => {
+            tables.backend.note_unstored();
+            tracing::warn!(stream = ?key, why, stored = false, "event not stored; delivered live only");
+            if let Some(sub) = tables.subscribers.get(&key)
+                && (sub
+                    .actor
+                    .send_message(StreamMsg::DeliverUnstored(payload, last))
+                    .is_err()
+                    || last)
+            {
+                drop_subscriber(tables, key).await;
+            }
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+async fn handle<B: EventStore>(
+    msg: StoreMsg,
+    state: &mut StoreState<B>,
+    myself: &ActorRef<StoreMsg>,
+) {
+    let StoreState {
+        tables,
+        retry_interval,
+        leases,
+        queued,
+        resyncing,
+        ..
+    } = state;
+    let tables = &mut **tables;
     match msg {
         StoreMsg::Append {
             key,
@@ -193,22 +374,8 @@ async fn handle<B: EventStore>(msg: StoreMsg, tables: &mut StoreTables<B>) {
             nonce,
             reply,
         } => {
-            let result = tables.backend.append(key, payload, last, nonce).await;
-            // A duplicate is forwarded too: if the crash that caused the re-send fell
-            // between storing and forwarding, this is its only delivery; otherwise the
-            // stream actor skips it by position.
-            if let Ok(Appended { event, .. }) = &result {
-                if let Some(sub) = tables.subscribers.get(&key)
-                    && sub.send_message(StreamMsg::Deliver(event.clone())).is_err()
-                {
-                    tables.subscribers.remove(&key);
-                }
-                if last {
-                    // Nothing more will be forwarded on this stream.
-                    tables.subscribers.remove(&key);
-                }
-            }
-            let _ = reply.send(result.map(|a| a.event.id));
+            let result = append(tables, key, payload, last, nonce).await;
+            let _ = reply.send(result);
         }
         StoreMsg::Subscribe {
             key,
@@ -222,48 +389,72 @@ async fn handle<B: EventStore>(msg: StoreMsg, tables: &mut StoreTables<B>) {
             if reply.is_closed() {
                 return;
             }
-            if create && let Err(e) = tables.backend.open_stream(key).await {
-                let _ = reply.send(Err(e));
-                return;
+            // Follow before reading, so an event stored meanwhile by another replica is
+            // either in the replay or heard of live (and then skipped as a duplicate).
+            let following = tables.backend.follow(key).await.is_ok();
+            let mut result = if create {
+                match tables.backend.open_stream(key).await {
+                    Ok(()) => tables.backend.replay_after(key, after).await,
+                    Err(e) => Err(e),
+                }
+            } else {
+                tables.backend.replay_after(key, after).await
+            };
+            if create && after.is_none() && matches!(result, Err(StoreError::Backend(_))) {
+                // A new stream while the backend is down: live delivery still works.
+                result = Ok(Replay {
+                    events: Vec::new(),
+                    outcome: ReplayOutcome::Complete,
+                    position: 0,
+                    completed: false,
+                });
             }
-            let result = tables.backend.replay_after(key, after).await;
-            if let Ok(replay) = &result
-                && !replay.completed
-            {
-                let id = subscriber.get_id();
-                let previous = tables.subscribers.insert(key, subscriber);
-                // A re-sent Subscribe from the same actor must not close itself.
-                if let Some(old) = previous.filter(|old| old.get_id() != id) {
-                    // A stop, not a message: ractor handles it before the Delivers already
-                    // queued for the old connection, which the new one gets by replay.
-                    old.stop(Some(CloseReason::Superseded.as_str().to_owned()));
+            match &result {
+                Ok(replay) if !replay.completed => {
+                    let id = subscriber.get_id();
+                    let previous = tables.subscribers.insert(
+                        key,
+                        Subscriber {
+                            actor: subscriber,
+                            forwarded: replay.position,
+                        },
+                    );
+                    // A re-sent Subscribe from the same actor must not close itself.
+                    if let Some(old) = previous.filter(|old| old.actor.get_id() != id) {
+                        // A stop, not a message: ractor handles it before the Delivers
+                        // already queued for the old connection, which the new one gets by
+                        // replay.
+                        old.actor
+                            .stop(Some(CloseReason::Superseded.as_str().to_owned()));
+                    }
+                    if !following {
+                        schedule_resync(resyncing, *retry_interval, myself);
+                    }
+                }
+                _ => {
+                    if following && !tables.subscribers.contains_key(&key) {
+                        tables.backend.unfollow(key).await;
+                    }
                 }
             }
             let _ = reply.send(result);
         }
         StoreMsg::Complete(key, reply) => {
             tables.backend.complete_stream(key).await;
-            if let Some(sub) = tables.subscribers.remove(&key) {
-                let _ = sub.send_message(StreamMsg::Close(CloseReason::Completed));
-            }
+            close_subscriber(tables, key, CloseReason::Completed).await;
             let _ = reply.send(());
         }
         StoreMsg::Disconnect(key, reply) => {
-            let open = match tables.subscribers.remove(&key) {
-                Some(sub) => sub
-                    .send_message(StreamMsg::Close(CloseReason::Polling))
-                    .is_ok(),
-                None => false,
-            };
+            let open = close_subscriber(tables, key, CloseReason::Polling).await;
             let _ = reply.send(open);
         }
         StoreMsg::Unsubscribe { key, subscriber } => {
             if tables
                 .subscribers
                 .get(&key)
-                .is_some_and(|s| s.get_id() == subscriber)
+                .is_some_and(|s| s.actor.get_id() == subscriber)
             {
-                tables.subscribers.remove(&key);
+                drop_subscriber(tables, key).await;
             }
         }
         StoreMsg::OpenSession(session, reply) => {
@@ -273,14 +464,82 @@ async fn handle<B: EventStore>(msg: StoreMsg, tables: &mut StoreTables<B>) {
         StoreMsg::ForgetSession(session, reply) => {
             tables.backend.forget_session(session).await;
             let _ = reply.send(());
-            tables.subscribers.retain(|key, sub| {
-                if key.session == session {
-                    let _ = sub.send_message(StreamMsg::Close(CloseReason::SessionEnded));
-                    false
-                } else {
-                    true
+            let keys: Vec<StreamKey> = tables
+                .subscribers
+                .keys()
+                .filter(|key| key.session == session)
+                .copied()
+                .collect();
+            for key in keys {
+                close_subscriber(tables, key, CloseReason::SessionEnded).await;
+            }
+        }
+        StoreMsg::Remote(key, news) => {
+            queued.fetch_sub(1, Ordering::Relaxed);
+            match news {
+                StreamNews::Stored(event) => forward(tables, key, event).await,
+                StreamNews::Superseded => {
+                    if let Some(sub) = tables.subscribers.get(&key) {
+                        sub.actor
+                            .stop(Some(CloseReason::Superseded.as_str().to_owned()));
+                        drop_subscriber(tables, key).await;
+                    }
                 }
-            });
+            }
+        }
+        StoreMsg::FeedLost => schedule_resync(resyncing, *retry_interval, myself),
+        StoreMsg::Resync => {
+            *resyncing = false;
+            if !tables.backend.feed_ready().await {
+                schedule_resync(resyncing, *retry_interval, myself);
+                return;
+            }
+            let followed: Vec<(StreamKey, u64)> = tables
+                .subscribers
+                .iter()
+                .map(|(key, sub)| (*key, sub.forwarded))
+                .collect();
+            let mut caught_up = 0;
+            for (key, forwarded) in followed {
+                match tables.backend.replay_after(key, Some(forwarded)).await {
+                    Ok(replay) if replay.outcome == ReplayOutcome::Complete => {
+                        caught_up += replay.events.len();
+                        send_batch(tables, key, replay.events).await;
+                    }
+                    Err(StoreError::Backend(_)) => {
+                        schedule_resync(resyncing, *retry_interval, myself);
+                        return;
+                    }
+                    _ => {
+                        close_subscriber(tables, key, CloseReason::Polling).await;
+                    }
+                }
+            }
+            tracing::info!(
+                caught_up,
+                "live feed back; followed streams caught up from the store"
+            );
+        }
+        StoreMsg::Leases => {
+            let Some(leases) = leases.clone() else {
+                return;
+            };
+            match leases.renew_and_reap().await {
+                Ok(orphans) => {
+                    for orphan in orphans {
+                        let nonce = next_nonce();
+                        match append(tables, orphan.key, orphan.payload, true, nonce).await {
+                            Ok(_) => {
+                                tracing::warn!(stream = ?orphan.key, "answered a request whose replica was lost")
+                            }
+                            Err(e) => {
+                                tracing::debug!(stream = ?orphan.key, error = %e, "a lost replica's request needs no answer")
+                            }
+                        }
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "could not renew this replica's lease"),
+            }
         }
         StoreMsg::Positions(session, reply) => {
             let _ = reply.send(tables.backend.positions(session).await);
@@ -296,6 +555,14 @@ async fn handle<B: EventStore>(msg: StoreMsg, tables: &mut StoreTables<B>) {
             }
         }
         StoreMsg::InjectPanic => panic!("fault injection: event store"),
+    }
+}
+
+/// Schedules one catch-up attempt after `retry`, unless one is pending.
+fn schedule_resync(resyncing: &mut bool, retry: Duration, myself: &ActorRef<StoreMsg>) {
+    if !*resyncing {
+        *resyncing = true;
+        myself.send_after(retry, || StoreMsg::Resync);
     }
 }
 
@@ -333,13 +600,14 @@ impl EventStoreHandle {
         Self { slot }
     }
 
-    /// Stores `payload` on `key`; returns its id once stored.
+    /// Stores `payload` on `key`; returns its id once stored, or `None` if the backend is
+    /// down and the event was only delivered live.
     pub async fn append(
         &self,
         key: StreamKey,
         payload: Bytes,
         last: bool,
-    ) -> Result<EventId, StoreCallError> {
+    ) -> Result<Option<EventId>, StoreCallError> {
         let nonce = next_nonce();
         let result = self
             .slot

@@ -62,17 +62,7 @@ struct Stored {
 
 impl Default for MemoryStore {
     fn default() -> Self {
-        let sse = crate::config::SseConfig::default();
-        Self {
-            retention: Retention {
-                enabled: sse.enable_replay,
-                event_ttl: sse.event_ttl,
-                replay_window: sse.replay_window,
-                max_session_events: sse.max_session_events,
-                max_session_bytes: sse.max_session_bytes,
-            },
-            sessions: HashMap::new(),
-        }
+        Self::new(Retention::default())
     }
 }
 

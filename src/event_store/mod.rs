@@ -27,8 +27,10 @@
 //!   [`ReplayOutcome::Truncated`] with the number missing, never silently skipped.
 
 pub mod actor;
+pub mod backend;
 pub mod event_id;
 pub mod memory;
+pub mod redis;
 
 use std::future::Future;
 use std::time::Duration;
@@ -36,8 +38,10 @@ use std::time::Duration;
 use bytes::Bytes;
 
 pub use actor::{EventStoreActor, EventStoreHandle, StoreMsg};
+pub use backend::Backend;
 pub use event_id::{EventId, EventIdError, StreamKey, StreamNo};
 pub use memory::MemoryStore;
+pub use redis::RedisStore;
 
 use crate::session::SessionId;
 
@@ -120,6 +124,20 @@ pub struct Retention {
     pub max_session_bytes: usize,
 }
 
+impl Default for Retention {
+    /// The `[sse]` defaults.
+    fn default() -> Self {
+        let sse = crate::config::SseConfig::default();
+        Self {
+            enabled: sse.enable_replay,
+            event_ttl: sse.event_ttl,
+            replay_window: sse.replay_window,
+            max_session_events: sse.max_session_events,
+            max_session_bytes: sse.max_session_bytes,
+        }
+    }
+}
+
 /// What a sweep removed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SweepStats {
@@ -195,4 +213,27 @@ pub trait EventStore: Send + Default + 'static {
 
     /// Configures retention; called once before use.
     fn set_retention(&mut self, retention: Retention);
+
+    /// Starts hearing of events other processes store on `key` (a shared backend); the
+    /// store actor calls it before replaying, so nothing falls between. A backend no other
+    /// process writes to has nothing to do.
+    fn follow(&mut self, key: StreamKey) -> impl Future<Output = Result<(), StoreError>> + Send {
+        let _ = key;
+        async { Ok(()) }
+    }
+
+    /// Stops hearing of `key`'s events.
+    fn unfollow(&mut self, key: StreamKey) -> impl Future<Output = ()> + Send {
+        let _ = key;
+        async {}
+    }
+
+    /// Whether the feed of other processes' events is connected (after it was lost).
+    fn feed_ready(&mut self) -> impl Future<Output = bool> + Send {
+        async { true }
+    }
+
+    /// Counts an event delivered live because [`EventStore::append`] failed with
+    /// [`StoreError::Backend`].
+    fn note_unstored(&self) {}
 }

@@ -160,7 +160,8 @@ pub fn log_notification(level: LoggingLevel, logger: Option<&str>, data: Value) 
 }
 
 /// Which list changed, for `notifications/<kind>/list_changed`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum ListKind {
     /// `tools/list`.
     Tools,

@@ -2,6 +2,7 @@
 //! on every request, numbers their POST streams, expires idle ones and terminates them on
 //! DELETE — telling the event store to forget them each time a session ends.
 
+pub mod directory;
 pub mod id;
 pub mod state;
 
@@ -11,6 +12,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use serde_json::Value;
 use tracing::Instrument;
 
+pub use directory::Directory;
 pub use id::{SessionId, SessionIdError};
 pub use state::{ClientOutcome, NewSession, SessionRecord, SessionTable, TouchError};
 use tokio::sync::oneshot;
@@ -42,6 +44,9 @@ pub enum SessionError {
     /// The session manager could not be reached.
     #[error(transparent)]
     Unreachable(#[from] SlotError),
+    /// The shared session directory (Redis) could not be reached.
+    #[error("the shared session store is unavailable")]
+    Shared,
 }
 
 /// What a request learns about its session.
@@ -132,6 +137,10 @@ pub enum SessionMsg {
     ResolveClientRequest(SessionId, RequestId, ClientOutcome, RpcReplyPort<bool>),
     /// Timer: expire idle sessions.
     Sweep,
+    /// Another replica ended a session (DELETE there).
+    Ended(SessionId),
+    /// A client answered, through another replica, a request this replica sent.
+    RemoteAnswer(SessionId, RequestId, ClientOutcome),
     /// Fault injection for supervision tests.
     InjectPanic,
 }
@@ -152,6 +161,8 @@ impl SessionMsg {
             Self::OpenClientRequest(..) => "open_client_request",
             Self::ResolveClientRequest(..) => "resolve_client_request",
             Self::Sweep => "sweep",
+            Self::Ended(..) => "ended",
+            Self::RemoteAnswer(..) => "remote_answer",
             Self::InjectPanic => "inject_panic",
         }
     }
@@ -176,6 +187,8 @@ pub struct SessionArgs {
     pub root_cancel: tokio_util::sync::CancellationToken,
     /// How often to look for idle sessions.
     pub sweep_interval: Duration,
+    /// Where sessions are shared with other replicas, if anywhere.
+    pub directory: Directory,
 }
 
 /// Running state of the session manager.
@@ -189,6 +202,7 @@ pub struct SessionManagerState {
     me: Slot<SessionMsg>,
     root_cancel: tokio_util::sync::CancellationToken,
     sweeper: tokio::task::JoinHandle<()>,
+    directory: Directory,
 }
 
 /// The session manager actor.
@@ -206,8 +220,11 @@ impl Actor for SessionManager {
         args: SessionArgs,
     ) -> Result<Self::State, ActorProcessingErr> {
         let sweeper = myself.send_interval(args.sweep_interval, || SessionMsg::Sweep);
+        let mut table = args.table;
+        table.set_replica(args.directory.replica());
         Ok(SessionManagerState {
-            table: args.table,
+            directory: args.directory,
+            table,
             store: args.store,
             session_timeout: args.session_timeout,
             max_sessions: args.max_sessions,
@@ -249,14 +266,28 @@ async fn handle(msg: SessionMsg, state: &mut SessionManagerState) {
                 let id = state
                     .table
                     .create(init, state.root_cancel.child_token(), now);
-                match state.store.open_session(id).await {
+                let saved = match state.store.open_session(id).await {
+                    Err(e) => Err(SessionError::Unreachable(e)),
+                    Ok(()) => match state.table.get(id) {
+                        Some(record) => state
+                            .directory
+                            .save(id, &record.init, record.connected_at)
+                            .await
+                            .map_err(|e| {
+                                tracing::error!(session_id = %id, error = %e, "could not share the new session");
+                                SessionError::Shared
+                            }),
+                        None => Err(SessionError::NotFound),
+                    },
+                };
+                match saved {
                     Ok(()) => {
                         tracing::info!(session_id = %id, "session created");
                         Ok(id)
                     }
                     Err(e) => {
                         state.table.remove(id);
-                        Err(SessionError::Unreachable(e))
+                        Err(e)
                     }
                 }
             };
@@ -269,6 +300,10 @@ async fn handle(msg: SessionMsg, state: &mut SessionManagerState) {
             request,
             reply,
         } => {
+            if let Err(e) = ensure_local(state, id, now).await {
+                let _ = reply.send(Err(e));
+                return;
+            }
             let me = &state.me;
             let result = state
                 .table
@@ -313,6 +348,13 @@ async fn handle(msg: SessionMsg, state: &mut SessionManagerState) {
             } else {
                 state.table.unsubscribe(id, &uri)
             };
+            if result.is_ok()
+                && let Some(record) = state.table.get(id)
+            {
+                let subs: Vec<&String> = record.subscriptions.iter().collect();
+                let value = serde_json::to_string(&subs).unwrap_or_default();
+                share_field(&state.directory, id, "subscriptions", value).await;
+            }
             let _ = reply.send(result.map_err(|e| match e {
                 TouchError::NotFound => SessionError::NotFound,
                 TouchError::Busy => SessionError::Busy,
@@ -333,6 +375,10 @@ async fn handle(msg: SessionMsg, state: &mut SessionManagerState) {
                 }
                 None => Err(SessionError::NotFound),
             };
+            if result.is_ok() {
+                let value = serde_json::to_string(&level).unwrap_or_default();
+                share_field(&state.directory, id, "log_level", value).await;
+            }
             let _ = reply.send(result);
         }
         SessionMsg::CancelRequest(id, request) => {
@@ -341,10 +387,13 @@ async fn handle(msg: SessionMsg, state: &mut SessionManagerState) {
             }
         }
         SessionMsg::Terminate(id, reply) => {
-            let found = state.table.remove(id);
+            let found = ensure_local(state, id, now).await.is_ok() && state.table.remove(id);
             if found {
                 tracing::info!(session_id = %id, "session terminated by client");
                 forget(&state.store, id).await;
+                if let Err(e) = state.directory.announce_end(id).await {
+                    tracing::warn!(session_id = %id, error = %e, "could not tell the other replicas that a session ended; they find out when it expires");
+                }
             }
             let _ = reply.send(if found {
                 Ok(())
@@ -376,19 +425,123 @@ async fn handle(msg: SessionMsg, state: &mut SessionManagerState) {
             let _ = reply.send(result);
         }
         SessionMsg::ResolveClientRequest(id, request, outcome, reply) => {
-            let delivered = state.table.resolve_client_request(id, &request, outcome);
+            let mut delivered = state
+                .table
+                .resolve_client_request(id, &request, outcome.clone());
+            if !delivered {
+                delivered = match state.directory.route_answer(id, &request, outcome).await {
+                    Ok(routed) => routed,
+                    Err(e) => {
+                        tracing::warn!(session_id = %id, error = %e, "could not pass an answer to the replica that asked");
+                        false
+                    }
+                };
+            }
             if !delivered {
                 tracing::debug!(session_id = %id, request_id = %request, "answer to a request nobody waits for");
             }
             let _ = reply.send(delivered);
         }
         SessionMsg::Sweep => {
+            let shared = state.directory.is_shared();
             for id in state.table.expire(state.session_timeout, now) {
-                tracing::info!(session_id = %id, "session expired");
-                forget(&state.store, id).await;
+                if shared {
+                    // Idle here, perhaps not elsewhere: the shared copy expires by its own
+                    // TTL, which every replica using the session renews.
+                    tracing::debug!(session_id = %id, "session idle on this replica; dropped locally");
+                } else {
+                    tracing::info!(session_id = %id, "session expired");
+                    forget(&state.store, id).await;
+                }
+            }
+            // Sessions with work open here never expire: renew them for everyone.
+            let held = state.table.held();
+            match state.directory.refresh(&held, state.session_timeout).await {
+                Ok(alive) => {
+                    for (id, alive) in held.into_iter().zip(alive) {
+                        if let Some(record) = state.table.get_mut(id) {
+                            record.refreshed = now;
+                        }
+                        if !alive {
+                            tracing::info!(session_id = %id, "session ended elsewhere");
+                            end_locally(state, id).await;
+                        }
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "could not renew shared sessions"),
+            }
+        }
+        SessionMsg::Ended(id) => {
+            if state.table.get(id).is_some() {
+                tracing::info!(session_id = %id, "session terminated on another replica");
+                end_locally(state, id).await;
+            }
+        }
+        SessionMsg::RemoteAnswer(id, request, outcome) => {
+            if !state.table.resolve_client_request(id, &request, outcome) {
+                tracing::debug!(session_id = %id, request_id = %request, "answer from another replica to a request nobody waits for");
             }
         }
         SessionMsg::InjectPanic => panic!("fault injection: session manager"),
+    }
+}
+
+/// Makes sure `id` is in the local table: a session another replica created is read from
+/// the shared directory; a shared one not renewed for a while is renewed (and found gone if
+/// it ended elsewhere).
+async fn ensure_local(
+    state: &mut SessionManagerState,
+    id: SessionId,
+    now: Instant,
+) -> Result<(), SessionError> {
+    if !state.directory.is_shared() {
+        return Ok(());
+    }
+    if let Some(record) = state.table.get(id) {
+        if now.saturating_duration_since(record.refreshed) < state.session_timeout / 4 {
+            return Ok(());
+        }
+        let alive = state
+            .directory
+            .refresh(&[id], state.session_timeout)
+            .await
+            .map_err(|_| SessionError::Shared)?;
+        if alive.first().copied().unwrap_or(false) {
+            if let Some(record) = state.table.get_mut(id) {
+                record.refreshed = now;
+            }
+            return Ok(());
+        }
+        end_locally(state, id).await;
+        return Err(SessionError::NotFound);
+    }
+    let stored = state.directory.load(id).await.map_err(|e| {
+        tracing::warn!(session_id = %id, error = %e, "could not read a shared session");
+        SessionError::Shared
+    })?;
+    let Some(stored) = stored else {
+        return Err(SessionError::NotFound);
+    };
+    if state.table.len() >= state.max_sessions {
+        return Err(SessionError::Full);
+    }
+    state
+        .table
+        .insert_loaded(id, stored, state.root_cancel.child_token(), now);
+    let _ = state.directory.refresh(&[id], state.session_timeout).await;
+    tracing::info!(session_id = %id, "serving a session created by another replica");
+    Ok(())
+}
+
+/// Drops a session that ended elsewhere: its requests here stop, its connections here close.
+async fn end_locally(state: &mut SessionManagerState, id: SessionId) {
+    state.table.remove(id);
+    forget(&state.store, id).await;
+}
+
+async fn share_field(directory: &Directory, id: SessionId, field: &str, value: String) {
+    if let Err(e) = directory.set_field(id, field, value).await {
+        tracing::warn!(session_id = %id, field, error = %e, "could not share a session change");
     }
 }
 

@@ -60,6 +60,8 @@ pub struct SessionRecord {
     pub log_level: std::sync::Arc<crate::protocol::methods::LogThreshold>,
     /// Resource URIs the client subscribed to (`resources/subscribe`).
     pub subscriptions: std::collections::HashSet<String>,
+    /// Last time its TTL in the shared directory was renewed.
+    pub refreshed: Instant,
 }
 
 /// Most resource subscriptions one session may hold.
@@ -80,6 +82,10 @@ pub enum TouchError {
 #[derive(Debug, Default)]
 pub struct SessionTable {
     sessions: HashMap<SessionId, SessionRecord>,
+    /// This replica's number: the high 32 bits of the stream numbers it allocates and
+    /// part of its ids for requests to clients, so replicas sharing a session never
+    /// allocate the same one.
+    replica: u64,
 }
 
 impl SessionTable {
@@ -91,6 +97,52 @@ impl SessionTable {
     /// True when there is no session.
     pub fn is_empty(&self) -> bool {
         self.sessions.is_empty()
+    }
+
+    /// Sets this replica's number (0 when nothing is shared).
+    pub fn set_replica(&mut self, replica: u64) {
+        self.replica = replica;
+    }
+
+    /// Adds a session created by another replica, as read from the shared directory.
+    pub fn insert_loaded(
+        &mut self,
+        id: SessionId,
+        stored: super::directory::StoredSession,
+        cancel: CancellationToken,
+        now: Instant,
+    ) {
+        let log_level = std::sync::Arc::new(crate::protocol::methods::LogThreshold::default());
+        if let Some(level) = stored.log_level {
+            log_level.set(level);
+        }
+        self.sessions.insert(
+            id,
+            SessionRecord {
+                init: stored.init,
+                connected_at: stored.connected_at,
+                started: now,
+                last_seen: now,
+                holds: 0,
+                last_stream: 0,
+                cancel,
+                requests: HashMap::new(),
+                pending: HashMap::new(),
+                last_client_request: 0,
+                log_level,
+                subscriptions: stored.subscriptions.into_iter().collect(),
+                refreshed: now,
+            },
+        );
+    }
+
+    /// Sessions with a request or stream open.
+    pub fn held(&self) -> Vec<SessionId> {
+        self.sessions
+            .iter()
+            .filter(|(_, r)| r.holds > 0)
+            .map(|(id, _)| *id)
+            .collect()
     }
 
     /// Adds a session with a fresh random id; `cancel` stops its requests when it ends.
@@ -119,6 +171,7 @@ impl SessionTable {
                 last_client_request: 0,
                 log_level: Default::default(),
                 subscriptions: Default::default(),
+                refreshed: now,
             },
         );
         id
@@ -156,6 +209,7 @@ impl SessionTable {
         max_holds: u32,
         now: Instant,
     ) -> Result<(&SessionRecord, Option<StreamNo>, CancellationToken), TouchError> {
+        let base = self.replica << 32;
         let record = self.sessions.get_mut(&id).ok_or(TouchError::NotFound)?;
         record.last_seen = now;
         // Ids tell running requests apart for cancellation; a reused one would make
@@ -171,7 +225,7 @@ impl SessionTable {
         }
         let stream = new_stream.then(|| {
             record.last_stream += 1;
-            StreamNo(record.last_stream)
+            StreamNo(base | record.last_stream)
         });
         let cancel = match request {
             Some(request) if hold => {
@@ -202,6 +256,7 @@ impl SessionTable {
         id: SessionId,
         max_pending: u32,
     ) -> Result<(RequestId, oneshot::Receiver<ClientOutcome>), TouchError> {
+        let replica = self.replica;
         let record = self.sessions.get_mut(&id).ok_or(TouchError::NotFound)?;
         // Answers to requests whose askers gave up are no longer wanted.
         record.pending.retain(|_, tx| !tx.is_closed());
@@ -210,7 +265,7 @@ impl SessionTable {
         }
         record.last_client_request += 1;
         // A namespace of our own, so a client reading its own ids cannot be confused.
-        let request = RequestId::String(format!("otpmcp-{}", record.last_client_request));
+        let request = super::directory::client_request_id(replica, record.last_client_request);
         let (tx, rx) = oneshot::channel();
         record.pending.insert(request.clone(), tx);
         Ok((request, rx))

@@ -92,6 +92,10 @@ impl fmt::Display for CloseReason {
 pub enum StreamMsg {
     /// A stored event for this stream (from the store actor).
     Deliver(Event),
+    /// An event the store could not keep (its backend is down): written without an
+    /// `id:`, so the client's `Last-Event-ID` stays at the last stored event. `true` when
+    /// it is the stream's last.
+    DeliverUnstored(bytes::Bytes, bool),
     /// Timer: write a keep-alive comment.
     Ping,
     /// Timer: close if idle for `stream_timeout`.
@@ -106,6 +110,7 @@ impl StreamMsg {
     fn name(&self) -> &'static str {
         match self {
             Self::Deliver(_) => "deliver",
+            Self::DeliverUnstored(..) => "deliver_unstored",
             Self::Ping => "ping",
             Self::IdleCheck => "idle_check",
             Self::ClientGone => "client_gone",
@@ -207,6 +212,18 @@ impl StreamState {
         self.position = event.id.seq;
         self.last_activity = Instant::now();
         if event.last {
+            return Err(CloseReason::Completed);
+        }
+        Ok(())
+    }
+}
+
+impl StreamState {
+    fn deliver_unstored(&mut self, payload: &[u8], last: bool) -> Result<(), CloseReason> {
+        self.write(sse::message(None, payload))?;
+        self.last_activity = Instant::now();
+        tracing::warn!(parent: &self.span, "event delivered live but not stored; it cannot be replayed");
+        if last {
             return Err(CloseReason::Completed);
         }
         Ok(())
@@ -336,6 +353,7 @@ impl Actor for StreamActor {
             tracing::debug_span!(parent: &state.span, "stream.handle", msg = msg.name()).entered();
         let result = match msg {
             StreamMsg::Deliver(event) => state.deliver(&event),
+            StreamMsg::DeliverUnstored(payload, last) => state.deliver_unstored(&payload, last),
             StreamMsg::Ping => state.write(sse::comment("ping")),
             StreamMsg::IdleCheck => {
                 let idle = state.last_activity.elapsed();

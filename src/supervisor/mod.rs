@@ -18,9 +18,12 @@ use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, RpcReplyPort, Super
 use tokio::sync::oneshot;
 use tracing::Instrument;
 
+use crate::cluster::{Leases, RedisLink};
 use crate::config::Config;
 use crate::event_store::actor::{StoreArgs, StoreTables};
-use crate::event_store::{EventStoreActor, EventStoreHandle, MemoryStore, Retention, StoreMsg};
+use crate::event_store::{
+    Backend, EventStoreActor, EventStoreHandle, MemoryStore, RedisStore, Retention, StoreMsg,
+};
 use crate::server::McpServer;
 use crate::session::{SessionArgs, SessionHandle, SessionManager, SessionMsg, SessionTable};
 use crate::transport::listener::ListenerMsg;
@@ -86,6 +89,10 @@ pub struct SupervisorArgs {
     pub session_slot: (SlotWriter<SessionMsg>, Slot<SessionMsg>),
     /// Publication of the current listener.
     pub listener_slot: (SlotWriter<ListenerMsg>, Slot<ListenerMsg>),
+    /// The shared Redis, when `[store] backend = "redis"`.
+    pub redis: Option<RedisLink>,
+    /// Pushes from Redis waiting in the store actor's mailbox (see [`crate::cluster::bus`]).
+    pub queued: Arc<std::sync::atomic::AtomicUsize>,
     /// Told how the tree ended.
     pub exit: oneshot::Sender<Exit>,
 }
@@ -102,7 +109,9 @@ pub struct SupervisorState {
     session_slot: Slot<SessionMsg>,
     listener_writer: SlotWriter<ListenerMsg>,
     listener_slot: Slot<ListenerMsg>,
-    store_heir: Option<Heir<StoreTables<MemoryStore>>>,
+    store_heir: Option<Heir<StoreTables<Backend>>>,
+    redis: Option<RedisLink>,
+    queued: Arc<std::sync::atomic::AtomicUsize>,
     session_heir: Option<Heir<SessionTable>>,
     running: Vec<(Child, ActorCell)>,
     /// Cancelled when the tree stops: every session's running requests end.
@@ -121,6 +130,22 @@ impl SupervisorState {
         EventStoreHandle::new(self.store_slot.clone())
     }
 
+    fn new_backend(&self) -> Backend {
+        match &self.redis {
+            Some(link) => Backend::Redis(Box::new(RedisStore::new(
+                link.clone(),
+                self.config.server.session_timeout,
+                self.config.store.retry_interval,
+            ))),
+            None => Backend::Memory(MemoryStore::default()),
+        }
+    }
+
+    fn leases(&self) -> Option<Leases> {
+        let link = self.redis.clone()?;
+        Some(Leases::new(link, self.config.store.lease_ttl))
+    }
+
     fn session_handle(&self) -> SessionHandle {
         SessionHandle::new(self.session_slot.clone(), self.store_handle())
     }
@@ -129,13 +154,14 @@ impl SupervisorState {
         &mut self,
         child: Child,
         supervisor: ActorCell,
-        store: Option<StoreTables<MemoryStore>>,
+        store: Option<StoreTables<Backend>>,
         sessions: Option<SessionTable>,
     ) -> Result<(), ActorProcessingErr> {
         let sse = &self.config.sse;
         let cell = match child {
             Child::EventStore => {
-                let (tables, heir) = lend(store.unwrap_or_default());
+                let tables = store.unwrap_or_else(|| StoreTables::new(self.new_backend()));
+                let (tables, heir) = lend(tables);
                 self.store_heir = Some(heir);
                 let args = StoreArgs {
                     tables,
@@ -147,10 +173,13 @@ impl SupervisorState {
                         max_session_bytes: sse.max_session_bytes,
                     },
                     cleanup_interval: sse.cleanup_interval,
+                    retry_interval: self.config.store.retry_interval,
+                    leases: self.leases(),
+                    queued: self.queued.clone(),
                 };
                 let (actor, _) = Actor::spawn_linked(
                     None,
-                    EventStoreActor::<MemoryStore>::default(),
+                    EventStoreActor::<Backend>::default(),
                     args,
                     supervisor,
                 )
@@ -175,6 +204,10 @@ impl SupervisorState {
                     sweep_interval: (timeout / 4)
                         .min(sse.cleanup_interval)
                         .max(Duration::from_millis(1)),
+                    directory: match &self.redis {
+                        Some(link) => crate::session::Directory::Redis(link.clone()),
+                        None => crate::session::Directory::Local,
+                    },
                 };
                 let (actor, _) =
                     Actor::spawn_linked(None, SessionManager, args, supervisor).await?;
@@ -189,6 +222,7 @@ impl SupervisorState {
                     store: self.store_handle(),
                     server: self.server.clone(),
                     me: self.listener_slot.clone(),
+                    leases: self.leases(),
                 };
                 let (actor, _) = Actor::spawn_linked(None, HttpListener, args, supervisor).await?;
                 self.listener_writer.publish(Some(actor.clone()));
@@ -299,6 +333,8 @@ impl Actor for RootSupervisor {
             listener_slot: args.listener_slot.1,
             store_heir: None,
             session_heir: None,
+            redis: args.redis,
+            queued: args.queued,
             running: Vec::new(),
             cancel: tokio_util::sync::CancellationToken::new(),
             stopping: false,

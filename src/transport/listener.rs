@@ -46,6 +46,8 @@ pub struct ListenerArgs {
     pub server: Arc<McpServer>,
     /// This actor's own slot, so handlers parent streams on the current incarnation.
     pub me: Slot<ListenerMsg>,
+    /// Leases on running requests (Redis only).
+    pub leases: Option<crate::cluster::Leases>,
 }
 
 /// Running state.
@@ -88,7 +90,14 @@ impl Actor for HttpListener {
         let listener = tokio::net::TcpListener::from_std(args.socket)?;
         let listener = GuardedListener::new(listener, args.config.server.write_timeout);
         let shutdown_timeout = args.config.server.shutdown_timeout;
-        let state = AppState::new(args.config, args.sessions, args.store, args.server, args.me);
+        let state = AppState::new(
+            args.config,
+            args.sessions,
+            args.store,
+            args.server,
+            args.me,
+            args.leases,
+        );
         let app = router(state.clone());
         let (stop_tx, stop_rx) = oneshot::channel::<()>();
         let me = myself.clone();

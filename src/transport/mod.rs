@@ -51,6 +51,8 @@ struct Inner {
     server: Arc<McpServer>,
     listener: Slot<ListenerMsg>,
     settings: StreamSettings,
+    /// Leases on running requests (Redis only).
+    leases: Option<crate::cluster::Leases>,
     /// Set when shutdown begins: no new streams, and any that started meanwhile close.
     closing: std::sync::atomic::AtomicBool,
 }
@@ -63,6 +65,7 @@ impl AppState {
         store: EventStoreHandle,
         server: Arc<McpServer>,
         listener: Slot<ListenerMsg>,
+        leases: Option<crate::cluster::Leases>,
     ) -> Self {
         let sse = &config.sse;
         let settings = StreamSettings {
@@ -82,6 +85,7 @@ impl AppState {
                 server,
                 listener,
                 settings,
+                leases,
                 closing: std::sync::atomic::AtomicBool::new(false),
             }),
         }
@@ -206,6 +210,7 @@ pub(crate) fn session_rejection(e: crate::session::SessionError) -> Rejection {
         SessionError::Busy => Rejection::TooBusy,
         SessionError::DuplicateRequest => Rejection::DuplicateRequestId,
         SessionError::Unreachable(e) => Rejection::Unavailable(e.to_string()),
+        SessionError::Shared => Rejection::Unavailable(e.to_string()),
     }
 }
 

@@ -155,6 +155,13 @@ async fn serve(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Resp
     };
     let key = StreamKey::new(session, stream);
     span.record("stream", stream.0);
+    // Before the client can learn of the stream: if this replica dies, another one answers.
+    let leases = inner.leases.clone();
+    if let Some(leases) = &leases
+        && let Err(e) = leases.begin(key, &request.id).await
+    {
+        tracing::warn!(error = %e, "could not take a lease on the request; if this replica dies it goes unanswered");
+    }
     let stream_span = tracing::info_span!(
         parent: &span,
         "transport_sse.handle_stream",
@@ -176,8 +183,22 @@ async fn serve(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Resp
             stream_span,
         )
         .await
-        .map_err(|e| e.into_rejection(true))?;
-    apply_session_effects(state, session, &request).await?;
+        .map_err(|e| e.into_rejection(true));
+    let started = match response {
+        Ok(response) => apply_session_effects(state, session, &request)
+            .await
+            .map(|()| response),
+        Err(e) => Err(e),
+    };
+    let response = match started {
+        Ok(response) => response,
+        Err(e) => {
+            if let Some(leases) = &leases {
+                leases.end(key).await;
+            }
+            return Err(e);
+        }
+    };
 
     let store = inner.store.clone();
     let progress_token = McpServer::progress_token(&request);
@@ -209,6 +230,9 @@ async fn serve(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Resp
                     // nor a resume waits for one (best effort; the session may be gone).
                     let _ = store.complete(key).await;
                 }
+            }
+            if let Some(leases) = leases {
+                leases.end(key).await;
             }
             drop(hold);
         }

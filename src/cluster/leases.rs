@@ -1,0 +1,192 @@
+//! Leases on running requests, so that a request whose replica died still gets an answer.
+//!
+//! Each replica holds one lease (its score in `P:replicas`: the Redis time at which it
+//! lapses) and renews it every third of `lease_ttl`; each request it runs is registered in
+//! `P:inflight:<replica>` while it runs. When a lease lapses, any replica may claim that
+//! replica's requests one by one (`HDEL` returns 1 to exactly one claimer) and append to
+//! each request's stream a JSON-RPC error response that ends it, so a client resuming on
+//! any replica gets an answer instead of waiting forever.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use super::RedisLink;
+use crate::event_store::{StreamKey, StreamNo};
+use crate::protocol::{ErrorObject, Outgoing, RequestId};
+use crate::session::SessionId;
+
+/// The message of the error appended for a request whose replica was lost.
+pub const LOST_REPLICA_MESSAGE: &str =
+    "the server replica running this request was lost before it answered";
+
+/// Renews this replica's lease; returns the replicas whose lease has lapsed.
+const RENEW: &str = r"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
+return redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)
+";
+
+/// A request that lost its replica: where to answer and with which id.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Orphan {
+    /// Its stream.
+    pub key: StreamKey,
+    /// The error response to append as the stream's last event.
+    pub payload: Bytes,
+}
+
+/// This replica's side of the leases.
+#[derive(Debug, Clone)]
+pub struct Leases {
+    link: RedisLink,
+    ttl: Duration,
+    renew: std::sync::Arc<redis::Script>,
+}
+
+impl Leases {
+    /// Leases of `ttl` for the replica behind `link`.
+    pub fn new(link: RedisLink, ttl: Duration) -> Self {
+        Self {
+            link,
+            ttl,
+            renew: std::sync::Arc::new(redis::Script::new(RENEW)),
+        }
+    }
+
+    /// How often [`Leases::renew`] should run.
+    pub fn interval(&self) -> Duration {
+        (self.ttl / 3).max(Duration::from_millis(10))
+    }
+
+    /// Registers a running request; awaited before its stream is given to the client, so
+    /// a request the client can resume is always covered.
+    pub async fn begin(&self, key: StreamKey, request: &RequestId) -> redis::RedisResult<()> {
+        let id = serde_json::to_string(request).unwrap_or_else(|_| "null".into());
+        let mut conn = self.link.commands.clone();
+        redis::cmd("HSET")
+            .arg(self.link.keys.inflight(self.link.replica))
+            .arg(field(key))
+            .arg(id)
+            .query_async(&mut conn)
+            .await
+    }
+
+    /// The request ended (answered, cancelled or dropped).
+    pub async fn end(&self, key: StreamKey) {
+        let mut conn = self.link.commands.clone();
+        let result: redis::RedisResult<()> = redis::cmd("HDEL")
+            .arg(self.link.keys.inflight(self.link.replica))
+            .arg(field(key))
+            .query_async(&mut conn)
+            .await;
+        if let Err(e) = result {
+            // Harmless: if this replica's lease ever lapses, the reaper finds the stream
+            // already ended and appends nothing.
+            tracing::debug!(error = %e, "could not clear a request lease");
+        }
+    }
+
+    /// Renews our lease and claims the requests of replicas whose lease lapsed.
+    pub async fn renew_and_reap(&self) -> redis::RedisResult<Vec<Orphan>> {
+        let mut conn = self.link.commands.clone();
+        let ttl_ms = u64::try_from(self.ttl.as_millis()).unwrap_or(u64::MAX);
+        let lapsed: Vec<u64> = self
+            .renew
+            .key(self.link.keys.replicas())
+            .arg(self.link.replica)
+            .arg(ttl_ms)
+            .invoke_async(&mut conn)
+            .await?;
+        let mut orphans = Vec::new();
+        for replica in lapsed.into_iter().filter(|r| *r != self.link.replica) {
+            let inflight = self.link.keys.inflight(replica);
+            let entries: Vec<(String, String)> = redis::cmd("HGETALL")
+                .arg(&inflight)
+                .query_async(&mut conn)
+                .await?;
+            for (field, id) in entries {
+                let claimed: u32 = redis::cmd("HDEL")
+                    .arg(&inflight)
+                    .arg(&field)
+                    .query_async(&mut conn)
+                    .await?;
+                if claimed == 0 {
+                    continue;
+                }
+                if let Some(orphan) = orphan(&field, &id) {
+                    orphans.push(orphan);
+                }
+            }
+            let remaining: u64 = redis::cmd("HLEN")
+                .arg(&inflight)
+                .query_async(&mut conn)
+                .await?;
+            if remaining == 0 {
+                let _: () = redis::cmd("ZREM")
+                    .arg(self.link.keys.replicas())
+                    .arg(replica)
+                    .query_async(&mut conn)
+                    .await?;
+                tracing::warn!(
+                    replica,
+                    "a replica's lease lapsed; its running requests were answered with an error"
+                );
+            }
+        }
+        Ok(orphans)
+    }
+
+    /// Gives up our lease (clean shutdown): nothing of ours is running any more.
+    pub async fn release(&self) {
+        let mut conn = self.link.commands.clone();
+        let _: redis::RedisResult<()> = redis::pipe()
+            .cmd("ZREM")
+            .arg(self.link.keys.replicas())
+            .arg(self.link.replica)
+            .cmd("DEL")
+            .arg(self.link.keys.inflight(self.link.replica))
+            .query_async(&mut conn)
+            .await;
+    }
+}
+
+fn field(key: StreamKey) -> String {
+    format!("{}:{}", key.session, key.stream)
+}
+
+fn orphan(field: &str, id: &str) -> Option<Orphan> {
+    let (session, stream) = field.split_once(':')?;
+    let key = StreamKey::new(
+        session.parse::<SessionId>().ok()?,
+        StreamNo(stream.parse().ok()?),
+    );
+    let id: RequestId = serde_json::from_str(id).ok()?;
+    let payload = Outgoing::Error {
+        id: Some(id),
+        error: ErrorObject::new(ErrorObject::INTERNAL_ERROR, LOST_REPLICA_MESSAGE),
+    }
+    .to_bytes();
+    Some(Orphan { key, payload })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_orphan_gets_an_internal_error_with_its_own_id() {
+        let session = SessionId::random();
+        let Some(o) = orphan(&format!("{session}:4294967298"), "\"call-7\"") else {
+            panic!("a well-formed entry is an orphan");
+        };
+        assert_eq!(o.key, StreamKey::new(session, StreamNo(4_294_967_298)));
+        let v: serde_json::Value =
+            serde_json::from_slice(&o.payload).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(v["id"], "call-7");
+        assert_eq!(v["error"]["code"], -32603);
+        assert_eq!(v["error"]["message"], LOST_REPLICA_MESSAGE);
+        assert!(orphan("nonsense", "1").is_none());
+    }
+}

@@ -1,0 +1,99 @@
+//! The backend chosen in `[store] backend`: one type for the store actor, dispatching to
+//! the in-memory or the Redis store.
+
+use bytes::Bytes;
+
+use super::{
+    Appended, EventStore, MemoryStore, RedisStore, Replay, Retention, StoreError, StreamKey,
+    StreamNo, SweepStats,
+};
+use crate::session::SessionId;
+
+/// The event store's backend.
+#[derive(Debug)]
+pub enum Backend {
+    /// In this process.
+    Memory(MemoryStore),
+    /// In Redis, shared by replicas.
+    Redis(Box<RedisStore>),
+}
+
+impl Default for Backend {
+    fn default() -> Self {
+        Self::Memory(MemoryStore::default())
+    }
+}
+
+/// Calls the same method on whichever store this is.
+macro_rules! each {
+    ($self:ident, $store:ident => $call:expr) => {
+        match $self {
+            Backend::Memory($store) => $call,
+            Backend::Redis($store) => $call,
+        }
+    };
+}
+
+impl EventStore for Backend {
+    async fn open_session(&mut self, session: SessionId) {
+        each!(self, s => s.open_session(session).await)
+    }
+
+    async fn open_stream(&mut self, key: StreamKey) -> Result<(), StoreError> {
+        each!(self, s => s.open_stream(key).await)
+    }
+
+    async fn append(
+        &mut self,
+        key: StreamKey,
+        payload: Bytes,
+        last: bool,
+        nonce: u64,
+    ) -> Result<Appended, StoreError> {
+        each!(self, s => s.append(key, payload, last, nonce).await)
+    }
+
+    async fn complete_stream(&mut self, key: StreamKey) {
+        each!(self, s => s.complete_stream(key).await)
+    }
+
+    async fn replay_after(
+        &mut self,
+        key: StreamKey,
+        after: Option<u64>,
+    ) -> Result<Replay, StoreError> {
+        each!(self, s => s.replay_after(key, after).await)
+    }
+
+    async fn forget_session(&mut self, session: SessionId) {
+        each!(self, s => s.forget_session(session).await)
+    }
+
+    async fn sweep(&mut self) -> SweepStats {
+        each!(self, s => s.sweep().await)
+    }
+
+    async fn positions(&self, session: SessionId) -> Vec<(StreamNo, u64)> {
+        each!(self, s => s.positions(session).await)
+    }
+
+    fn set_retention(&mut self, retention: Retention) {
+        each!(self, s => s.set_retention(retention))
+    }
+
+    async fn follow(&mut self, key: StreamKey) -> Result<(), StoreError> {
+        each!(self, s => s.follow(key).await)
+    }
+
+    async fn unfollow(&mut self, key: StreamKey) {
+        each!(self, s => s.unfollow(key).await)
+    }
+
+    async fn feed_ready(&mut self) -> bool {
+        each!(self, s => s.feed_ready().await)
+    }
+
+    fn note_unstored(&self) {
+        each!(self, s => s.note_unstored())
+    }
+}

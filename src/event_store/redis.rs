@@ -1,0 +1,441 @@
+//! The Redis backend: one Redis Stream per SSE stream, so every replica sharing the Redis
+//! can replay any stream, and a pub/sub message per stored event, so the replica holding a
+//! stream's connection hears of events other replicas store.
+//!
+//! Each operation is one Lua script (`redis/*.lua`), so it is atomic: the position is
+//! taken, the event stored, the session's caps and TTL applied and the event published in
+//! one step, and two replicas appending to one stream never interleave. The key layout is
+//! in [`crate::cluster`].
+//!
+//! # Redis outages
+//! A failed command opens a breaker for `retry_interval`: meanwhile every operation fails
+//! at once with [`StoreError::Backend`] instead of waiting for Redis, and the store actor
+//! delivers events live without storing them (counted in [`RedisStore::unstored`]). The
+//! connection comes back by itself.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use redis::Value;
+
+use super::{
+    Appended, Event, EventStore, Replay, ReplayOutcome, Retention, StoreError, StreamKey, StreamNo,
+    SweepStats,
+};
+use crate::cluster::{RedisLink, bus};
+use crate::session::SessionId;
+
+const PRELUDE: &str = include_str!("redis/prelude.lua");
+
+struct Scripts {
+    append: redis::Script,
+    replay: redis::Script,
+    session: redis::Script,
+}
+
+impl Scripts {
+    fn new() -> Self {
+        let with_prelude = |body: &str| redis::Script::new(&format!("{PRELUDE}\n{body}"));
+        Self {
+            append: with_prelude(include_str!("redis/append.lua")),
+            replay: with_prelude(include_str!("redis/replay.lua")),
+            session: with_prelude(include_str!("redis/session.lua")),
+        }
+    }
+}
+
+/// Event storage in Redis, shared by every replica using the same Redis and key prefix.
+pub struct RedisStore {
+    link: Option<RedisLink>,
+    scripts: Arc<Scripts>,
+    retention: Retention,
+    session_ttl: Duration,
+    retry_interval: Duration,
+    /// Sessions this replica has used, swept by it (any replica may sweep any session).
+    sessions: HashSet<SessionId>,
+    /// While set, Redis is not tried (it failed recently).
+    down_until: Option<Instant>,
+    unstored: Arc<AtomicU64>,
+}
+
+impl std::fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisStore")
+            .field("link", &self.link)
+            .field("sessions", &self.sessions.len())
+            .field("down_until", &self.down_until)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for RedisStore {
+    /// A store with no connection: every operation fails. Only a placeholder (the
+    /// supervisor lends the real one to the store actor).
+    fn default() -> Self {
+        Self {
+            link: None,
+            scripts: Arc::new(Scripts::new()),
+            retention: Retention::default(),
+            session_ttl: Duration::from_secs(1800),
+            retry_interval: Duration::from_secs(1),
+            sessions: HashSet::new(),
+            down_until: None,
+            unstored: Arc::default(),
+        }
+    }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+fn int(v: &Value) -> Option<i64> {
+    match v {
+        Value::Int(i) => Some(*i),
+        Value::BulkString(b) => std::str::from_utf8(b).ok()?.parse().ok(),
+        _ => None,
+    }
+}
+
+fn uint(v: &Value) -> Option<u64> {
+    int(v).and_then(|i| u64::try_from(i).ok())
+}
+
+const MALFORMED: StoreError = StoreError::Backend("malformed reply from redis");
+const UNAVAILABLE: StoreError = StoreError::Backend("redis is unavailable");
+
+impl RedisStore {
+    /// A store on `link`. Session keys live `session_ttl` past their last use.
+    pub fn new(link: RedisLink, session_ttl: Duration, retry_interval: Duration) -> Self {
+        Self {
+            link: Some(link),
+            session_ttl,
+            retry_interval,
+            ..Self::default()
+        }
+    }
+
+    /// Events delivered live but not stored because Redis was unavailable.
+    pub fn unstored(&self) -> Arc<AtomicU64> {
+        self.unstored.clone()
+    }
+
+    /// The connection, unless the breaker is open.
+    fn conn(&mut self) -> Result<(RedisLink, Arc<Scripts>), StoreError> {
+        if let Some(until) = self.down_until {
+            if Instant::now() < until {
+                return Err(UNAVAILABLE);
+            }
+            self.down_until = None;
+        }
+        let link = self.link.clone().ok_or(UNAVAILABLE)?;
+        Ok((link, self.scripts.clone()))
+    }
+
+    fn failed(&mut self, op: &'static str, e: &redis::RedisError) -> StoreError {
+        if self.down_until.is_none() {
+            tracing::warn!(op, error = %e, retry_in = ?self.retry_interval,
+                "redis failed; events are delivered live without being stored until it is back");
+        }
+        self.down_until = Some(Instant::now() + self.retry_interval);
+        UNAVAILABLE
+    }
+
+    /// Counts an event that was delivered without being stored.
+    pub fn count_unstored(&self) {
+        self.unstored.fetch_add(1, Ordering::Relaxed);
+    }
+
+    async fn session_op(
+        &mut self,
+        session: SessionId,
+        op: &'static str,
+        arg: String,
+    ) -> Result<Value, StoreError> {
+        let (link, scripts) = self.conn()?;
+        let keys = &link.keys;
+        let mut conn = link.commands.clone();
+        let ttl = millis(self.retention.event_ttl);
+        let result = scripts
+            .session
+            .key(keys.session(session))
+            .key(keys.streams(session))
+            .key(keys.arrivals(session))
+            .arg(keys.events_prefix(session))
+            .arg(op)
+            .arg(arg)
+            .arg(ttl)
+            .invoke_async(&mut conn)
+            .await;
+        result.map_err(|e| self.failed(op, &e))
+    }
+
+    /// Publishes that this replica now follows `key`, so a connection another replica
+    /// holds for it closes (newest connection wins, as on one replica).
+    async fn announce(&mut self, key: StreamKey) -> Result<(), StoreError> {
+        let (link, _) = self.conn()?;
+        let mut conn = link.commands.clone();
+        let result: redis::RedisResult<()> = redis::cmd("PUBLISH")
+            .arg(link.keys.channel(key))
+            .arg(bus::encode_superseded(link.replica))
+            .query_async(&mut conn)
+            .await;
+        result.map_err(|e| self.failed("announce", &e))
+    }
+}
+
+impl EventStore for RedisStore {
+    async fn open_session(&mut self, session: SessionId) {
+        self.sessions.insert(session);
+        let ttl = millis(self.session_ttl).to_string();
+        if let Err(e) = self.session_op(session, "open", ttl).await {
+            tracing::warn!(session_id = %session, error = %e, "could not register the session in redis");
+        }
+    }
+
+    async fn open_stream(&mut self, key: StreamKey) -> Result<(), StoreError> {
+        self.replay(key, None, true).await.map(|_| ())
+    }
+
+    async fn append(
+        &mut self,
+        key: StreamKey,
+        payload: Bytes,
+        last: bool,
+        nonce: u64,
+    ) -> Result<Appended, StoreError> {
+        let (link, scripts) = self.conn()?;
+        let keys = &link.keys;
+        let s = key.session;
+        let r = self.retention;
+        let mut conn = link.commands.clone();
+        let result: redis::RedisResult<Vec<i64>> = scripts
+            .append
+            .key(keys.session(s))
+            .key(keys.streams(s))
+            .key(keys.arrivals(s))
+            .arg(keys.events_prefix(s))
+            .arg(key.stream.0)
+            .arg(payload.as_ref())
+            .arg(if last { "1" } else { "0" })
+            .arg(nonce)
+            .arg(if r.enabled { "1" } else { "0" })
+            .arg(millis(r.event_ttl))
+            .arg(r.max_session_events)
+            .arg(r.max_session_bytes)
+            .arg(millis(self.session_ttl))
+            .arg(keys.channel(key))
+            .arg(link.replica)
+            .invoke_async(&mut conn)
+            .await;
+        let reply = result.map_err(|e| self.failed("append", &e))?;
+        self.sessions.insert(s);
+        let (status, seq) = match reply.as_slice() {
+            [status, seq] => (*status, u64::try_from(*seq).map_err(|_| MALFORMED)?),
+            _ => return Err(MALFORMED),
+        };
+        let event = Event {
+            id: key.event_id(seq),
+            payload,
+            last,
+        };
+        match status {
+            0 => Ok(Appended {
+                event,
+                duplicate: false,
+            }),
+            1 => Ok(Appended {
+                event,
+                duplicate: true,
+            }),
+            -2 => Err(StoreError::StreamCompleted),
+            _ => Err(StoreError::UnknownStream),
+        }
+    }
+
+    async fn complete_stream(&mut self, key: StreamKey) {
+        if let Err(e) = self
+            .session_op(key.session, "complete", key.stream.0.to_string())
+            .await
+        {
+            tracing::warn!(stream = ?key, error = %e, "could not mark a stream complete in redis");
+        }
+    }
+
+    async fn replay_after(
+        &mut self,
+        key: StreamKey,
+        after: Option<u64>,
+    ) -> Result<Replay, StoreError> {
+        self.replay(key, after, false).await
+    }
+
+    async fn forget_session(&mut self, session: SessionId) {
+        self.sessions.remove(&session);
+        if let Err(e) = self.session_op(session, "forget", String::new()).await {
+            tracing::warn!(session_id = %session, error = %e, "could not forget a session in redis; its keys expire by themselves");
+        }
+    }
+
+    async fn sweep(&mut self) -> SweepStats {
+        let mut stats = SweepStats::default();
+        let sessions: Vec<SessionId> = self.sessions.iter().copied().collect();
+        for session in sessions {
+            match self.session_op(session, "sweep", String::new()).await {
+                Ok(v) => match int(&v) {
+                    Some(-1) => {
+                        self.sessions.remove(&session);
+                    }
+                    Some(n) => stats.expired_events += usize::try_from(n).unwrap_or(0),
+                    None => {}
+                },
+                // Redis is down: the rest can wait for the next sweep.
+                Err(_) => break,
+            }
+        }
+        stats
+    }
+
+    async fn positions(&self, session: SessionId) -> Vec<(StreamNo, u64)> {
+        let Some(link) = self.link.clone() else {
+            return Vec::new();
+        };
+        if self.down_until.is_some_and(|t| Instant::now() < t) {
+            return Vec::new();
+        }
+        let mut conn = link.commands.clone();
+        let result: redis::RedisResult<Value> = self
+            .scripts
+            .session
+            .key(link.keys.session(session))
+            .key(link.keys.streams(session))
+            .key(link.keys.arrivals(session))
+            .arg(link.keys.events_prefix(session))
+            .arg("positions")
+            .arg("")
+            .arg(0)
+            .invoke_async(&mut conn)
+            .await;
+        let Ok(Value::Array(items)) = result else {
+            return Vec::new();
+        };
+        let mut out: Vec<(StreamNo, u64)> = items
+            .chunks_exact(2)
+            .filter_map(|pair| Some((StreamNo(uint(&pair[0])?), uint(&pair[1])?)))
+            .collect();
+        out.sort_unstable();
+        out
+    }
+
+    fn set_retention(&mut self, retention: Retention) {
+        self.retention = retention;
+    }
+
+    async fn follow(&mut self, key: StreamKey) -> Result<(), StoreError> {
+        let (link, _) = self.conn()?;
+        let mut pubsub = link.pubsub.clone();
+        let result = pubsub.subscribe(link.keys.channel(key)).await;
+        result.map_err(|e| self.failed("subscribe", &e))?;
+        self.announce(key).await
+    }
+
+    async fn unfollow(&mut self, key: StreamKey) {
+        let Ok((link, _)) = self.conn() else {
+            return;
+        };
+        let mut pubsub = link.pubsub.clone();
+        if let Err(e) = pubsub.unsubscribe(link.keys.channel(key)).await {
+            self.failed("unsubscribe", &e);
+        }
+    }
+
+    async fn feed_ready(&mut self) -> bool {
+        let Ok((link, _)) = self.conn() else {
+            return false;
+        };
+        let mut pubsub = link.pubsub.clone();
+        let pong: redis::RedisResult<String> = redis::cmd("PING").query_async(&mut pubsub).await;
+        match pong {
+            Ok(_) => true,
+            Err(e) => {
+                self.failed("ping", &e);
+                false
+            }
+        }
+    }
+
+    fn note_unstored(&self) {
+        self.count_unstored();
+    }
+}
+
+impl RedisStore {
+    async fn replay(
+        &mut self,
+        key: StreamKey,
+        after: Option<u64>,
+        create: bool,
+    ) -> Result<Replay, StoreError> {
+        let (link, scripts) = self.conn()?;
+        let keys = &link.keys;
+        let s = key.session;
+        let r = self.retention;
+        let mut conn = link.commands.clone();
+        let result: redis::RedisResult<Value> = scripts
+            .replay
+            .key(keys.session(s))
+            .key(keys.streams(s))
+            .key(keys.arrivals(s))
+            .arg(keys.events_prefix(s))
+            .arg(key.stream.0)
+            .arg(after.map(|a| a.to_string()).unwrap_or_default())
+            .arg(if r.enabled { "1" } else { "0" })
+            .arg(millis(r.event_ttl))
+            .arg(millis(r.replay_window))
+            .arg(if create { "1" } else { "0" })
+            .arg(millis(self.session_ttl))
+            .invoke_async(&mut conn)
+            .await;
+        let reply = result.map_err(|e| self.failed("replay", &e))?;
+        let Value::Array(items) = reply else {
+            return Err(MALFORMED);
+        };
+        let status = items.first().and_then(int).ok_or(MALFORMED)?;
+        match status {
+            0 => {}
+            -3 => return Err(StoreError::FuturePosition(after.unwrap_or(0))),
+            _ => return Err(StoreError::UnknownStream),
+        }
+        self.sessions.insert(s);
+        let field = |i: usize| items.get(i).and_then(uint).ok_or(MALFORMED);
+        let position = field(1)?;
+        let completed = field(2)? == 1;
+        let outcome = match field(3)? {
+            0 => ReplayOutcome::Complete,
+            1 => ReplayOutcome::Truncated { missing: field(4)? },
+            2 => ReplayOutcome::OutsideWindow,
+            _ => ReplayOutcome::Disabled,
+        };
+        let mut events = Vec::with_capacity(items.len().saturating_sub(5) / 3);
+        for triple in items.get(5..).unwrap_or_default().chunks_exact(3) {
+            let seq = uint(&triple[0]).ok_or(MALFORMED)?;
+            let Value::BulkString(payload) = &triple[1] else {
+                return Err(MALFORMED);
+            };
+            events.push(Event {
+                id: key.event_id(seq),
+                payload: Bytes::copy_from_slice(payload),
+                last: matches!(&triple[2], Value::BulkString(b) if b == b"1"),
+            });
+        }
+        Ok(Replay {
+            events,
+            outcome,
+            position,
+            completed,
+        })
+    }
+}

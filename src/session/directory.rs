@@ -1,0 +1,265 @@
+//! Where sessions are known beyond this process: nowhere (in-memory server), or Redis, so
+//! that a replica that has never seen a session can serve it.
+//!
+//! With Redis, a session's metadata (negotiated version, client capabilities and info,
+//! lists offered, creation time, log level, subscriptions) is written into the session
+//! hash the event store registered (`P:{S}:session`, see [`crate::cluster`]). Its TTL is
+//! `server.session_timeout`, refreshed by every replica that uses the session; DELETE
+//! removes it and tells every replica on the bus.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde_json::Value;
+
+use super::{NewSession, SessionId};
+use crate::cluster::RedisLink;
+use crate::cluster::bus::BusMessage;
+use crate::protocol::methods::{ListKind, LoggingLevel};
+use crate::protocol::{ErrorObject, RequestId};
+
+/// A session read back from the directory.
+#[derive(Debug, Clone)]
+pub struct StoredSession {
+    /// What the client sent at `initialize`.
+    pub init: NewSession,
+    /// When it initialized.
+    pub connected_at: SystemTime,
+    /// `logging/setLevel`, if any.
+    pub log_level: Option<LoggingLevel>,
+    /// Resource subscriptions.
+    pub subscriptions: Vec<String>,
+}
+
+/// The session directory.
+#[derive(Debug, Clone, Default)]
+pub enum Directory {
+    /// Sessions live in this process only.
+    #[default]
+    Local,
+    /// Sessions live in Redis.
+    Redis(RedisLink),
+}
+
+/// Why the directory could not answer.
+#[derive(Debug, thiserror::Error)]
+#[error("session directory: {0}")]
+pub struct DirectoryError(#[from] redis::RedisError);
+
+impl Directory {
+    /// This replica's number (0 without Redis).
+    pub fn replica(&self) -> u64 {
+        match self {
+            Self::Local => 0,
+            Self::Redis(link) => link.replica,
+        }
+    }
+
+    /// Shared with other replicas.
+    pub fn is_shared(&self) -> bool {
+        matches!(self, Self::Redis(_))
+    }
+
+    /// Writes a new session's metadata (the store registered the session key already).
+    pub async fn save(
+        &self,
+        id: SessionId,
+        init: &NewSession,
+        connected_at: SystemTime,
+    ) -> Result<(), DirectoryError> {
+        let Self::Redis(link) = self else {
+            return Ok(());
+        };
+        let at = connected_at
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_millis()
+            .to_string();
+        let mut conn = link.commands.clone();
+        redis::cmd("HSET")
+            .arg(link.keys.session(id))
+            .arg("version")
+            .arg(init.protocol_version.as_str())
+            .arg("capabilities")
+            .arg(init.client_capabilities.to_string())
+            .arg("client_info")
+            .arg(init.client_info.to_string())
+            .arg("lists")
+            .arg(serde_json::to_string(&init.lists).unwrap_or_default())
+            .arg("connected_at")
+            .arg(at)
+            .query_async::<()>(&mut conn)
+            .await?;
+        Ok(())
+    }
+
+    /// Reads a session another replica created; `None` if it does not exist (any more).
+    pub async fn load(&self, id: SessionId) -> Result<Option<StoredSession>, DirectoryError> {
+        let Self::Redis(link) = self else {
+            return Ok(None);
+        };
+        let mut conn = link.commands.clone();
+        let fields: std::collections::HashMap<String, String> = redis::cmd("HGETALL")
+            .arg(link.keys.session(id))
+            .query_async(&mut conn)
+            .await?;
+        Ok(parse(&fields))
+    }
+
+    /// Keeps sessions alive for another `session_timeout`; answers, per session, whether
+    /// it still existed (false: it expired or was deleted elsewhere).
+    pub async fn refresh(
+        &self,
+        ids: &[SessionId],
+        ttl: Duration,
+    ) -> Result<Vec<bool>, DirectoryError> {
+        let Self::Redis(link) = self else {
+            return Ok(vec![true; ids.len()]);
+        };
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
+        let mut pipe = redis::pipe();
+        for id in ids {
+            pipe.cmd("PEXPIRE").arg(link.keys.session(*id)).arg(ms);
+            pipe.cmd("PEXPIRE")
+                .arg(link.keys.streams(*id))
+                .arg(ms)
+                .ignore();
+            pipe.cmd("PEXPIRE")
+                .arg(link.keys.arrivals(*id))
+                .arg(ms)
+                .ignore();
+        }
+        let mut conn = link.commands.clone();
+        let alive: Vec<u8> = pipe.query_async(&mut conn).await?;
+        Ok(alive.into_iter().map(|n| n == 1).collect())
+    }
+
+    /// Records a session field that changes after `initialize` (`log_level`,
+    /// `subscriptions`).
+    pub async fn set_field(
+        &self,
+        id: SessionId,
+        field: &str,
+        value: String,
+    ) -> Result<(), DirectoryError> {
+        let Self::Redis(link) = self else {
+            return Ok(());
+        };
+        let mut conn = link.commands.clone();
+        redis::cmd("HSET")
+            .arg(link.keys.session(id))
+            .arg(field)
+            .arg(value)
+            .query_async::<()>(&mut conn)
+            .await?;
+        Ok(())
+    }
+
+    /// Tells every replica that a session ended (DELETE).
+    pub async fn announce_end(&self, id: SessionId) -> Result<(), DirectoryError> {
+        let Self::Redis(link) = self else {
+            return Ok(());
+        };
+        let msg = BusMessage::SessionEnded {
+            session: id.to_string(),
+        };
+        publish(link, link.keys.broadcast_channel(), &msg).await
+    }
+
+    /// Passes a client's answer to the replica that sent the request, if it is another
+    /// one (read from our request id, `otpmcp-<replica>-<n>`). False if it is ours.
+    pub async fn route_answer(
+        &self,
+        id: SessionId,
+        request: &RequestId,
+        outcome: Result<Value, ErrorObject>,
+    ) -> Result<bool, DirectoryError> {
+        let Self::Redis(link) = self else {
+            return Ok(false);
+        };
+        let Some(replica) = sender_of(request).filter(|r| *r != link.replica) else {
+            return Ok(false);
+        };
+        let (result, error) = match outcome {
+            Ok(v) => (Some(v), None),
+            Err(e) => (None, Some(e)),
+        };
+        let msg = BusMessage::Answer {
+            session: id.to_string(),
+            request: request.clone(),
+            result,
+            error,
+        };
+        publish(link, link.keys.replica_channel(replica), &msg).await?;
+        Ok(true)
+    }
+}
+
+async fn publish(
+    link: &RedisLink,
+    channel: String,
+    msg: &BusMessage,
+) -> Result<(), DirectoryError> {
+    let mut conn = link.commands.clone();
+    let body = serde_json::to_vec(msg).unwrap_or_default();
+    redis::cmd("PUBLISH")
+        .arg(channel)
+        .arg(body)
+        .query_async::<()>(&mut conn)
+        .await?;
+    Ok(())
+}
+
+/// Our id for the `n`-th request replica `replica` sent a client.
+pub fn client_request_id(replica: u64, n: u64) -> RequestId {
+    RequestId::String(format!("otpmcp-{replica}-{n}"))
+}
+
+/// The replica that sent request `id`, if it is one of ours.
+pub fn sender_of(id: &RequestId) -> Option<u64> {
+    let RequestId::String(s) = id else {
+        return None;
+    };
+    let (replica, _) = s.strip_prefix("otpmcp-")?.split_once('-')?;
+    replica.parse().ok()
+}
+
+fn parse(fields: &std::collections::HashMap<String, String>) -> Option<StoredSession> {
+    let protocol_version = fields.get("version")?.parse().ok()?;
+    let client_capabilities: Value = serde_json::from_str(fields.get("capabilities")?).ok()?;
+    let client_info: Value = serde_json::from_str(fields.get("client_info")?).ok()?;
+    let lists: Vec<ListKind> = serde_json::from_str(fields.get("lists")?).ok()?;
+    let at: u64 = fields.get("connected_at")?.parse().ok()?;
+    let log_level = fields
+        .get("log_level")
+        .and_then(|l| serde_json::from_str(l).ok());
+    let subscriptions = fields
+        .get("subscriptions")
+        .and_then(|s| serde_json::from_str(s).ok())
+        .unwrap_or_default();
+    Some(StoredSession {
+        init: NewSession {
+            protocol_version,
+            client_capabilities: std::sync::Arc::new(client_capabilities),
+            client_info,
+            lists,
+        },
+        connected_at: UNIX_EPOCH + Duration::from_millis(at),
+        log_level,
+        subscriptions,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn our_request_ids_name_their_replica() {
+        assert_eq!(sender_of(&client_request_id(12, 3)), Some(12));
+        assert_eq!(sender_of(&RequestId::String("otpmcp-x-1".into())), None);
+        assert_eq!(sender_of(&RequestId::Number(4)), None);
+    }
+}
