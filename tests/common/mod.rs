@@ -10,6 +10,8 @@ use otpmcp::session::SessionId;
 use otpmcp::{App, McpServer};
 use serde_json::{Value, json};
 
+pub mod redis;
+
 /// Longest any single wait in a test may take before the test fails.
 pub const WAIT: Duration = Duration::from_secs(10);
 

@@ -1,0 +1,120 @@
+//! A real `redis-server` of the test's own, on a free loopback port, that the test can
+//! kill and restart.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::WAIT;
+
+pub struct RedisServer {
+    child: Option<Child>,
+    pub port: u16,
+    dir: PathBuf,
+    persistent: bool,
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or_else(|e| panic!("no free port: {e}"))
+}
+
+/// One `PING` over a fresh connection.
+fn pong(port: u16) -> bool {
+    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
+    if s.write_all(b"PING\r\n").is_err() {
+        return false;
+    }
+    let mut buf = [0u8; 16];
+    matches!(s.read(&mut buf), Ok(n) if buf[..n].starts_with(b"+PONG"))
+}
+
+impl RedisServer {
+    /// A throwaway server that keeps nothing on disk.
+    pub fn start() -> Self {
+        Self::launch(false)
+    }
+
+    /// A server that writes every change to its append-only file before answering, so a
+    /// kill -9 loses nothing it acknowledged.
+    pub fn start_persistent() -> Self {
+        Self::launch(true)
+    }
+
+    fn launch(persistent: bool) -> Self {
+        let port = free_port();
+        let dir = std::env::temp_dir().join(format!("otpmcp-redis-{}-{port}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("redis dir: {e}"));
+        let mut server = Self {
+            child: None,
+            port,
+            dir,
+            persistent,
+        };
+        server.spawn();
+        server
+    }
+
+    fn spawn(&mut self) {
+        let port = self.port.to_string();
+        let mut cmd = Command::new("redis-server");
+        cmd.args(["--port", &port, "--bind", "127.0.0.1", "--save", ""])
+            .arg("--dir")
+            .arg(&self.dir)
+            .args(["--protected-mode", "no", "--loglevel", "warning"]);
+        if self.persistent {
+            cmd.args(["--appendonly", "yes", "--appendfsync", "always"]);
+        } else {
+            cmd.args(["--appendonly", "no"]);
+        }
+        let child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("redis-server did not start (is it on PATH?): {e}"));
+        self.child = Some(child);
+        let deadline = Instant::now() + WAIT;
+        while !pong(self.port) {
+            assert!(
+                Instant::now() < deadline,
+                "redis-server on port {} did not answer PING",
+                self.port
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// kill -9: no chance to save anything it had not written yet.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts again on the same port with the same data directory.
+    pub fn restart(&mut self) {
+        self.kill();
+        self.spawn();
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}

@@ -1,0 +1,429 @@
+//! The event-store contract (`otpmcp::event_store` module docs), run against every
+//! backend: the in-memory store, and the Redis store on a redis-server of the test's own.
+//! Each scenario is written once and instantiated per backend by `contract!`.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use common::redis::RedisServer;
+use common::within;
+use otpmcp::cluster::{RedisLink, Router};
+use otpmcp::config::{BackendKind, StoreConfig};
+use otpmcp::event_store::{
+    Backend, EventStore, MemoryStore, RedisStore, Replay, ReplayOutcome, Retention, StoreError,
+    StreamKey, StreamNo,
+};
+use otpmcp::session::SessionId;
+use otpmcp::supervisor::registry::slot;
+
+fn retention(max_events: usize) -> Retention {
+    Retention {
+        enabled: true,
+        event_ttl: Duration::from_secs(60),
+        replay_window: Duration::from_secs(600),
+        max_session_events: max_events,
+        max_session_bytes: usize::MAX,
+    }
+}
+
+/// Makes stores of one backend kind.
+enum Maker {
+    Memory,
+    Redis(RedisServer),
+}
+
+impl Maker {
+    fn memory() -> Self {
+        Self::Memory
+    }
+
+    fn redis() -> Self {
+        Self::Redis(RedisServer::start())
+    }
+
+    async fn store(&self, retention: Retention) -> Backend {
+        let mut store = match self {
+            Self::Memory => Backend::Memory(MemoryStore::default()),
+            Self::Redis(server) => Backend::Redis(Box::new(RedisStore::new(
+                link(server).await,
+                Duration::from_secs(600),
+                Duration::from_millis(100),
+            ))),
+        };
+        store.set_retention(retention);
+        store
+    }
+}
+
+/// A replica's connection to `server` (its pub/sub messages go nowhere here).
+async fn link(server: &RedisServer) -> RedisLink {
+    let config = StoreConfig {
+        backend: BackendKind::Redis,
+        redis_url: server.url(),
+        ..StoreConfig::default()
+    };
+    let connected = otpmcp::cluster::connect(&config, |replica, keys| {
+        Router::new(
+            replica,
+            keys,
+            slot("store").1,
+            slot("sessions").1,
+            Arc::default(),
+        )
+    })
+    .await;
+    connected.unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Re-checks state that changes with time (expiry) until `check` holds, within the test
+/// timeout.
+async fn until(what: &str, mut check: impl AsyncFnMut() -> bool) {
+    within(what, async {
+        while !check().await {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+}
+
+fn payloads(r: &Replay) -> Vec<String> {
+    r.events
+        .iter()
+        .map(|e| String::from_utf8_lossy(&e.payload).into_owned())
+        .collect()
+}
+
+async fn fill(store: &mut Backend, key: StreamKey, range: std::ops::RangeInclusive<u32>) {
+    for i in range {
+        let appended = store
+            .append(
+                key,
+                Bytes::from(format!("e{i}")),
+                false,
+                1000 + u64::from(i),
+            )
+            .await;
+        assert!(appended.is_ok_and(|a| !a.duplicate), "append e{i}");
+    }
+}
+
+async fn replay(store: &mut Backend, key: StreamKey, after: Option<u64>) -> Replay {
+    store
+        .replay_after(key, after)
+        .await
+        .unwrap_or_else(|e| panic!("replay after {after:?}: {e}"))
+}
+
+async fn a_resent_append_is_stored_once(maker: Maker) {
+    let mut store = maker.store(retention(100)).await;
+    let key = StreamKey::new(SessionId::random(), StreamNo(1));
+    store.open_session(key.session).await;
+    let first = store.append(key, Bytes::from("a"), false, 42).await;
+    let again = store.append(key, Bytes::from("a"), false, 42).await;
+    let (Ok(first), Ok(again)) = (first, again) else {
+        panic!("appends failed");
+    };
+    assert!(!first.duplicate && again.duplicate);
+    assert_eq!(first.event.id, again.event.id);
+    assert_eq!(payloads(&replay(&mut store, key, Some(0)).await), ["a"]);
+}
+
+async fn replays_exactly_the_events_after_the_position(maker: Maker) {
+    let mut store = maker.store(retention(100)).await;
+    let key = StreamKey::new(SessionId::random(), StreamNo(1));
+    store.open_session(key.session).await;
+    fill(&mut store, key, 1..=10).await;
+    let cases: &[(Option<u64>, &[&str])] = &[
+        (
+            Some(0),
+            &["e1", "e2", "e3", "e4", "e5", "e6", "e7", "e8", "e9", "e10"],
+        ),
+        (Some(5), &["e6", "e7", "e8", "e9", "e10"]),
+        (Some(9), &["e10"]),
+        (Some(10), &[]),
+        (None, &[]),
+    ];
+    for (after, want) in cases {
+        let r = replay(&mut store, key, *after).await;
+        assert_eq!(payloads(&r), *want, "after {after:?}");
+        assert_eq!(r.outcome, ReplayOutcome::Complete);
+        assert_eq!(r.position, 10);
+        assert!(!r.completed);
+    }
+    assert_eq!(
+        store.replay_after(key, Some(11)).await.err(),
+        Some(StoreError::FuturePosition(11))
+    );
+    assert_eq!(store.positions(key.session).await, [(StreamNo(1), 10)]);
+}
+
+async fn streams_and_sessions_are_isolated(maker: Maker) {
+    let mut store = maker.store(retention(100)).await;
+    let s = SessionId::random();
+    let a = StreamKey::new(s, StreamNo(1));
+    let b = StreamKey::new(s, StreamNo(2));
+    let other = StreamKey::new(SessionId::random(), StreamNo(1));
+    store.open_session(s).await;
+    store.open_session(other.session).await;
+    fill(&mut store, a, 1..=3).await;
+    fill(&mut store, b, 4..=5).await;
+    fill(&mut store, other, 6..=6).await;
+    assert_eq!(
+        payloads(&replay(&mut store, a, Some(0)).await),
+        ["e1", "e2", "e3"]
+    );
+    let r = replay(&mut store, b, Some(0)).await;
+    assert_eq!(payloads(&r), ["e4", "e5"]);
+    assert_eq!(r.events[0].id.seq, 1, "positions count per stream");
+    assert_eq!(payloads(&replay(&mut store, other, Some(0)).await), ["e6"]);
+}
+
+async fn the_session_cap_evicts_oldest_first_and_reports_the_gap(maker: Maker) {
+    let mut store = maker.store(retention(4)).await;
+    let s = SessionId::random();
+    let a = StreamKey::new(s, StreamNo(1));
+    let b = StreamKey::new(s, StreamNo(2));
+    store.open_session(s).await;
+    fill(&mut store, a, 1..=3).await;
+    fill(&mut store, b, 4..=6).await;
+    let r = replay(&mut store, a, Some(0)).await;
+    assert_eq!(payloads(&r), ["e3"]);
+    assert_eq!(r.outcome, ReplayOutcome::Truncated { missing: 2 });
+    let r = replay(&mut store, a, Some(2)).await;
+    assert_eq!(
+        r.outcome,
+        ReplayOutcome::Complete,
+        "nothing after 2 is missing"
+    );
+    assert_eq!(
+        payloads(&replay(&mut store, b, Some(0)).await),
+        ["e4", "e5", "e6"]
+    );
+}
+
+async fn the_byte_budget_evicts_oldest_first_but_keeps_the_newest(maker: Maker) {
+    let mut store = maker
+        .store(Retention {
+            max_session_bytes: 10,
+            ..retention(100)
+        })
+        .await;
+    let key = StreamKey::new(SessionId::random(), StreamNo(1));
+    store.open_session(key.session).await;
+    fill(&mut store, key, 1..=5).await; // "e1".."e5": 2 bytes each
+    assert_eq!(replay(&mut store, key, Some(0)).await.events.len(), 5);
+    let big = store
+        .append(key, Bytes::from("0123456789ab"), false, 99)
+        .await;
+    assert!(big.is_ok());
+    let r = replay(&mut store, key, Some(0)).await;
+    assert_eq!(
+        payloads(&r),
+        ["0123456789ab"],
+        "a 12-byte event alone exceeds 10 bytes and is kept"
+    );
+    assert_eq!(r.outcome, ReplayOutcome::Truncated { missing: 5 });
+    fill(&mut store, key, 7..=8).await;
+    assert_eq!(
+        payloads(&replay(&mut store, key, Some(6)).await),
+        ["e7", "e8"],
+        "e7 and e8 fit; the big one went"
+    );
+    assert_eq!(
+        replay(&mut store, key, Some(6)).await.outcome,
+        ReplayOutcome::Complete
+    );
+}
+
+async fn events_expire_after_the_ttl_and_the_window_bounds_old_positions(maker: Maker) {
+    let mut store = maker
+        .store(Retention {
+            event_ttl: Duration::from_millis(300),
+            replay_window: Duration::from_millis(900),
+            ..retention(100)
+        })
+        .await;
+    let key = StreamKey::new(SessionId::random(), StreamNo(0));
+    store.open_session(key.session).await;
+    fill(&mut store, key, 1..=2).await;
+    until("e1 and e2 to expire", async || {
+        let _ = store.sweep().await;
+        let r = replay(&mut store, key, Some(0)).await;
+        r.events.is_empty() && r.outcome == ReplayOutcome::Truncated { missing: 2 }
+    })
+    .await;
+    fill(&mut store, key, 3..=3).await;
+    let r = replay(&mut store, key, Some(0)).await;
+    assert_eq!(payloads(&r), ["e3"]);
+    assert_eq!(r.outcome, ReplayOutcome::Truncated { missing: 2 });
+    until("position 0 to leave the replay window", async || {
+        let r = replay(&mut store, key, Some(0)).await;
+        r.outcome == ReplayOutcome::OutsideWindow && r.events.is_empty()
+    })
+    .await;
+}
+
+async fn a_completed_stream_refuses_appends_and_vanishes_once_expired(maker: Maker) {
+    let mut store = maker
+        .store(Retention {
+            event_ttl: Duration::from_millis(300),
+            ..retention(100)
+        })
+        .await;
+    let key = StreamKey::new(SessionId::random(), StreamNo(3));
+    store.open_session(key.session).await;
+    assert!(
+        store
+            .append(key, Bytes::from("done"), true, 1)
+            .await
+            .is_ok()
+    );
+    assert_eq!(
+        store.append(key, Bytes::from("late"), false, 2).await.err(),
+        Some(StoreError::StreamCompleted)
+    );
+    let r = replay(&mut store, key, Some(0)).await;
+    assert!(r.completed && r.events[0].last);
+    until("the finished stream to vanish", async || {
+        let _ = store.sweep().await;
+        store.replay_after(key, Some(0)).await.err() == Some(StoreError::UnknownStream)
+    })
+    .await;
+}
+
+async fn a_cancelled_stream_is_complete_without_a_final_event(maker: Maker) {
+    let mut store = maker.store(retention(100)).await;
+    let key = StreamKey::new(SessionId::random(), StreamNo(2));
+    store.open_session(key.session).await;
+    fill(&mut store, key, 1..=2).await;
+    store.complete_stream(key).await;
+    let r = replay(&mut store, key, Some(1)).await;
+    assert!(r.completed);
+    assert_eq!(payloads(&r), ["e2"]);
+    assert_eq!(
+        store.append(key, Bytes::from("late"), false, 7).await.err(),
+        Some(StoreError::StreamCompleted)
+    );
+}
+
+async fn streams_of_unknown_or_forgotten_sessions_are_refused(maker: Maker) {
+    let mut store = maker.store(retention(100)).await;
+    let key = StreamKey::new(SessionId::random(), StreamNo(1));
+    assert_eq!(
+        store.append(key, Bytes::from("x"), false, 1).await.err(),
+        Some(StoreError::UnknownStream)
+    );
+    assert_eq!(
+        store.open_stream(key).await.err(),
+        Some(StoreError::UnknownStream)
+    );
+    store.open_session(key.session).await;
+    assert!(store.open_stream(key).await.is_ok());
+    assert_eq!(
+        replay(&mut store, key, None).await.position,
+        0,
+        "an opened stream can be resumed before its first event"
+    );
+    fill(&mut store, key, 1..=2).await;
+    store.forget_session(key.session).await;
+    assert_eq!(
+        store.append(key, Bytes::from("late"), false, 9).await.err(),
+        Some(StoreError::UnknownStream),
+        "work still running after the session ended does not resurrect it"
+    );
+    assert_eq!(
+        store.replay_after(key, Some(0)).await.err(),
+        Some(StoreError::UnknownStream)
+    );
+    assert!(store.positions(key.session).await.is_empty());
+}
+
+async fn with_replay_disabled_nothing_is_kept(maker: Maker) {
+    let mut store = maker
+        .store(Retention {
+            enabled: false,
+            ..retention(100)
+        })
+        .await;
+    let key = StreamKey::new(SessionId::random(), StreamNo(0));
+    store.open_session(key.session).await;
+    fill(&mut store, key, 1..=3).await;
+    let r = replay(&mut store, key, Some(1)).await;
+    assert_eq!(r.outcome, ReplayOutcome::Disabled);
+    assert!(r.events.is_empty());
+    assert_eq!(r.position, 3);
+}
+
+async fn ten_thousand_events_replay_in_order(maker: Maker) {
+    let mut store = maker.store(retention(20_000)).await;
+    let key = StreamKey::new(SessionId::random(), StreamNo(1));
+    store.open_session(key.session).await;
+    within("10,000 appends", fill(&mut store, key, 1..=10_000)).await;
+    let r = replay(&mut store, key, Some(17)).await;
+    assert_eq!(r.events.len(), 10_000 - 17);
+    assert!(
+        r.events
+            .iter()
+            .zip(18..)
+            .all(|(e, seq)| e.id.seq == seq && e.payload == format!("e{seq}"))
+    );
+}
+
+macro_rules! contract {
+    ($($scenario:ident),* $(,)?) => {
+        mod memory {
+            $(
+                #[tokio::test]
+                async fn $scenario() {
+                    super::$scenario(super::Maker::memory()).await;
+                }
+            )*
+        }
+        mod redis {
+            $(
+                #[tokio::test]
+                async fn $scenario() {
+                    super::$scenario(super::Maker::redis()).await;
+                }
+            )*
+        }
+    };
+}
+
+contract!(
+    a_resent_append_is_stored_once,
+    replays_exactly_the_events_after_the_position,
+    streams_and_sessions_are_isolated,
+    the_session_cap_evicts_oldest_first_and_reports_the_gap,
+    the_byte_budget_evicts_oldest_first_but_keeps_the_newest,
+    events_expire_after_the_ttl_and_the_window_bounds_old_positions,
+    a_completed_stream_refuses_appends_and_vanishes_once_expired,
+    a_cancelled_stream_is_complete_without_a_final_event,
+    streams_of_unknown_or_forgotten_sessions_are_refused,
+    with_replay_disabled_nothing_is_kept,
+    ten_thousand_events_replay_in_order,
+);
+
+/// Two replicas on one Redis append to and replay the same stream: positions continue,
+/// and a re-sent append is recognised whichever replica sees it.
+#[tokio::test]
+async fn replicas_share_one_ordered_stream() {
+    let maker = Maker::redis();
+    let mut a = maker.store(retention(100)).await;
+    let mut b = maker.store(retention(100)).await;
+    let key = StreamKey::new(SessionId::random(), StreamNo(1));
+    a.open_session(key.session).await;
+    fill(&mut a, key, 1..=2).await;
+    fill(&mut b, key, 3..=4).await;
+    let again = b.append(key, Bytes::from("e1"), false, 1001).await;
+    assert!(again.is_ok_and(|x| x.duplicate && x.event.id.seq == 1));
+    let r = replay(&mut a, key, Some(1)).await;
+    assert_eq!(payloads(&r), ["e2", "e3", "e4"]);
+    assert_eq!(
+        r.events.iter().map(|e| e.id.seq).collect::<Vec<_>>(),
+        [2, 3, 4]
+    );
+}
