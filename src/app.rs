@@ -62,6 +62,7 @@ pub struct App {
     sessions: SessionHandle,
     store: EventStoreHandle,
     listener: crate::supervisor::registry::Slot<crate::transport::listener::ListenerMsg>,
+    redis: Option<crate::cluster::RedisLink>,
 }
 
 /// Starts the default server (`echo`, `stream_events`).
@@ -126,6 +127,7 @@ pub async fn start_with(config: Config, server: McpServer) -> Result<App, StartE
         sessions,
         store,
         listener,
+        redis,
     })
 }
 
@@ -133,6 +135,19 @@ impl App {
     /// The bound address (useful with port 0).
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// Events delivered live but not stored because Redis was unavailable (0 with the
+    /// in-memory store): those cannot be replayed.
+    pub fn unstored_events(&self) -> u64 {
+        self.redis
+            .as_ref()
+            .map_or(0, |r| r.unstored.load(std::sync::atomic::Ordering::Relaxed))
+    }
+
+    /// This replica's number among those sharing the Redis (0 with the in-memory store).
+    pub fn replica(&self) -> u64 {
+        self.redis.as_ref().map_or(0, |r| r.replica)
     }
 
     /// The MCP endpoint URL.

@@ -160,6 +160,8 @@ pub struct RedisLink {
     pub replica: u64,
     /// `store.command_timeout`.
     pub command_timeout: Duration,
+    /// Events delivered live but not stored because Redis was unavailable.
+    pub unstored: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl std::fmt::Debug for RedisLink {
@@ -252,6 +254,7 @@ pub async fn connect(
         keys,
         replica,
         command_timeout: config.command_timeout,
+        unstored: Arc::default(),
     })
 }
 

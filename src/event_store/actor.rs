@@ -334,9 +334,14 @@ async fn append<B: EventStore>(
             forward(tables, key, event).await;
             Ok(Some(id))
         }
-        Err(StoreError::Backend(why)) => {
+        // Unknown to a shared backend while a connection here still follows the stream:
+        // the backend lost its data (a Redis restarted without persistence). An ended
+        // session has no follower left (ForgetSession closed them), so this is not one.
+        Err(e @ (StoreError::Backend(_) | StoreError::UnknownStream))
+            if e != StoreError::UnknownStream || tables.subscribers.contains_key(&key) =>
+        {
             tables.backend.note_unstored();
-            tracing::warn!(stream = ?key, why, stored = false, "event not stored; delivered live only");
+            tracing::warn!(stream = ?key, why = %e, stored = false, "event not stored; delivered live only");
             if let Some(sub) = tables.subscribers.get(&key)
                 && (sub
                     .actor
@@ -400,7 +405,7 @@ async fn handle<B: EventStore>(
             } else {
                 tables.backend.replay_after(key, after).await
             };
-            if create && after.is_none() && matches!(result, Err(StoreError::Backend(_))) {
+            if create && matches!(result, Err(StoreError::Backend(_))) {
                 // A new stream while the backend is down: live delivery still works.
                 result = Ok(Replay {
                     events: Vec::new(),
@@ -510,6 +515,8 @@ async fn handle<B: EventStore>(
                         schedule_resync(resyncing, *retry_interval, myself);
                         return;
                     }
+                    // Opened while the backend was away: nothing of it is stored yet.
+                    Err(StoreError::UnknownStream) => {}
                     _ => {
                         close_subscriber(tables, key, CloseReason::Polling).await;
                     }

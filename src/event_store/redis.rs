@@ -111,6 +111,7 @@ impl RedisStore {
     /// A store on `link`. Session keys live `session_ttl` past their last use.
     pub fn new(link: RedisLink, session_ttl: Duration, retry_interval: Duration) -> Self {
         Self {
+            unstored: link.unstored.clone(),
             link: Some(link),
             session_ttl,
             retry_interval,

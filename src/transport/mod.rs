@@ -195,6 +195,9 @@ impl StreamOpenError {
     fn into_rejection(self, creating: bool) -> Rejection {
         match self {
             Self::Rejected(r) => r,
+            Self::Store(e @ crate::event_store::StoreError::Backend(_)) => {
+                Rejection::Unavailable(e.to_string())
+            }
             Self::Store(_) if creating => Rejection::UnknownSession,
             Self::Store(_) => Rejection::StreamGone,
         }

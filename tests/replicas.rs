@@ -1,0 +1,180 @@
+//! Several otpmcp replicas on one Redis (each test starts its own redis-server): any
+//! replica serves any session, resumes any stream and delivers live what another stored.
+//! In-process replicas here (each a whole supervision tree with its own Redis
+//! connections); tests/replica_failover.rs kills real processes.
+
+mod common;
+
+use common::redis::RedisServer;
+use common::{Client, SseReader, TestServer, Transcript, eventually, within};
+use otpmcp::McpServer;
+use otpmcp::config::{BackendKind, Config};
+use otpmcp::handler::tools::tool_fn;
+use otpmcp::handler::{ClientRequestError, ToolError, ToolRegistry};
+use otpmcp::protocol::methods::CallToolResult;
+use serde_json::{Value, json};
+
+fn on_redis(redis: &RedisServer) -> impl FnOnce(&mut Config) + use<> {
+    let url = redis.url();
+    move |c: &mut Config| {
+        c.store.backend = BackendKind::Redis;
+        c.store.redis_url = url;
+    }
+}
+
+async fn replica(redis: &RedisServer) -> TestServer {
+    TestServer::start(on_redis(redis)).await
+}
+
+/// The same client (same session) talking to another replica.
+fn via(client: &Client, server: &TestServer) -> Client {
+    let mut other = client.clone();
+    other.url = server.url.clone();
+    other
+}
+
+#[tokio::test]
+async fn a_session_created_on_one_replica_is_served_and_ended_by_another() {
+    let redis = RedisServer::start();
+    let (a, b) = (replica(&redis).await, replica(&redis).await);
+    let mut client = a.client();
+    client.initialize().await;
+    let on_b = via(&client, &b);
+    let tools = on_b.ask("tools/list", json!({})).await;
+    assert!(
+        tools["result"]["tools"]
+            .as_array()
+            .is_some_and(|t| !t.is_empty()),
+        "B serves a session it never saw: {tools}"
+    );
+    let info = b.app.session_info(client.session_id()).await;
+    assert!(
+        info.is_ok_and(|i| i.client_info["name"] == "otpmcp-tests"),
+        "B knows the client's info from Redis"
+    );
+
+    let deleted = Client::send(on_b.delete()).await;
+    assert_eq!(deleted.status(), 200);
+    eventually("A to learn that the session ended", || async {
+        let resp =
+            Client::send(client.post(&json!({"jsonrpc": "2.0", "id": 99, "method": "ping"}))).await;
+        (resp.status() == 404).then_some(())
+    })
+    .await;
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_stream_started_on_one_replica_resumes_on_another_exactly_once() {
+    let redis = RedisServer::start();
+    let (a, b) = (replica(&redis).await, replica(&redis).await);
+    let mut client = a.client();
+    client.initialize().await;
+    let mut reader = client
+        .call_stream(
+            "stream_events",
+            json!({"count": 30, "interval_ms": 20}),
+            Some("t"),
+        )
+        .await;
+    let mut t = Transcript::default();
+    while t.progress.len() < 5 {
+        let frame = within("progress", reader.next()).await;
+        t.add(&frame.unwrap_or_else(|| panic!("stream ended early")));
+    }
+    drop(reader);
+    let last = t.ids.last().cloned().unwrap_or_else(|| panic!("no ids"));
+    let mut resumed = via(&client, &b).resume(&last).await;
+    for f in resumed.rest().await {
+        t.add(&f);
+    }
+    assert_eq!(
+        t.progress,
+        (1..=30).collect::<Vec<u64>>(),
+        "each event once, in order"
+    );
+    assert_eq!(
+        t.response
+            .as_ref()
+            .map(|r| r["result"]["content"][0]["text"].clone()),
+        Some(json!("streamed 30 events"))
+    );
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_get_stream_on_one_replica_receives_notifications_stored_by_another() {
+    let redis = RedisServer::start();
+    let (a, b) = (replica(&redis).await, replica(&redis).await);
+    let mut client = a.client();
+    client.initialize().await;
+    let resp = Client::send(via(&client, &b).get(None)).await;
+    assert_eq!(resp.status(), 200);
+    let mut standalone = SseReader::new(resp);
+    let priming = within("the priming event", standalone.next()).await;
+    assert!(priming.is_some_and(|f| f.is_priming()));
+    // A stores the notification; B holds the connection.
+    let told = a.app.update_tools(|_| {}).await;
+    assert_eq!(told.ok(), Some(1));
+    let note = standalone.next_json().await;
+    assert_eq!(note["method"], "notifications/tools/list_changed");
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
+/// Asks the client for a sampling result and returns its text.
+fn ask_tool() -> McpServer {
+    let mut tools = ToolRegistry::default();
+    tools.register(tool_fn(
+        "ask",
+        "Asks the client's model a question.",
+        json!({"type": "object"}),
+        |_, ctx| async move {
+            let params = json!({"messages": [{"role": "user", "content": {"type": "text", "text": "2+2?"}}],
+                                "maxTokens": 10});
+            match ctx.request("sampling/createMessage", Some(params)).await {
+                Ok(answer) => Ok(CallToolResult::text(
+                    answer["content"]["text"].as_str().unwrap_or("(no text)"),
+                )),
+                Err(ClientRequestError::Rejected(e)) => {
+                    Err(ToolError::Failed(format!("refused: {}", e.message)))
+                }
+                Err(e) => Err(ToolError::Failed(e.to_string())),
+            }
+        },
+    ));
+    McpServer::new(tools)
+}
+
+#[tokio::test]
+async fn a_sampling_answer_posted_to_another_replica_reaches_the_waiting_handler() {
+    let redis = RedisServer::start();
+    let a = TestServer::start_with(on_redis(&redis), ask_tool()).await;
+    let b = TestServer::start_with(on_redis(&redis), ask_tool()).await;
+    let mut client = a.client();
+    client.initialize().await;
+    let mut reader = client.call_stream("ask", json!({}), None).await;
+    let request: Value = loop {
+        let frame = within("the sampling request", reader.next_event())
+            .await
+            .unwrap_or_else(|| panic!("stream ended"));
+        if let Some(v) = frame.json()
+            && v["method"] == "sampling/createMessage"
+        {
+            break v;
+        }
+    };
+    let answer = json!({"jsonrpc": "2.0", "id": request["id"], "result": {
+        "role": "assistant", "content": {"type": "text", "text": "four"}, "model": "test"}});
+    let posted = Client::send(via(&client, &b).post(&answer)).await;
+    assert_eq!(posted.status(), 202);
+    let mut t = Transcript::default();
+    for f in reader.rest().await {
+        t.add(&f);
+    }
+    assert_eq!(t.result_text().as_deref(), Some("four"));
+    a.shutdown().await;
+    b.shutdown().await;
+}
