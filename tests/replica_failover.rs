@@ -57,7 +57,7 @@ async fn a_call_whose_replica_is_killed_resumes_elsewhere_and_gets_an_error_answ
         t.add(f);
     }
     let n = t.progress.len() as u64;
-    assert!(n >= 10 && n < 200, "A stored {n} events before it died");
+    assert!((10..200).contains(&n), "A stored {n} events before it died");
     assert_eq!(
         t.progress,
         (1..=n).collect::<Vec<u64>>(),

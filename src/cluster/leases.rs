@@ -65,22 +65,22 @@ impl Leases {
     pub async fn begin(&self, key: StreamKey, request: &RequestId) -> redis::RedisResult<()> {
         let id = serde_json::to_string(request).unwrap_or_else(|_| "null".into());
         let mut conn = self.link.commands.clone();
-        redis::cmd("HSET")
-            .arg(self.link.keys.inflight(self.link.replica))
+        let mut cmd = redis::cmd("HSET");
+        cmd.arg(self.link.keys.inflight(self.link.replica))
             .arg(field(key))
-            .arg(id)
-            .query_async(&mut conn)
-            .await
+            .arg(id);
+        let call = cmd.query_async(&mut conn);
+        self.link.breaker.guard("lease", call).await
     }
 
     /// The request ended (answered, cancelled or dropped).
     pub async fn end(&self, key: StreamKey) {
         let mut conn = self.link.commands.clone();
-        let result: redis::RedisResult<()> = redis::cmd("HDEL")
-            .arg(self.link.keys.inflight(self.link.replica))
-            .arg(field(key))
-            .query_async(&mut conn)
-            .await;
+        let mut cmd = redis::cmd("HDEL");
+        cmd.arg(self.link.keys.inflight(self.link.replica))
+            .arg(field(key));
+        let call = cmd.query_async::<()>(&mut conn);
+        let result = self.link.breaker.guard("lease", call).await;
         if let Err(e) = result {
             // Harmless: if this replica's lease ever lapses, the reaper finds the stream
             // already ended and appends nothing.
@@ -90,6 +90,11 @@ impl Leases {
 
     /// Renews our lease and claims the requests of replicas whose lease lapsed.
     pub async fn renew_and_reap(&self) -> redis::RedisResult<Vec<Orphan>> {
+        let breaker = self.link.breaker.clone();
+        breaker.guard("lease", self.reap()).await
+    }
+
+    async fn reap(&self) -> redis::RedisResult<Vec<Orphan>> {
         let mut conn = self.link.commands.clone();
         let ttl_ms = u64::try_from(self.ttl.as_millis()).unwrap_or(u64::MAX);
         let lapsed: Vec<u64> = self

@@ -341,7 +341,7 @@ async fn append<B: EventStore>(
             if e != StoreError::UnknownStream || tables.subscribers.contains_key(&key) =>
         {
             tables.backend.note_unstored();
-            tracing::warn!(stream = ?key, why = %e, stored = false, "event not stored; delivered live only");
+            tracing::debug!(stream = ?key, why = %e, stored = false, "event not stored; delivered live only");
             if let Some(sub) = tables.subscribers.get(&key)
                 && (sub
                     .actor

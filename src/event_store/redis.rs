@@ -16,7 +16,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use redis::Value;
@@ -56,8 +56,6 @@ pub struct RedisStore {
     retry_interval: Duration,
     /// Sessions this replica has used, swept by it (any replica may sweep any session).
     sessions: HashSet<SessionId>,
-    /// While set, Redis is not tried (it failed recently).
-    down_until: Option<Instant>,
     unstored: Arc<AtomicU64>,
 }
 
@@ -66,7 +64,6 @@ impl std::fmt::Debug for RedisStore {
         f.debug_struct("RedisStore")
             .field("link", &self.link)
             .field("sessions", &self.sessions.len())
-            .field("down_until", &self.down_until)
             .finish_non_exhaustive()
     }
 }
@@ -82,7 +79,6 @@ impl Default for RedisStore {
             session_ttl: Duration::from_secs(1800),
             retry_interval: Duration::from_secs(1),
             sessions: HashSet::new(),
-            down_until: None,
             unstored: Arc::default(),
         }
     }
@@ -126,23 +122,29 @@ impl RedisStore {
 
     /// The connection, unless the breaker is open.
     fn conn(&mut self) -> Result<(RedisLink, Arc<Scripts>), StoreError> {
-        if let Some(until) = self.down_until {
-            if Instant::now() < until {
-                return Err(UNAVAILABLE);
-            }
-            self.down_until = None;
-        }
         let link = self.link.clone().ok_or(UNAVAILABLE)?;
+        if !link.breaker.allows() {
+            return Err(UNAVAILABLE);
+        }
         Ok((link, self.scripts.clone()))
     }
 
     fn failed(&mut self, op: &'static str, e: &redis::RedisError) -> StoreError {
-        if self.down_until.is_none() {
+        if let Some(link) = &self.link
+            && link.breaker.trip()
+        {
             tracing::warn!(op, error = %e, retry_in = ?self.retry_interval,
                 "redis failed; events are delivered live without being stored until it is back");
         }
-        self.down_until = Some(Instant::now() + self.retry_interval);
         UNAVAILABLE
+    }
+
+    fn succeeded(&self) {
+        if let Some(link) = &self.link
+            && link.breaker.reset()
+        {
+            tracing::info!("redis is reachable again; events are stored again");
+        }
     }
 
     /// Counts an event that was delivered without being stored.
@@ -233,6 +235,7 @@ impl EventStore for RedisStore {
             .invoke_async(&mut conn)
             .await;
         let reply = result.map_err(|e| self.failed("append", &e))?;
+        self.succeeded();
         self.sessions.insert(s);
         let (status, seq) = match reply.as_slice() {
             [status, seq] => (*status, u64::try_from(*seq).map_err(|_| MALFORMED)?),
@@ -304,7 +307,7 @@ impl EventStore for RedisStore {
         let Some(link) = self.link.clone() else {
             return Vec::new();
         };
-        if self.down_until.is_some_and(|t| Instant::now() < t) {
+        if !link.breaker.allows() {
             return Vec::new();
         }
         let mut conn = link.commands.clone();
@@ -360,7 +363,10 @@ impl EventStore for RedisStore {
         let mut pubsub = link.pubsub.clone();
         let pong: redis::RedisResult<String> = redis::cmd("PING").query_async(&mut pubsub).await;
         match pong {
-            Ok(_) => true,
+            Ok(_) => {
+                self.succeeded();
+                true
+            }
             Err(e) => {
                 self.failed("ping", &e);
                 false
@@ -401,6 +407,7 @@ impl RedisStore {
             .invoke_async(&mut conn)
             .await;
         let reply = result.map_err(|e| self.failed("replay", &e))?;
+        self.succeeded();
         let Value::Array(items) = reply else {
             return Err(MALFORMED);
         };

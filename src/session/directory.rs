@@ -75,8 +75,8 @@ impl Directory {
             .as_millis()
             .to_string();
         let mut conn = link.commands.clone();
-        redis::cmd("HSET")
-            .arg(link.keys.session(id))
+        let mut cmd = redis::cmd("HSET");
+        cmd.arg(link.keys.session(id))
             .arg("version")
             .arg(init.protocol_version.as_str())
             .arg("capabilities")
@@ -86,9 +86,9 @@ impl Directory {
             .arg("lists")
             .arg(serde_json::to_string(&init.lists).unwrap_or_default())
             .arg("connected_at")
-            .arg(at)
-            .query_async::<()>(&mut conn)
-            .await?;
+            .arg(at);
+        let call = cmd.query_async::<()>(&mut conn);
+        link.breaker.guard("session directory", call).await?;
         Ok(())
     }
 
@@ -98,10 +98,11 @@ impl Directory {
             return Ok(None);
         };
         let mut conn = link.commands.clone();
-        let fields: std::collections::HashMap<String, String> = redis::cmd("HGETALL")
-            .arg(link.keys.session(id))
-            .query_async(&mut conn)
-            .await?;
+        let mut cmd = redis::cmd("HGETALL");
+        cmd.arg(link.keys.session(id));
+        let call = cmd.query_async(&mut conn);
+        let fields: std::collections::HashMap<String, String> =
+            link.breaker.guard("session directory", call).await?;
         Ok(parse(&fields))
     }
 
@@ -132,7 +133,10 @@ impl Directory {
                 .ignore();
         }
         let mut conn = link.commands.clone();
-        let alive: Vec<u8> = pipe.query_async(&mut conn).await?;
+        let alive: Vec<u8> = link
+            .breaker
+            .guard("session directory", pipe.query_async(&mut conn))
+            .await?;
         Ok(alive.into_iter().map(|n| n == 1).collect())
     }
 
@@ -148,12 +152,10 @@ impl Directory {
             return Ok(());
         };
         let mut conn = link.commands.clone();
-        redis::cmd("HSET")
-            .arg(link.keys.session(id))
-            .arg(field)
-            .arg(value)
-            .query_async::<()>(&mut conn)
-            .await?;
+        let mut cmd = redis::cmd("HSET");
+        cmd.arg(link.keys.session(id)).arg(field).arg(value);
+        let call = cmd.query_async::<()>(&mut conn);
+        link.breaker.guard("session directory", call).await?;
         Ok(())
     }
 
@@ -204,11 +206,10 @@ async fn publish(
 ) -> Result<(), DirectoryError> {
     let mut conn = link.commands.clone();
     let body = serde_json::to_vec(msg).unwrap_or_default();
-    redis::cmd("PUBLISH")
-        .arg(channel)
-        .arg(body)
-        .query_async::<()>(&mut conn)
-        .await?;
+    let mut cmd = redis::cmd("PUBLISH");
+    cmd.arg(channel).arg(body);
+    let call = cmd.query_async::<()>(&mut conn);
+    link.breaker.guard("bus", call).await?;
     Ok(())
 }
 

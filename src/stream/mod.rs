@@ -179,6 +179,8 @@ pub struct StreamState {
     ping_timer: Option<AbortHandle>,
     idle_timer: Option<AbortHandle>,
     hold: Option<SessionHold>,
+    /// Events written without being stored (the store's backend was down).
+    unstored: u64,
 }
 
 /// The stream actor.
@@ -222,7 +224,9 @@ impl StreamState {
     fn deliver_unstored(&mut self, payload: &[u8], last: bool) -> Result<(), CloseReason> {
         self.write(sse::message(None, payload))?;
         self.last_activity = Instant::now();
-        tracing::warn!(parent: &self.span, "event delivered live but not stored; it cannot be replayed");
+        self.unstored += 1;
+        self.span.record("unstored_events", self.unstored);
+        tracing::debug!(parent: &self.span, "event delivered live but not stored; it cannot be replayed");
         if last {
             return Err(CloseReason::Completed);
         }
@@ -273,6 +277,7 @@ impl Actor for StreamActor {
             ping_timer: None,
             idle_timer: None,
             hold: args.hold,
+            unstored: 0,
         };
 
         // Priming: the position the client may resume from if it loses us right away.

@@ -35,6 +35,7 @@ pub(crate) async fn handle(State(state): State<AppState>, headers: HeaderMap) ->
         missed_events = Empty,
         replay_outcome = Empty,
         close_reason = Empty,
+        unstored_events = Empty,
         http.status = Empty,
         error = Empty,
     );

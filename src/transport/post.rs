@@ -172,6 +172,7 @@ async fn serve(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Resp
         missed_events = Empty,
         replay_outcome = Empty,
         close_reason = Empty,
+        unstored_events = Empty,
     );
     let response = state
         .open_stream(
