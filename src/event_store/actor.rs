@@ -75,6 +75,20 @@ pub enum StoreMsg {
         /// only delivered live.
         reply: RpcReplyPort<Result<Option<EventId>, StoreError>>,
     },
+    /// A detached append finished (see [`EventStore::append_detached`]): forward it, then
+    /// answer the caller.
+    Stored {
+        /// Target stream.
+        key: StreamKey,
+        /// What was appended.
+        payload: Bytes,
+        /// Final event of the stream.
+        last: bool,
+        /// What the backend said.
+        result: Result<Appended, StoreError>,
+        /// The caller of the original [`StoreMsg::Append`].
+        reply: RpcReplyPort<Result<Option<EventId>, StoreError>>,
+    },
     /// Open a stream (if new), replay after a position and become its live subscriber.
     Subscribe {
         /// Stream to follow.
@@ -128,6 +142,7 @@ impl StoreMsg {
     fn name(&self) -> &'static str {
         match self {
             Self::Append { .. } => "append",
+            Self::Stored { .. } => "stored",
             Self::Subscribe { .. } => "subscribe",
             Self::Unsubscribe { .. } => "unsubscribe",
             Self::Disconnect(..) => "disconnect",
@@ -321,11 +336,19 @@ async fn append<B: EventStore>(
     last: bool,
     nonce: u64,
 ) -> Result<Option<EventId>, StoreError> {
-    match tables
-        .backend
-        .append(key, payload.clone(), last, nonce)
-        .await
-    {
+    let result = tables.backend.append(key, payload.clone(), last, nonce).await;
+    settle(tables, key, payload, last, result).await
+}
+
+/// Forwards what an append stored, or delivers it live if it could not be stored.
+async fn settle<B: EventStore>(
+    tables: &mut StoreTables<B>,
+    key: StreamKey,
+    payload: Bytes,
+    last: bool,
+    result: Result<Appended, StoreError>,
+) -> Result<Option<EventId>, StoreError> {
+    match result {
         // A duplicate is forwarded too: if the crash that caused the re-send fell between
         // storing and forwarding, this is its only delivery; otherwise it is skipped by
         // position.
@@ -379,7 +402,42 @@ async fn handle<B: EventStore>(
             nonce,
             reply,
         } => {
+            if let Some(detached) = tables
+                .backend
+                .append_detached(key, payload.clone(), last, nonce)
+            {
+                // Several appends in flight: the backend orders them and `forward` puts
+                // the results back in order per stream.
+                let me = myself.clone();
+                tokio::spawn(
+                    async move {
+                        let result = detached.await;
+                        // If the actor is gone (restarting), the caller's call fails and
+                        // is re-sent; the nonce makes that a duplicate, which the next
+                        // actor forwards.
+                        let _ = me.send_message(StoreMsg::Stored {
+                            key,
+                            payload,
+                            last,
+                            result,
+                            reply,
+                        });
+                    }
+                    .instrument(tracing::Span::current()),
+                );
+                return;
+            }
             let result = append(tables, key, payload, last, nonce).await;
+            let _ = reply.send(result);
+        }
+        StoreMsg::Stored {
+            key,
+            payload,
+            last,
+            result,
+            reply,
+        } => {
+            let result = settle(tables, key, payload, last, result).await;
             let _ = reply.send(result);
         }
         StoreMsg::Subscribe {

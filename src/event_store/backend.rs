@@ -96,4 +96,14 @@ impl EventStore for Backend {
     fn note_unstored(&self) {
         each!(self, s => s.note_unstored())
     }
+
+    fn append_detached(
+        &self,
+        key: StreamKey,
+        payload: Bytes,
+        last: bool,
+        nonce: u64,
+    ) -> Option<super::DetachedAppend> {
+        each!(self, s => s.append_detached(key, payload, last, nonce))
+    }
 }

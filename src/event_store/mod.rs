@@ -236,4 +236,23 @@ pub trait EventStore: Send + Default + 'static {
     /// Counts an event delivered live because [`EventStore::append`] failed with
     /// [`StoreError::Backend`].
     fn note_unstored(&self) {}
+
+    /// [`EventStore::append`] as a future that does not borrow the store, for a backend
+    /// that orders concurrent appends itself (Redis assigns positions atomically): the
+    /// store actor then keeps several appends in flight instead of one round trip at a
+    /// time. `None` (the default): the actor appends inline, in mailbox order.
+    fn append_detached(
+        &self,
+        key: StreamKey,
+        payload: Bytes,
+        last: bool,
+        nonce: u64,
+    ) -> Option<DetachedAppend> {
+        let _ = (key, payload, last, nonce);
+        None
+    }
 }
+
+/// An append running apart from the store (see [`EventStore::append_detached`]).
+pub type DetachedAppend =
+    std::pin::Pin<Box<dyn Future<Output = Result<Appended, StoreError>> + Send + 'static>>;

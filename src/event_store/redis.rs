@@ -100,6 +100,34 @@ fn uint(v: &Value) -> Option<u64> {
     int(v).and_then(|i| u64::try_from(i).ok())
 }
 
+/// One XRANGE entry, `[id, [field, value, ...]]`, as an event. The payload's buffer is
+/// taken, not copied.
+fn decode_entry(key: StreamKey, entry: Value) -> Option<Event> {
+    let Value::Array(parts) = entry else {
+        return None;
+    };
+    let mut parts = parts.into_iter();
+    let (Some(Value::BulkString(id)), Some(Value::Array(fields))) = (parts.next(), parts.next())
+    else {
+        return None;
+    };
+    let seq = std::str::from_utf8(id.strip_prefix(b"0-")?).ok()?.parse().ok()?;
+    let (mut payload, mut last) = (None, false);
+    let mut fields = fields.into_iter();
+    while let (Some(Value::BulkString(name)), Some(value)) = (fields.next(), fields.next()) {
+        match (name.as_slice(), value) {
+            (b"d", Value::BulkString(d)) => payload = Some(Bytes::from(d)),
+            (b"l", Value::BulkString(l)) => last = l == b"1",
+            _ => {}
+        }
+    }
+    Some(Event {
+        id: key.event_id(seq),
+        payload: payload?,
+        last,
+    })
+}
+
 const MALFORMED: StoreError = StoreError::Backend("malformed reply from redis");
 const UNAVAILABLE: StoreError = StoreError::Backend("redis is unavailable");
 
@@ -210,54 +238,21 @@ impl EventStore for RedisStore {
         last: bool,
         nonce: u64,
     ) -> Result<Appended, StoreError> {
-        let (link, scripts) = self.conn()?;
-        let keys = &link.keys;
-        let s = key.session;
-        let r = self.retention;
-        let mut conn = link.commands.clone();
-        let result: redis::RedisResult<Vec<i64>> = scripts
-            .append
-            .key(keys.session(s))
-            .key(keys.streams(s))
-            .key(keys.arrivals(s))
-            .arg(keys.events_prefix(s))
-            .arg(key.stream.0)
-            .arg(payload.as_ref())
-            .arg(if last { "1" } else { "0" })
-            .arg(nonce)
-            .arg(if r.enabled { "1" } else { "0" })
-            .arg(millis(r.event_ttl))
-            .arg(r.max_session_events)
-            .arg(r.max_session_bytes)
-            .arg(millis(self.session_ttl))
-            .arg(keys.channel(key))
-            .arg(link.replica)
-            .invoke_async(&mut conn)
-            .await;
-        let reply = result.map_err(|e| self.failed("append", &e))?;
-        self.succeeded();
-        self.sessions.insert(s);
-        let (status, seq) = match reply.as_slice() {
-            [status, seq] => (*status, u64::try_from(*seq).map_err(|_| MALFORMED)?),
-            _ => return Err(MALFORMED),
-        };
-        let event = Event {
-            id: key.event_id(seq),
-            payload,
-            last,
-        };
-        match status {
-            0 => Ok(Appended {
-                event,
-                duplicate: false,
-            }),
-            1 => Ok(Appended {
-                event,
-                duplicate: true,
-            }),
-            -2 => Err(StoreError::StreamCompleted),
-            _ => Err(StoreError::UnknownStream),
-        }
+        self.sessions.insert(key.session);
+        self.append_job()?.run(key, payload, last, nonce).await
+    }
+
+    fn append_detached(
+        &self,
+        key: StreamKey,
+        payload: Bytes,
+        last: bool,
+        nonce: u64,
+    ) -> Option<super::DetachedAppend> {
+        let job = self.append_job();
+        Some(Box::pin(async move {
+            job?.run(key, payload, last, nonce).await
+        }))
     }
 
     async fn complete_stream(&mut self, key: StreamKey) {
@@ -379,7 +374,88 @@ impl EventStore for RedisStore {
     }
 }
 
+/// What an append needs, detached from the store so appends can be in flight together
+/// (the multiplexed connection pipelines them; Redis orders them).
+struct AppendJob {
+    link: RedisLink,
+    scripts: Arc<Scripts>,
+    retention: Retention,
+    session_ttl: Duration,
+}
+
+impl AppendJob {
+    async fn run(
+        self,
+        key: StreamKey,
+        payload: Bytes,
+        last: bool,
+        nonce: u64,
+    ) -> Result<Appended, StoreError> {
+        let Self {
+            link,
+            scripts,
+            retention: r,
+            session_ttl,
+        } = self;
+        let keys = &link.keys;
+        let s = key.session;
+        let mut conn = link.commands.clone();
+        let mut invocation = scripts.append.key(keys.session(s));
+        invocation
+            .key(keys.streams(s))
+            .key(keys.arrivals(s))
+            .arg(keys.events_prefix(s))
+            .arg(key.stream.0)
+            .arg(payload.as_ref())
+            .arg(if last { "1" } else { "0" })
+            .arg(nonce)
+            .arg(if r.enabled { "1" } else { "0" })
+            .arg(millis(r.event_ttl))
+            .arg(r.max_session_events)
+            .arg(r.max_session_bytes)
+            .arg(millis(session_ttl))
+            .arg(keys.channel(key))
+            .arg(link.replica);
+        let call = invocation.invoke_async::<Vec<i64>>(&mut conn);
+        let reply = link
+            .breaker
+            .guard("append", call)
+            .await
+            .map_err(|_| UNAVAILABLE)?;
+        let (status, seq) = match reply.as_slice() {
+            [status, seq] => (*status, u64::try_from(*seq).map_err(|_| MALFORMED)?),
+            _ => return Err(MALFORMED),
+        };
+        let event = Event {
+            id: key.event_id(seq),
+            payload,
+            last,
+        };
+        match status {
+            0 | 1 => Ok(Appended {
+                event,
+                duplicate: status == 1,
+            }),
+            -2 => Err(StoreError::StreamCompleted),
+            _ => Err(StoreError::UnknownStream),
+        }
+    }
+}
+
 impl RedisStore {
+    fn append_job(&self) -> Result<AppendJob, StoreError> {
+        let link = self.link.clone().ok_or(UNAVAILABLE)?;
+        if !link.breaker.allows() {
+            return Err(UNAVAILABLE);
+        }
+        Ok(AppendJob {
+            link,
+            scripts: self.scripts.clone(),
+            retention: self.retention,
+            session_ttl: self.session_ttl,
+        })
+    }
+
     async fn replay(
         &mut self,
         key: StreamKey,
@@ -427,17 +503,13 @@ impl RedisStore {
             2 => ReplayOutcome::OutsideWindow,
             _ => ReplayOutcome::Disabled,
         };
-        let mut events = Vec::with_capacity(items.len().saturating_sub(5) / 3);
-        for triple in items.get(5..).unwrap_or_default().chunks_exact(3) {
-            let seq = uint(&triple[0]).ok_or(MALFORMED)?;
-            let Value::BulkString(payload) = &triple[1] else {
-                return Err(MALFORMED);
-            };
-            events.push(Event {
-                id: key.event_id(seq),
-                payload: Bytes::copy_from_slice(payload),
-                last: matches!(&triple[2], Value::BulkString(b) if b == b"1"),
-            });
+        let entries = match items.into_iter().nth(5) {
+            Some(Value::Array(entries)) => entries,
+            _ => Vec::new(),
+        };
+        let mut events = Vec::with_capacity(entries.len());
+        for entry in entries {
+            events.push(decode_entry(key, entry).ok_or(MALFORMED)?);
         }
         Ok(Replay {
             events,
