@@ -495,21 +495,43 @@ impl RedisStore {
         }
         self.sessions.insert(s);
         let field = |i: usize| items.get(i).and_then(uint).ok_or(MALFORMED);
-        let position = field(1)?;
-        let completed = field(2)? == 1;
-        let outcome = match field(3)? {
-            0 => ReplayOutcome::Complete,
-            1 => ReplayOutcome::Truncated { missing: field(4)? },
-            2 => ReplayOutcome::OutsideWindow,
-            _ => ReplayOutcome::Disabled,
+        let mut position = field(1)?;
+        let mut completed = field(2)? == 1;
+        let (replay_from, mut outcome) = match (after, field(3)?) {
+            (Some(after), 0) => (Some(after), ReplayOutcome::Complete),
+            (_, 2) => (None, ReplayOutcome::OutsideWindow),
+            (_, 3) => (None, ReplayOutcome::Disabled),
+            _ => (None, ReplayOutcome::Complete),
         };
-        let entries = match items.into_iter().nth(5) {
-            Some(Value::Array(entries)) => entries,
-            _ => Vec::new(),
-        };
-        let mut events = Vec::with_capacity(entries.len());
-        for entry in entries {
-            events.push(decode_entry(key, entry).ok_or(MALFORMED)?);
+        let mut events = Vec::new();
+        if let Some(after) = replay_from.filter(|a| *a < position) {
+            let mut cmd = redis::cmd("XRANGE");
+            cmd.arg(keys.events_prefix(s) + &key.stream.0.to_string())
+                .arg(format!("(0-{after}"))
+                .arg("+");
+            let call = cmd.query_async::<Value>(&mut conn);
+            let entries = match link.breaker.guard("replay", call).await {
+                Ok(Value::Array(entries)) => entries,
+                Ok(_) => return Err(MALFORMED),
+                Err(_) => return Err(UNAVAILABLE),
+            };
+            events.reserve(entries.len());
+            for entry in entries {
+                events.push(decode_entry(key, entry).ok_or(MALFORMED)?);
+            }
+            // Evicted events are the oldest, so a gap can only be at the start.
+            let first = events.first().map_or(position + 1, |e| e.id.seq);
+            if first > after + 1 {
+                outcome = ReplayOutcome::Truncated {
+                    missing: first - after - 1,
+                };
+            }
+            // Appended since the script ran: part of this replay, so the live feed
+            // continues after them.
+            if let Some(newest) = events.last() {
+                position = position.max(newest.id.seq);
+                completed |= newest.last;
+            }
         }
         Ok(Replay {
             events,

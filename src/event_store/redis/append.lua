@@ -21,7 +21,11 @@ if last == '1' then redis.call('HSET', KEYS[2], n .. ':done', 1) end
 if ARGV[6] == '1' then
   local ev = evprefix .. n
   -- Approximate MAXLEN is only a backstop; the exact per-session caps follow.
-  redis.call('XADD', ev, 'MAXLEN', '~', ARGV[8], '0-' .. seq, 'd', payload, 'l', last, 't', now)
+  if last == '1' then
+    redis.call('XADD', ev, 'MAXLEN', '~', ARGV[8], '0-' .. seq, 'd', payload, 't', now, 'l', 1)
+  else
+    redis.call('XADD', ev, 'MAXLEN', '~', ARGV[8], '0-' .. seq, 'd', payload, 't', now)
+  end
   redis.call('RPUSH', KEYS[3], n .. ':' .. seq .. ':' .. #payload .. ':' .. now)
   redis.call('HINCRBY', KEYS[1], 'bytes', #payload)
   expire(evprefix, now, tonumber(ARGV[7]))

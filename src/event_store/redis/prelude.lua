@@ -4,7 +4,7 @@
 --   KEYS[2] streams hash   (<n>:open, <n>:end, <n>:done, <n>:nonces per stream)
 --   KEYS[3] arrivals list  ("<n>:<seq>:<len>:<ms>" per retained event, oldest first)
 -- Events of stream <n> are the Redis Stream named EVPREFIX .. n, entry id 0-<seq>,
--- fields d (payload), l (1 on the last event), t (ms when stored).
+-- fields d (payload), t (ms when stored), and l = 1 on the stream's last event only.
 
 local function now_ms()
   local t = redis.call('TIME')
