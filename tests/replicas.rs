@@ -178,3 +178,62 @@ async fn a_sampling_answer_posted_to_another_replica_reaches_the_waiting_handler
     a.shutdown().await;
     b.shutdown().await;
 }
+
+#[tokio::test]
+async fn an_idle_session_expires_on_every_replica() {
+    let redis = RedisServer::start();
+    let short = |redis: &RedisServer| {
+        let on = on_redis(redis);
+        move |c: &mut Config| {
+            on(c);
+            c.server.session_timeout = std::time::Duration::from_millis(300);
+        }
+    };
+    let a = TestServer::start(short(&redis)).await;
+    let b = TestServer::start(short(&redis)).await;
+    let mut client = a.client();
+    client.initialize().await;
+    let on_b = via(&client, &b);
+    assert!(on_b.ask("ping", json!({})).await["result"].is_object());
+    let id = client.session_id();
+    eventually("both replicas to drop the idle session", || async {
+        let gone_a = a.app.session_info(id).await.is_err();
+        let gone_b = b.app.session_info(id).await.is_err();
+        (gone_a && gone_b).then_some(())
+    })
+    .await;
+    for c in [&client, &on_b] {
+        let resp = Client::send(c.post(&json!({"jsonrpc": "2.0", "id": 9, "method": "ping"}))).await;
+        assert_eq!(resp.status(), 404, "expired in Redis too, not reloaded");
+    }
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
+#[tokio::test]
+async fn resuming_on_another_replica_closes_the_older_connection() {
+    let redis = RedisServer::start();
+    let (a, b) = (replica(&redis).await, replica(&redis).await);
+    let mut client = a.client();
+    client.initialize().await;
+    let resp = Client::send(client.get(None)).await;
+    assert_eq!(resp.status(), 200);
+    let mut old = SseReader::new(resp);
+    let priming = within("the priming event", old.next())
+        .await
+        .unwrap_or_else(|| panic!("no priming event"));
+    let id = priming.id.clone().unwrap_or_else(|| panic!("priming has an id"));
+    let mut newer = via(&client, &b).resume(&id).await;
+    assert!(within("B's priming", newer.next()).await.is_some());
+    // A's connection ends (with a retry hint), so no message goes out on two streams.
+    let rest = within("A's connection to close", old.rest()).await;
+    assert!(rest.iter().all(|f| f.data.is_none()), "{rest:?}");
+    let told = a.app.update_tools(|_| {}).await;
+    assert_eq!(told.ok(), Some(1));
+    assert_eq!(
+        newer.next_json().await["method"],
+        "notifications/tools/list_changed"
+    );
+    a.shutdown().await;
+    b.shutdown().await;
+}

@@ -454,7 +454,9 @@ async fn handle<B: EventStore>(
             }
             // Follow before reading, so an event stored meanwhile by another replica is
             // either in the replay or heard of live (and then skipped as a duplicate).
-            let following = tables.backend.follow(key).await.is_ok();
+            // Already following it here (a resume on this replica): nothing to subscribe.
+            let following = tables.subscribers.contains_key(&key)
+                || tables.backend.follow(key).await.is_ok();
             let mut result = if create {
                 match tables.backend.open_stream(key).await {
                     Ok(()) => tables.backend.replay_after(key, after).await,

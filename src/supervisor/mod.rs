@@ -306,6 +306,11 @@ impl SupervisorState {
             self.unpublish(child);
         }
         self.running.clear();
+        // Nothing of ours runs any more: give up the lease, so no other replica answers
+        // for us or reports us lost.
+        if let Some(leases) = self.leases() {
+            leases.release().await;
+        }
     }
 }
 
