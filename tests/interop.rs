@@ -125,3 +125,67 @@ async fn the_inspector_cli_lists_and_calls_tools() {
     assert_eq!(called["content"][0]["text"], "hello");
     server.shutdown().await;
 }
+
+/// Two replicas on one Redis behind a round-robin balancer with no stickiness: the real
+/// SDKs' connections (initialize, calls, the explicit resume) land on either replica.
+async fn two_replicas() -> (
+    common::redis::RedisServer,
+    TestServer,
+    TestServer,
+    common::Balancer,
+) {
+    let redis = common::redis::RedisServer::start();
+    let start = |url: String| {
+        TestServer::start(move |c| {
+            c.sse.retry_timeout = std::time::Duration::from_secs(5);
+            c.store.backend = otpmcp::config::BackendKind::Redis;
+            c.store.redis_url = url;
+        })
+    };
+    let a = start(redis.url()).await;
+    let b = start(redis.url()).await;
+    let balancer = common::Balancer::start(vec![a.app.local_addr(), b.app.local_addr()]).await;
+    (redis, a, b, balancer)
+}
+
+#[tokio::test]
+async fn the_python_sdk_works_across_replicas_behind_a_balancer() {
+    let (_redis, a, b, balancer) = two_replicas().await;
+    let mut cmd = Command::new(cached("py/bin/python"));
+    cmd.arg(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/interop/python_client.py"
+    ))
+    .arg(balancer.url("/mcp"));
+    let out = run(cmd).await;
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "ok");
+    let spread = balancer.spread();
+    assert!(
+        spread.iter().all(|n| *n > 0),
+        "both replicas served: {spread:?}"
+    );
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_typescript_sdk_works_across_replicas_behind_a_balancer() {
+    let (_redis, a, b, balancer) = two_replicas().await;
+    let script = cached("node-clients").join("otpmcp_ts_client_lb.mjs");
+    std::fs::copy(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/tests/interop/ts_client.mjs"),
+        &script,
+    )
+    .unwrap_or_else(|e| panic!("copy the client script: {e}"));
+    let mut cmd = Command::new(node());
+    cmd.arg(&script).arg(balancer.url("/mcp"));
+    let out = run(cmd).await;
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "ok");
+    let spread = balancer.spread();
+    assert!(
+        spread.iter().all(|n| *n > 0),
+        "both replicas served: {spread:?}"
+    );
+    a.shutdown().await;
+    b.shutdown().await;
+}

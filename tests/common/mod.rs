@@ -560,3 +560,66 @@ impl SlowSocket {
             .collect()
     }
 }
+
+/// A round-robin TCP load balancer on loopback: each new connection goes to the next
+/// backend, with no stickiness (what an L4 balancer in front of replicas does).
+pub struct Balancer {
+    pub addr: std::net::SocketAddr,
+    /// Connections handed to each backend so far.
+    pub connections: std::sync::Arc<Vec<std::sync::atomic::AtomicUsize>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Balancer {
+    pub async fn start(backends: Vec<std::net::SocketAddr>) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .unwrap_or_else(|e| panic!("balancer bind: {e}"));
+        let addr = listener
+            .local_addr()
+            .unwrap_or_else(|e| panic!("balancer addr: {e}"));
+        let connections: std::sync::Arc<Vec<std::sync::atomic::AtomicUsize>> =
+            std::sync::Arc::new(backends.iter().map(|_| Default::default()).collect());
+        let counts = connections.clone();
+        let task = tokio::spawn(async move {
+            let mut next = 0usize;
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                let i = next % backends.len();
+                let backend = backends[i];
+                counts[i].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                next += 1;
+                tokio::spawn(async move {
+                    if let Ok(mut outbound) = tokio::net::TcpStream::connect(backend).await {
+                        let _ = inbound.set_nodelay(true);
+                        let _ = outbound.set_nodelay(true);
+                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                    }
+                });
+            }
+        });
+        Self {
+            addr,
+            connections,
+            task,
+        }
+    }
+
+    /// Connections each backend received.
+    pub fn spread(&self) -> Vec<usize> {
+        self.connections
+            .iter()
+            .map(|c| c.load(std::sync::atomic::Ordering::Relaxed))
+            .collect()
+    }
+
+    /// The MCP endpoint through the balancer.
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+}
+
+impl Drop for Balancer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
