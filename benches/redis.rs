@@ -101,7 +101,11 @@ async fn replica(url: &str) -> (EventStoreHandle, RedisLink) {
     })
     .await
     .unwrap_or_else(|e| panic!("{e}"));
-    let store = RedisStore::new(link.clone(), Duration::from_secs(3600), Duration::from_secs(1));
+    let store = RedisStore::new(
+        link.clone(),
+        Duration::from_secs(3600),
+        Duration::from_secs(1),
+    );
     let (tables, heir) = lend(StoreTables::new(Backend::Redis(Box::new(store))));
     std::mem::forget(heir);
     let args = StoreArgs {
@@ -141,7 +145,11 @@ fn percentiles(name: &str, mut samples: Vec<Duration>) {
 const SAMPLES: usize = 2000;
 
 /// Event stored on `from`, delivered to a connection following the stream on `to`.
-async fn delivery(from: &EventStoreHandle, to: &EventStoreHandle, session: SessionId) -> Vec<Duration> {
+async fn delivery(
+    from: &EventStoreHandle,
+    to: &EventStoreHandle,
+    session: SessionId,
+) -> Vec<Duration> {
     let key = StreamKey::new(session, StreamNo(7));
     let (tx, mut rx) = mpsc::unbounded_channel();
     let Ok((sink, _)) = Actor::spawn(None, Sink, tx).await else {
@@ -175,7 +183,10 @@ async fn raw_pubsub(client: &redis::Client) -> Vec<Duration> {
         .get_multiplexed_async_connection()
         .await
         .unwrap_or_else(|e| panic!("{e}"));
-    let _: () = sub.subscribe("bench:raw").await.unwrap_or_else(|e| panic!("{e}"));
+    let _: () = sub
+        .subscribe("bench:raw")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
     let mut out = Vec::with_capacity(SAMPLES);
     for _ in 0..SAMPLES {
         let start = Instant::now();
@@ -296,22 +307,34 @@ fn main() {
                 Err(e) => panic!("sink: {e}"),
             }
         });
-        group.bench_with_input(BenchmarkId::new("through_actor", missed), &missed, |bench, _| {
-            bench.to_async(&rt).iter(|| async {
-                let replay = b.subscribe(key, Some(0), false, sink.clone()).await;
-                assert!(replay.is_ok_and(|r| r.events.len() as u64 == missed));
-            })
-        });
+        group.bench_with_input(
+            BenchmarkId::new("through_actor", missed),
+            &missed,
+            |bench, _| {
+                bench.to_async(&rt).iter(|| async {
+                    let replay = b.subscribe(key, Some(0), false, sink.clone()).await;
+                    assert!(replay.is_ok_and(|r| r.events.len() as u64 == missed));
+                })
+            },
+        );
     }
     group.finish();
     c.final_summary();
 
-    println!("\nlatency, {SAMPLES} sequential events each (append returns, then wait for delivery):");
+    println!(
+        "\nlatency, {SAMPLES} sequential events each (append returns, then wait for delivery):"
+    );
     let client = redis::Client::open(format!("{url}/?protocol=resp3").as_str())
         .unwrap_or_else(|e| panic!("{e}"));
     rt.block_on(async {
-        percentiles("same replica: append → local connection", delivery(&a, &a, session).await);
-        percentiles("cross replica: append on A → connection on B", delivery(&a, &b, session).await);
+        percentiles(
+            "same replica: append → local connection",
+            delivery(&a, &a, session).await,
+        );
+        percentiles(
+            "cross replica: append on A → connection on B",
+            delivery(&a, &b, session).await,
+        );
         percentiles("raw: PUBLISH → subscriber push", raw_pubsub(&client).await);
         percentiles("raw: XADD → XREAD BLOCK returns", raw_xread(&client).await);
     });

@@ -203,7 +203,8 @@ async fn an_idle_session_expires_on_every_replica() {
     })
     .await;
     for c in [&client, &on_b] {
-        let resp = Client::send(c.post(&json!({"jsonrpc": "2.0", "id": 9, "method": "ping"}))).await;
+        let resp =
+            Client::send(c.post(&json!({"jsonrpc": "2.0", "id": 9, "method": "ping"}))).await;
         assert_eq!(resp.status(), 404, "expired in Redis too, not reloaded");
     }
     a.shutdown().await;
@@ -222,7 +223,10 @@ async fn resuming_on_another_replica_closes_the_older_connection() {
     let priming = within("the priming event", old.next())
         .await
         .unwrap_or_else(|| panic!("no priming event"));
-    let id = priming.id.clone().unwrap_or_else(|| panic!("priming has an id"));
+    let id = priming
+        .id
+        .clone()
+        .unwrap_or_else(|| panic!("priming has an id"));
     let mut newer = via(&client, &b).resume(&id).await;
     assert!(within("B's priming", newer.next()).await.is_some());
     // A's connection ends (with a retry hint), so no message goes out on two streams.

@@ -336,7 +336,10 @@ async fn append<B: EventStore>(
     last: bool,
     nonce: u64,
 ) -> Result<Option<EventId>, StoreError> {
-    let result = tables.backend.append(key, payload.clone(), last, nonce).await;
+    let result = tables
+        .backend
+        .append(key, payload.clone(), last, nonce)
+        .await;
     settle(tables, key, payload, last, result).await
 }
 
@@ -402,9 +405,10 @@ async fn handle<B: EventStore>(
             nonce,
             reply,
         } => {
-            if let Some(detached) = tables
-                .backend
-                .append_detached(key, payload.clone(), last, nonce)
+            if let Some(detached) =
+                tables
+                    .backend
+                    .append_detached(key, payload.clone(), last, nonce)
             {
                 // Several appends in flight: the backend orders them and `forward` puts
                 // the results back in order per stream.
@@ -455,8 +459,8 @@ async fn handle<B: EventStore>(
             // Follow before reading, so an event stored meanwhile by another replica is
             // either in the replay or heard of live (and then skipped as a duplicate).
             // Already following it here (a resume on this replica): nothing to subscribe.
-            let following = tables.subscribers.contains_key(&key)
-                || tables.backend.follow(key).await.is_ok();
+            let following =
+                tables.subscribers.contains_key(&key) || tables.backend.follow(key).await.is_ok();
             let mut result = if create {
                 match tables.backend.open_stream(key).await {
                     Ok(()) => tables.backend.replay_after(key, after).await,

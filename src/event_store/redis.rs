@@ -111,7 +111,10 @@ fn decode_entry(key: StreamKey, entry: Value) -> Option<Event> {
     else {
         return None;
     };
-    let seq = std::str::from_utf8(id.strip_prefix(b"0-")?).ok()?.parse().ok()?;
+    let seq = std::str::from_utf8(id.strip_prefix(b"0-")?)
+        .ok()?
+        .parse()
+        .ok()?;
     let (mut payload, mut last) = (None, false);
     let mut fields = fields.into_iter();
     while let (Some(Value::BulkString(name)), Some(value)) = (fields.next(), fields.next()) {
