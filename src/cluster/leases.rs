@@ -20,11 +20,16 @@ use crate::session::SessionId;
 pub const LOST_REPLICA_MESSAGE: &str =
     "the server replica running this request was lost before it answered";
 
-/// Renews this replica's lease; returns the replicas whose lease has lapsed.
+/// Renews this replica's lease; returns the replicas whose lease has lapsed. Also keeps
+/// the replica counter (KEYS[2]) at or above our number, so a Redis that lost its data
+/// cannot hand our number to a new replica.
 const RENEW: &str = r"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
+if tonumber(redis.call('GET', KEYS[2]) or '0') < tonumber(ARGV[1]) then
+  redis.call('SET', KEYS[2], ARGV[1])
+end
 return redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)
 ";
 
@@ -100,6 +105,7 @@ impl Leases {
         let lapsed: Vec<u64> = self
             .renew
             .key(self.link.keys.replicas())
+            .key(self.link.keys.replica_counter())
             .arg(self.link.replica)
             .arg(ttl_ms)
             .invoke_async(&mut conn)

@@ -301,11 +301,25 @@ pub async fn connect(
     .await
     .map_err(|_| err(timeout_error()))?
     .map_err(err)?;
-    let replica: u64 = redis::cmd("INCR")
-        .arg(keys.replica_counter())
-        .query_async(&mut commands)
-        .await
-        .map_err(err)?;
+    // A number no live replica holds: live ones keep the counter above theirs, but if
+    // Redis lost its data they may not have done so yet.
+    let mut replica: u64 = 0;
+    for _ in 0..64 {
+        replica = redis::cmd("INCR")
+            .arg(keys.replica_counter())
+            .query_async(&mut commands)
+            .await
+            .map_err(err)?;
+        let taken: Option<f64> = redis::cmd("ZSCORE")
+            .arg(keys.replicas())
+            .arg(replica)
+            .query_async(&mut commands)
+            .await
+            .map_err(err)?;
+        if taken.is_none() {
+            break;
+        }
+    }
     let router = router(replica, keys.clone());
     let push = move |info: redis::PushInfo| {
         router.route(info);
