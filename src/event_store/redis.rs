@@ -56,6 +56,8 @@ pub struct RedisStore {
     retry_interval: Duration,
     /// Sessions this replica has used, swept by it (any replica may sweep any session).
     sessions: HashSet<SessionId>,
+    /// The sweep in progress: sessions found gone, events expired.
+    sweeping: Option<tokio::task::JoinHandle<(Vec<SessionId>, usize)>>,
     unstored: Arc<AtomicU64>,
 }
 
@@ -79,6 +81,7 @@ impl Default for RedisStore {
             session_ttl: Duration::from_secs(1800),
             retry_interval: Duration::from_secs(1),
             sessions: HashSet::new(),
+            sweeping: None,
             unstored: Arc::default(),
         }
     }
@@ -282,22 +285,49 @@ impl EventStore for RedisStore {
         }
     }
 
+    /// Runs in a task of its own, so a sweep of many sessions (one script each) never
+    /// holds up the store actor; the next call collects what it found.
     async fn sweep(&mut self) -> SweepStats {
-        let mut stats = SweepStats::default();
-        let sessions: Vec<SessionId> = self.sessions.iter().copied().collect();
-        for session in sessions {
-            match self.session_op(session, "sweep", String::new()).await {
-                Ok(v) => match int(&v) {
-                    Some(-1) => {
-                        self.sessions.remove(&session);
-                    }
-                    Some(n) => stats.expired_events += usize::try_from(n).unwrap_or(0),
-                    None => {}
-                },
-                // Redis is down: the rest can wait for the next sweep.
-                Err(_) => break,
-            }
+        if self.sweeping.as_ref().is_some_and(|t| !t.is_finished()) {
+            return SweepStats::default();
         }
+        let mut stats = SweepStats::default();
+        if let Some(previous) = self.sweeping.take()
+            && let Ok((gone, expired)) = previous.await
+        {
+            for session in gone {
+                self.sessions.remove(&session);
+            }
+            stats.expired_events = expired;
+        }
+        let Ok((link, scripts)) = self.conn() else {
+            return stats;
+        };
+        let sessions: Vec<SessionId> = self.sessions.iter().copied().collect();
+        let ttl = millis(self.retention.event_ttl);
+        self.sweeping = Some(tokio::spawn(async move {
+            let (mut gone, mut expired) = (Vec::new(), 0);
+            let mut conn = link.commands.clone();
+            for session in sessions {
+                let keys = &link.keys;
+                let mut invocation = scripts.session.key(keys.session(session));
+                invocation
+                    .key(keys.streams(session))
+                    .key(keys.arrivals(session))
+                    .arg(keys.events_prefix(session))
+                    .arg("sweep")
+                    .arg("")
+                    .arg(ttl);
+                let call = invocation.invoke_async::<i64>(&mut conn);
+                match link.breaker.guard("sweep", call).await {
+                    Ok(-1) => gone.push(session),
+                    Ok(n) => expired += usize::try_from(n).unwrap_or(0),
+                    // Redis is away: the rest waits for the next sweep.
+                    Err(_) => break,
+                }
+            }
+            (gone, expired)
+        }));
         stats
     }
 
