@@ -241,3 +241,46 @@ async fn resuming_on_another_replica_closes_the_older_connection() {
     a.shutdown().await;
     b.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_replica_that_reloads_a_session_never_reuses_its_stream_numbers() {
+    let redis = RedisServer::start();
+    let short = |redis: &RedisServer| {
+        let on = on_redis(redis);
+        move |c: &mut Config| {
+            on(c);
+            c.server.session_timeout = std::time::Duration::from_millis(400);
+        }
+    };
+    let a = TestServer::start(short(&redis)).await;
+    let b = TestServer::start(short(&redis)).await;
+    let mut client = a.client();
+    client.initialize().await;
+    let first = client
+        .ask(
+            "tools/call",
+            json!({"name": "echo", "arguments": {"text": "one"}}),
+        )
+        .await;
+    assert_eq!(first["result"]["content"][0]["text"], "one");
+    let on_b = via(&client, &b);
+    let id = client.session_id();
+    // B keeps the session alive while A's idle copy is dropped.
+    eventually("A to drop its idle copy", || async {
+        assert!(on_b.ask("ping", json!({})).await["result"].is_object());
+        a.app.session_info(id).await.is_err().then_some(())
+    })
+    .await;
+    let second = client
+        .ask(
+            "tools/call",
+            json!({"name": "echo", "arguments": {"text": "two"}}),
+        )
+        .await;
+    assert_eq!(
+        second["result"]["content"][0]["text"], "two",
+        "a fresh stream, not the first call's replayed: {second}"
+    );
+    a.shutdown().await;
+    b.shutdown().await;
+}

@@ -92,6 +92,22 @@ impl Directory {
         Ok(())
     }
 
+    /// Reserves this replica's next block of stream numbers for session `id` (see
+    /// [`super::SessionTable::set_block`]); `None` without Redis (one block is all there is).
+    pub async fn reserve_block(&self, id: SessionId) -> Result<Option<(u64, u64)>, DirectoryError> {
+        let Self::Redis(link) = self else {
+            return Ok(None);
+        };
+        let mut conn = link.commands.clone();
+        let mut cmd = redis::cmd("HINCRBY");
+        cmd.arg(link.keys.session(id))
+            .arg(format!("block:{}", link.replica))
+            .arg(BLOCK);
+        let call = cmd.query_async::<u64>(&mut conn);
+        let end = link.breaker.guard("session directory", call).await?;
+        Ok(Some((end.saturating_sub(BLOCK), end)))
+    }
+
     /// Reads a session another replica created; `None` if it does not exist (any more).
     pub async fn load(&self, id: SessionId) -> Result<Option<StoredSession>, DirectoryError> {
         let Self::Redis(link) = self else {
@@ -212,6 +228,10 @@ async fn publish(
     link.breaker.guard("bus", call).await?;
     Ok(())
 }
+
+/// Stream numbers reserved at a time per replica and session: a replica that loads a
+/// session again (after dropping its idle copy) continues above what it used before.
+const BLOCK: u64 = 1 << 20;
 
 /// Our id for the `n`-th request replica `replica` sent a client.
 pub fn client_request_id(replica: u64, n: u64) -> RequestId {

@@ -280,6 +280,10 @@ async fn handle(msg: SessionMsg, state: &mut SessionManagerState) {
                         None => Err(SessionError::NotFound),
                     },
                 };
+                let saved = match saved {
+                    Ok(()) => reserve_block(state, id).await,
+                    Err(e) => Err(e),
+                };
                 match saved {
                     Ok(()) => {
                         tracing::info!(session_id = %id, "session created");
@@ -498,6 +502,13 @@ async fn ensure_local(
         return Ok(());
     }
     if let Some(record) = state.table.get(id) {
+        if record.last_stream + 1 >= record.stream_limit {
+            // Best effort: without a new block the request is refused as busy.
+            let _ = reserve_block(state, id).await;
+        }
+        let Some(record) = state.table.get(id) else {
+            return Err(SessionError::NotFound);
+        };
         if now.saturating_duration_since(record.refreshed) < state.session_timeout / 4 {
             return Ok(());
         }
@@ -529,9 +540,28 @@ async fn ensure_local(
     state
         .table
         .insert_loaded(id, stored, state.root_cancel.child_token(), now);
+    if let Err(e) = reserve_block(state, id).await {
+        state.table.remove(id);
+        return Err(e);
+    }
     let _ = state.directory.refresh(&[id], state.session_timeout).await;
     tracing::info!(session_id = %id, "serving a session created by another replica");
     Ok(())
+}
+
+/// Takes this replica's next block of stream numbers for `id` from the directory.
+async fn reserve_block(state: &mut SessionManagerState, id: SessionId) -> Result<(), SessionError> {
+    match state.directory.reserve_block(id).await {
+        Ok(Some((start, end))) => {
+            state.table.set_block(id, start, end);
+            Ok(())
+        }
+        Ok(None) => Ok(()),
+        Err(e) => {
+            tracing::warn!(session_id = %id, error = %e, "could not reserve stream numbers");
+            Err(SessionError::Shared)
+        }
+    }
 }
 
 /// Drops a session that ended elsewhere: its requests here stop, its connections here close.

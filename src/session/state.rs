@@ -46,6 +46,9 @@ pub struct SessionRecord {
     pub holds: u32,
     /// Number of the last POST stream opened (0: none).
     pub last_stream: u64,
+    /// `last_stream` (and `last_client_request`) must stay below this: the end of the
+    /// block of numbers reserved for this replica's copy of the session.
+    pub stream_limit: u64,
     /// Cancelled when the session ends: its running requests stop.
     pub cancel: CancellationToken,
     /// Running requests by JSON-RPC id, for `notifications/cancelled`. Each token is a
@@ -63,6 +66,9 @@ pub struct SessionRecord {
     /// Last time its TTL in the shared directory was renewed.
     pub refreshed: Instant,
 }
+
+/// Stream numbers are `replica << STREAM_BITS | n`.
+pub const STREAM_BITS: u32 = 40;
 
 /// Most resource subscriptions one session may hold.
 pub const MAX_SUBSCRIPTIONS: usize = 1024;
@@ -82,9 +88,9 @@ pub enum TouchError {
 #[derive(Debug, Default)]
 pub struct SessionTable {
     sessions: HashMap<SessionId, SessionRecord>,
-    /// This replica's number: the high 32 bits of the stream numbers it allocates and
-    /// part of its ids for requests to clients, so replicas sharing a session never
-    /// allocate the same one.
+    /// This replica's number: the bits above [`STREAM_BITS`] of the stream numbers it
+    /// allocates and part of its ids for requests to clients, so replicas sharing a
+    /// session never allocate the same one.
     replica: u64,
 }
 
@@ -102,6 +108,17 @@ impl SessionTable {
     /// Sets this replica's number (0 when nothing is shared).
     pub fn set_replica(&mut self, replica: u64) {
         self.replica = replica;
+    }
+
+    /// Gives a session the numbers `[start, end)` for its streams and requests to the
+    /// client on this replica (each copy a replica loads gets a fresh block from the
+    /// shared directory, so a reload never reuses a number).
+    pub fn set_block(&mut self, id: SessionId, start: u64, end: u64) {
+        if let Some(record) = self.sessions.get_mut(&id) {
+            record.last_stream = start;
+            record.last_client_request = start;
+            record.stream_limit = end;
+        }
     }
 
     /// Adds a session created by another replica, as read from the shared directory.
@@ -125,6 +142,7 @@ impl SessionTable {
                 last_seen: now,
                 holds: 0,
                 last_stream: 0,
+                stream_limit: 1 << STREAM_BITS,
                 cancel,
                 requests: HashMap::new(),
                 pending: HashMap::new(),
@@ -165,6 +183,7 @@ impl SessionTable {
                 last_seen: now,
                 holds: 0,
                 last_stream: 0,
+                stream_limit: 1 << STREAM_BITS,
                 cancel,
                 requests: HashMap::new(),
                 pending: HashMap::new(),
@@ -209,13 +228,17 @@ impl SessionTable {
         max_holds: u32,
         now: Instant,
     ) -> Result<(&SessionRecord, Option<StreamNo>, CancellationToken), TouchError> {
-        let base = self.replica << 32;
+        let base = self.replica << STREAM_BITS;
         let record = self.sessions.get_mut(&id).ok_or(TouchError::NotFound)?;
         record.last_seen = now;
         // Ids tell running requests apart for cancellation; a reused one would make
         // `notifications/cancelled` ambiguous.
         if hold && request.is_some_and(|r| record.requests.contains_key(r)) {
             return Err(TouchError::DuplicateRequest);
+        }
+        if new_stream && record.last_stream + 1 >= record.stream_limit {
+            // The block ran out and no new one could be reserved (Redis away).
+            return Err(TouchError::Busy);
         }
         if hold {
             if record.holds >= max_holds {
