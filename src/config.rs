@@ -382,7 +382,10 @@ impl Config {
         }
         if self.store.backend == BackendKind::Redis {
             if redis::Client::open(self.store.redis_url.as_str()).is_err() {
-                return invalid("store.redis_url", "is not a redis:// or rediss:// URL");
+                return invalid(
+                    "store.redis_url",
+                    "is not a redis:// or unix:// URL (TLS, rediss://, is not built in)",
+                );
             }
             let prefix = &self.store.key_prefix;
             if prefix.is_empty() || prefix.contains(['{', '}', ' ']) {

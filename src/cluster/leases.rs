@@ -93,25 +93,39 @@ impl Leases {
         }
     }
 
-    /// Renews our lease and claims the requests of replicas whose lease lapsed.
-    pub async fn renew_and_reap(&self) -> redis::RedisResult<Vec<Orphan>> {
-        let breaker = self.link.breaker.clone();
-        breaker.guard("lease", self.reap()).await
-    }
-
-    async fn reap(&self) -> redis::RedisResult<Vec<Orphan>> {
+    /// Renews our lease; returns the replicas whose lease has lapsed.
+    pub async fn renew(&self) -> redis::RedisResult<Vec<u64>> {
         let mut conn = self.link.commands.clone();
         let ttl_ms = u64::try_from(self.ttl.as_millis()).unwrap_or(u64::MAX);
-        let lapsed: Vec<u64> = self
-            .renew
-            .key(self.link.keys.replicas())
+        let mut invocation = self.renew.key(self.link.keys.replicas());
+        invocation
             .key(self.link.keys.replica_counter())
             .arg(self.link.replica)
-            .arg(ttl_ms)
-            .invoke_async(&mut conn)
-            .await?;
+            .arg(ttl_ms);
+        let call = invocation.invoke_async::<Vec<u64>>(&mut conn);
+        let lapsed = self.link.breaker.guard("lease", call).await?;
+        Ok(lapsed
+            .into_iter()
+            .filter(|r| *r != self.link.replica)
+            .collect())
+    }
+
+    /// The lease duration (`store.lease_ttl`).
+    pub fn ttl(&self) -> Duration {
+        self.ttl
+    }
+
+    /// Claims the running requests of the `lapsed` replicas, one by one.
+    pub async fn reap(&self, lapsed: Vec<u64>) -> redis::RedisResult<Vec<Orphan>> {
+        let breaker = self.link.breaker.clone();
+        breaker.guard("lease", self.claim(lapsed)).await
+    }
+
+    async fn claim(&self, lapsed: Vec<u64>) -> redis::RedisResult<Vec<Orphan>> {
+        let mut conn = self.link.commands.clone();
         let mut orphans = Vec::new();
-        for replica in lapsed.into_iter().filter(|r| *r != self.link.replica) {
+        for replica in lapsed {
+            let before = orphans.len();
             let inflight = self.link.keys.inflight(replica);
             let entries: Vec<(String, String)> = redis::cmd("HGETALL")
                 .arg(&inflight)
@@ -140,24 +154,29 @@ impl Leases {
                     .arg(replica)
                     .query_async(&mut conn)
                     .await?;
-                tracing::warn!(
-                    replica,
-                    "a replica's lease lapsed; its running requests were answered with an error"
-                );
+                let answered = orphans.len() - before;
+                if answered > 0 {
+                    tracing::warn!(
+                        replica,
+                        answered,
+                        "a replica's lease lapsed; its running requests are answered with an error"
+                    );
+                } else {
+                    tracing::debug!(replica, "a replica left");
+                }
             }
         }
         Ok(orphans)
     }
 
-    /// Gives up our lease (clean shutdown): nothing of ours is running any more.
+    /// Lets our lease lapse now (clean shutdown): another replica answers at once any
+    /// request of ours whose end did not reach Redis, and nobody waits `lease_ttl`.
     pub async fn release(&self) {
         let mut conn = self.link.commands.clone();
-        let _: redis::RedisResult<()> = redis::pipe()
-            .cmd("ZREM")
+        let _: redis::RedisResult<()> = redis::cmd("ZADD")
             .arg(self.link.keys.replicas())
+            .arg(0)
             .arg(self.link.replica)
-            .cmd("DEL")
-            .arg(self.link.keys.inflight(self.link.replica))
             .query_async(&mut conn)
             .await;
     }

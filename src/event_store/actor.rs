@@ -201,6 +201,8 @@ pub struct StoreState<B: EventStore> {
     queued: Arc<AtomicUsize>,
     /// A catch-up is scheduled.
     resyncing: bool,
+    /// Since when our lease has been renewed without a failure.
+    lease_healthy_since: Option<std::time::Instant>,
 }
 
 impl<B: EventStore> Actor for EventStoreActor<B> {
@@ -227,6 +229,7 @@ impl<B: EventStore> Actor for EventStoreActor<B> {
             leases: args.leases,
             queued: args.queued,
             resyncing: false,
+            lease_healthy_since: None,
         })
     }
 
@@ -394,6 +397,7 @@ async fn handle<B: EventStore>(
         leases,
         queued,
         resyncing,
+        lease_healthy_since,
         ..
     } = state;
     let tables = &mut **tables;
@@ -595,7 +599,29 @@ async fn handle<B: EventStore>(
             let Some(leases) = leases.clone() else {
                 return;
             };
-            match leases.renew_and_reap().await {
+            let lapsed = match leases.renew().await {
+                Ok(lapsed) => {
+                    let since = *lease_healthy_since.get_or_insert_with(std::time::Instant::now);
+                    // After an outage every lease looks lapsed: reap only once we have
+                    // been renewing for a whole lease, so a replica that is alive has had
+                    // its turn to renew too.
+                    if since.elapsed() >= leases.ttl() {
+                        lapsed
+                    } else {
+                        Vec::new()
+                    }
+                }
+                Err(e) => {
+                    *lease_healthy_since = None;
+                    // The breaker warned when the outage began.
+                    tracing::debug!(error = %e, "could not renew this replica's lease");
+                    Vec::new()
+                }
+            };
+            if lapsed.is_empty() {
+                return;
+            }
+            match leases.reap(lapsed).await {
                 Ok(orphans) => {
                     for orphan in orphans {
                         let nonce = next_nonce();
@@ -609,7 +635,7 @@ async fn handle<B: EventStore>(
                         }
                     }
                 }
-                Err(e) => tracing::warn!(error = %e, "could not renew this replica's lease"),
+                Err(e) => tracing::debug!(error = %e, "could not claim a lost replica's requests"),
             }
         }
         StoreMsg::Positions(session, reply) => {

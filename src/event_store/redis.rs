@@ -339,18 +339,16 @@ impl EventStore for RedisStore {
             return Vec::new();
         }
         let mut conn = link.commands.clone();
-        let result: redis::RedisResult<Value> = self
-            .scripts
-            .session
-            .key(link.keys.session(session))
+        let mut invocation = self.scripts.session.key(link.keys.session(session));
+        invocation
             .key(link.keys.streams(session))
             .key(link.keys.arrivals(session))
             .arg(link.keys.events_prefix(session))
             .arg("positions")
             .arg("")
-            .arg(0)
-            .invoke_async(&mut conn)
-            .await;
+            .arg(0);
+        let call = invocation.invoke_async::<Value>(&mut conn);
+        let result = link.breaker.guard("positions", call).await;
         let Ok(Value::Array(items)) = result else {
             return Vec::new();
         };
