@@ -284,3 +284,38 @@ async fn a_replica_that_reloads_a_session_never_reuses_its_stream_numbers() {
     a.shutdown().await;
     b.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_cancellation_sent_through_another_replica_stops_the_request() {
+    let redis = RedisServer::start();
+    let (a, b) = (replica(&redis).await, replica(&redis).await);
+    let mut client = a.client();
+    client.initialize().await;
+    let mut reader = client
+        .call_stream(
+            "stream_events",
+            json!({"count": 500, "interval_ms": 20}),
+            Some("t"),
+        )
+        .await;
+    let mut t = Transcript::default();
+    while t.progress.len() < 2 {
+        let frame = within("progress", reader.next()).await;
+        t.add(&frame.unwrap_or_else(|| panic!("stream ended early")));
+    }
+    let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                        "params": {"requestId": 2, "reason": "changed my mind"}});
+    let posted = Client::send(via(&client, &b).post(&cancel)).await;
+    assert_eq!(posted.status(), 202);
+    for f in within("A's stream to end", reader.rest()).await {
+        t.add(&f);
+    }
+    assert!(t.response.is_none(), "a cancelled request is not answered");
+    assert!(
+        t.progress.len() < 500,
+        "stopped early: {}",
+        t.progress.len()
+    );
+    a.shutdown().await;
+    b.shutdown().await;
+}

@@ -80,6 +80,26 @@ pub enum BusMessage {
         /// The session.
         session: String,
     },
+    /// The client cancelled a request (`notifications/cancelled`) through a replica that
+    /// is not running it.
+    Cancel {
+        /// The session.
+        session: String,
+        /// The client's id of the request.
+        request: RequestId,
+    },
+    /// `logging/setLevel` or a resource subscription changed on some replica: replicas
+    /// holding a copy of the session update it.
+    SessionChanged {
+        /// The session.
+        session: String,
+        /// The new log level.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        log_level: Option<crate::protocol::methods::LoggingLevel>,
+        /// The whole new set of subscriptions.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        subscriptions: Option<Vec<String>>,
+    },
     /// The client answered, through another replica, a request this replica sent it.
     Answer {
         /// The session.
@@ -181,6 +201,22 @@ impl Router {
                     return;
                 };
                 SessionMsg::Ended(id)
+            }
+            BusMessage::Cancel { session, request } => {
+                let Ok(id) = session.parse::<SessionId>() else {
+                    return;
+                };
+                SessionMsg::RemoteCancel(id, request)
+            }
+            BusMessage::SessionChanged {
+                session,
+                log_level,
+                subscriptions,
+            } => {
+                let Ok(id) = session.parse::<SessionId>() else {
+                    return;
+                };
+                SessionMsg::RemoteChange(id, log_level, subscriptions)
             }
             BusMessage::Answer {
                 session,

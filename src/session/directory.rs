@@ -175,15 +175,12 @@ impl Directory {
         Ok(())
     }
 
-    /// Tells every replica that a session ended (DELETE).
-    pub async fn announce_end(&self, id: SessionId) -> Result<(), DirectoryError> {
+    /// Tells every replica (`SessionEnded` on DELETE, `Cancel`, `SessionChanged`).
+    pub async fn broadcast(&self, msg: &BusMessage) -> Result<(), DirectoryError> {
         let Self::Redis(link) = self else {
             return Ok(());
         };
-        let msg = BusMessage::SessionEnded {
-            session: id.to_string(),
-        };
-        publish(link, link.keys.broadcast_channel(), &msg).await
+        publish(link, link.keys.broadcast_channel(), msg).await
     }
 
     /// Passes a client's answer to the replica that sent the request, if it is another

@@ -17,6 +17,7 @@ pub use id::{SessionId, SessionIdError};
 pub use state::{ClientOutcome, NewSession, SessionRecord, SessionTable, TouchError};
 use tokio::sync::oneshot;
 
+use crate::cluster::bus::BusMessage;
 use crate::event_store::{EventStoreHandle, StreamNo};
 use crate::protocol::RequestId;
 use crate::protocol::methods::{ListKind, LoggingLevel};
@@ -139,6 +140,10 @@ pub enum SessionMsg {
     Sweep,
     /// Another replica ended a session (DELETE there).
     Ended(SessionId),
+    /// `notifications/cancelled` that reached another replica.
+    RemoteCancel(SessionId, RequestId),
+    /// Another replica changed the session's log level or subscriptions.
+    RemoteChange(SessionId, Option<LoggingLevel>, Option<Vec<String>>),
     /// A client answered, through another replica, a request this replica sent.
     RemoteAnswer(SessionId, RequestId, ClientOutcome),
     /// Fault injection for supervision tests.
@@ -163,6 +168,8 @@ impl SessionMsg {
             Self::Sweep => "sweep",
             Self::Ended(..) => "ended",
             Self::RemoteAnswer(..) => "remote_answer",
+            Self::RemoteCancel(..) => "remote_cancel",
+            Self::RemoteChange(..) => "remote_change",
             Self::InjectPanic => "inject_panic",
         }
     }
@@ -355,9 +362,15 @@ async fn handle(msg: SessionMsg, state: &mut SessionManagerState) {
             if result.is_ok()
                 && let Some(record) = state.table.get(id)
             {
-                let subs: Vec<&String> = record.subscriptions.iter().collect();
+                let subs: Vec<String> = record.subscriptions.iter().cloned().collect();
                 let value = serde_json::to_string(&subs).unwrap_or_default();
                 share_field(&state.directory, id, "subscriptions", value).await;
+                let msg = BusMessage::SessionChanged {
+                    session: id.to_string(),
+                    log_level: None,
+                    subscriptions: Some(subs),
+                };
+                share_change(&state.directory, id, &msg).await;
             }
             let _ = reply.send(result.map_err(|e| match e {
                 TouchError::NotFound => SessionError::NotFound,
@@ -382,12 +395,42 @@ async fn handle(msg: SessionMsg, state: &mut SessionManagerState) {
             if result.is_ok() {
                 let value = serde_json::to_string(&level).unwrap_or_default();
                 share_field(&state.directory, id, "log_level", value).await;
+                let msg = BusMessage::SessionChanged {
+                    session: id.to_string(),
+                    log_level: Some(level),
+                    subscriptions: None,
+                };
+                share_change(&state.directory, id, &msg).await;
             }
             let _ = reply.send(result);
         }
         SessionMsg::CancelRequest(id, request) => {
             if state.table.cancel_request(id, &request) {
                 tracing::info!(session_id = %id, request_id = %request, "request cancelled by the client");
+            } else if state.directory.is_shared() {
+                // Perhaps running on another replica.
+                let msg = BusMessage::Cancel {
+                    session: id.to_string(),
+                    request,
+                };
+                if let Err(e) = state.directory.broadcast(&msg).await {
+                    tracing::warn!(session_id = %id, error = %e, "could not pass a cancellation to the other replicas");
+                }
+            }
+        }
+        SessionMsg::RemoteCancel(id, request) => {
+            if state.table.cancel_request(id, &request) {
+                tracing::info!(session_id = %id, request_id = %request, "request cancelled by the client through another replica");
+            }
+        }
+        SessionMsg::RemoteChange(id, level, subscriptions) => {
+            if let Some(record) = state.table.get_mut(id) {
+                if let Some(level) = level {
+                    record.log_level.set(level);
+                }
+                if let Some(subscriptions) = subscriptions {
+                    record.subscriptions = subscriptions.into_iter().collect();
+                }
             }
         }
         SessionMsg::Terminate(id, reply) => {
@@ -395,7 +438,10 @@ async fn handle(msg: SessionMsg, state: &mut SessionManagerState) {
             if found {
                 tracing::info!(session_id = %id, "session terminated by client");
                 forget(&state.store, id).await;
-                if let Err(e) = state.directory.announce_end(id).await {
+                let msg = BusMessage::SessionEnded {
+                    session: id.to_string(),
+                };
+                if let Err(e) = state.directory.broadcast(&msg).await {
                     tracing::warn!(session_id = %id, error = %e, "could not tell the other replicas that a session ended; they find out when it expires");
                 }
             }
@@ -568,6 +614,12 @@ async fn reserve_block(state: &mut SessionManagerState, id: SessionId) -> Result
 async fn end_locally(state: &mut SessionManagerState, id: SessionId) {
     state.table.remove(id);
     forget(&state.store, id).await;
+}
+
+async fn share_change(directory: &Directory, id: SessionId, msg: &BusMessage) {
+    if let Err(e) = directory.broadcast(msg).await {
+        tracing::warn!(session_id = %id, error = %e, "could not tell the other replicas of a session change");
+    }
 }
 
 async fn share_field(directory: &Directory, id: SessionId, field: &str, value: String) {
