@@ -45,9 +45,12 @@
 //! - [`app`]: `start(Config)`, stop order; the only place that wires actors together.
 //! - [`config`]: `sys.toml`, overlays, environment overrides, duration parsing.
 //! - [`supervisor`]: root supervisor, restart intensity, slots, lent data.
-//! - [`session`]: session manager actor, session ids and records.
+//! - [`session`]: session manager actor, session ids and records, the shared directory.
 //! - [`stream`]: stream actor, SSE framing, the response body.
-//! - [`event_store`]: the backend trait and its contract, event ids, memory backend, actor.
+//! - [`event_store`]: the backend trait and its contract, event ids, the memory and Redis
+//!   backends, actor.
+//! - [`cluster`]: Redis shared by replicas: connections, key layout, the pub/sub bus,
+//!   leases on running requests.
 //! - [`transport`]: Streamable HTTP (POST, GET, DELETE), header checks, rejections.
 //! - [`protocol`]: JSON-RPC envelopes, MCP method types, version negotiation.
 //! - [`handler`]: the tool API handlers implement; built-in tools.

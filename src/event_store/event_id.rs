@@ -5,7 +5,8 @@
 //!   session is recognised as foreign (with odds of 1 in 2^32 of a false match), so it can
 //!   never be resolved against this session's streams.
 //! - `stream`: decimal stream number within the session; 0 is the standalone GET stream,
-//!   1, 2, ... are POST response streams in the order the session opened them.
+//!   and POST response streams count up from 1 in the order the session opened them
+//!   (with Redis, from each replica's own range: `replica << 40 | n`).
 //! - `seq`: decimal position within that stream; 0 is the priming position (before the
 //!   first event), the first stored event is 1, and each event adds one.
 //!

@@ -2,9 +2,10 @@
 //! id here, so a client that reconnects with `Last-Event-ID` can be given exactly what it
 //! missed.
 //!
-//! [`EventStore`] is the backend contract (in-memory now, Redis next); [`actor`] wraps a
-//! backend in the supervised actor that enforces retention, runs the periodic sweep and
-//! forwards each stored event to the connection subscribed to its stream.
+//! [`EventStore`] is the backend contract, met by [`MemoryStore`] (this process) and
+//! [`RedisStore`] (shared by replicas), chosen by [`Backend`]; [`actor`] wraps a backend in
+//! the supervised actor that enforces retention, runs the periodic sweep and forwards each
+//! stored event (its own, or another replica's) to the connection following its stream.
 //!
 //! # Contract
 //! - An event gets its id only once it is stored ([`EventStore::append`] returns it); the
