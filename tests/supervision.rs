@@ -23,7 +23,24 @@ async fn crash_and_wait(server: &TestServer, child: Child) {
 
 #[tokio::test]
 async fn the_event_store_restarts_with_its_events_and_live_subscriptions() {
-    let server = TestServer::start(|_| {}).await;
+    store_restart(TestServer::start(|_| {}).await).await;
+}
+
+#[tokio::test]
+async fn the_event_store_on_redis_restarts_with_its_events_and_live_subscriptions() {
+    let redis = common::redis::RedisServer::start();
+    let url = redis.url();
+    store_restart(
+        TestServer::start(move |c| {
+            c.store.backend = otpmcp::config::BackendKind::Redis;
+            c.store.redis_url = url;
+        })
+        .await,
+    )
+    .await;
+}
+
+async fn store_restart(server: TestServer) {
     let mut client = server.client();
     client.initialize().await;
     // A finished call whose events must survive the crash.

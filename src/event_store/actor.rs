@@ -221,6 +221,10 @@ impl<B: EventStore> Actor for EventStoreActor<B> {
         let mut timers = vec![myself.send_interval(args.cleanup_interval, || StoreMsg::Sweep)];
         if let Some(leases) = &args.leases {
             timers.push(myself.send_interval(leases.interval(), || StoreMsg::Leases));
+            // Pushes queued for a previous incarnation died with its mailbox: count afresh,
+            // and read back what the followed streams missed meanwhile.
+            args.queued.store(0, Ordering::Relaxed);
+            let _ = myself.send_message(StoreMsg::FeedLost);
         }
         Ok(StoreState {
             tables,
