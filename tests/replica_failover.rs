@@ -11,12 +11,16 @@ use otpmcp::cluster::leases::LOST_REPLICA_MESSAGE;
 use otpmcp::config::BackendKind;
 use serde_json::json;
 
+/// The binary with the shipped `config/redis.toml` overlay, pointed at the test's own
+/// Redis (the overlay names the usual local one).
 async fn binary_on(redis: &RedisServer) -> Binary {
     let url = redis.url();
     Binary::start(
-        &[],
         &[
-            ("OTPMCP__STORE__BACKEND", "redis"),
+            "--config",
+            concat!(env!("CARGO_MANIFEST_DIR"), "/config/redis.toml"),
+        ],
+        &[
             ("OTPMCP__STORE__REDIS_URL", url.as_str()),
             ("OTPMCP__STORE__LEASE_TTL", "600ms"),
         ],
