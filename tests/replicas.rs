@@ -319,3 +319,73 @@ async fn a_cancellation_sent_through_another_replica_stops_the_request() {
     a.shutdown().await;
     b.shutdown().await;
 }
+
+fn with_a_resource() -> McpServer {
+    let mut resources = otpmcp::handler::ResourceRegistry::default();
+    resources.resource(
+        otpmcp::protocol::methods::ResourceDefinition {
+            uri: "mem://a".into(),
+            name: "a".into(),
+            description: "A".into(),
+            mime_type: None,
+        },
+        |uri, _| async move {
+            Ok(vec![otpmcp::protocol::methods::ResourceContents {
+                uri,
+                mime_type: None,
+                text: Some("alpha".into()),
+                blob: None,
+            }])
+        },
+    );
+    McpServer::default().with_resources(resources)
+}
+
+#[tokio::test]
+async fn a_resource_update_on_any_replica_reaches_every_subscriber_once() {
+    let redis = RedisServer::start();
+    let a = TestServer::start_with(on_redis(&redis), with_a_resource()).await;
+    let b = TestServer::start_with(on_redis(&redis), with_a_resource()).await;
+    let mut x = a.client();
+    x.initialize().await;
+    let mut y = b.client();
+    y.initialize().await;
+    // Both subscribe through B; X listens on A, Y on B.
+    for client in [&x, &y] {
+        let answer = via(client, &b)
+            .ask("resources/subscribe", json!({"uri": "mem://a"}))
+            .await;
+        assert_eq!(answer["result"], json!({}));
+    }
+    let mut x_live = x.resume("none").await;
+    assert!(
+        within("X's priming", x_live.next())
+            .await
+            .is_some_and(|f| f.is_priming())
+    );
+    let mut y_live = y.resume("none").await;
+    assert!(
+        within("Y's priming", y_live.next())
+            .await
+            .is_some_and(|f| f.is_priming())
+    );
+
+    let told = a.app.notify_resource_updated("mem://a").await;
+    assert_eq!(told.ok(), Some(2), "A tells sessions subscribed through B");
+    for live in [&mut x_live, &mut y_live] {
+        let update = live.next_json().await;
+        assert_eq!(update["method"], "notifications/resources/updated");
+        assert_eq!(update["params"]["uri"], "mem://a");
+    }
+
+    let deleted = Client::send(y.delete()).await;
+    assert_eq!(deleted.status(), 200);
+    let told = b.app.notify_resource_updated("mem://a").await;
+    assert_eq!(told.ok(), Some(1), "an ended session is no longer told");
+    assert_eq!(
+        x_live.next_json().await["method"],
+        "notifications/resources/updated"
+    );
+    a.shutdown().await;
+    b.shutdown().await;
+}

@@ -18,6 +18,7 @@
 //! | `P:bus:<r>`, `P:bus:all` | channel | messages to replica `r`, or to all |
 //! | `P:replicas` | sorted set | live replicas, scored by lease expiry |
 //! | `P:inflight:<r>` | hash | requests running on replica `r` |
+//! | `P:subs:<uri>` | set | sessions subscribed to resource `uri` |
 
 pub mod bus;
 pub mod leases;
@@ -98,6 +99,12 @@ impl Keys {
     /// The channel every replica listens to.
     pub fn broadcast_channel(&self) -> String {
         format!("{}:bus:all", self.prefix)
+    }
+
+    /// The set of sessions subscribed to resource `uri` (`resources/subscribe`), so a
+    /// resource update on any replica reaches them all, once each.
+    pub fn subscribers(&self, uri: &str) -> String {
+        format!("{}:subs:{uri}", self.prefix)
     }
 
     /// The counter that numbers replicas.

@@ -175,6 +175,49 @@ impl Directory {
         Ok(())
     }
 
+    /// Adds `id` to (or, `on = false`, removes it from) the subscribers of `uri`.
+    pub async fn index_subscription(
+        &self,
+        id: SessionId,
+        uris: &[String],
+        on: bool,
+    ) -> Result<(), DirectoryError> {
+        let Self::Redis(link) = self else {
+            return Ok(());
+        };
+        if uris.is_empty() {
+            return Ok(());
+        }
+        let mut pipe = redis::pipe();
+        for uri in uris {
+            pipe.cmd(if on { "SADD" } else { "SREM" })
+                .arg(link.keys.subscribers(uri))
+                .arg(id.to_string())
+                .ignore();
+        }
+        let mut conn = link.commands.clone();
+        let call = pipe.query_async::<()>(&mut conn);
+        link.breaker.guard("session directory", call).await?;
+        Ok(())
+    }
+
+    /// Every session subscribed to `uri`, on any replica (`None` without Redis: the local
+    /// table knows them all). Sessions that ended without unsubscribing may be listed;
+    /// [`Directory::index_subscription`] removes them once found gone.
+    pub async fn subscribers(&self, uri: &str) -> Result<Option<Vec<SessionId>>, DirectoryError> {
+        let Self::Redis(link) = self else {
+            return Ok(None);
+        };
+        let mut conn = link.commands.clone();
+        let mut cmd = redis::cmd("SMEMBERS");
+        cmd.arg(link.keys.subscribers(uri));
+        let call = cmd.query_async::<Vec<String>>(&mut conn);
+        let members = link.breaker.guard("session directory", call).await?;
+        Ok(Some(
+            members.iter().filter_map(|m| m.parse().ok()).collect(),
+        ))
+    }
+
     /// Tells every replica (`SessionEnded` on DELETE, `Cancel`, `SessionChanged`).
     pub async fn broadcast(&self, msg: &BusMessage) -> Result<(), DirectoryError> {
         let Self::Redis(link) = self else {

@@ -123,6 +123,8 @@ pub enum SessionMsg {
     ),
     /// The sessions subscribed to a resource.
     Subscribers(String, RpcReplyPort<Vec<SessionId>>),
+    /// These sessions, listed as subscribers of a resource, were found gone.
+    Unsubscribed(String, Vec<SessionId>),
     /// The sessions that were offered a list at `initialize`.
     Offered(ListKind, RpcReplyPort<Vec<SessionId>>),
     /// DELETE.
@@ -160,6 +162,7 @@ impl SessionMsg {
             Self::SetLogLevel(..) => "set_log_level",
             Self::Subscription(..) => "subscription",
             Self::Subscribers(..) => "subscribers",
+            Self::Unsubscribed(..) => "unsubscribed",
             Self::Offered(..) => "offered",
             Self::Terminate(..) => "terminate",
             Self::Info(..) => "info",
@@ -359,6 +362,9 @@ async fn handle(msg: SessionMsg, state: &mut SessionManagerState) {
             } else {
                 state.table.unsubscribe(id, &uri)
             };
+            if result.is_ok() {
+                share_index(&state.directory, id, vec![uri.clone()], on).await;
+            }
             if result.is_ok()
                 && let Some(record) = state.table.get(id)
             {
@@ -379,7 +385,20 @@ async fn handle(msg: SessionMsg, state: &mut SessionManagerState) {
             }));
         }
         SessionMsg::Subscribers(uri, reply) => {
-            let _ = reply.send(state.table.subscribers(&uri));
+            let subscribers = match state.directory.subscribers(&uri).await {
+                Ok(Some(all)) => all,
+                Ok(None) => state.table.subscribers(&uri),
+                Err(e) => {
+                    tracing::warn!(uri, error = %e, "could not read the shared subscribers; telling this replica's only");
+                    state.table.subscribers(&uri)
+                }
+            };
+            let _ = reply.send(subscribers);
+        }
+        SessionMsg::Unsubscribed(uri, gone) => {
+            for id in gone {
+                share_index(&state.directory, id, vec![uri.clone()], false).await;
+            }
         }
         SessionMsg::Offered(kind, reply) => {
             let _ = reply.send(state.table.offered(kind));
@@ -434,8 +453,15 @@ async fn handle(msg: SessionMsg, state: &mut SessionManagerState) {
             }
         }
         SessionMsg::Terminate(id, reply) => {
-            let found = ensure_local(state, id, now).await.is_ok() && state.table.remove(id);
+            let found = ensure_local(state, id, now).await.is_ok();
+            let subscriptions: Vec<String> = state
+                .table
+                .get(id)
+                .map(|r| r.subscriptions.iter().cloned().collect())
+                .unwrap_or_default();
+            let found = found && state.table.remove(id);
             if found {
+                share_index(&state.directory, id, subscriptions, false).await;
                 tracing::info!(session_id = %id, "session terminated by client");
                 forget(&state.store, id).await;
                 let msg = BusMessage::SessionEnded {
@@ -616,6 +642,12 @@ async fn end_locally(state: &mut SessionManagerState, id: SessionId) {
     forget(&state.store, id).await;
 }
 
+async fn share_index(directory: &Directory, id: SessionId, uris: Vec<String>, on: bool) {
+    if let Err(e) = directory.index_subscription(id, &uris, on).await {
+        tracing::warn!(session_id = %id, error = %e, "could not update the shared subscriber index");
+    }
+}
+
 async fn share_change(directory: &Directory, id: SessionId, msg: &BusMessage) {
     if let Err(e) = directory.broadcast(msg).await {
         tracing::warn!(session_id = %id, error = %e, "could not tell the other replicas of a session change");
@@ -748,9 +780,13 @@ impl SessionHandle {
             )
             .await?;
         let method = crate::protocol::methods::notifications::RESOURCE_UPDATED;
-        Ok(self
+        let (told, gone) = self
             .tell(sessions, method, Some(serde_json::json!({ "uri": uri })))
-            .await)
+            .await;
+        if !gone.is_empty() {
+            let _ = self.slot.cast(SessionMsg::Unsubscribed(owned, gone));
+        }
+        Ok(told)
     }
 
     /// Tells every session that was offered list `kind` that it changed
@@ -761,7 +797,7 @@ impl SessionHandle {
             .slot
             .call(|reply| SessionMsg::Offered(kind, reply), CALL_TIMEOUT)
             .await?;
-        Ok(self.tell(sessions, kind.notification(), None).await)
+        Ok(self.tell(sessions, kind.notification(), None).await.0)
     }
 
     /// Stores a notification on the standalone stream of each of `sessions`.
@@ -770,21 +806,25 @@ impl SessionHandle {
         sessions: Vec<SessionId>,
         method: &str,
         params: Option<serde_json::Value>,
-    ) -> usize {
+    ) -> (usize, Vec<SessionId>) {
         let payload = crate::protocol::Outgoing::Notification(crate::protocol::Notification {
             method: method.into(),
             params,
         })
         .to_bytes();
-        let mut told = 0;
+        let (mut told, mut gone) = (0, Vec::new());
         for session in sessions {
             let key = crate::event_store::StreamKey::new(session, StreamNo::STANDALONE);
             // A session that ended meanwhile is skipped, not an error.
-            if self.store.append(key, payload.clone(), false).await.is_ok() {
-                told += 1;
+            match self.store.append(key, payload.clone(), false).await {
+                Ok(_) => told += 1,
+                Err(crate::event_store::actor::StoreCallError::Store(
+                    crate::event_store::StoreError::UnknownStream,
+                )) => gone.push(session),
+                Err(_) => {}
             }
         }
-        told
+        (told, gone)
     }
 
     /// `logging/setLevel`: the least severe level this session's requests report from now on.
