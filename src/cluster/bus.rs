@@ -5,8 +5,9 @@
 //! - `P:{S}:c:<n>` (events of a stream, published by the append script in the same atomic
 //!   step as the store) → the event-store actor, which forwards them to the local
 //!   connection following that stream, if any;
-//! - `P:bus:all` (a session ended) and `P:bus:<r>` (a client's answer to a request this
-//!   replica sent) → the session manager.
+//! - `P:bus:all` (a session ended, a cancellation, a log level or subscription changed)
+//!   and `P:bus:<r>` (a client's answer to a request this replica sent) → the session
+//!   manager. A replica ignores its own broadcasts (it applied them already).
 //!
 //! Why pub/sub rather than `XREAD BLOCK`: one connection carries every stream this replica
 //! follows, a push needs no further read (it carries the event), and following or leaving
@@ -83,6 +84,8 @@ pub enum BusMessage {
     /// The client cancelled a request (`notifications/cancelled`) through a replica that
     /// is not running it.
     Cancel {
+        /// The replica that heard it.
+        origin: u64,
         /// The session.
         session: String,
         /// The client's id of the request.
@@ -91,14 +94,19 @@ pub enum BusMessage {
     /// `logging/setLevel` or a resource subscription changed on some replica: replicas
     /// holding a copy of the session update it.
     SessionChanged {
+        /// The replica where it changed.
+        origin: u64,
         /// The session.
         session: String,
         /// The new log level.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         log_level: Option<crate::protocol::methods::LoggingLevel>,
-        /// The whole new set of subscriptions.
+        /// A resource subscribed to...
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        subscriptions: Option<Vec<String>>,
+        subscribed: Option<String>,
+        /// ...or unsubscribed from.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        unsubscribed: Option<String>,
     },
     /// The client answered, through another replica, a request this replica sent it.
     Answer {
@@ -202,21 +210,39 @@ impl Router {
                 };
                 SessionMsg::Ended(id)
             }
-            BusMessage::Cancel { session, request } => {
-                let Ok(id) = session.parse::<SessionId>() else {
-                    return;
-                };
-                SessionMsg::RemoteCancel(id, request)
-            }
-            BusMessage::SessionChanged {
+            BusMessage::Cancel {
+                origin,
                 session,
-                log_level,
-                subscriptions,
+                request,
             } => {
                 let Ok(id) = session.parse::<SessionId>() else {
                     return;
                 };
-                SessionMsg::RemoteChange(id, log_level, subscriptions)
+                if origin == self.replica {
+                    return;
+                }
+                SessionMsg::RemoteCancel(id, request)
+            }
+            BusMessage::SessionChanged {
+                origin,
+                session,
+                log_level,
+                subscribed,
+                unsubscribed,
+            } => {
+                let Ok(id) = session.parse::<SessionId>() else {
+                    return;
+                };
+                if origin == self.replica {
+                    return;
+                }
+                SessionMsg::RemoteChange(
+                    id,
+                    log_level,
+                    subscribed
+                        .map(|uri| (uri, true))
+                        .or(unsubscribed.map(|uri| (uri, false))),
+                )
             }
             BusMessage::Answer {
                 session,

@@ -13,6 +13,7 @@
 //! | `P:{S}:session` | hash | the session: `open`, retained `bytes`, and its metadata |
 //! | `P:{S}:streams` | hash | per stream `n`: `n:open`, `n:end`, `n:done`, `n:nonces` |
 //! | `P:{S}:arrivals` | list | the session's retained events, oldest first |
+//! | `P:{S}:subs` | set | the resources the session subscribed to |
 //! | `P:{S}:s:<n>` | stream | the events of stream `n`, entry id `0-<position>` |
 //! | `P:{S}:c:<n>` | channel | each event of stream `n`, as it is stored |
 //! | `P:bus:<r>`, `P:bus:all` | channel | messages to replica `r`, or to all |
@@ -69,6 +70,11 @@ impl Keys {
     /// The session hash.
     pub fn session(&self, session: SessionId) -> String {
         self.tagged(session, "session")
+    }
+
+    /// The set of resources a session subscribed to.
+    pub fn session_subscriptions(&self, session: SessionId) -> String {
+        self.tagged(session, "subs")
     }
 
     /// The per-stream bookkeeping hash of a session.

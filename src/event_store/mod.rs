@@ -62,7 +62,9 @@ pub struct Event {
 pub struct Appended {
     /// The stored event.
     pub event: Event,
-    /// The nonce was seen before: nothing new was stored (and nothing must be forwarded).
+    /// The nonce was seen before: nothing new was stored. The store actor forwards it
+    /// anyway (the crash behind the re-send may have come between storing and forwarding);
+    /// a connection that already has it skips it by position.
     pub duplicate: bool,
 }
 

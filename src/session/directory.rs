@@ -2,10 +2,10 @@
 //! that a replica that has never seen a session can serve it.
 //!
 //! With Redis, a session's metadata (negotiated version, client capabilities and info,
-//! lists offered, creation time, log level, subscriptions) is written into the session
-//! hash the event store registered (`P:{S}:session`, see [`crate::cluster`]). Its TTL is
-//! `server.session_timeout`, refreshed by every replica that uses the session; DELETE
-//! removes it and tells every replica on the bus.
+//! lists offered, creation time, log level) is written into the session hash the event
+//! store registered (`P:{S}:session`, see [`crate::cluster`]), its resource subscriptions
+//! into a set beside it. Their TTL is `server.session_timeout`, refreshed by every replica
+//! that uses the session; DELETE removes them and tells every replica on the bus.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -42,8 +42,14 @@ pub enum Directory {
 
 /// Why the directory could not answer.
 #[derive(Debug, thiserror::Error)]
-#[error("session directory: {0}")]
-pub struct DirectoryError(#[from] redis::RedisError);
+pub enum DirectoryError {
+    /// Redis failed or is unavailable.
+    #[error("session directory: {0}")]
+    Redis(#[from] redis::RedisError),
+    /// The session no longer exists.
+    #[error("the session ended")]
+    Gone,
+}
 
 impl Directory {
     /// This replica's number (0 without Redis).
@@ -99,12 +105,13 @@ impl Directory {
             return Ok(None);
         };
         let mut conn = link.commands.clone();
-        let mut cmd = redis::cmd("HINCRBY");
-        cmd.arg(link.keys.session(id))
-            .arg(format!("block:{}", link.replica))
-            .arg(BLOCK);
-        let call = cmd.query_async::<u64>(&mut conn);
+        let script = redis::Script::new(RESERVE);
+        let mut invocation = script.key(link.keys.session(id));
+        invocation.arg(format!("block:{}", link.replica)).arg(BLOCK);
+        let call = invocation.invoke_async::<i64>(&mut conn);
         let end = link.breaker.guard("session directory", call).await?;
+        // -1: the session ended meanwhile; reserving must not bring its hash back.
+        let end = u64::try_from(end).map_err(|_| DirectoryError::Gone)?;
         Ok(Some((end.saturating_sub(BLOCK), end)))
     }
 
@@ -114,12 +121,18 @@ impl Directory {
             return Ok(None);
         };
         let mut conn = link.commands.clone();
-        let mut cmd = redis::cmd("HGETALL");
-        cmd.arg(link.keys.session(id));
-        let call = cmd.query_async(&mut conn);
-        let fields: std::collections::HashMap<String, String> =
+        let mut pipe = redis::pipe();
+        pipe.cmd("HGETALL")
+            .arg(link.keys.session(id))
+            .cmd("SMEMBERS")
+            .arg(link.keys.session_subscriptions(id));
+        let call = pipe.query_async(&mut conn);
+        let (fields, subscriptions): (std::collections::HashMap<String, String>, Vec<String>) =
             link.breaker.guard("session directory", call).await?;
-        Ok(parse(&fields))
+        Ok(parse(&fields).map(|stored| StoredSession {
+            subscriptions,
+            ..stored
+        }))
     }
 
     /// Keeps sessions alive for another `session_timeout`; answers, per session, whether
@@ -147,6 +160,10 @@ impl Directory {
                 .arg(link.keys.arrivals(*id))
                 .arg(ms)
                 .ignore();
+            pipe.cmd("PEXPIRE")
+                .arg(link.keys.session_subscriptions(*id))
+                .arg(ms)
+                .ignore();
         }
         let mut conn = link.commands.clone();
         let alive: Vec<u8> = link
@@ -156,8 +173,7 @@ impl Directory {
         Ok(alive.into_iter().map(|n| n == 1).collect())
     }
 
-    /// Records a session field that changes after `initialize` (`log_level`,
-    /// `subscriptions`).
+    /// Records a session field that changes after `initialize` (`log_level`).
     pub async fn set_field(
         &self,
         id: SessionId,
@@ -175,27 +191,82 @@ impl Directory {
         Ok(())
     }
 
-    /// Adds `id` to (or, `on = false`, removes it from) the subscribers of `uri`.
-    pub async fn index_subscription(
+    /// Records that session `id` subscribed to (`on`) or unsubscribed from `uri`: in the
+    /// session's own set (read when a replica loads it) and in the URI's set of
+    /// subscribers (read by a resource update on any replica).
+    pub async fn subscription(
         &self,
         id: SessionId,
-        uris: &[String],
+        uri: &str,
         on: bool,
+        ttl: Duration,
     ) -> Result<(), DirectoryError> {
         let Self::Redis(link) = self else {
             return Ok(());
         };
-        if uris.is_empty() {
+        let op = if on { "SADD" } else { "SREM" };
+        let mut pipe = redis::pipe();
+        pipe.cmd(op)
+            .arg(link.keys.session_subscriptions(id))
+            .arg(uri)
+            .ignore()
+            .cmd("PEXPIRE")
+            .arg(link.keys.session_subscriptions(id))
+            .arg(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX))
+            .ignore()
+            .cmd(op)
+            .arg(link.keys.subscribers(uri))
+            .arg(id.to_string())
+            .ignore();
+        let mut conn = link.commands.clone();
+        let call = pipe.query_async::<()>(&mut conn);
+        link.breaker.guard("session directory", call).await?;
+        Ok(())
+    }
+
+    /// Removes sessions found gone from the subscribers of `uri`.
+    pub async fn prune_subscribers(
+        &self,
+        uri: &str,
+        gone: &[SessionId],
+    ) -> Result<(), DirectoryError> {
+        let Self::Redis(link) = self else {
+            return Ok(());
+        };
+        if gone.is_empty() {
             return Ok(());
         }
+        let mut cmd = redis::cmd("SREM");
+        cmd.arg(link.keys.subscribers(uri));
+        for id in gone {
+            cmd.arg(id.to_string());
+        }
+        let mut conn = link.commands.clone();
+        let call = cmd.query_async::<()>(&mut conn);
+        link.breaker.guard("session directory", call).await?;
+        Ok(())
+    }
+
+    /// Removes an ended session from the subscribers of everything it subscribed to.
+    pub async fn drop_subscriptions(&self, id: SessionId) -> Result<(), DirectoryError> {
+        let Self::Redis(link) = self else {
+            return Ok(());
+        };
+        let mut conn = link.commands.clone();
+        let mut cmd = redis::cmd("SMEMBERS");
+        cmd.arg(link.keys.session_subscriptions(id));
+        let call = cmd.query_async::<Vec<String>>(&mut conn);
+        let uris = link.breaker.guard("session directory", call).await?;
         let mut pipe = redis::pipe();
-        for uri in uris {
-            pipe.cmd(if on { "SADD" } else { "SREM" })
+        for uri in &uris {
+            pipe.cmd("SREM")
                 .arg(link.keys.subscribers(uri))
                 .arg(id.to_string())
                 .ignore();
         }
-        let mut conn = link.commands.clone();
+        pipe.cmd("DEL")
+            .arg(link.keys.session_subscriptions(id))
+            .ignore();
         let call = pipe.query_async::<()>(&mut conn);
         link.breaker.guard("session directory", call).await?;
         Ok(())
@@ -227,7 +298,7 @@ impl Directory {
     }
 
     /// Passes a client's answer to the replica that sent the request, if it is another
-    /// one (read from our request id, `otpmcp-<replica>-<n>`). False if it is ours.
+    /// one (read from our request id, `otpmcp-<replica>-<block>-<n>`). False if it is ours.
     pub async fn route_answer(
         &self,
         id: SessionId,
@@ -269,13 +340,20 @@ async fn publish(
     Ok(())
 }
 
+/// Takes a block of numbers, unless the session is gone.
+const RESERVE: &str = r"
+if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+return redis.call('HINCRBY', KEYS[1], ARGV[1], ARGV[2])
+";
+
 /// Stream numbers reserved at a time per replica and session: a replica that loads a
 /// session again (after dropping its idle copy) continues above what it used before.
 const BLOCK: u64 = 1 << 20;
 
-/// Our id for the `n`-th request replica `replica` sent a client.
-pub fn client_request_id(replica: u64, n: u64) -> RequestId {
-    RequestId::String(format!("otpmcp-{replica}-{n}"))
+/// Our id for the `n`-th request replica `replica` sent a client, in the copy of the
+/// session that holds `block` (see [`super::SessionTable::set_block`]).
+pub fn client_request_id(replica: u64, block: u64, n: u64) -> RequestId {
+    RequestId::String(format!("otpmcp-{replica}-{block}-{n}"))
 }
 
 /// The replica that sent request `id`, if it is one of ours.
@@ -296,10 +374,6 @@ fn parse(fields: &std::collections::HashMap<String, String>) -> Option<StoredSes
     let log_level = fields
         .get("log_level")
         .and_then(|l| serde_json::from_str(l).ok());
-    let subscriptions = fields
-        .get("subscriptions")
-        .and_then(|s| serde_json::from_str(s).ok())
-        .unwrap_or_default();
     Some(StoredSession {
         init: NewSession {
             protocol_version,
@@ -309,7 +383,7 @@ fn parse(fields: &std::collections::HashMap<String, String>) -> Option<StoredSes
         },
         connected_at: UNIX_EPOCH + Duration::from_millis(at),
         log_level,
-        subscriptions,
+        subscriptions: Vec::new(),
     })
 }
 
@@ -319,7 +393,7 @@ mod tests {
 
     #[test]
     fn our_request_ids_name_their_replica() {
-        assert_eq!(sender_of(&client_request_id(12, 3)), Some(12));
+        assert_eq!(sender_of(&client_request_id(12, 1 << 20, 3)), Some(12));
         assert_eq!(sender_of(&RequestId::String("otpmcp-x-1".into())), None);
         assert_eq!(sender_of(&RequestId::Number(4)), None);
     }

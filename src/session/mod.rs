@@ -144,8 +144,9 @@ pub enum SessionMsg {
     Ended(SessionId),
     /// `notifications/cancelled` that reached another replica.
     RemoteCancel(SessionId, RequestId),
-    /// Another replica changed the session's log level or subscriptions.
-    RemoteChange(SessionId, Option<LoggingLevel>, Option<Vec<String>>),
+    /// Another replica changed the session's log level, or a subscription (`true`:
+    /// subscribed).
+    RemoteChange(SessionId, Option<LoggingLevel>, Option<(String, bool)>),
     /// A client answered, through another replica, a request this replica sent.
     RemoteAnswer(SessionId, RequestId, ClientOutcome),
     /// Fault injection for supervision tests.
@@ -363,18 +364,19 @@ async fn handle(msg: SessionMsg, state: &mut SessionManagerState) {
                 state.table.unsubscribe(id, &uri)
             };
             if result.is_ok() {
-                share_index(&state.directory, id, vec![uri.clone()], on).await;
-            }
-            if result.is_ok()
-                && let Some(record) = state.table.get(id)
-            {
-                let subs: Vec<String> = record.subscriptions.iter().cloned().collect();
-                let value = serde_json::to_string(&subs).unwrap_or_default();
-                share_field(&state.directory, id, "subscriptions", value).await;
+                if let Err(e) = state
+                    .directory
+                    .subscription(id, &uri, on, state.session_timeout)
+                    .await
+                {
+                    tracing::warn!(session_id = %id, error = %e, "could not share a subscription");
+                }
                 let msg = BusMessage::SessionChanged {
+                    origin: state.directory.replica(),
                     session: id.to_string(),
                     log_level: None,
-                    subscriptions: Some(subs),
+                    subscribed: on.then(|| uri.clone()),
+                    unsubscribed: (!on).then(|| uri.clone()),
                 };
                 share_change(&state.directory, id, &msg).await;
             }
@@ -396,8 +398,8 @@ async fn handle(msg: SessionMsg, state: &mut SessionManagerState) {
             let _ = reply.send(subscribers);
         }
         SessionMsg::Unsubscribed(uri, gone) => {
-            for id in gone {
-                share_index(&state.directory, id, vec![uri.clone()], false).await;
+            if let Err(e) = state.directory.prune_subscribers(&uri, &gone).await {
+                tracing::debug!(uri, error = %e, "could not prune the subscriber index");
             }
         }
         SessionMsg::Offered(kind, reply) => {
@@ -415,9 +417,11 @@ async fn handle(msg: SessionMsg, state: &mut SessionManagerState) {
                 let value = serde_json::to_string(&level).unwrap_or_default();
                 share_field(&state.directory, id, "log_level", value).await;
                 let msg = BusMessage::SessionChanged {
+                    origin: state.directory.replica(),
                     session: id.to_string(),
                     log_level: Some(level),
-                    subscriptions: None,
+                    subscribed: None,
+                    unsubscribed: None,
                 };
                 share_change(&state.directory, id, &msg).await;
             }
@@ -429,6 +433,7 @@ async fn handle(msg: SessionMsg, state: &mut SessionManagerState) {
             } else if state.directory.is_shared() {
                 // Perhaps running on another replica.
                 let msg = BusMessage::Cancel {
+                    origin: state.directory.replica(),
                     session: id.to_string(),
                     request,
                 };
@@ -442,26 +447,28 @@ async fn handle(msg: SessionMsg, state: &mut SessionManagerState) {
                 tracing::info!(session_id = %id, request_id = %request, "request cancelled by the client through another replica");
             }
         }
-        SessionMsg::RemoteChange(id, level, subscriptions) => {
+        SessionMsg::RemoteChange(id, level, subscription) => {
             if let Some(record) = state.table.get_mut(id) {
                 if let Some(level) = level {
                     record.log_level.set(level);
                 }
-                if let Some(subscriptions) = subscriptions {
-                    record.subscriptions = subscriptions.into_iter().collect();
+                match subscription {
+                    Some((uri, true)) => {
+                        record.subscriptions.insert(uri);
+                    }
+                    Some((uri, false)) => {
+                        record.subscriptions.remove(&uri);
+                    }
+                    None => {}
                 }
             }
         }
         SessionMsg::Terminate(id, reply) => {
-            let found = ensure_local(state, id, now).await.is_ok();
-            let subscriptions: Vec<String> = state
-                .table
-                .get(id)
-                .map(|r| r.subscriptions.iter().cloned().collect())
-                .unwrap_or_default();
-            let found = found && state.table.remove(id);
+            let found = ensure_local(state, id, now).await.is_ok() && state.table.remove(id);
             if found {
-                share_index(&state.directory, id, subscriptions, false).await;
+                if let Err(e) = state.directory.drop_subscriptions(id).await {
+                    tracing::warn!(session_id = %id, error = %e, "could not remove an ended session from the subscriber index; resource updates find it gone");
+                }
                 tracing::info!(session_id = %id, "session terminated by client");
                 forget(&state.store, id).await;
                 let msg = BusMessage::SessionEnded {
@@ -629,6 +636,7 @@ async fn reserve_block(state: &mut SessionManagerState, id: SessionId) -> Result
             Ok(())
         }
         Ok(None) => Ok(()),
+        Err(directory::DirectoryError::Gone) => Err(SessionError::NotFound),
         Err(e) => {
             tracing::warn!(session_id = %id, error = %e, "could not reserve stream numbers");
             Err(SessionError::Shared)
@@ -640,12 +648,6 @@ async fn reserve_block(state: &mut SessionManagerState, id: SessionId) -> Result
 async fn end_locally(state: &mut SessionManagerState, id: SessionId) {
     state.table.remove(id);
     forget(&state.store, id).await;
-}
-
-async fn share_index(directory: &Directory, id: SessionId, uris: Vec<String>, on: bool) {
-    if let Err(e) = directory.index_subscription(id, &uris, on).await {
-        tracing::warn!(session_id = %id, error = %e, "could not update the shared subscriber index");
-    }
 }
 
 async fn share_change(directory: &Directory, id: SessionId, msg: &BusMessage) {

@@ -46,9 +46,12 @@ pub struct SessionRecord {
     pub holds: u32,
     /// Number of the last POST stream opened (0: none).
     pub last_stream: u64,
-    /// `last_stream` (and `last_client_request`) must stay below this: the end of the
-    /// block of numbers reserved for this replica's copy of the session.
+    /// `last_stream` must stay below this: the end of the block of numbers reserved for
+    /// this replica's copy of the session.
     pub stream_limit: u64,
+    /// The start of that block, also part of our ids for requests to the client, so a
+    /// copy loaded again never reuses one.
+    pub request_block: u64,
     /// Cancelled when the session ends: its running requests stop.
     pub cancel: CancellationToken,
     /// Running requests by JSON-RPC id, for `notifications/cancelled`. Each token is a
@@ -114,10 +117,16 @@ impl SessionTable {
     /// client on this replica (each copy a replica loads gets a fresh block from the
     /// shared directory, so a reload never reuses a number).
     pub fn set_block(&mut self, id: SessionId, start: u64, end: u64) {
+        // Past 2^40 numbers would spill into the replica's bits: the session stays
+        // exhausted here instead (new streams are refused as busy).
+        if end > 1 << STREAM_BITS {
+            return;
+        }
         if let Some(record) = self.sessions.get_mut(&id) {
             record.last_stream = start;
-            record.last_client_request = start;
             record.stream_limit = end;
+            record.request_block = start;
+            record.last_client_request = 0;
         }
     }
 
@@ -143,6 +152,7 @@ impl SessionTable {
                 holds: 0,
                 last_stream: 0,
                 stream_limit: 1 << STREAM_BITS,
+                request_block: 0,
                 cancel,
                 requests: HashMap::new(),
                 pending: HashMap::new(),
@@ -184,6 +194,7 @@ impl SessionTable {
                 holds: 0,
                 last_stream: 0,
                 stream_limit: 1 << STREAM_BITS,
+                request_block: 0,
                 cancel,
                 requests: HashMap::new(),
                 pending: HashMap::new(),
@@ -288,7 +299,11 @@ impl SessionTable {
         }
         record.last_client_request += 1;
         // A namespace of our own, so a client reading its own ids cannot be confused.
-        let request = super::directory::client_request_id(replica, record.last_client_request);
+        let request = super::directory::client_request_id(
+            replica,
+            record.request_block,
+            record.last_client_request,
+        );
         let (tx, rx) = oneshot::channel();
         record.pending.insert(request.clone(), tx);
         Ok((request, rx))

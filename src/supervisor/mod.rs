@@ -306,8 +306,8 @@ impl SupervisorState {
             self.unpublish(child);
         }
         self.running.clear();
-        // Nothing of ours runs any more: give up the lease, so no other replica answers
-        // for us or reports us lost.
+        // Nothing of ours should run any more: let the lease lapse now, so another replica
+        // at once answers any request of ours whose end did not reach Redis.
         if let Some(leases) = self.leases() {
             leases.release().await;
         }
