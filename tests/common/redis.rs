@@ -23,17 +23,14 @@ fn free_port() -> u16 {
         .unwrap_or_else(|e| panic!("no free port: {e}"))
 }
 
-/// One `PING` over a fresh connection.
-fn pong(port: u16) -> bool {
-    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
-        return false;
-    };
-    let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
-    if s.write_all(b"PING\r\n").is_err() {
-        return false;
-    }
-    let mut buf = [0u8; 16];
-    matches!(s.read(&mut buf), Ok(n) if buf[..n].starts_with(b"+PONG"))
+/// The data directory of the redis-server answering on `port`, if one answers.
+fn dir_of(port: u16) -> Option<String> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_millis(500))).ok()?;
+    s.write_all(b"CONFIG GET dir\r\n").ok()?;
+    let mut buf = [0u8; 4096];
+    let n = s.read(&mut buf).ok()?;
+    Some(String::from_utf8_lossy(&buf[..n]).into_owned())
 }
 
 impl RedisServer {
@@ -49,6 +46,17 @@ impl RedisServer {
     }
 
     fn launch(persistent: bool) -> Self {
+        // Another test may take the free port first: then the server that answers is not
+        // ours (its data directory tells), and we try another port.
+        for _ in 0..20 {
+            if let Some(server) = Self::try_launch(persistent) {
+                return server;
+            }
+        }
+        panic!("could not start a redis-server of our own");
+    }
+
+    fn try_launch(persistent: bool) -> Option<Self> {
         let port = free_port();
         let dir = std::env::temp_dir().join(format!("otpmcp-redis-{}-{port}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
@@ -59,11 +67,11 @@ impl RedisServer {
             dir,
             persistent,
         };
-        server.spawn();
-        server
+        server.spawn().then_some(server)
     }
 
-    fn spawn(&mut self) {
+    /// Starts the server; false if the one answering on the port is not ours.
+    fn spawn(&mut self) -> bool {
         let port = self.port.to_string();
         let mut cmd = Command::new("redis-server");
         cmd.args(["--port", &port, "--bind", "127.0.0.1", "--save", ""])
@@ -83,10 +91,26 @@ impl RedisServer {
             .unwrap_or_else(|e| panic!("redis-server did not start (is it on PATH?): {e}"));
         self.child = Some(child);
         let deadline = Instant::now() + WAIT;
-        while !pong(self.port) {
+        let ours = self.dir.to_string_lossy().into_owned();
+        loop {
+            if let Some(dir) = dir_of(self.port) {
+                if dir.contains(&ours) {
+                    return true;
+                }
+                self.kill();
+                return false;
+            }
+            let exited = self
+                .child
+                .as_mut()
+                .is_some_and(|c| matches!(c.try_wait(), Ok(Some(_))));
+            if exited {
+                self.child = None;
+                return false;
+            }
             assert!(
                 Instant::now() < deadline,
-                "redis-server on port {} did not answer PING",
+                "redis-server on port {} did not answer",
                 self.port
             );
             std::thread::sleep(Duration::from_millis(10));
@@ -108,7 +132,11 @@ impl RedisServer {
     /// Starts again on the same port with the same data directory.
     pub fn restart(&mut self) {
         self.kill();
-        self.spawn();
+        assert!(
+            self.spawn(),
+            "port {} was taken while our redis-server was down",
+            self.port
+        );
     }
 }
 
