@@ -114,7 +114,7 @@ fn decode_entry(key: StreamKey, entry: Value) -> Option<Event> {
     else {
         return None;
     };
-    let seq = std::str::from_utf8(id.strip_prefix(b"0-")?)
+    let seq = std::str::from_utf8(id.split(|b| *b == b'-').next()?)
         .ok()?
         .parse()
         .ok()?;
@@ -538,7 +538,7 @@ impl RedisStore {
         if let Some(after) = replay_from.filter(|a| *a < position) {
             let mut cmd = redis::cmd("XRANGE");
             cmd.arg(keys.events_prefix(s) + &key.stream.0.to_string())
-                .arg(format!("(0-{after}"))
+                .arg(format!("({after}-{}", u64::MAX))
                 .arg("+");
             let call = cmd.query_async::<Value>(&mut conn);
             let entries = match link.breaker.guard("replay", call).await {

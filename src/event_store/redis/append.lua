@@ -22,9 +22,9 @@ if ARGV[6] == '1' then
   local ev = evprefix .. n
   -- Approximate MAXLEN is only a backstop; the exact per-session caps follow.
   if last == '1' then
-    redis.call('XADD', ev, 'MAXLEN', '~', ARGV[8], '0-' .. seq, 'd', payload, 't', now, 'l', 1)
+    redis.call('XADD', ev, 'MAXLEN', '~', ARGV[8], seq .. '-' .. now, 'd', payload, 'l', 1)
   else
-    redis.call('XADD', ev, 'MAXLEN', '~', ARGV[8], '0-' .. seq, 'd', payload, 't', now)
+    redis.call('XADD', ev, 'MAXLEN', '~', ARGV[8], seq .. '-' .. now, 'd', payload)
   end
   redis.call('RPUSH', KEYS[3], n .. ':' .. seq .. ':' .. #payload .. ':' .. now)
   redis.call('HINCRBY', KEYS[1], 'bytes', #payload)

@@ -3,8 +3,9 @@
 --   KEYS[1] session hash   (open, bytes, and the session directory's fields)
 --   KEYS[2] streams hash   (<n>:open, <n>:end, <n>:done, <n>:nonces per stream)
 --   KEYS[3] arrivals list  ("<n>:<seq>:<len>:<ms>" per retained event, oldest first)
--- Events of stream <n> are the Redis Stream named EVPREFIX .. n, entry id 0-<seq>,
--- fields d (payload), t (ms when stored), and l = 1 on the stream's last event only.
+-- Events of stream <n> are the Redis Stream named EVPREFIX .. n, entry id <seq>-<ms>
+-- (its position, then when it was stored: ids stay increasing because positions do),
+-- fields d (payload), and l = 1 on the stream's last event only.
 
 local function now_ms()
   local t = redis.call('TIME')
@@ -15,9 +16,9 @@ end
 local function evict_oldest(evprefix)
   local a = redis.call('LPOP', KEYS[3])
   if not a then return false end
-  local m, sq, len = string.match(a, '^(%d+):(%d+):(%d+):')
+  local m, sq, len, at = string.match(a, '^(%d+):(%d+):(%d+):(%d+)$')
   local ev = evprefix .. m
-  redis.call('XDEL', ev, '0-' .. sq)
+  redis.call('XDEL', ev, sq .. '-' .. at)
   redis.call('HINCRBY', KEYS[1], 'bytes', -tonumber(len))
   if redis.call('HEXISTS', KEYS[2], m .. ':done') == 1 and redis.call('XLEN', ev) == 0 then
     redis.call('HDEL', KEYS[2], m .. ':open', m .. ':end', m .. ':done', m .. ':nonces')

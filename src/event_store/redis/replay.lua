@@ -22,11 +22,8 @@ local issued = nil
 if after == 0 then
   issued = tonumber(opened)
 else
-  local e = redis.call('XRANGE', ev, '0-' .. after, '0-' .. after)
-  if e[1] then
-    local f = e[1][2]
-    for i = 1, #f, 2 do if f[i] == 't' then issued = tonumber(f[i + 1]) end end
-  end
+  local e = redis.call('XRANGE', ev, after .. '-0', after .. '-18446744073709551615')
+  if e[1] then issued = tonumber(string.match(e[1][1], '^%d+%-(%d+)$')) end
 end
 if issued and now - issued > tonumber(ARGV[6]) then return {0, last_pos, done, 2, 0} end
 -- The events themselves are read by the caller with a plain XRANGE: converting 10,000
