@@ -14,7 +14,7 @@
 //! | `P:{S}:streams` | hash | per stream `n`: `n:open`, `n:end`, `n:done`, `n:nonces` |
 //! | `P:{S}:arrivals` | list | the session's retained events, oldest first |
 //! | `P:{S}:subs` | set | the resources the session subscribed to |
-//! | `P:{S}:s:<n>` | stream | the events of stream `n`, entry id `0-<position>` |
+//! | `P:{S}:s:<n>` | stream | the events of stream `n`, entry id `<position>-<ms stored>` |
 //! | `P:{S}:c:<n>` | channel | each event of stream `n`, as it is stored |
 //! | `P:bus:<r>`, `P:bus:all` | channel | messages to replica `r`, or to all |
 //! | `P:replicas` | sorted set | live replicas, scored by lease expiry |
