@@ -89,7 +89,7 @@ impl Actor for Sink {
 /// One replica's store actor on `url`, with its pub/sub routed to it.
 async fn replica(url: &str) -> (EventStoreHandle, RedisLink) {
     let (writer, reader) = slot::<StoreMsg>("event store");
-    let queued: Arc<std::sync::atomic::AtomicUsize> = Arc::default();
+    let queued: Arc<otpmcp::cluster::bus::PushQueue> = Arc::default();
     let config = StoreConfig {
         backend: BackendKind::Redis,
         redis_url: url.to_owned(),

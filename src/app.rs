@@ -83,7 +83,7 @@ pub async fn start_with(config: Config, server: McpServer) -> Result<App, StartE
     let store_slot = slot("event store");
     let session_slot = slot("session manager");
     let listener_slot = slot("http listener");
-    let queued = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let queued = Arc::new(crate::cluster::bus::PushQueue::default());
     let redis = match config.store.backend {
         crate::config::BackendKind::Memory => None,
         crate::config::BackendKind::Redis => {

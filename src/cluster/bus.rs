@@ -35,10 +35,17 @@ pub const MAX_QUEUED_PUSHES: usize = 65_536;
 /// A decoded message on a stream channel.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StreamNews {
-    /// An event was stored (by replica `origin`).
+    /// An event was stored (by another replica).
     Stored(Event),
     /// Another replica took over the connection following this stream.
     Superseded,
+    /// Our own announcement that we follow the stream came back: "superseded" news
+    /// heard from now on is newer than our connection.
+    Announced,
+    /// The stream ended without a final event (cancelled on another replica).
+    Completed,
+    /// The handler (on another replica) asked this connection to close (SSE polling).
+    Disconnect,
 }
 
 /// Encodes the message the append script publishes (the script builds the same bytes).
@@ -48,9 +55,51 @@ pub fn encode_event(origin: u64, seq: u64, last: bool, payload: &[u8]) -> Vec<u8
     out
 }
 
+/// Encodes a control message: `s` (replica `origin` now follows this stream), `c`
+/// (completed) or `d` (disconnect). Returns the encoder for a given origin.
+pub fn encode_control_flag(flag: u8) -> impl FnOnce(u64) -> Vec<u8> {
+    move |origin| {
+        let mut out = format!("{origin}\n0\n").into_bytes();
+        out.push(flag);
+        out.push(b'\n');
+        out
+    }
+}
+
 /// Encodes "replica `origin` now follows this stream".
 pub fn encode_superseded(origin: u64) -> Vec<u8> {
-    format!("{origin}\n0\ns\n").into_bytes()
+    encode_control_flag(b's')(origin)
+}
+
+/// Counts pushes waiting in the store actor's mailbox, so a burst cannot grow it without
+/// bound: past [`MAX_QUEUED_PUSHES`] pushes are dropped and one `FeedLost` asks the store
+/// to read back from Redis instead.
+#[derive(Debug, Default)]
+pub struct PushQueue {
+    queued: AtomicUsize,
+    lost_pending: std::sync::atomic::AtomicBool,
+}
+
+impl PushQueue {
+    /// One push was handled.
+    pub fn handled(&self) {
+        let _ = self
+            .queued
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                Some(n.saturating_sub(1))
+            });
+    }
+
+    /// The store handled a `FeedLost`: the next overflow sends another.
+    pub fn feed_lost_seen(&self) {
+        self.lost_pending.store(false, Ordering::Relaxed);
+    }
+
+    /// A new store actor: nothing of the old mailbox is waiting any more.
+    pub fn reset(&self) {
+        self.queued.store(0, Ordering::Relaxed);
+        self.lost_pending.store(false, Ordering::Relaxed);
+    }
 }
 
 /// Decodes a stream-channel message: its origin replica and what it says.
@@ -62,6 +111,8 @@ pub fn decode_stream(key: StreamKey, message: &[u8]) -> Option<(u64, StreamNews)
     let payload = parts.next()?;
     let news = match flag {
         b"s" => StreamNews::Superseded,
+        b"c" => StreamNews::Completed,
+        b"d" => StreamNews::Disconnect,
         b"0" | b"1" if seq > 0 => StreamNews::Stored(Event {
             id: key.event_id(seq),
             payload: Bytes::copy_from_slice(payload),
@@ -131,7 +182,7 @@ pub struct Router {
     keys: Arc<Keys>,
     store: Slot<StoreMsg>,
     sessions: Slot<SessionMsg>,
-    queued: Arc<AtomicUsize>,
+    queued: Arc<PushQueue>,
 }
 
 impl Router {
@@ -142,7 +193,7 @@ impl Router {
         keys: Arc<Keys>,
         store: Slot<StoreMsg>,
         sessions: Slot<SessionMsg>,
-        queued: Arc<AtomicUsize>,
+        queued: Arc<PushQueue>,
     ) -> Self {
         Self {
             replica,
@@ -159,6 +210,7 @@ impl Router {
             PushKind::Message => {}
             PushKind::Disconnection => {
                 tracing::warn!("redis pub/sub connection lost; will catch up from the streams");
+                self.queued.lost_pending.store(true, Ordering::Relaxed);
                 self.to_store(StoreMsg::FeedLost);
                 return;
             }
@@ -173,17 +225,23 @@ impl Router {
                     tracing::warn!(stream = ?key, "undecodable message on a stream channel");
                     return;
                 };
-                // Our own appends were forwarded locally when they were stored.
-                if origin == self.replica {
+                // Our own appends were forwarded locally when they were stored, and our
+                // own controls acted locally; only our announcement matters on return.
+                let news = match (origin == self.replica, news) {
+                    (false, news) => news,
+                    (true, StreamNews::Superseded) => StreamNews::Announced,
+                    (true, _) => return,
+                };
+                let q = &self.queued;
+                if q.queued.fetch_add(1, Ordering::Relaxed) >= MAX_QUEUED_PUSHES {
+                    q.handled();
+                    if !q.lost_pending.swap(true, Ordering::Relaxed) {
+                        self.to_store(StoreMsg::FeedLost);
+                    }
                     return;
                 }
-                if self.queued.load(Ordering::Relaxed) >= MAX_QUEUED_PUSHES {
-                    self.to_store(StoreMsg::FeedLost);
-                    return;
-                }
-                self.queued.fetch_add(1, Ordering::Relaxed);
                 if !self.to_store(StoreMsg::Remote(key, news)) {
-                    self.queued.fetch_sub(1, Ordering::Relaxed);
+                    q.handled();
                 }
             }
             Some(Channel::Replica(_) | Channel::Broadcast) => {
@@ -290,6 +348,14 @@ mod tests {
         assert_eq!(
             decode_stream(key, &encode_superseded(4)),
             Some((4, StreamNews::Superseded))
+        );
+        assert_eq!(
+            decode_stream(key, &encode_control_flag(b'c')(5)),
+            Some((5, StreamNews::Completed))
+        );
+        assert_eq!(
+            decode_stream(key, &encode_control_flag(b'd')(5)),
+            Some((5, StreamNews::Disconnect))
         );
         assert!(decode_stream(key, b"x\n1\n0\n").is_none());
         assert!(decode_stream(key, b"1\n0\n0\n{}").is_none());

@@ -27,6 +27,8 @@ const RENEW: &str = r"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
+-- Our in-flight table goes too if, against all odds, nobody ever reaps it.
+redis.call('PEXPIRE', KEYS[3], 86400000)
 if tonumber(redis.call('GET', KEYS[2]) or '0') < tonumber(ARGV[1]) then
   redis.call('SET', KEYS[2], ARGV[1])
 end
@@ -40,7 +42,19 @@ pub struct Orphan {
     pub key: StreamKey,
     /// The error response to append as the stream's last event.
     pub payload: Bytes,
+    /// Its entry in the lapsed replica's in-flight table.
+    pub field: String,
+    /// The append's nonce, the same for every replica answering this entry, so two
+    /// answers store one event.
+    pub nonce: u64,
 }
+
+/// Forgets a lapsed replica (KEYS[1] the replicas, KEYS[2] its in-flight table) if no
+/// request of it is left.
+const RETIRE: &str = r"
+if redis.call('HLEN', KEYS[2]) > 0 then return 0 end
+return redis.call('ZREM', KEYS[1], ARGV[1])
+";
 
 /// This replica's side of the leases.
 #[derive(Debug, Clone)]
@@ -100,6 +114,7 @@ impl Leases {
         let mut invocation = self.renew.key(self.link.keys.replicas());
         invocation
             .key(self.link.keys.replica_counter())
+            .key(self.link.keys.inflight(self.link.replica))
             .arg(self.link.replica)
             .arg(ttl_ms);
         let call = invocation.invoke_async::<Vec<u64>>(&mut conn);
@@ -115,58 +130,41 @@ impl Leases {
         self.ttl
     }
 
-    /// Claims the running requests of the `lapsed` replicas, one by one.
-    pub async fn reap(&self, lapsed: Vec<u64>) -> redis::RedisResult<Vec<Orphan>> {
-        let breaker = self.link.breaker.clone();
-        breaker.guard("lease", self.claim(lapsed)).await
+    /// The requests still registered for replica `replica`, each with its answer.
+    pub async fn pending(&self, replica: u64) -> redis::RedisResult<Vec<Orphan>> {
+        let mut conn = self.link.commands.clone();
+        let mut cmd = redis::cmd("HGETALL");
+        cmd.arg(self.link.keys.inflight(replica));
+        let call = cmd.query_async::<Vec<(String, String)>>(&mut conn);
+        let entries = self.link.breaker.guard("lease", call).await?;
+        Ok(entries
+            .into_iter()
+            .filter_map(|(field, id)| orphan(replica, field, &id))
+            .collect())
     }
 
-    async fn claim(&self, lapsed: Vec<u64>) -> redis::RedisResult<Vec<Orphan>> {
+    /// Clears an entry whose request was answered (or needs no answer); false if Redis
+    /// could not be told (the entry stays for the next round).
+    pub async fn settle(&self, replica: u64, field: &str) -> bool {
         let mut conn = self.link.commands.clone();
-        let mut orphans = Vec::new();
-        for replica in lapsed {
-            let before = orphans.len();
-            let inflight = self.link.keys.inflight(replica);
-            let entries: Vec<(String, String)> = redis::cmd("HGETALL")
-                .arg(&inflight)
-                .query_async(&mut conn)
-                .await?;
-            for (field, id) in entries {
-                let claimed: u32 = redis::cmd("HDEL")
-                    .arg(&inflight)
-                    .arg(&field)
-                    .query_async(&mut conn)
-                    .await?;
-                if claimed == 0 {
-                    continue;
-                }
-                if let Some(orphan) = orphan(&field, &id) {
-                    orphans.push(orphan);
-                }
-            }
-            let remaining: u64 = redis::cmd("HLEN")
-                .arg(&inflight)
-                .query_async(&mut conn)
-                .await?;
-            if remaining == 0 {
-                let _: () = redis::cmd("ZREM")
-                    .arg(self.link.keys.replicas())
-                    .arg(replica)
-                    .query_async(&mut conn)
-                    .await?;
-                let answered = orphans.len() - before;
-                if answered > 0 {
-                    tracing::warn!(
-                        replica,
-                        answered,
-                        "a replica's lease lapsed; its running requests are answered with an error"
-                    );
-                } else {
-                    tracing::debug!(replica, "a replica left");
-                }
-            }
+        let mut cmd = redis::cmd("HDEL");
+        cmd.arg(self.link.keys.inflight(replica)).arg(field);
+        let call = cmd.query_async::<()>(&mut conn);
+        self.link.breaker.guard("lease", call).await.is_ok()
+    }
+
+    /// Forgets a lapsed replica once none of its requests is left.
+    pub async fn retire(&self, replica: u64) {
+        let mut conn = self.link.commands.clone();
+        let script = redis::Script::new(RETIRE);
+        let mut invocation = script.key(self.link.keys.replicas());
+        invocation
+            .key(self.link.keys.inflight(replica))
+            .arg(replica);
+        let call = invocation.invoke_async::<i64>(&mut conn);
+        if let Ok(1) = self.link.breaker.guard("lease", call).await {
+            tracing::debug!(replica, "a lapsed replica is forgotten");
         }
-        Ok(orphans)
     }
 
     /// Lets our lease lapse now (clean shutdown): another replica answers at once any
@@ -186,7 +184,7 @@ fn field(key: StreamKey) -> String {
     format!("{}:{}", key.session, key.stream)
 }
 
-fn orphan(field: &str, id: &str) -> Option<Orphan> {
+fn orphan(replica: u64, field: String, id: &str) -> Option<Orphan> {
     let (session, stream) = field.split_once(':')?;
     let key = StreamKey::new(
         session.parse::<SessionId>().ok()?,
@@ -198,7 +196,18 @@ fn orphan(field: &str, id: &str) -> Option<Orphan> {
         error: ErrorObject::new(ErrorObject::INTERNAL_ERROR, LOST_REPLICA_MESSAGE),
     }
     .to_bytes();
-    Some(Orphan { key, payload })
+    let nonce = {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        (replica, &field).hash(&mut h);
+        h.finish()
+    };
+    Some(Orphan {
+        key,
+        payload,
+        field,
+        nonce,
+    })
 }
 
 #[cfg(test)]
@@ -208,7 +217,7 @@ mod tests {
     #[test]
     fn an_orphan_gets_an_internal_error_with_its_own_id() {
         let session = SessionId::random();
-        let Some(o) = orphan(&format!("{session}:4294967298"), "\"call-7\"") else {
+        let Some(o) = orphan(3, format!("{session}:4294967298"), "\"call-7\"") else {
             panic!("a well-formed entry is an orphan");
         };
         assert_eq!(o.key, StreamKey::new(session, StreamNo(4_294_967_298)));
@@ -217,6 +226,12 @@ mod tests {
         assert_eq!(v["id"], "call-7");
         assert_eq!(v["error"]["code"], -32603);
         assert_eq!(v["error"]["message"], LOST_REPLICA_MESSAGE);
-        assert!(orphan("nonsense", "1").is_none());
+        assert!(orphan(3, "nonsense".into(), "1").is_none());
+        let again = orphan(3, format!("{session}:4294967298"), "\"call-7\"");
+        assert_eq!(
+            again.map(|a| a.nonce),
+            Some(o.nonce),
+            "every reaper answers alike"
+        );
     }
 }

@@ -185,16 +185,21 @@ pub struct RedisLink {
 #[derive(Debug, Clone)]
 pub struct Breaker {
     epoch: std::time::Instant,
+    /// `store.command_timeout`: no call through the breaker waits longer, not even for a
+    /// connection being re-established.
+    timeout: Duration,
     /// Milliseconds since `epoch` until which Redis is not tried (0: closed).
     open_until: Arc<std::sync::atomic::AtomicU64>,
     retry: Duration,
 }
 
 impl Breaker {
-    /// A closed breaker that stays open `retry` after each failure.
-    pub fn new(retry: Duration) -> Self {
+    /// A closed breaker that stays open `retry` after each failure and fails calls that
+    /// take longer than `timeout`.
+    pub fn new(retry: Duration, timeout: Duration) -> Self {
         Self {
             epoch: std::time::Instant::now(),
+            timeout,
             open_until: Arc::default(),
             retry,
         }
@@ -239,7 +244,11 @@ impl Breaker {
                 "redis is unavailable (retrying shortly)",
             )));
         }
-        match call.await {
+        let outcome = match tokio::time::timeout(self.timeout, call).await {
+            Ok(outcome) => outcome,
+            Err(_) => Err(timeout_error()),
+        };
+        match outcome {
             Ok(v) => {
                 if self.reset() {
                     tracing::info!(what, "redis is reachable again");
@@ -253,6 +262,20 @@ impl Breaker {
                 }
                 Err(e)
             }
+        }
+    }
+}
+
+impl RedisLink {
+    /// `call`, failed if it takes longer than `store.command_timeout` (redis-rs waits for
+    /// a connection being re-established without its response timeout).
+    pub async fn timed<T>(
+        &self,
+        call: impl std::future::Future<Output = redis::RedisResult<T>>,
+    ) -> redis::RedisResult<T> {
+        match tokio::time::timeout(self.command_timeout, call).await {
+            Ok(outcome) => outcome,
+            Err(_) => Err(timeout_error()),
         }
     }
 }
@@ -362,7 +385,7 @@ pub async fn connect(
         replica,
         command_timeout: config.command_timeout,
         unstored: Arc::default(),
-        breaker: Breaker::new(config.retry_interval),
+        breaker: Breaker::new(config.retry_interval, config.command_timeout),
     })
 }
 

@@ -7,9 +7,8 @@
 //! after is forwarded. Each stream has at most one subscriber, so a message is never sent
 //! on two connections.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -17,11 +16,11 @@ use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, RpcReplyPort};
 use tracing::Instrument;
 
 use super::{
-    Appended, Event, EventId, EventStore, Replay, ReplayOutcome, Retention, StoreError, StreamKey,
-    StreamNo,
+    Appended, Control, Event, EventId, EventStore, Replay, ReplayOutcome, Retention, StoreError,
+    StreamKey, StreamNo,
 };
 use crate::cluster::Leases;
-use crate::cluster::bus::StreamNews;
+use crate::cluster::bus::{PushQueue, StreamNews};
 use crate::session::SessionId;
 use crate::stream::{CloseReason, StreamMsg};
 
@@ -46,6 +45,43 @@ struct Subscriber {
     /// Position of the last event it was given (by replay or forwarding): events at or
     /// before it are duplicates, events after the next one mean some went missing.
     forwarded: u64,
+    /// `forwarded` is real. False for a live-only stream opened while the backend was
+    /// down: its position is taken from the first event heard, with no gap filled (the
+    /// client asked for live events, not the stream's history).
+    position_known: bool,
+    /// The backend's feed of other processes' events covers this stream. False after a
+    /// failed `follow`; the catch-up retries it.
+    followed: bool,
+    /// Our announcement that we follow the stream has not come back yet: a "superseded"
+    /// from another replica heard before it was published before ours, so it is stale.
+    awaiting_announce: bool,
+    /// Hashes of payloads delivered live without being stored since the last stored
+    /// event: one whose append failed with an unknown outcome may turn up stored in a
+    /// later gap fill, and is not delivered twice.
+    unstored: VecDeque<u64>,
+}
+
+impl Subscriber {
+    fn new(actor: ActorRef<StreamMsg>, forwarded: u64) -> Self {
+        Self {
+            actor,
+            forwarded,
+            position_known: true,
+            followed: true,
+            awaiting_announce: false,
+            unstored: VecDeque::new(),
+        }
+    }
+}
+
+/// Most unstored payloads remembered per connection (see [`Subscriber::unstored`]).
+const UNSTORED_MEMORY: usize = 256;
+
+fn payload_hash(payload: &[u8]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    payload.hash(&mut h);
+    h.finish()
 }
 
 impl<B: EventStore> StoreTables<B> {
@@ -132,8 +168,8 @@ pub enum StoreMsg {
     FeedLost,
     /// Timer: try to catch up after [`StoreMsg::FeedLost`].
     Resync,
-    /// Timer: renew this replica's lease and answer the requests of lost replicas.
-    Leases,
+    /// These replicas' leases lapsed (from the lease keeper): answer their requests.
+    Reap(Vec<u64>),
     /// Fault injection for supervision tests: panic inside the actor.
     InjectPanic,
 }
@@ -154,7 +190,7 @@ impl StoreMsg {
             Self::Remote(..) => "remote",
             Self::FeedLost => "feed_lost",
             Self::Resync => "resync",
-            Self::Leases => "leases",
+            Self::Reap(..) => "reap",
             Self::InjectPanic => "inject_panic",
         }
     }
@@ -187,8 +223,8 @@ pub struct StoreArgs<B: EventStore> {
     pub retry_interval: Duration,
     /// Leases on running requests (Redis only).
     pub leases: Option<Leases>,
-    /// Pushes queued for this actor by the pub/sub bus (decremented as they are handled).
-    pub queued: Arc<AtomicUsize>,
+    /// Pushes queued for this actor by the pub/sub bus (counted down as they are handled).
+    pub queued: Arc<PushQueue>,
 }
 
 /// Running state of the store actor.
@@ -198,11 +234,9 @@ pub struct StoreState<B: EventStore> {
     timers: Vec<tokio::task::JoinHandle<()>>,
     retry_interval: Duration,
     leases: Option<Leases>,
-    queued: Arc<AtomicUsize>,
+    queued: Arc<PushQueue>,
     /// A catch-up is scheduled.
     resyncing: bool,
-    /// Since when our lease has been renewed without a failure.
-    lease_healthy_since: Option<std::time::Instant>,
 }
 
 impl<B: EventStore> Actor for EventStoreActor<B> {
@@ -220,10 +254,10 @@ impl<B: EventStore> Actor for EventStoreActor<B> {
         // The sweep is a message, so it is serialized with appends and shows in traces.
         let mut timers = vec![myself.send_interval(args.cleanup_interval, || StoreMsg::Sweep)];
         if let Some(leases) = &args.leases {
-            timers.push(myself.send_interval(leases.interval(), || StoreMsg::Leases));
+            timers.push(tokio::spawn(keep_lease(leases.clone(), myself.clone())));
             // Pushes queued for a previous incarnation died with its mailbox: count afresh,
             // and read back what the followed streams missed meanwhile.
-            args.queued.store(0, Ordering::Relaxed);
+            args.queued.reset();
             let _ = myself.send_message(StoreMsg::FeedLost);
         }
         Ok(StoreState {
@@ -233,7 +267,6 @@ impl<B: EventStore> Actor for EventStoreActor<B> {
             leases: args.leases,
             queued: args.queued,
             resyncing: false,
-            lease_healthy_since: None,
         })
     }
 
@@ -264,11 +297,15 @@ impl<B: EventStore> Actor for EventStoreActor<B> {
 /// skipped, and a gap (an event of another replica not heard of yet) is filled from the
 /// store first.
 async fn forward<B: EventStore>(tables: &mut StoreTables<B>, key: StreamKey, event: Event) {
-    let Some(sub) = tables.subscribers.get(&key) else {
+    let Some(sub) = tables.subscribers.get_mut(&key) else {
         return;
     };
-    let forwarded = sub.forwarded;
     let seq = event.id.seq;
+    if !sub.position_known {
+        sub.position_known = true;
+        sub.forwarded = seq.saturating_sub(1);
+    }
+    let forwarded = sub.forwarded;
     if seq <= forwarded {
         return;
     }
@@ -291,6 +328,10 @@ async fn forward<B: EventStore>(tables: &mut StoreTables<B>, key: StreamKey, eve
         batch.push(event);
     }
     send_batch(tables, key, batch).await;
+    // Caught up with what is stored: nothing delivered unstored can turn up any more.
+    if let Some(sub) = tables.subscribers.get_mut(&key) {
+        sub.unstored.clear();
+    }
 }
 
 /// Sends events after the subscriber's position, in order.
@@ -305,6 +346,18 @@ async fn send_batch<B: EventStore>(tables: &mut StoreTables<B>, key: StreamKey, 
         }
         sub.forwarded = event.id.seq;
         let last = event.last;
+        if !sub.unstored.is_empty() {
+            let hash = payload_hash(&event.payload);
+            if let Some(i) = sub.unstored.iter().position(|h| *h == hash) {
+                // Delivered already, live, when its append's outcome was unknown.
+                sub.unstored.remove(i);
+                if last {
+                    ended = true;
+                    break;
+                }
+                continue;
+            }
+        }
         if sub.actor.send_message(StreamMsg::Deliver(event)).is_err() || last {
             ended = true;
             break;
@@ -375,14 +428,19 @@ async fn settle<B: EventStore>(
         {
             tables.backend.note_unstored();
             tracing::debug!(stream = ?key, why = %e, stored = false, "event not stored; delivered live only");
-            if let Some(sub) = tables.subscribers.get(&key)
-                && (sub
+            if let Some(sub) = tables.subscribers.get_mut(&key) {
+                if sub.unstored.len() == UNSTORED_MEMORY {
+                    sub.unstored.pop_front();
+                }
+                sub.unstored.push_back(payload_hash(&payload));
+                if sub
                     .actor
                     .send_message(StreamMsg::DeliverUnstored(payload, last))
                     .is_err()
-                    || last)
-            {
-                drop_subscriber(tables, key).await;
+                    || last
+                {
+                    drop_subscriber(tables, key).await;
+                }
             }
             Ok(None)
         }
@@ -401,7 +459,6 @@ async fn handle<B: EventStore>(
         leases,
         queued,
         resyncing,
-        lease_healthy_since,
         ..
     } = state;
     let tables = &mut **tables;
@@ -467,8 +524,8 @@ async fn handle<B: EventStore>(
             // Follow before reading, so an event stored meanwhile by another replica is
             // either in the replay or heard of live (and then skipped as a duplicate).
             // Already following it here (a resume on this replica): nothing to subscribe.
-            let following =
-                tables.subscribers.contains_key(&key) || tables.backend.follow(key).await.is_ok();
+            let following = tables.subscribers.get(&key).is_some_and(|s| s.followed)
+                || tables.backend.follow(key).await.is_ok();
             let mut result = if create {
                 match tables.backend.open_stream(key).await {
                     Ok(()) => tables.backend.replay_after(key, after).await,
@@ -477,8 +534,12 @@ async fn handle<B: EventStore>(
             } else {
                 tables.backend.replay_after(key, after).await
             };
+            let mut position_known = true;
             if create && matches!(result, Err(StoreError::Backend(_))) {
                 // A new stream while the backend is down: live delivery still works.
+                // A new POST stream starts at 0; the standalone stream may have history,
+                // so its position is learnt from the first event heard.
+                position_known = after.is_some();
                 result = Ok(Replay {
                     events: Vec::new(),
                     outcome: ReplayOutcome::Complete,
@@ -489,13 +550,12 @@ async fn handle<B: EventStore>(
             match &result {
                 Ok(replay) if !replay.completed => {
                     let id = subscriber.get_id();
-                    let previous = tables.subscribers.insert(
-                        key,
-                        Subscriber {
-                            actor: subscriber,
-                            forwarded: replay.position,
-                        },
-                    );
+                    let mut sub = Subscriber::new(subscriber, replay.position);
+                    sub.position_known = position_known;
+                    sub.followed = following;
+                    // Newest connection wins across replicas too: tell the others.
+                    sub.awaiting_announce = tables.backend.announce(key).await;
+                    let previous = tables.subscribers.insert(key, sub);
                     // A re-sent Subscribe from the same actor must not close itself.
                     if let Some(old) = previous.filter(|old| old.actor.get_id() != id) {
                         // A stop, not a message: ractor handles it before the Delivers
@@ -519,11 +579,17 @@ async fn handle<B: EventStore>(
         StoreMsg::Complete(key, reply) => {
             tables.backend.complete_stream(key).await;
             close_subscriber(tables, key, CloseReason::Completed).await;
+            // A connection another replica holds on the stream must not wait either.
+            tables.backend.tell_followers(key, Control::Completed).await;
             let _ = reply.send(());
         }
         StoreMsg::Disconnect(key, reply) => {
             let open = close_subscriber(tables, key, CloseReason::Polling).await;
-            let _ = reply.send(open);
+            let told = tables
+                .backend
+                .tell_followers(key, Control::Disconnect)
+                .await;
+            let _ = reply.send(open || told);
         }
         StoreMsg::Unsubscribe { key, subscriber } => {
             if tables
@@ -552,36 +618,75 @@ async fn handle<B: EventStore>(
             }
         }
         StoreMsg::Remote(key, news) => {
-            queued.fetch_sub(1, Ordering::Relaxed);
+            queued.handled();
             match news {
                 StreamNews::Stored(event) => forward(tables, key, event).await,
+                StreamNews::Announced => {
+                    if let Some(sub) = tables.subscribers.get_mut(&key) {
+                        sub.awaiting_announce = false;
+                    }
+                }
                 StreamNews::Superseded => {
-                    if let Some(sub) = tables.subscribers.get(&key) {
+                    // Published before our own announcement came back: it is about an
+                    // older connection than ours.
+                    if let Some(sub) = tables.subscribers.get(&key)
+                        && !sub.awaiting_announce
+                    {
                         sub.actor
                             .stop(Some(CloseReason::Superseded.as_str().to_owned()));
                         drop_subscriber(tables, key).await;
                     }
                 }
+                StreamNews::Completed => {
+                    close_subscriber(tables, key, CloseReason::Completed).await;
+                }
+                StreamNews::Disconnect => {
+                    close_subscriber(tables, key, CloseReason::Polling).await;
+                }
             }
         }
-        StoreMsg::FeedLost => schedule_resync(resyncing, *retry_interval, myself),
+        StoreMsg::FeedLost => {
+            queued.feed_lost_seen();
+            schedule_resync(resyncing, *retry_interval, myself);
+        }
         StoreMsg::Resync => {
             *resyncing = false;
             if !tables.backend.feed_ready().await {
                 schedule_resync(resyncing, *retry_interval, myself);
                 return;
             }
-            let followed: Vec<(StreamKey, u64)> = tables
+            let followed: Vec<(StreamKey, u64, bool, bool)> = tables
                 .subscribers
                 .iter()
-                .map(|(key, sub)| (*key, sub.forwarded))
+                .map(|(key, sub)| (*key, sub.forwarded, sub.followed, sub.position_known))
                 .collect();
             let mut caught_up = 0;
-            for (key, forwarded) in followed {
+            for (key, forwarded, is_followed, position_known) in followed {
+                if !is_followed {
+                    if tables.backend.follow(key).await.is_err() {
+                        schedule_resync(resyncing, *retry_interval, myself);
+                        return;
+                    }
+                    if let Some(sub) = tables.subscribers.get_mut(&key) {
+                        sub.followed = true;
+                    }
+                }
+                // Heard of nothing yet (live-only): nothing to catch up with.
+                if !position_known {
+                    continue;
+                }
+                if let Some(sub) = tables.subscribers.get_mut(&key) {
+                    // Announcements lost with the feed will not come back.
+                    sub.awaiting_announce = false;
+                }
                 match tables.backend.replay_after(key, Some(forwarded)).await {
                     Ok(replay) if replay.outcome == ReplayOutcome::Complete => {
                         caught_up += replay.events.len();
+                        let completed = replay.completed;
                         send_batch(tables, key, replay.events).await;
+                        if completed {
+                            close_subscriber(tables, key, CloseReason::Completed).await;
+                        }
                     }
                     Err(StoreError::Backend(_)) => {
                         schedule_resync(resyncing, *retry_interval, myself);
@@ -599,47 +704,40 @@ async fn handle<B: EventStore>(
                 "live feed back; followed streams caught up from the store"
             );
         }
-        StoreMsg::Leases => {
+        StoreMsg::Reap(lapsed) => {
             let Some(leases) = leases.clone() else {
                 return;
             };
-            let lapsed = match leases.renew().await {
-                Ok(lapsed) => {
-                    let since = *lease_healthy_since.get_or_insert_with(std::time::Instant::now);
-                    // After an outage every lease looks lapsed: reap only once we have
-                    // been renewing for a whole lease, so a replica that is alive has had
-                    // its turn to renew too.
-                    if since.elapsed() >= leases.ttl() {
-                        lapsed
-                    } else {
-                        Vec::new()
-                    }
-                }
-                Err(e) => {
-                    *lease_healthy_since = None;
-                    // The breaker warned when the outage began.
-                    tracing::debug!(error = %e, "could not renew this replica's lease");
-                    Vec::new()
-                }
-            };
-            if lapsed.is_empty() {
-                return;
-            }
-            match leases.reap(lapsed).await {
-                Ok(orphans) => {
-                    for orphan in orphans {
-                        let nonce = next_nonce();
-                        match append(tables, orphan.key, orphan.payload, true, nonce).await {
-                            Ok(_) => {
-                                tracing::warn!(stream = ?orphan.key, "answered a request whose replica was lost")
+            for replica in lapsed {
+                let Ok(orphans) = leases.pending(replica).await else {
+                    return;
+                };
+                let mut settled_all = true;
+                for orphan in orphans {
+                    // Answer first, then clear the entry: a failure in between leaves it
+                    // for the next round, and the entry's own nonce makes a second answer
+                    // (ours or another replica's) a duplicate.
+                    let answered = match tables
+                        .backend
+                        .append(orphan.key, orphan.payload, true, orphan.nonce)
+                        .await
+                    {
+                        Ok(appended) => {
+                            if !appended.duplicate {
+                                tracing::warn!(stream = ?orphan.key, lost_replica = replica, "answered a request whose replica was lost");
                             }
-                            Err(e) => {
-                                tracing::debug!(stream = ?orphan.key, error = %e, "a lost replica's request needs no answer")
-                            }
+                            forward(tables, orphan.key, appended.event).await;
+                            true
                         }
-                    }
+                        // Ended after all, or its session did: nothing to answer.
+                        Err(StoreError::StreamCompleted | StoreError::UnknownStream) => true,
+                        Err(_) => false,
+                    };
+                    settled_all &= answered && leases.settle(replica, &orphan.field).await;
                 }
-                Err(e) => tracing::debug!(error = %e, "could not claim a lost replica's requests"),
+                if settled_all {
+                    leases.retire(replica).await;
+                }
             }
         }
         StoreMsg::Positions(session, reply) => {
@@ -656,6 +754,37 @@ async fn handle<B: EventStore>(
             }
         }
         StoreMsg::InjectPanic => panic!("fault injection: event store"),
+    }
+}
+
+/// Renews this replica's lease on its own clock (a busy mailbox must not let it lapse) and
+/// hands lapsed replicas to the store actor to answer their requests.
+async fn keep_lease(leases: Leases, store: ActorRef<StoreMsg>) {
+    let mut tick = tokio::time::interval(leases.interval());
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut healthy_since: Option<std::time::Instant> = None;
+    loop {
+        // The first tick is immediate: the lease exists before any request is taken.
+        tick.tick().await;
+        match leases.renew().await {
+            Ok(lapsed) => {
+                let since = *healthy_since.get_or_insert_with(std::time::Instant::now);
+                // After an outage every lease looks lapsed: reap only once we have been
+                // renewing for a whole lease, so a replica that is alive has had its turn
+                // to renew too.
+                if since.elapsed() >= leases.ttl()
+                    && !lapsed.is_empty()
+                    && store.send_message(StoreMsg::Reap(lapsed)).is_err()
+                {
+                    return;
+                }
+            }
+            Err(e) => {
+                healthy_since = None;
+                // The breaker warned when the outage began.
+                tracing::debug!(error = %e, "could not renew this replica's lease");
+            }
+        }
     }
 }
 

@@ -85,6 +85,14 @@ impl EventStore for Backend {
         each!(self, s => s.follow(key).await)
     }
 
+    async fn announce(&mut self, key: StreamKey) -> bool {
+        each!(self, s => s.announce(key).await)
+    }
+
+    async fn tell_followers(&mut self, key: StreamKey, control: super::Control) -> bool {
+        each!(self, s => s.tell_followers(key, control).await)
+    }
+
     async fn unfollow(&mut self, key: StreamKey) {
         each!(self, s => s.unfollow(key).await)
     }

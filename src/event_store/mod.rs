@@ -225,6 +225,25 @@ pub trait EventStore: Send + Default + 'static {
         async { Ok(()) }
     }
 
+    /// Tells other processes that a connection here now follows `key`, so theirs closes
+    /// (newest connection wins). True if the announcement will come back through this
+    /// process's own feed (which marks later "superseded" news as current).
+    fn announce(&mut self, key: StreamKey) -> impl Future<Output = bool> + Send {
+        let _ = key;
+        async { false }
+    }
+
+    /// Tells connections other processes hold on `key` to close (the stream ended, or the
+    /// handler asked for SSE polling). True if told.
+    fn tell_followers(
+        &mut self,
+        key: StreamKey,
+        control: Control,
+    ) -> impl Future<Output = bool> + Send {
+        let _ = (key, control);
+        async { false }
+    }
+
     /// Stops hearing of `key`'s events.
     fn unfollow(&mut self, key: StreamKey) -> impl Future<Output = ()> + Send {
         let _ = key;
@@ -254,6 +273,15 @@ pub trait EventStore: Send + Default + 'static {
         let _ = (key, payload, last, nonce);
         None
     }
+}
+
+/// What [`EventStore::tell_followers`] tells other processes' connections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Control {
+    /// The stream ended without a final event (its request was cancelled).
+    Completed,
+    /// Close with a `retry:` hint; the client resumes (SSE polling).
+    Disconnect,
 }
 
 /// An append running apart from the store (see [`EventStore::append_detached`]).

@@ -196,31 +196,44 @@ impl RedisStore {
         let keys = &link.keys;
         let mut conn = link.commands.clone();
         let ttl = millis(self.retention.event_ttl);
-        let result = scripts
-            .session
-            .key(keys.session(session))
-            .key(keys.streams(session))
-            .key(keys.arrivals(session))
-            .arg(keys.events_prefix(session))
-            .arg(op)
-            .arg(arg)
-            .arg(ttl)
-            .invoke_async(&mut conn)
+        let result = link
+            .timed(
+                scripts
+                    .session
+                    .key(keys.session(session))
+                    .key(keys.streams(session))
+                    .key(keys.arrivals(session))
+                    .arg(keys.events_prefix(session))
+                    .arg(op)
+                    .arg(arg)
+                    .arg(ttl)
+                    .invoke_async(&mut conn),
+            )
             .await;
         result.map_err(|e| self.failed(op, &e))
     }
 
-    /// Publishes that this replica now follows `key`, so a connection another replica
-    /// holds for it closes (newest connection wins, as on one replica).
-    async fn announce(&mut self, key: StreamKey) -> Result<(), StoreError> {
-        let (link, _) = self.conn()?;
+    /// Publishes a control message (`flag`, from this replica) on `key`'s channel.
+    async fn publish(&mut self, key: StreamKey, flag: impl FnOnce(u64) -> Vec<u8>) -> bool {
+        let Ok((link, _)) = self.conn() else {
+            return false;
+        };
         let mut conn = link.commands.clone();
-        let result: redis::RedisResult<()> = redis::cmd("PUBLISH")
-            .arg(link.keys.channel(key))
-            .arg(bus::encode_superseded(link.replica))
-            .query_async(&mut conn)
+        let result: redis::RedisResult<()> = link
+            .timed(
+                redis::cmd("PUBLISH")
+                    .arg(link.keys.channel(key))
+                    .arg(flag(link.replica))
+                    .query_async(&mut conn),
+            )
             .await;
-        result.map_err(|e| self.failed("announce", &e))
+        match result {
+            Ok(()) => true,
+            Err(e) => {
+                self.failed("publish", &e);
+                false
+            }
+        }
     }
 }
 
@@ -367,9 +380,20 @@ impl EventStore for RedisStore {
     async fn follow(&mut self, key: StreamKey) -> Result<(), StoreError> {
         let (link, _) = self.conn()?;
         let mut pubsub = link.pubsub.clone();
-        let result = pubsub.subscribe(link.keys.channel(key)).await;
-        result.map_err(|e| self.failed("subscribe", &e))?;
-        self.announce(key).await
+        let result = link.timed(pubsub.subscribe(link.keys.channel(key))).await;
+        result.map_err(|e| self.failed("subscribe", &e))
+    }
+
+    async fn announce(&mut self, key: StreamKey) -> bool {
+        self.publish(key, bus::encode_control_flag(b's')).await
+    }
+
+    async fn tell_followers(&mut self, key: StreamKey, control: super::Control) -> bool {
+        let flag = match control {
+            super::Control::Completed => b'c',
+            super::Control::Disconnect => b'd',
+        };
+        self.publish(key, bus::encode_control_flag(flag)).await
     }
 
     async fn unfollow(&mut self, key: StreamKey) {
@@ -377,7 +401,7 @@ impl EventStore for RedisStore {
             return;
         };
         let mut pubsub = link.pubsub.clone();
-        if let Err(e) = pubsub.unsubscribe(link.keys.channel(key)).await {
+        if let Err(e) = link.timed(pubsub.unsubscribe(link.keys.channel(key))).await {
             self.failed("unsubscribe", &e);
         }
     }
@@ -387,7 +411,9 @@ impl EventStore for RedisStore {
             return false;
         };
         let mut pubsub = link.pubsub.clone();
-        let pong: redis::RedisResult<String> = redis::cmd("PING").query_async(&mut pubsub).await;
+        let pong: redis::RedisResult<String> = link
+            .timed(redis::cmd("PING").query_async(&mut pubsub))
+            .await;
         match pong {
             Ok(_) => {
                 self.succeeded();
@@ -498,20 +524,23 @@ impl RedisStore {
         let s = key.session;
         let r = self.retention;
         let mut conn = link.commands.clone();
-        let result: redis::RedisResult<Value> = scripts
-            .replay
-            .key(keys.session(s))
-            .key(keys.streams(s))
-            .key(keys.arrivals(s))
-            .arg(keys.events_prefix(s))
-            .arg(key.stream.0)
-            .arg(after.map(|a| a.to_string()).unwrap_or_default())
-            .arg(if r.enabled { "1" } else { "0" })
-            .arg(millis(r.event_ttl))
-            .arg(millis(r.replay_window))
-            .arg(if create { "1" } else { "0" })
-            .arg(millis(self.session_ttl))
-            .invoke_async(&mut conn)
+        let result: redis::RedisResult<Value> = link
+            .timed(
+                scripts
+                    .replay
+                    .key(keys.session(s))
+                    .key(keys.streams(s))
+                    .key(keys.arrivals(s))
+                    .arg(keys.events_prefix(s))
+                    .arg(key.stream.0)
+                    .arg(after.map(|a| a.to_string()).unwrap_or_default())
+                    .arg(if r.enabled { "1" } else { "0" })
+                    .arg(millis(r.event_ttl))
+                    .arg(millis(r.replay_window))
+                    .arg(if create { "1" } else { "0" })
+                    .arg(millis(self.session_ttl))
+                    .invoke_async(&mut conn),
+            )
             .await;
         let reply = result.map_err(|e| self.failed("replay", &e))?;
         self.succeeded();

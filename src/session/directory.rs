@@ -173,7 +173,8 @@ impl Directory {
         Ok(alive.into_iter().map(|n| n == 1).collect())
     }
 
-    /// Records a session field that changes after `initialize` (`log_level`).
+    /// Records a session field that changes after `initialize` (`log_level`), unless the
+    /// session ended meanwhile (writing would bring back its hash, with no TTL).
     pub async fn set_field(
         &self,
         id: SessionId,
@@ -184,9 +185,10 @@ impl Directory {
             return Ok(());
         };
         let mut conn = link.commands.clone();
-        let mut cmd = redis::cmd("HSET");
-        cmd.arg(link.keys.session(id)).arg(field).arg(value);
-        let call = cmd.query_async::<()>(&mut conn);
+        let script = redis::Script::new(SET_IF_EXISTS);
+        let mut invocation = script.key(link.keys.session(id));
+        invocation.arg(field).arg(value);
+        let call = invocation.invoke_async::<i64>(&mut conn);
         link.breaker.guard("session directory", call).await?;
         Ok(())
     }
@@ -339,6 +341,13 @@ async fn publish(
     link.breaker.guard("bus", call).await?;
     Ok(())
 }
+
+/// Sets a field of the session hash, unless the session is gone.
+const SET_IF_EXISTS: &str = r"
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+return 1
+";
 
 /// Takes a block of numbers, unless the session is gone.
 const RESERVE: &str = r"

@@ -464,11 +464,16 @@ async fn handle(msg: SessionMsg, state: &mut SessionManagerState) {
             }
         }
         SessionMsg::Terminate(id, reply) => {
-            let found = ensure_local(state, id, now).await.is_ok() && state.table.remove(id);
+            let found = ensure_local(state, id, now).await.is_ok() && state.table.get(id).is_some();
+            // With Redis away the shared session cannot be ended: say so (503) rather than
+            // answer 200 while any replica would go on serving it.
+            if found && let Err(e) = state.directory.drop_subscriptions(id).await {
+                tracing::warn!(session_id = %id, error = %e, "could not end a shared session");
+                let _ = reply.send(Err(SessionError::Shared));
+                return;
+            }
+            let found = found && state.table.remove(id);
             if found {
-                if let Err(e) = state.directory.drop_subscriptions(id).await {
-                    tracing::warn!(session_id = %id, error = %e, "could not remove an ended session from the subscriber index; resource updates find it gone");
-                }
                 tracing::info!(session_id = %id, "session terminated by client");
                 forget(&state.store, id).await;
                 let msg = BusMessage::SessionEnded {

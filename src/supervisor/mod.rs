@@ -92,7 +92,7 @@ pub struct SupervisorArgs {
     /// The shared Redis, when `[store] backend = "redis"`.
     pub redis: Option<RedisLink>,
     /// Pushes from Redis waiting in the store actor's mailbox (see [`crate::cluster::bus`]).
-    pub queued: Arc<std::sync::atomic::AtomicUsize>,
+    pub queued: Arc<crate::cluster::bus::PushQueue>,
     /// Told how the tree ended.
     pub exit: oneshot::Sender<Exit>,
 }
@@ -111,7 +111,7 @@ pub struct SupervisorState {
     listener_slot: Slot<ListenerMsg>,
     store_heir: Option<Heir<StoreTables<Backend>>>,
     redis: Option<RedisLink>,
-    queued: Arc<std::sync::atomic::AtomicUsize>,
+    queued: Arc<crate::cluster::bus::PushQueue>,
     session_heir: Option<Heir<SessionTable>>,
     running: Vec<(Child, ActorCell)>,
     /// Cancelled when the tree stops: every session's running requests end.
