@@ -22,7 +22,7 @@ async fn binary_on(redis: &RedisServer) -> Binary {
         ],
         &[
             ("OTPMCP__STORE__REDIS_URL", url.as_str()),
-            ("OTPMCP__STORE__LEASE_TTL", "600ms"),
+            ("OTPMCP__STORE__LEASE_TTL", "1s"),
         ],
     )
     .await

@@ -267,10 +267,14 @@ async fn a_replica_that_reloads_a_session_never_reuses_its_stream_numbers() {
     let id = client.session_id();
     // B keeps the session alive while A's idle copy is dropped.
     eventually("A to drop its idle copy", || async {
-        assert!(on_b.ask("ping", json!({})).await["result"].is_object());
+        let _ = on_b.ask("ping", json!({})).await;
         a.app.session_info(id).await.is_err().then_some(())
     })
     .await;
+    assert!(
+        b.app.session_info(id).await.is_ok(),
+        "B kept the session alive"
+    );
     let second = client
         .ask(
             "tools/call",
@@ -378,6 +382,12 @@ async fn a_resource_update_on_any_replica_reaches_every_subscriber_once() {
         assert_eq!(update["params"]["uri"], "mem://a");
     }
 
+    // Once each: the next thing X hears is this marker, not a second copy.
+    assert_eq!(a.app.update_tools(|_| {}).await.ok(), Some(1));
+    assert_eq!(
+        x_live.next_json().await["method"],
+        "notifications/tools/list_changed"
+    );
     let deleted = Client::send(y.delete()).await;
     assert_eq!(deleted.status(), 200);
     let told = b.app.notify_resource_updated("mem://a").await;
@@ -386,6 +396,54 @@ async fn a_resource_update_on_any_replica_reaches_every_subscriber_once() {
         x_live.next_json().await["method"],
         "notifications/resources/updated"
     );
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_cancelled_call_closes_its_connection_on_another_replica() {
+    let redis = RedisServer::start();
+    // No catch-up from the store within the test (it would close the connection too):
+    // only the news from A can.
+    let slow_catch_up = |redis: &RedisServer| {
+        let on = on_redis(redis);
+        move |c: &mut Config| {
+            on(c);
+            c.store.retry_interval = std::time::Duration::from_secs(600);
+        }
+    };
+    let a = TestServer::start(slow_catch_up(&redis)).await;
+    let b = TestServer::start(slow_catch_up(&redis)).await;
+    let mut client = a.client();
+    client.initialize().await;
+    let mut reader = client
+        .call_stream(
+            "stream_events",
+            json!({"count": 500, "interval_ms": 20}),
+            Some("t"),
+        )
+        .await;
+    let mut t = Transcript::default();
+    while t.progress.len() < 2 {
+        let frame = within("progress", reader.next()).await;
+        t.add(&frame.unwrap_or_else(|| panic!("stream ended early")));
+    }
+    drop(reader);
+    // The call runs on A; its connection is now on B.
+    let last = t.ids.last().cloned().unwrap_or_else(|| panic!("no ids"));
+    let mut on_b = via(&client, &b).resume(&last).await;
+    while t.progress.len() < 4 {
+        let frame = within("progress through B", on_b.next()).await;
+        t.add(&frame.unwrap_or_else(|| panic!("stream ended early")));
+    }
+    let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                        "params": {"requestId": 2}});
+    assert_eq!(Client::send(client.post(&cancel)).await.status(), 202);
+    for f in within("B's connection to close", on_b.rest()).await {
+        t.add(&f);
+    }
+    assert!(t.response.is_none(), "a cancelled request is not answered");
+    assert!(t.progress.len() < 500);
     a.shutdown().await;
     b.shutdown().await;
 }

@@ -241,8 +241,10 @@ async fn the_byte_budget_evicts_oldest_first_but_keeps_the_newest(maker: Maker) 
 async fn events_expire_after_the_ttl_and_the_window_bounds_old_positions(maker: Maker) {
     let mut store = maker
         .store(Retention {
-            event_ttl: Duration::from_millis(300),
-            replay_window: Duration::from_millis(900),
+            // Wide enough that a loaded machine still replays e3 before it expires and
+            // before position 0 leaves the window.
+            event_ttl: Duration::from_secs(1),
+            replay_window: Duration::from_millis(2500),
             ..retention(100)
         })
         .await;
@@ -269,7 +271,7 @@ async fn events_expire_after_the_ttl_and_the_window_bounds_old_positions(maker: 
 async fn a_completed_stream_refuses_appends_and_vanishes_once_expired(maker: Maker) {
     let mut store = maker
         .store(Retention {
-            event_ttl: Duration::from_millis(300),
+            event_ttl: Duration::from_secs(1),
             ..retention(100)
         })
         .await;

@@ -28,9 +28,17 @@ fn dir_of(port: u16) -> Option<String> {
     let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
     s.set_read_timeout(Some(Duration::from_millis(500))).ok()?;
     s.write_all(b"CONFIG GET dir\r\n").ok()?;
+    // The reply is an array of two bulk strings: five CRLFs in all, perhaps in pieces.
+    let mut reply = Vec::new();
     let mut buf = [0u8; 4096];
-    let n = s.read(&mut buf).ok()?;
-    Some(String::from_utf8_lossy(&buf[..n]).into_owned())
+    while reply.windows(2).filter(|w| w == b"\r\n").count() < 5 {
+        let n = s.read(&mut buf).ok()?;
+        if n == 0 {
+            return None;
+        }
+        reply.extend_from_slice(&buf[..n]);
+    }
+    Some(String::from_utf8_lossy(&reply).into_owned())
 }
 
 impl RedisServer {
