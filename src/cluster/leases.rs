@@ -2,10 +2,11 @@
 //!
 //! Each replica holds one lease (its score in `P:replicas`: the Redis time at which it
 //! lapses) and renews it every third of `lease_ttl`; each request it runs is registered in
-//! `P:inflight:<replica>` while it runs. When a lease lapses, any replica may claim that
-//! replica's requests one by one (`HDEL` returns 1 to exactly one claimer) and append to
-//! each request's stream a JSON-RPC error response that ends it, so a client resuming on
-//! any replica gets an answer instead of waiting forever.
+//! `P:inflight:<replica>` while it runs. When a lease lapses, any replica may answer that
+//! replica's requests: it appends to each request's stream a JSON-RPC error response that
+//! ends it (with a nonce every answering replica derives alike, so two answers store one
+//! event), then clears the entry. A client resuming on any replica gets an answer instead
+//! of waiting forever.
 
 use std::time::Duration;
 
@@ -171,12 +172,12 @@ impl Leases {
     /// request of ours whose end did not reach Redis, and nobody waits `lease_ttl`.
     pub async fn release(&self) {
         let mut conn = self.link.commands.clone();
-        let _: redis::RedisResult<()> = redis::cmd("ZADD")
-            .arg(self.link.keys.replicas())
+        let mut cmd = redis::cmd("ZADD");
+        cmd.arg(self.link.keys.replicas())
             .arg(0)
-            .arg(self.link.replica)
-            .query_async(&mut conn)
-            .await;
+            .arg(self.link.replica);
+        let call = cmd.query_async::<()>(&mut conn);
+        let _ = self.link.breaker.guard("lease", call).await;
     }
 }
 

@@ -254,6 +254,11 @@ impl<B: EventStore> Actor for EventStoreActor<B> {
         // The sweep is a message, so it is serialized with appends and shows in traces.
         let mut timers = vec![myself.send_interval(args.cleanup_interval, || StoreMsg::Sweep)];
         if let Some(leases) = &args.leases {
+            // Hold the lease before this replica takes any request (the listener starts
+            // after the store); the keeper renews it from here on.
+            if let Err(e) = leases.renew().await {
+                tracing::warn!(error = %e, "could not take this replica's lease yet");
+            }
             timers.push(tokio::spawn(keep_lease(leases.clone(), myself.clone())));
             // Pushes queued for a previous incarnation died with its mailbox: count afresh,
             // and read back what the followed streams missed meanwhile.
@@ -310,10 +315,13 @@ async fn forward<B: EventStore>(tables: &mut StoreTables<B>, key: StreamKey, eve
         return;
     }
     let mut batch = Vec::new();
+    let mut skipped = 0;
     if seq > forwarded + 1 {
         match tables.backend.replay_after(key, Some(forwarded)).await {
             Ok(replay) if replay.outcome == ReplayOutcome::Complete => {
-                batch.extend(replay.events);
+                let (events, removed) = already_delivered_removed(tables, key, replay.events);
+                batch.extend(events);
+                skipped = removed;
             }
             _ => {
                 // The missing events cannot be read now: close with a retry hint, and the
@@ -329,7 +337,44 @@ async fn forward<B: EventStore>(tables: &mut StoreTables<B>, key: StreamKey, eve
     }
     send_batch(tables, key, batch).await;
     // Caught up with what is stored: nothing delivered unstored can turn up any more.
+    past_skipped(tables, key, skipped);
+}
+
+/// `events` (read back from the store) without those this connection already got live
+/// when their append's outcome was unknown (see [`Subscriber::unstored`]).
+/// Also returns the highest position removed, which the connection must move past once
+/// the rest is sent.
+fn already_delivered_removed<B: EventStore>(
+    tables: &mut StoreTables<B>,
+    key: StreamKey,
+    mut events: Vec<Event>,
+) -> (Vec<Event>, u64) {
+    let mut skipped = 0;
+    let Some(sub) = tables.subscribers.get_mut(&key) else {
+        return (events, skipped);
+    };
+    if sub.unstored.is_empty() {
+        return (events, skipped);
+    }
+    events.retain(|event| {
+        let hash = payload_hash(&event.payload);
+        match sub.unstored.iter().position(|h| *h == hash) {
+            Some(i) => {
+                sub.unstored.remove(i);
+                skipped = skipped.max(event.id.seq);
+                false
+            }
+            None => true,
+        }
+    });
+    (events, skipped)
+}
+
+/// After a batch: past the events skipped as already delivered, and nothing unstored can
+/// turn up any more.
+fn past_skipped<B: EventStore>(tables: &mut StoreTables<B>, key: StreamKey, skipped: u64) {
     if let Some(sub) = tables.subscribers.get_mut(&key) {
+        sub.forwarded = sub.forwarded.max(skipped);
         sub.unstored.clear();
     }
 }
@@ -346,18 +391,6 @@ async fn send_batch<B: EventStore>(tables: &mut StoreTables<B>, key: StreamKey, 
         }
         sub.forwarded = event.id.seq;
         let last = event.last;
-        if !sub.unstored.is_empty() {
-            let hash = payload_hash(&event.payload);
-            if let Some(i) = sub.unstored.iter().position(|h| *h == hash) {
-                // Delivered already, live, when its append's outcome was unknown.
-                sub.unstored.remove(i);
-                if last {
-                    ended = true;
-                    break;
-                }
-                continue;
-            }
-        }
         if sub.actor.send_message(StreamMsg::Deliver(event)).is_err() || last {
             ended = true;
             break;
@@ -429,10 +462,13 @@ async fn settle<B: EventStore>(
             tables.backend.note_unstored();
             tracing::debug!(stream = ?key, why = %e, stored = false, "event not stored; delivered live only");
             if let Some(sub) = tables.subscribers.get_mut(&key) {
-                if sub.unstored.len() == UNSTORED_MEMORY {
-                    sub.unstored.pop_front();
+                // Only an append that reached Redis unconfirmed can turn up stored later.
+                if e == super::UNCONFIRMED {
+                    if sub.unstored.len() == UNSTORED_MEMORY {
+                        sub.unstored.pop_front();
+                    }
+                    sub.unstored.push_back(payload_hash(&payload));
                 }
-                sub.unstored.push_back(payload_hash(&payload));
                 if sub
                     .actor
                     .send_message(StreamMsg::DeliverUnstored(payload, last))
@@ -671,19 +707,22 @@ async fn handle<B: EventStore>(
                         sub.followed = true;
                     }
                 }
-                // Heard of nothing yet (live-only): nothing to catch up with.
-                if !position_known {
-                    continue;
-                }
                 if let Some(sub) = tables.subscribers.get_mut(&key) {
                     // Announcements lost with the feed will not come back.
                     sub.awaiting_announce = false;
+                }
+                // Heard of nothing yet (live-only): nothing to catch up with.
+                if !position_known {
+                    continue;
                 }
                 match tables.backend.replay_after(key, Some(forwarded)).await {
                     Ok(replay) if replay.outcome == ReplayOutcome::Complete => {
                         caught_up += replay.events.len();
                         let completed = replay.completed;
-                        send_batch(tables, key, replay.events).await;
+                        let (events, skipped) =
+                            already_delivered_removed(tables, key, replay.events);
+                        send_batch(tables, key, events).await;
+                        past_skipped(tables, key, skipped);
                         if completed {
                             close_subscriber(tables, key, CloseReason::Completed).await;
                         }
@@ -764,7 +803,6 @@ async fn keep_lease(leases: Leases, store: ActorRef<StoreMsg>) {
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut healthy_since: Option<std::time::Instant> = None;
     loop {
-        // The first tick is immediate: the lease exists before any request is taken.
         tick.tick().await;
         match leases.renew().await {
             Ok(lapsed) => {

@@ -275,6 +275,11 @@ pub trait EventStore: Send + Default + 'static {
     }
 }
 
+/// An append that was sent but not confirmed (a timeout or a lost connection): it may or
+/// may not be stored. The store actor delivers it live and remembers it, so that if it
+/// turns up stored in a later catch-up it is not delivered twice.
+pub const UNCONFIRMED: StoreError = StoreError::Backend("the append was sent but not confirmed");
+
 /// What [`EventStore::tell_followers`] tells other processes' connections.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Control {

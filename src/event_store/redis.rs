@@ -474,11 +474,13 @@ impl AppendJob {
             .arg(keys.channel(key))
             .arg(link.replica);
         let call = invocation.invoke_async::<Vec<i64>>(&mut conn);
+        // The breaker let it through (`append_job` checked): a failure now may come
+        // after Redis stored it.
         let reply = link
             .breaker
             .guard("append", call)
             .await
-            .map_err(|_| UNAVAILABLE)?;
+            .map_err(|_| super::UNCONFIRMED)?;
         let (status, seq) = match reply.as_slice() {
             [status, seq] => (*status, u64::try_from(*seq).map_err(|_| MALFORMED)?),
             _ => return Err(MALFORMED),

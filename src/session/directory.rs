@@ -276,7 +276,7 @@ impl Directory {
 
     /// Every session subscribed to `uri`, on any replica (`None` without Redis: the local
     /// table knows them all). Sessions that ended without unsubscribing may be listed;
-    /// [`Directory::index_subscription`] removes them once found gone.
+    /// [`Directory::prune_subscribers`] removes them once found gone.
     pub async fn subscribers(&self, uri: &str) -> Result<Option<Vec<SessionId>>, DirectoryError> {
         let Self::Redis(link) = self else {
             return Ok(None);

@@ -464,7 +464,14 @@ async fn handle(msg: SessionMsg, state: &mut SessionManagerState) {
             }
         }
         SessionMsg::Terminate(id, reply) => {
-            let found = ensure_local(state, id, now).await.is_ok() && state.table.get(id).is_some();
+            let found = match ensure_local(state, id, now).await {
+                Ok(()) => state.table.get(id).is_some(),
+                Err(SessionError::Shared) => {
+                    let _ = reply.send(Err(SessionError::Shared));
+                    return;
+                }
+                Err(_) => false,
+            };
             // With Redis away the shared session cannot be ended: say so (503) rather than
             // answer 200 while any replica would go on serving it.
             if found && let Err(e) = state.directory.drop_subscriptions(id).await {

@@ -40,6 +40,7 @@ async fn terminate(state: &AppState, headers: &HeaderMap) -> Result<(), Rejectio
         .await
         .map_err(|e| match e {
             SessionError::Unreachable(e) => Rejection::Unavailable(e.to_string()),
+            SessionError::Shared => Rejection::Unavailable(e.to_string()),
             _ => Rejection::UnknownSession,
         })
 }
