@@ -6,36 +6,12 @@ mod common;
 
 use common::{Client, SseReader, TestServer, Transcript};
 use otpmcp::McpServer;
-use otpmcp::handler::tools::tool_fn;
-use otpmcp::handler::{ClientRequestError, Tool, ToolError, ToolRegistry};
-use otpmcp::protocol::methods::CallToolResult;
+use otpmcp::handler::ToolRegistry;
 use serde_json::{Value, json};
-
-/// Asks the client for a sampling result and returns its text.
-fn ask() -> impl Tool {
-    tool_fn(
-        "ask",
-        "Asks the client's model a question.",
-        json!({"type": "object"}),
-        |_, ctx| async move {
-            let params = json!({"messages": [{"role": "user", "content": {"type": "text", "text": "2+2?"}}],
-                                "maxTokens": 10});
-            match ctx.request("sampling/createMessage", Some(params)).await {
-                Ok(answer) => Ok(CallToolResult::text(
-                    answer["content"]["text"].as_str().unwrap_or("(no text)"),
-                )),
-                Err(ClientRequestError::Rejected(e)) => {
-                    Err(ToolError::Failed(format!("refused: {}", e.message)))
-                }
-                Err(e) => Err(ToolError::Failed(e.to_string())),
-            }
-        },
-    )
-}
 
 async fn server() -> TestServer {
     let mut tools = ToolRegistry::default();
-    tools.register(ask());
+    tools.register(common::ask_tool());
     TestServer::start_with(|_| {}, McpServer::new(tools)).await
 }
 

@@ -9,9 +9,7 @@ use common::redis::RedisServer;
 use common::{Client, SseReader, TestServer, Transcript, eventually, within};
 use otpmcp::McpServer;
 use otpmcp::config::{BackendKind, Config};
-use otpmcp::handler::tools::tool_fn;
-use otpmcp::handler::{ClientRequestError, ToolError, ToolRegistry};
-use otpmcp::protocol::methods::CallToolResult;
+use otpmcp::handler::ToolRegistry;
 use serde_json::{Value, json};
 
 fn on_redis(redis: &RedisServer) -> impl FnOnce(&mut Config) + use<> {
@@ -24,6 +22,27 @@ fn on_redis(redis: &RedisServer) -> impl FnOnce(&mut Config) + use<> {
 
 async fn replica(redis: &RedisServer) -> TestServer {
     TestServer::start(on_redis(redis)).await
+}
+
+/// A replica on `redis` with `tweak` applied too.
+async fn replica_with(
+    redis: &RedisServer,
+    tweak: impl FnOnce(&mut Config) + Clone + 'static,
+) -> TestServer {
+    let on = on_redis(redis);
+    TestServer::start(move |c: &mut Config| {
+        on(c);
+        tweak(c);
+    })
+    .await
+}
+
+/// Reads `reader` until `t` holds `n` progress notifications.
+async fn until_progress(reader: &mut SseReader, t: &mut Transcript, n: usize) {
+    while t.progress.len() < n {
+        let frame = within("progress", reader.next()).await;
+        t.add(&frame.unwrap_or_else(|| panic!("stream ended early")));
+    }
 }
 
 /// The same client (same session) talking to another replica.
@@ -79,10 +98,7 @@ async fn a_stream_started_on_one_replica_resumes_on_another_exactly_once() {
         )
         .await;
     let mut t = Transcript::default();
-    while t.progress.len() < 5 {
-        let frame = within("progress", reader.next()).await;
-        t.add(&frame.unwrap_or_else(|| panic!("stream ended early")));
-    }
+    until_progress(&mut reader, &mut t, 5).await;
     drop(reader);
     let last = t.ids.last().cloned().unwrap_or_else(|| panic!("no ids"));
     let mut resumed = via(&client, &b).resume(&last).await;
@@ -124,27 +140,10 @@ async fn a_get_stream_on_one_replica_receives_notifications_stored_by_another() 
     b.shutdown().await;
 }
 
-/// Asks the client for a sampling result and returns its text.
+/// A server whose `ask` tool asks the client for a sampling result.
 fn ask_tool() -> McpServer {
     let mut tools = ToolRegistry::default();
-    tools.register(tool_fn(
-        "ask",
-        "Asks the client's model a question.",
-        json!({"type": "object"}),
-        |_, ctx| async move {
-            let params = json!({"messages": [{"role": "user", "content": {"type": "text", "text": "2+2?"}}],
-                                "maxTokens": 10});
-            match ctx.request("sampling/createMessage", Some(params)).await {
-                Ok(answer) => Ok(CallToolResult::text(
-                    answer["content"]["text"].as_str().unwrap_or("(no text)"),
-                )),
-                Err(ClientRequestError::Rejected(e)) => {
-                    Err(ToolError::Failed(format!("refused: {}", e.message)))
-                }
-                Err(e) => Err(ToolError::Failed(e.to_string())),
-            }
-        },
-    ));
+    tools.register(common::ask_tool());
     McpServer::new(tools)
 }
 
@@ -182,15 +181,9 @@ async fn a_sampling_answer_posted_to_another_replica_reaches_the_waiting_handler
 #[tokio::test]
 async fn an_idle_session_expires_on_every_replica() {
     let redis = RedisServer::start();
-    let short = |redis: &RedisServer| {
-        let on = on_redis(redis);
-        move |c: &mut Config| {
-            on(c);
-            c.server.session_timeout = std::time::Duration::from_millis(300);
-        }
-    };
-    let a = TestServer::start(short(&redis)).await;
-    let b = TestServer::start(short(&redis)).await;
+    let short = |c: &mut Config| c.server.session_timeout = std::time::Duration::from_millis(300);
+    let a = replica_with(&redis, short).await;
+    let b = replica_with(&redis, short).await;
     let mut client = a.client();
     client.initialize().await;
     let on_b = via(&client, &b);
@@ -245,15 +238,9 @@ async fn resuming_on_another_replica_closes_the_older_connection() {
 #[tokio::test]
 async fn a_replica_that_reloads_a_session_never_reuses_its_stream_numbers() {
     let redis = RedisServer::start();
-    let short = |redis: &RedisServer| {
-        let on = on_redis(redis);
-        move |c: &mut Config| {
-            on(c);
-            c.server.session_timeout = std::time::Duration::from_millis(400);
-        }
-    };
-    let a = TestServer::start(short(&redis)).await;
-    let b = TestServer::start(short(&redis)).await;
+    let short = |c: &mut Config| c.server.session_timeout = std::time::Duration::from_millis(400);
+    let a = replica_with(&redis, short).await;
+    let b = replica_with(&redis, short).await;
     let mut client = a.client();
     client.initialize().await;
     let first = client
@@ -303,10 +290,7 @@ async fn a_cancellation_sent_through_another_replica_stops_the_request() {
         )
         .await;
     let mut t = Transcript::default();
-    while t.progress.len() < 2 {
-        let frame = within("progress", reader.next()).await;
-        t.add(&frame.unwrap_or_else(|| panic!("stream ended early")));
-    }
+    until_progress(&mut reader, &mut t, 2).await;
     let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
                         "params": {"requestId": 2, "reason": "changed my mind"}});
     let posted = Client::send(via(&client, &b).post(&cancel)).await;
@@ -405,15 +389,10 @@ async fn a_cancelled_call_closes_its_connection_on_another_replica() {
     let redis = RedisServer::start();
     // No catch-up from the store within the test (it would close the connection too):
     // only the news from A can.
-    let slow_catch_up = |redis: &RedisServer| {
-        let on = on_redis(redis);
-        move |c: &mut Config| {
-            on(c);
-            c.store.retry_interval = std::time::Duration::from_secs(600);
-        }
-    };
-    let a = TestServer::start(slow_catch_up(&redis)).await;
-    let b = TestServer::start(slow_catch_up(&redis)).await;
+    let slow_catch_up =
+        |c: &mut Config| c.store.retry_interval = std::time::Duration::from_secs(600);
+    let a = replica_with(&redis, slow_catch_up).await;
+    let b = replica_with(&redis, slow_catch_up).await;
     let mut client = a.client();
     client.initialize().await;
     let mut reader = client
@@ -424,18 +403,12 @@ async fn a_cancelled_call_closes_its_connection_on_another_replica() {
         )
         .await;
     let mut t = Transcript::default();
-    while t.progress.len() < 2 {
-        let frame = within("progress", reader.next()).await;
-        t.add(&frame.unwrap_or_else(|| panic!("stream ended early")));
-    }
+    until_progress(&mut reader, &mut t, 2).await;
     drop(reader);
     // The call runs on A; its connection is now on B.
     let last = t.ids.last().cloned().unwrap_or_else(|| panic!("no ids"));
     let mut on_b = via(&client, &b).resume(&last).await;
-    while t.progress.len() < 4 {
-        let frame = within("progress through B", on_b.next()).await;
-        t.add(&frame.unwrap_or_else(|| panic!("stream ended early")));
-    }
+    until_progress(&mut on_b, &mut t, 4).await;
     let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
                         "params": {"requestId": 2}});
     assert_eq!(Client::send(client.post(&cancel)).await.status(), 202);

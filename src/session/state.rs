@@ -70,6 +70,34 @@ pub struct SessionRecord {
     pub refreshed: Instant,
 }
 
+impl SessionRecord {
+    /// A session entering this replica's table at `now`, idle, with nothing open.
+    fn new(
+        init: NewSession,
+        connected_at: SystemTime,
+        cancel: CancellationToken,
+        now: Instant,
+    ) -> Self {
+        Self {
+            init,
+            connected_at,
+            started: now,
+            last_seen: now,
+            holds: 0,
+            last_stream: 0,
+            stream_limit: 1 << STREAM_BITS,
+            request_block: 0,
+            cancel,
+            requests: HashMap::new(),
+            pending: HashMap::new(),
+            last_client_request: 0,
+            log_level: Default::default(),
+            subscriptions: Default::default(),
+            refreshed: now,
+        }
+    }
+}
+
 /// Stream numbers are `replica << STREAM_BITS | n`.
 pub const STREAM_BITS: u32 = 40;
 
@@ -138,30 +166,12 @@ impl SessionTable {
         cancel: CancellationToken,
         now: Instant,
     ) {
-        let log_level = std::sync::Arc::new(crate::protocol::methods::LogThreshold::default());
+        let mut record = SessionRecord::new(stored.init, stored.connected_at, cancel, now);
         if let Some(level) = stored.log_level {
-            log_level.set(level);
+            record.log_level.set(level);
         }
-        self.sessions.insert(
-            id,
-            SessionRecord {
-                init: stored.init,
-                connected_at: stored.connected_at,
-                started: now,
-                last_seen: now,
-                holds: 0,
-                last_stream: 0,
-                stream_limit: 1 << STREAM_BITS,
-                request_block: 0,
-                cancel,
-                requests: HashMap::new(),
-                pending: HashMap::new(),
-                last_client_request: 0,
-                log_level,
-                subscriptions: stored.subscriptions.into_iter().collect(),
-                refreshed: now,
-            },
-        );
+        record.subscriptions = stored.subscriptions.into_iter().collect();
+        self.sessions.insert(id, record);
     }
 
     /// Sessions with a request or stream open.
@@ -184,26 +194,8 @@ impl SessionTable {
         while self.sessions.contains_key(&id) {
             id = SessionId::random();
         }
-        self.sessions.insert(
-            id,
-            SessionRecord {
-                init,
-                connected_at: SystemTime::now(),
-                started: now,
-                last_seen: now,
-                holds: 0,
-                last_stream: 0,
-                stream_limit: 1 << STREAM_BITS,
-                request_block: 0,
-                cancel,
-                requests: HashMap::new(),
-                pending: HashMap::new(),
-                last_client_request: 0,
-                log_level: Default::default(),
-                subscriptions: Default::default(),
-                refreshed: now,
-            },
-        );
+        self.sessions
+            .insert(id, SessionRecord::new(init, SystemTime::now(), cancel, now));
         id
     }
 

@@ -623,3 +623,28 @@ impl Drop for Balancer {
         self.task.abort();
     }
 }
+
+/// A tool `ask` that asks the client for a sampling result and returns its text (or
+/// fails with the client's refusal).
+pub fn ask_tool() -> impl otpmcp::handler::Tool {
+    use otpmcp::handler::{ClientRequestError, ToolError};
+    use otpmcp::protocol::methods::CallToolResult;
+    otpmcp::handler::tools::tool_fn(
+        "ask",
+        "Asks the client's model a question.",
+        json!({"type": "object"}),
+        |_, ctx| async move {
+            let params = json!({"messages": [{"role": "user", "content": {"type": "text", "text": "2+2?"}}],
+                                "maxTokens": 10});
+            match ctx.request("sampling/createMessage", Some(params)).await {
+                Ok(answer) => Ok(CallToolResult::text(
+                    answer["content"]["text"].as_str().unwrap_or("(no text)"),
+                )),
+                Err(ClientRequestError::Rejected(e)) => {
+                    Err(ToolError::Failed(format!("refused: {}", e.message)))
+                }
+                Err(e) => Err(ToolError::Failed(e.to_string())),
+            }
+        },
+    )
+}
