@@ -101,11 +101,7 @@ async fn replica(url: &str) -> (EventStoreHandle, RedisLink) {
     })
     .await
     .unwrap_or_else(|e| panic!("{e}"));
-    let store = RedisStore::new(
-        link.clone(),
-        Duration::from_secs(3600),
-        Duration::from_secs(1),
-    );
+    let store = RedisStore::new(link.clone(), Duration::from_secs(3600));
     let (tables, heir) = lend(StoreTables::new(Backend::Redis(Box::new(store))));
     std::mem::forget(heir);
     let args = StoreArgs {

@@ -50,7 +50,6 @@ impl Maker {
             Self::Redis(server) => Backend::Redis(Box::new(RedisStore::new(
                 link(server).await,
                 Duration::from_secs(600),
-                Duration::from_millis(100),
             ))),
         };
         store.set_retention(retention);

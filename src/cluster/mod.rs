@@ -171,8 +171,6 @@ pub struct RedisLink {
     pub keys: Arc<Keys>,
     /// This replica's number, unique among all replicas that ever used this Redis.
     pub replica: u64,
-    /// `store.command_timeout`.
-    pub command_timeout: Duration,
     /// Events delivered live but not stored because Redis was unavailable.
     pub unstored: Arc<std::sync::atomic::AtomicU64>,
     /// Open after a failure: callers skip Redis for `retry_interval` instead of waiting.
@@ -262,20 +260,6 @@ impl Breaker {
                 }
                 Err(e)
             }
-        }
-    }
-}
-
-impl RedisLink {
-    /// `call`, failed if it takes longer than `store.command_timeout` (redis-rs waits for
-    /// a connection being re-established without its response timeout).
-    pub async fn timed<T>(
-        &self,
-        call: impl std::future::Future<Output = redis::RedisResult<T>>,
-    ) -> redis::RedisResult<T> {
-        match tokio::time::timeout(self.command_timeout, call).await {
-            Ok(outcome) => outcome,
-            Err(_) => Err(timeout_error()),
         }
     }
 }
@@ -383,7 +367,6 @@ pub async fn connect(
         pubsub,
         keys,
         replica,
-        command_timeout: config.command_timeout,
         unstored: Arc::default(),
         breaker: Breaker::new(config.retry_interval, config.command_timeout),
     })

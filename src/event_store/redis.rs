@@ -53,7 +53,6 @@ pub struct RedisStore {
     scripts: Arc<Scripts>,
     retention: Retention,
     session_ttl: Duration,
-    retry_interval: Duration,
     /// Sessions this replica has used, swept by it (any replica may sweep any session).
     sessions: HashSet<SessionId>,
     /// The sweep in progress: sessions found gone, events expired.
@@ -79,12 +78,28 @@ impl Default for RedisStore {
             scripts: Arc::new(Scripts::new()),
             retention: Retention::default(),
             session_ttl: Duration::from_secs(1800),
-            retry_interval: Duration::from_secs(1),
             sessions: HashSet::new(),
             sweeping: None,
             unstored: Arc::default(),
         }
     }
+}
+
+/// An invocation of `script` on `session`'s keys (see `redis/prelude.lua`): the session
+/// hash, the streams hash and the arrivals list, then the event-stream key prefix as the
+/// first argument.
+fn session_script<'a>(
+    script: &'a redis::Script,
+    link: &RedisLink,
+    session: SessionId,
+) -> redis::ScriptInvocation<'a> {
+    let keys = &link.keys;
+    let mut invocation = script.key(keys.session(session));
+    invocation
+        .key(keys.streams(session))
+        .key(keys.arrivals(session))
+        .arg(keys.events_prefix(session));
+    invocation
 }
 
 fn millis(d: Duration) -> u64 {
@@ -139,12 +154,11 @@ const UNAVAILABLE: StoreError = StoreError::Backend("redis is unavailable");
 
 impl RedisStore {
     /// A store on `link`. Session keys live `session_ttl` past their last use.
-    pub fn new(link: RedisLink, session_ttl: Duration, retry_interval: Duration) -> Self {
+    pub fn new(link: RedisLink, session_ttl: Duration) -> Self {
         Self {
             unstored: link.unstored.clone(),
             link: Some(link),
             session_ttl,
-            retry_interval,
             ..Self::default()
         }
     }
@@ -163,24 +177,6 @@ impl RedisStore {
         Ok((link, self.scripts.clone()))
     }
 
-    fn failed(&mut self, op: &'static str, e: &redis::RedisError) -> StoreError {
-        if let Some(link) = &self.link
-            && link.breaker.trip()
-        {
-            tracing::warn!(op, error = %e, retry_in = ?self.retry_interval,
-                "redis failed; events are delivered live without being stored until it is back");
-        }
-        UNAVAILABLE
-    }
-
-    fn succeeded(&self) {
-        if let Some(link) = &self.link
-            && link.breaker.reset()
-        {
-            tracing::info!("redis is reachable again; events are stored again");
-        }
-    }
-
     /// Counts an event that was delivered without being stored.
     pub fn count_unstored(&self) {
         self.unstored.fetch_add(1, Ordering::Relaxed);
@@ -193,24 +189,14 @@ impl RedisStore {
         arg: String,
     ) -> Result<Value, StoreError> {
         let (link, scripts) = self.conn()?;
-        let keys = &link.keys;
         let mut conn = link.commands.clone();
-        let ttl = millis(self.retention.event_ttl);
-        let result = link
-            .timed(
-                scripts
-                    .session
-                    .key(keys.session(session))
-                    .key(keys.streams(session))
-                    .key(keys.arrivals(session))
-                    .arg(keys.events_prefix(session))
-                    .arg(op)
-                    .arg(arg)
-                    .arg(ttl)
-                    .invoke_async(&mut conn),
-            )
-            .await;
-        result.map_err(|e| self.failed(op, &e))
+        let mut invocation = session_script(&scripts.session, &link, session);
+        invocation
+            .arg(op)
+            .arg(arg)
+            .arg(millis(self.retention.event_ttl));
+        let call = invocation.invoke_async(&mut conn);
+        link.breaker.guard(op, call).await.map_err(|_| UNAVAILABLE)
     }
 
     /// Publishes a control message (`flag`, from this replica) on `key`'s channel.
@@ -219,21 +205,10 @@ impl RedisStore {
             return false;
         };
         let mut conn = link.commands.clone();
-        let result: redis::RedisResult<()> = link
-            .timed(
-                redis::cmd("PUBLISH")
-                    .arg(link.keys.channel(key))
-                    .arg(flag(link.replica))
-                    .query_async(&mut conn),
-            )
-            .await;
-        match result {
-            Ok(()) => true,
-            Err(e) => {
-                self.failed("publish", &e);
-                false
-            }
-        }
+        let mut cmd = redis::cmd("PUBLISH");
+        cmd.arg(link.keys.channel(key)).arg(flag(link.replica));
+        let call = cmd.query_async::<()>(&mut conn);
+        link.breaker.guard("publish", call).await.is_ok()
     }
 }
 
@@ -322,15 +297,8 @@ impl EventStore for RedisStore {
             let (mut gone, mut expired) = (Vec::new(), 0);
             let mut conn = link.commands.clone();
             for session in sessions {
-                let keys = &link.keys;
-                let mut invocation = scripts.session.key(keys.session(session));
-                invocation
-                    .key(keys.streams(session))
-                    .key(keys.arrivals(session))
-                    .arg(keys.events_prefix(session))
-                    .arg("sweep")
-                    .arg("")
-                    .arg(ttl);
+                let mut invocation = session_script(&scripts.session, &link, session);
+                invocation.arg("sweep").arg("").arg(ttl);
                 let call = invocation.invoke_async::<i64>(&mut conn);
                 match link.breaker.guard("sweep", call).await {
                     Ok(-1) => gone.push(session),
@@ -352,14 +320,8 @@ impl EventStore for RedisStore {
             return Vec::new();
         }
         let mut conn = link.commands.clone();
-        let mut invocation = self.scripts.session.key(link.keys.session(session));
-        invocation
-            .key(link.keys.streams(session))
-            .key(link.keys.arrivals(session))
-            .arg(link.keys.events_prefix(session))
-            .arg("positions")
-            .arg("")
-            .arg(0);
+        let mut invocation = session_script(&self.scripts.session, &link, session);
+        invocation.arg("positions").arg("").arg(0);
         let call = invocation.invoke_async::<Value>(&mut conn);
         let result = link.breaker.guard("positions", call).await;
         let Ok(Value::Array(items)) = result else {
@@ -380,8 +342,11 @@ impl EventStore for RedisStore {
     async fn follow(&mut self, key: StreamKey) -> Result<(), StoreError> {
         let (link, _) = self.conn()?;
         let mut pubsub = link.pubsub.clone();
-        let result = link.timed(pubsub.subscribe(link.keys.channel(key))).await;
-        result.map_err(|e| self.failed("subscribe", &e))
+        let call = pubsub.subscribe(link.keys.channel(key));
+        link.breaker
+            .guard("subscribe", call)
+            .await
+            .map_err(|_| UNAVAILABLE)
     }
 
     async fn announce(&mut self, key: StreamKey) -> bool {
@@ -401,9 +366,8 @@ impl EventStore for RedisStore {
             return;
         };
         let mut pubsub = link.pubsub.clone();
-        if let Err(e) = link.timed(pubsub.unsubscribe(link.keys.channel(key))).await {
-            self.failed("unsubscribe", &e);
-        }
+        let call = pubsub.unsubscribe(link.keys.channel(key));
+        let _ = link.breaker.guard("unsubscribe", call).await;
     }
 
     async fn feed_ready(&mut self) -> bool {
@@ -411,19 +375,9 @@ impl EventStore for RedisStore {
             return false;
         };
         let mut pubsub = link.pubsub.clone();
-        let pong: redis::RedisResult<String> = link
-            .timed(redis::cmd("PING").query_async(&mut pubsub))
-            .await;
-        match pong {
-            Ok(_) => {
-                self.succeeded();
-                true
-            }
-            Err(e) => {
-                self.failed("ping", &e);
-                false
-            }
-        }
+        let ping = redis::cmd("PING");
+        let call = ping.query_async::<String>(&mut pubsub);
+        link.breaker.guard("ping", call).await.is_ok()
     }
 
     fn note_unstored(&self) {
@@ -454,14 +408,9 @@ impl AppendJob {
             retention: r,
             session_ttl,
         } = self;
-        let keys = &link.keys;
-        let s = key.session;
         let mut conn = link.commands.clone();
-        let mut invocation = scripts.append.key(keys.session(s));
+        let mut invocation = session_script(&scripts.append, &link, key.session);
         invocation
-            .key(keys.streams(s))
-            .key(keys.arrivals(s))
-            .arg(keys.events_prefix(s))
             .arg(key.stream.0)
             .arg(payload.as_ref())
             .arg(if last { "1" } else { "0" })
@@ -471,7 +420,7 @@ impl AppendJob {
             .arg(r.max_session_events)
             .arg(r.max_session_bytes)
             .arg(millis(session_ttl))
-            .arg(keys.channel(key))
+            .arg(link.keys.channel(key))
             .arg(link.replica);
         let call = invocation.invoke_async::<Vec<i64>>(&mut conn);
         // The breaker let it through (`append_job` checked): a failure now may come
@@ -526,26 +475,21 @@ impl RedisStore {
         let s = key.session;
         let r = self.retention;
         let mut conn = link.commands.clone();
-        let result: redis::RedisResult<Value> = link
-            .timed(
-                scripts
-                    .replay
-                    .key(keys.session(s))
-                    .key(keys.streams(s))
-                    .key(keys.arrivals(s))
-                    .arg(keys.events_prefix(s))
-                    .arg(key.stream.0)
-                    .arg(after.map(|a| a.to_string()).unwrap_or_default())
-                    .arg(if r.enabled { "1" } else { "0" })
-                    .arg(millis(r.event_ttl))
-                    .arg(millis(r.replay_window))
-                    .arg(if create { "1" } else { "0" })
-                    .arg(millis(self.session_ttl))
-                    .invoke_async(&mut conn),
-            )
-            .await;
-        let reply = result.map_err(|e| self.failed("replay", &e))?;
-        self.succeeded();
+        let mut invocation = session_script(&scripts.replay, &link, s);
+        invocation
+            .arg(key.stream.0)
+            .arg(after.map(|a| a.to_string()).unwrap_or_default())
+            .arg(if r.enabled { "1" } else { "0" })
+            .arg(millis(r.event_ttl))
+            .arg(millis(r.replay_window))
+            .arg(if create { "1" } else { "0" })
+            .arg(millis(self.session_ttl));
+        let call = invocation.invoke_async::<Value>(&mut conn);
+        let reply = link
+            .breaker
+            .guard("replay", call)
+            .await
+            .map_err(|_| UNAVAILABLE)?;
         let Value::Array(items) = reply else {
             return Err(MALFORMED);
         };

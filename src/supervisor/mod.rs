@@ -135,7 +135,6 @@ impl SupervisorState {
             Some(link) => Backend::Redis(Box::new(RedisStore::new(
                 link.clone(),
                 self.config.server.session_timeout,
-                self.config.store.retry_interval,
             ))),
             None => Backend::Memory(MemoryStore::default()),
         }
