@@ -49,9 +49,11 @@ struct Subscriber {
     /// down: its position is taken from the first event heard, with no gap filled (the
     /// client asked for live events, not the stream's history).
     position_known: bool,
-    /// The backend's feed of other processes' events covers this stream. False after a
-    /// failed `follow`; the catch-up retries it.
+    /// Nothing more to do to hear of other processes' events on this stream. False after
+    /// a failed `follow`; the catch-up retries it.
     followed: bool,
+    /// Subscribed to the backend's feed for this stream (so leaving it unsubscribes).
+    on_feed: bool,
     /// Our announcement that we follow the stream has not come back yet: a "superseded"
     /// from another replica heard before it was published before ours, so it is stale.
     awaiting_announce: bool,
@@ -68,6 +70,7 @@ impl Subscriber {
             forwarded,
             position_known: true,
             followed: true,
+            on_feed: true,
             awaiting_announce: false,
             unstored: VecDeque::new(),
         }
@@ -403,7 +406,11 @@ async fn send_batch<B: EventStore>(tables: &mut StoreTables<B>, key: StreamKey, 
 }
 
 async fn drop_subscriber<B: EventStore>(tables: &mut StoreTables<B>, key: StreamKey) {
-    if tables.subscribers.remove(&key).is_some() {
+    if tables
+        .subscribers
+        .remove(&key)
+        .is_some_and(|sub| sub.on_feed)
+    {
         tables.backend.unfollow(key).await;
     }
 }
@@ -560,13 +567,16 @@ async fn handle<B: EventStore>(
             // Follow before reading, so an event stored meanwhile by another replica is
             // either in the replay or heard of live (and then skipped as a duplicate).
             // Already following it here (a resume on this replica): nothing to subscribe.
-            let following = tables.subscribers.get(&key).is_some_and(|s| s.followed)
-                || tables.backend.follow(key).await.is_ok();
+            // A POST stream being created is written by this process only, and nobody
+            // else can follow it yet: nothing to subscribe to or announce. (The
+            // standalone stream is "created" by every GET, resumes included.)
+            let new_post_stream = create && !key.stream.is_standalone();
+            let on_feed = !new_post_stream
+                && (tables.subscribers.get(&key).is_some_and(|s| s.on_feed)
+                    || tables.backend.follow(key).await.is_ok());
+            let following = new_post_stream || on_feed;
             let mut result = if create {
-                match tables.backend.open_stream(key).await {
-                    Ok(()) => tables.backend.replay_after(key, after).await,
-                    Err(e) => Err(e),
-                }
+                tables.backend.open_and_replay(key, after).await
             } else {
                 tables.backend.replay_after(key, after).await
             };
@@ -575,7 +585,7 @@ async fn handle<B: EventStore>(
                 // A new stream while the backend is down: live delivery still works.
                 // A new POST stream starts at 0; the standalone stream may have history,
                 // so its position is learnt from the first event heard.
-                position_known = after.is_some();
+                position_known = new_post_stream;
                 result = Ok(Replay {
                     events: Vec::new(),
                     outcome: ReplayOutcome::Complete,
@@ -589,8 +599,9 @@ async fn handle<B: EventStore>(
                     let mut sub = Subscriber::new(subscriber, replay.position);
                     sub.position_known = position_known;
                     sub.followed = following;
+                    sub.on_feed = on_feed;
                     // Newest connection wins across replicas too: tell the others.
-                    sub.awaiting_announce = tables.backend.announce(key).await;
+                    sub.awaiting_announce = !new_post_stream && tables.backend.announce(key).await;
                     let previous = tables.subscribers.insert(key, sub);
                     // A re-sent Subscribe from the same actor must not close itself.
                     if let Some(old) = previous.filter(|old| old.actor.get_id() != id) {
@@ -605,7 +616,7 @@ async fn handle<B: EventStore>(
                     }
                 }
                 _ => {
-                    if following && !tables.subscribers.contains_key(&key) {
+                    if on_feed && !tables.subscribers.contains_key(&key) {
                         tables.backend.unfollow(key).await;
                     }
                 }
@@ -705,6 +716,7 @@ async fn handle<B: EventStore>(
                     }
                     if let Some(sub) = tables.subscribers.get_mut(&key) {
                         sub.followed = true;
+                        sub.on_feed = true;
                     }
                 }
                 if let Some(sub) = tables.subscribers.get_mut(&key) {

@@ -57,6 +57,14 @@ impl EventStore for Backend {
         each!(self, s => s.complete_stream(key).await)
     }
 
+    async fn open_and_replay(
+        &mut self,
+        key: StreamKey,
+        after: Option<u64>,
+    ) -> Result<Replay, StoreError> {
+        each!(self, s => s.open_and_replay(key, after).await)
+    }
+
     async fn replay_after(
         &mut self,
         key: StreamKey,

@@ -197,6 +197,19 @@ pub trait EventStore: Send + Default + 'static {
     /// may be appended and a resume replays what there is, then closes.
     fn complete_stream(&mut self, key: StreamKey) -> impl Future<Output = ()> + Send;
 
+    /// [`EventStore::open_stream`] then [`EventStore::replay_after`]; a backend that can
+    /// do both in one step (one round trip to Redis) overrides it.
+    fn open_and_replay(
+        &mut self,
+        key: StreamKey,
+        after: Option<u64>,
+    ) -> impl Future<Output = Result<Replay, StoreError>> + Send {
+        async move {
+            self.open_stream(key).await?;
+            self.replay_after(key, after).await
+        }
+    }
+
     /// Events of `key` strictly after position `after`, oldest first. With `after = None`
     /// nothing is replayed; only the stream's current end is reported.
     fn replay_after(

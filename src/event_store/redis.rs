@@ -266,6 +266,14 @@ impl EventStore for RedisStore {
         self.replay(key, after, false).await
     }
 
+    async fn open_and_replay(
+        &mut self,
+        key: StreamKey,
+        after: Option<u64>,
+    ) -> Result<Replay, StoreError> {
+        self.replay(key, after, true).await
+    }
+
     async fn forget_session(&mut self, session: SessionId) {
         self.sessions.remove(&session);
         if let Err(e) = self.session_op(session, "forget", String::new()).await {
