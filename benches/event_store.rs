@@ -9,23 +9,21 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use otpmcp::event_store::actor::{StoreArgs, StoreTables};
-use otpmcp::event_store::{
-    EventStoreActor, EventStoreHandle, MemoryStore, Retention, StreamKey, StreamNo,
-};
-use otpmcp::session::SessionId;
-use otpmcp::stream::{StreamMsg, sse};
-use otpmcp::supervisor::heir::lend;
-use otpmcp::supervisor::registry::slot;
+use otpmcp::event_store::{EventStoreActor, EventStoreHandle, Feed, MemoryStore, Retention};
+use otpmcp::ids::{SessionId, StreamKey, StreamNo};
+use otpmcp::rt::heir::lend;
+use otpmcp::rt::slot::slot;
+use otpmcp::stream::sse;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 
-/// Stands in for a stream actor: receives and drops what the store forwards.
+/// Follows a stream in place of a connection: receives and drops what the store feeds it.
 struct Sink;
 
 impl Actor for Sink {
-    type Msg = StreamMsg;
+    type Msg = Feed;
     type State = ();
     type Arguments = ();
-    async fn pre_start(&self, _: ActorRef<StreamMsg>, _: ()) -> Result<(), ActorProcessingErr> {
+    async fn pre_start(&self, _: ActorRef<Feed>, _: ()) -> Result<(), ActorProcessingErr> {
         Ok(())
     }
 }
@@ -46,8 +44,6 @@ async fn start_store() -> EventStoreHandle {
         },
         cleanup_interval: Duration::from_secs(3600),
         retry_interval: Duration::from_secs(1),
-        leases: None,
-        queued: Default::default(),
     };
     let spawned = Actor::spawn(None, EventStoreActor::<MemoryStore>::default(), args).await;
     let Ok((actor, _)) = spawned else {
@@ -130,7 +126,7 @@ fn benches(c: &mut Criterion) {
                 let _ = store.append(key, payload.clone(), false).await;
             }
             match Actor::spawn(None, Sink, ()).await {
-                Ok((sink, _)) => sink,
+                Ok((sink, _)) => sink.get_derived(),
                 Err(e) => panic!("sink: {e}"),
             }
         });

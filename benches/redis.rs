@@ -8,22 +8,21 @@
 //! Run: `cargo bench --bench redis` (needs `redis-server` on PATH).
 
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use criterion::{BenchmarkId, Criterion};
-use otpmcp::cluster::{RedisLink, Router};
+use otpmcp::cluster::Router;
 use otpmcp::config::{BackendKind, StoreConfig};
 use otpmcp::event_store::actor::{StoreArgs, StoreTables};
+use otpmcp::event_store::redis::{RedisLink, connect};
 use otpmcp::event_store::{
-    Backend, EventStoreActor, EventStoreHandle, RedisStore, Retention, StoreMsg, StreamKey,
-    StreamNo,
+    Backend, EventStoreActor, EventStoreHandle, Feed, RedisStore, Retention, StoreMsg,
 };
-use otpmcp::session::SessionId;
-use otpmcp::stream::StreamMsg;
-use otpmcp::supervisor::heir::lend;
-use otpmcp::supervisor::registry::slot;
+use otpmcp::ids::{SessionId, StreamKey, StreamNo};
+use otpmcp::rt::heir::lend;
+use otpmcp::rt::slot::slot;
+use otpmcp::session::SessionHandle;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::sync::mpsc;
 
@@ -63,23 +62,23 @@ fn start_redis() -> Server {
 struct Sink;
 
 impl Actor for Sink {
-    type Msg = StreamMsg;
+    type Msg = Feed;
     type State = mpsc::UnboundedSender<Instant>;
     type Arguments = mpsc::UnboundedSender<Instant>;
     async fn pre_start(
         &self,
-        _: ActorRef<StreamMsg>,
+        _: ActorRef<Feed>,
         tx: mpsc::UnboundedSender<Instant>,
     ) -> Result<Self::State, ActorProcessingErr> {
         Ok(tx)
     }
     async fn handle(
         &self,
-        _: ActorRef<StreamMsg>,
-        msg: StreamMsg,
+        _: ActorRef<Feed>,
+        msg: Feed,
         tx: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        if let StreamMsg::Deliver(_) = msg {
+        if let Feed::Event(_) = msg {
             let _ = tx.send(Instant::now());
         }
         Ok(())
@@ -89,15 +88,17 @@ impl Actor for Sink {
 /// One replica's store actor on `url`, with its pub/sub routed to it.
 async fn replica(url: &str) -> (EventStoreHandle, RedisLink) {
     let (writer, reader) = slot::<StoreMsg>("event store");
-    let queued: Arc<otpmcp::cluster::bus::PushQueue> = Arc::default();
     let config = StoreConfig {
         backend: BackendKind::Redis,
         redis_url: url.to_owned(),
         ..StoreConfig::default()
     };
-    let (store_slot, q) = (reader.clone(), queued.clone());
-    let link = otpmcp::cluster::connect(&config, move |replica, keys| {
-        Router::new(replica, keys, store_slot, slot("sessions").1, q)
+    let handle = EventStoreHandle::new(reader);
+    let sessions = SessionHandle::new(slot("sessions").1, handle.clone());
+    let routed = handle.clone();
+    let link = connect(&config, move |replica, keys| {
+        let router = Router::new(replica, keys, routed, sessions);
+        move |push| router.route(push)
     })
     .await
     .unwrap_or_else(|e| panic!("{e}"));
@@ -115,8 +116,6 @@ async fn replica(url: &str) -> (EventStoreHandle, RedisLink) {
         },
         cleanup_interval: Duration::from_secs(3600),
         retry_interval: Duration::from_secs(1),
-        leases: None,
-        queued,
     };
     let Ok((actor, _)) = Actor::spawn(None, EventStoreActor::<Backend>::default(), args).await
     else {
@@ -124,7 +123,7 @@ async fn replica(url: &str) -> (EventStoreHandle, RedisLink) {
     };
     writer.publish(Some(actor));
     std::mem::forget(writer);
-    (EventStoreHandle::new(reader), link)
+    (handle, link)
 }
 
 fn percentiles(name: &str, mut samples: Vec<Duration>) {
@@ -152,7 +151,11 @@ async fn delivery(
         panic!("sink");
     };
     let _ = from.append(key, Bytes::from_static(b"{}"), false).await;
-    if to.subscribe(key, None, false, sink).await.is_err() {
+    if to
+        .subscribe(key, None, false, sink.get_derived())
+        .await
+        .is_err()
+    {
         panic!("subscribe failed");
     }
     let mut out = Vec::with_capacity(SAMPLES);
@@ -299,7 +302,7 @@ fn main() {
             let (tx, _rx) = mpsc::unbounded_channel();
             std::mem::forget(_rx);
             match Actor::spawn(None, Sink, tx).await {
-                Ok((sink, _)) => sink,
+                Ok((sink, _)) => sink.get_derived(),
                 Err(e) => panic!("sink: {e}"),
             }
         });

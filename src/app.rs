@@ -17,13 +17,15 @@ use std::time::Duration;
 use ractor::{Actor, ActorRef};
 use tokio::sync::oneshot;
 
+use crate::cluster::Router;
 use crate::config::Config;
 use crate::event_store::EventStoreHandle;
+use crate::event_store::redis;
 use crate::handler::{PromptRegistry, ResourceRegistry, ToolRegistry};
 use crate::protocol::methods::ListKind;
+use crate::rt::slot::{SlotError, slot};
 use crate::server::McpServer;
 use crate::session::{SessionError, SessionHandle, SessionId, SessionInfo};
-use crate::supervisor::registry::{SlotError, slot};
 use crate::supervisor::{Child, Exit, RootSupervisor, SupervisorArgs, SupervisorMsg};
 
 /// Why the server could not start.
@@ -45,7 +47,7 @@ pub enum StartError {
     Config(#[from] crate::config::ConfigError),
     /// `[store] backend = "redis"` and Redis could not be reached.
     #[error(transparent)]
-    Redis(#[from] crate::cluster::ClusterError),
+    Redis(#[from] redis::ConnectError),
 }
 
 /// A running server.
@@ -61,8 +63,8 @@ pub struct App {
     exit: Option<oneshot::Receiver<Exit>>,
     sessions: SessionHandle,
     store: EventStoreHandle,
-    listener: crate::supervisor::registry::Slot<crate::transport::listener::ListenerMsg>,
-    redis: Option<crate::cluster::RedisLink>,
+    listener: crate::rt::slot::Slot<crate::transport::listener::ListenerMsg>,
+    redis: Option<redis::RedisLink>,
 }
 
 /// Starts the default server (`echo`, `stream_events`).
@@ -83,21 +85,20 @@ pub async fn start_with(config: Config, server: McpServer) -> Result<App, StartE
     let store_slot = slot("event store");
     let session_slot = slot("session manager");
     let listener_slot = slot("http listener");
-    let queued = Arc::new(crate::cluster::bus::PushQueue::default());
+    let store = EventStoreHandle::new(store_slot.1.clone());
+    let sessions = SessionHandle::new(session_slot.1.clone(), store.clone());
     let redis = match config.store.backend {
         crate::config::BackendKind::Memory => None,
         crate::config::BackendKind::Redis => {
-            let (store, sessions, queued) =
-                (store_slot.1.clone(), session_slot.1.clone(), queued.clone());
-            let link = crate::cluster::connect(&config.store, move |replica, keys| {
-                crate::cluster::Router::new(replica, keys, store, sessions, queued)
+            let (store, sessions) = (store.clone(), sessions.clone());
+            let link = redis::connect(&config.store, move |replica, keys| {
+                let router = Router::new(replica, keys, store, sessions);
+                move |push| router.route(push)
             })
             .await?;
             Some(link)
         }
     };
-    let store = EventStoreHandle::new(store_slot.1.clone());
-    let sessions = SessionHandle::new(session_slot.1.clone(), store.clone());
     let listener = listener_slot.1.clone();
     let (exit_tx, exit_rx) = oneshot::channel();
     let server = Arc::new(server);
@@ -109,7 +110,6 @@ pub async fn start_with(config: Config, server: McpServer) -> Result<App, StartE
         session_slot,
         listener_slot,
         redis: redis.clone(),
-        queued,
         exit: exit_tx,
     };
     let (root, _) = Actor::spawn(None, RootSupervisor, args)

@@ -1,5 +1,9 @@
 //! Configuration: the [`Config`] struct mirrors `sys.toml`.
 //!
+//! Size: one struct per section of `sys.toml`, each key with its documented default, and
+//! the tests of parsing and validation; splitting the sections apart would scatter one
+//! file's worth of settings.
+//!
 //! Sources, later ones winning: built-in defaults, `sys.toml` in the working directory
 //! (if present), each `--config FILE` overlay, environment variables
 //! `OTPMCP__<SECTION>__<KEY>` (e.g. `OTPMCP__SSE__KEEPALIVE_INTERVAL=10s`), then `--bind`.

@@ -4,20 +4,18 @@
 
 mod common;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use common::redis::RedisServer;
 use common::within;
-use otpmcp::cluster::{RedisLink, Router};
 use otpmcp::config::{BackendKind, StoreConfig};
+use otpmcp::event_store::redis::{RedisLink, connect};
 use otpmcp::event_store::{
     Backend, EventStore, MemoryStore, RedisStore, Replay, ReplayOutcome, Retention, StoreError,
     StreamKey, StreamNo,
 };
 use otpmcp::session::SessionId;
-use otpmcp::supervisor::registry::slot;
 
 fn retention(max_events: usize) -> Retention {
     Retention {
@@ -64,16 +62,7 @@ async fn link(server: &RedisServer) -> RedisLink {
         redis_url: server.url(),
         ..StoreConfig::default()
     };
-    let connected = otpmcp::cluster::connect(&config, |replica, keys| {
-        Router::new(
-            replica,
-            keys,
-            slot("store").1,
-            slot("sessions").1,
-            Arc::default(),
-        )
-    })
-    .await;
+    let connected = connect(&config, |_, _| |_| {}).await;
     connected.unwrap_or_else(|e| panic!("{e}"))
 }
 

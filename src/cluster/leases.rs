@@ -12,10 +12,12 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::RedisLink;
-use crate::event_store::{StreamKey, StreamNo};
+use crate::event_store::redis::RedisLink;
+use crate::event_store::{EventStoreHandle, StoreCallError, StoreError};
+use crate::handler::BoxFuture;
+use crate::ids::{SessionId, StreamKey, StreamNo};
 use crate::protocol::{ErrorObject, Outgoing, RequestId};
-use crate::session::SessionId;
+use crate::transport::{InFlight, InFlightError};
 
 /// The message of the error appended for a request whose replica was lost.
 pub const LOST_REPLICA_MESSAGE: &str =
@@ -178,6 +180,111 @@ impl Leases {
             .arg(self.link.replica);
         let call = cmd.query_async::<()>(&mut conn);
         let _ = self.link.breaker.guard("lease", call).await;
+    }
+}
+
+impl InFlight for Leases {
+    fn begin<'a>(
+        &'a self,
+        key: StreamKey,
+        request: &'a RequestId,
+    ) -> BoxFuture<'a, Result<(), InFlightError>> {
+        Box::pin(async move {
+            Leases::begin(self, key, request)
+                .await
+                .map_err(|e| InFlightError(e.to_string()))
+        })
+    }
+
+    fn end(&self, key: StreamKey) -> BoxFuture<'_, ()> {
+        Box::pin(Leases::end(self, key))
+    }
+}
+
+/// Renews this replica's lease on its own clock (a busy actor must not let it lapse) and
+/// answers the requests of replicas whose lease lapsed. A task owned by the root
+/// supervisor; dropping the keeper stops it.
+#[derive(Debug)]
+pub struct LeaseKeeper {
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for LeaseKeeper {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl LeaseKeeper {
+    /// Takes the lease (before this replica takes any request: call it before the
+    /// listener starts), then keeps it.
+    pub async fn start(leases: Leases, store: EventStoreHandle) -> Self {
+        if let Err(e) = leases.renew().await {
+            tracing::warn!(error = %e, "could not take this replica's lease yet");
+        }
+        Self {
+            task: tokio::spawn(keep(leases, store)),
+        }
+    }
+}
+
+async fn keep(leases: Leases, store: EventStoreHandle) {
+    let mut tick = tokio::time::interval(leases.interval());
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut healthy_since: Option<std::time::Instant> = None;
+    loop {
+        tick.tick().await;
+        match leases.renew().await {
+            Ok(lapsed) => {
+                let since = *healthy_since.get_or_insert_with(std::time::Instant::now);
+                // After an outage every lease looks lapsed: reap only once we have been
+                // renewing for a whole lease, so a replica that is alive has had its turn
+                // to renew too.
+                if since.elapsed() >= leases.ttl() {
+                    for replica in lapsed {
+                        reap(&leases, &store, replica).await;
+                    }
+                }
+            }
+            Err(e) => {
+                healthy_since = None;
+                // The breaker warned when the outage began.
+                tracing::debug!(error = %e, "could not renew this replica's lease");
+            }
+        }
+    }
+}
+
+/// Answers every request still registered for lapsed replica `replica`, then forgets the
+/// replica if none is left.
+async fn reap(leases: &Leases, store: &EventStoreHandle, replica: u64) {
+    let Ok(orphans) = leases.pending(replica).await else {
+        return;
+    };
+    let mut settled_all = true;
+    for orphan in orphans {
+        // Answer first, then clear the entry: a failure in between leaves it for the next
+        // round, and the entry's own nonce makes a second answer (ours or another
+        // replica's) a duplicate.
+        let answered = match store
+            .append_with_nonce(orphan.key, orphan.payload, true, orphan.nonce)
+            .await
+        {
+            Ok(Some(_)) => {
+                tracing::warn!(stream = ?orphan.key, lost_replica = replica, "a request whose replica was lost has its answer");
+                true
+            }
+            // Ended after all, or its session did: nothing to answer.
+            Err(StoreCallError::Store(StoreError::StreamCompleted | StoreError::UnknownStream)) => {
+                true
+            }
+            // Not stored (delivered live at most), or the store is away: next round.
+            Ok(None) | Err(_) => false,
+        };
+        settled_all &= answered && leases.settle(replica, &orphan.field).await;
+    }
+    if settled_all {
+        leases.retire(replica).await;
     }
 }
 

@@ -7,7 +7,7 @@ use super::{
     Appended, EventStore, MemoryStore, RedisStore, Replay, Retention, StoreError, StreamKey,
     StreamNo, SweepStats,
 };
-use crate::session::SessionId;
+use crate::ids::SessionId;
 
 /// The event store's backend.
 #[derive(Debug)]
@@ -103,6 +103,10 @@ impl EventStore for Backend {
 
     async fn unfollow(&mut self, key: StreamKey) {
         each!(self, s => s.unfollow(key).await)
+    }
+
+    fn is_shared(&self) -> bool {
+        each!(self, s => s.is_shared())
     }
 
     async fn feed_ready(&mut self) -> bool {

@@ -5,6 +5,9 @@
 //! front of that queue in O(1) per event, and the evicted event is always the front of its
 //! own stream's log. Replay finds its starting point by arithmetic on positions (logs hold
 //! consecutive positions), so it costs O(events returned).
+//!
+//! Size: half of this file is the unit tests of the retention arithmetic (TTL, caps,
+//! eviction, windows), kept beside the code they check.
 
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
@@ -15,7 +18,7 @@ use super::{
     Appended, Event, EventStore, Replay, ReplayOutcome, Retention, StoreError, StreamKey, StreamNo,
     SweepStats,
 };
-use crate::session::SessionId;
+use crate::ids::SessionId;
 
 /// In-process event storage. Not shared: the store actor owns it (lent by the supervisor,
 /// so it outlives a crash of the actor).

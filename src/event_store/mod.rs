@@ -29,7 +29,7 @@
 
 pub mod actor;
 pub mod backend;
-pub mod event_id;
+pub mod feed;
 pub mod memory;
 pub mod redis;
 
@@ -38,13 +38,14 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-pub use actor::{EventStoreActor, EventStoreHandle, StoreMsg};
+pub use crate::ids::{EventId, EventIdError, StreamKey, StreamNo};
+pub use actor::{EventStoreActor, EventStoreHandle, StoreCallError, StoreMsg};
 pub use backend::Backend;
-pub use event_id::{EventId, EventIdError, StreamKey, StreamNo};
+pub use feed::{Feed, FeedEnd};
 pub use memory::MemoryStore;
 pub use redis::RedisStore;
 
-use crate::session::SessionId;
+use crate::ids::SessionId;
 
 /// One stored event as handed to a connection.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -261,6 +262,12 @@ pub trait EventStore: Send + Default + 'static {
     fn unfollow(&mut self, key: StreamKey) -> impl Future<Output = ()> + Send {
         let _ = key;
         async {}
+    }
+
+    /// Other processes write to this backend too (a shared store): the actor then catches
+    /// up from it whenever its feed of their events may have missed some.
+    fn is_shared(&self) -> bool {
+        false
     }
 
     /// Whether the feed of other processes' events is connected (after it was lost).

@@ -3,7 +3,7 @@
 //!
 //! With Redis, a session's metadata (negotiated version, client capabilities and info,
 //! lists offered, creation time, log level) is written into the session hash the event
-//! store registered (`P:{S}:session`, see [`crate::cluster`]), its resource subscriptions
+//! store registered (`P:{S}:session`, see [`crate::event_store::redis::keys`]), its resource subscriptions
 //! into a set beside it. Their TTL is `server.session_timeout`, refreshed by every replica
 //! that uses the session; DELETE removes them and tells every replica on the bus.
 
@@ -11,9 +11,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
+use super::news::SessionNews;
 use super::{NewSession, SessionId};
-use crate::cluster::RedisLink;
-use crate::cluster::bus::BusMessage;
+use crate::event_store::redis::RedisLink;
 use crate::protocol::methods::{ListKind, LoggingLevel};
 use crate::protocol::{ErrorObject, RequestId};
 
@@ -292,7 +292,7 @@ impl Directory {
     }
 
     /// Tells every replica (`SessionEnded` on DELETE, `Cancel`, `SessionChanged`).
-    pub async fn broadcast(&self, msg: &BusMessage) -> Result<(), DirectoryError> {
+    pub async fn broadcast(&self, msg: &SessionNews) -> Result<(), DirectoryError> {
         let Self::Redis(link) = self else {
             return Ok(());
         };
@@ -317,8 +317,8 @@ impl Directory {
             Ok(v) => (Some(v), None),
             Err(e) => (None, Some(e)),
         };
-        let msg = BusMessage::Answer {
-            session: id.to_string(),
+        let msg = SessionNews::Answer {
+            session: id,
             request: request.clone(),
             result,
             error,
@@ -331,7 +331,7 @@ impl Directory {
 async fn publish(
     link: &RedisLink,
     channel: String,
-    msg: &BusMessage,
+    msg: &SessionNews,
 ) -> Result<(), DirectoryError> {
     let mut conn = link.commands.clone();
     let body = serde_json::to_vec(msg).unwrap_or_default();

@@ -9,7 +9,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::SessionId;
-use crate::event_store::StreamNo;
+use crate::ids::StreamNo;
 use crate::protocol::version::ProtocolVersion;
 use crate::protocol::{ErrorObject, RequestId};
 use tokio::sync::oneshot;

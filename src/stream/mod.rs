@@ -22,7 +22,8 @@ use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
 
-use crate::event_store::{Event, EventStoreHandle, ReplayOutcome, StreamKey};
+use crate::event_store::{Event, EventStoreHandle, Feed, FeedEnd, ReplayOutcome, StoreCallError};
+use crate::ids::StreamKey;
 use crate::session::SessionHold;
 
 pub use body::SseBody;
@@ -87,15 +88,21 @@ impl fmt::Display for CloseReason {
     }
 }
 
+impl From<FeedEnd> for CloseReason {
+    fn from(end: FeedEnd) -> Self {
+        match end {
+            FeedEnd::Completed => Self::Completed,
+            FeedEnd::Polling => Self::Polling,
+            FeedEnd::SessionEnded => Self::SessionEnded,
+        }
+    }
+}
+
 /// Messages of a stream actor.
 #[derive(Debug)]
 pub enum StreamMsg {
-    /// A stored event for this stream (from the store actor).
-    Deliver(Event),
-    /// An event the store could not keep (its backend is down): written without an
-    /// `id:`, so the client's `Last-Event-ID` stays at the last stored event. `true` when
-    /// it is the stream's last.
-    DeliverUnstored(bytes::Bytes, bool),
+    /// What the store sends the stream's connection: events, or the end.
+    Feed(Feed),
     /// Timer: write a keep-alive comment.
     Ping,
     /// Timer: close if idle for `stream_timeout`.
@@ -109,12 +116,32 @@ pub enum StreamMsg {
 impl StreamMsg {
     fn name(&self) -> &'static str {
         match self {
-            Self::Deliver(_) => "deliver",
-            Self::DeliverUnstored(..) => "deliver_unstored",
+            Self::Feed(Feed::Event(_)) => "deliver",
+            Self::Feed(Feed::Unstored { .. }) => "deliver_unstored",
+            Self::Feed(Feed::End(_)) => "feed_end",
             Self::Ping => "ping",
             Self::IdleCheck => "idle_check",
             Self::ClientGone => "client_gone",
             Self::Close(_) => "close",
+        }
+    }
+}
+
+/// The store reaches a stream actor through [`Feed`] messages only (a
+/// [`ractor::DerivedActorRef`]), so it never names this actor's type.
+impl From<Feed> for StreamMsg {
+    fn from(feed: Feed) -> Self {
+        Self::Feed(feed)
+    }
+}
+
+impl TryFrom<StreamMsg> for Feed {
+    type Error = StreamMsg;
+
+    fn try_from(msg: StreamMsg) -> Result<Self, StreamMsg> {
+        match msg {
+            StreamMsg::Feed(feed) => Ok(feed),
+            other => Err(other),
         }
     }
 }
@@ -237,7 +264,7 @@ impl StreamState {
 /// Why a stream could not start.
 #[derive(Debug, thiserror::Error)]
 #[error(transparent)]
-pub struct StreamStartError(#[from] pub crate::event_store::actor::StoreCallError);
+pub struct StreamStartError(#[from] pub StoreCallError);
 
 impl Actor for StreamActor {
     type Msg = StreamMsg;
@@ -251,7 +278,7 @@ impl Actor for StreamActor {
     ) -> Result<StreamState, ActorProcessingErr> {
         let replay = args
             .store
-            .subscribe(args.key, args.after, args.create, myself.clone())
+            .subscribe(args.key, args.after, args.create, myself.get_derived())
             .await
             .map_err(StreamStartError)?;
         let span = args.span;
@@ -357,8 +384,11 @@ impl Actor for StreamActor {
         let _span =
             tracing::debug_span!(parent: &state.span, "stream.handle", msg = msg.name()).entered();
         let result = match msg {
-            StreamMsg::Deliver(event) => state.deliver(&event),
-            StreamMsg::DeliverUnstored(payload, last) => state.deliver_unstored(&payload, last),
+            StreamMsg::Feed(Feed::Event(event)) => state.deliver(&event),
+            StreamMsg::Feed(Feed::Unstored { payload, last }) => {
+                state.deliver_unstored(&payload, last)
+            }
+            StreamMsg::Feed(Feed::End(end)) => Err(end.into()),
             StreamMsg::Ping => state.write(sse::comment("ping")),
             StreamMsg::IdleCheck => {
                 let idle = state.last_activity.elapsed();

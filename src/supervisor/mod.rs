@@ -7,10 +7,6 @@
 //! to the next incarnation ([`heir`]) and publish the new `ActorRef` to the handles
 //! ([`registry`]). See docs/architecture.md.
 
-pub mod heir;
-pub mod intensity;
-pub mod registry;
-
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -18,19 +14,20 @@ use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, RpcReplyPort, Super
 use tokio::sync::oneshot;
 use tracing::Instrument;
 
-use crate::cluster::{Leases, RedisLink};
+use crate::cluster::{LeaseKeeper, Leases};
 use crate::config::Config;
 use crate::event_store::actor::{StoreArgs, StoreTables};
+use crate::event_store::redis::RedisLink;
 use crate::event_store::{
     Backend, EventStoreActor, EventStoreHandle, MemoryStore, RedisStore, Retention, StoreMsg,
 };
+use crate::rt::heir::{Heir, lend};
+use crate::rt::intensity::Intensity;
+use crate::rt::slot::{Slot, SlotWriter};
 use crate::server::McpServer;
 use crate::session::{SessionArgs, SessionHandle, SessionManager, SessionMsg, SessionTable};
 use crate::transport::listener::ListenerMsg;
 use crate::transport::{HttpListener, ListenerArgs};
-use heir::{Heir, lend};
-use intensity::Intensity;
-use registry::{Slot, SlotWriter};
 
 /// How long a restart waits for a crashed child's data to come back.
 const RECLAIM_WAIT: Duration = Duration::from_secs(1);
@@ -91,8 +88,6 @@ pub struct SupervisorArgs {
     pub listener_slot: (SlotWriter<ListenerMsg>, Slot<ListenerMsg>),
     /// The shared Redis, when `[store] backend = "redis"`.
     pub redis: Option<RedisLink>,
-    /// Pushes from Redis waiting in the store actor's mailbox (see [`crate::cluster::bus`]).
-    pub queued: Arc<crate::cluster::bus::PushQueue>,
     /// Told how the tree ended.
     pub exit: oneshot::Sender<Exit>,
 }
@@ -111,7 +106,9 @@ pub struct SupervisorState {
     listener_slot: Slot<ListenerMsg>,
     store_heir: Option<Heir<StoreTables<Backend>>>,
     redis: Option<RedisLink>,
-    queued: Arc<crate::cluster::bus::PushQueue>,
+    /// Renews this replica's lease and answers lapsed replicas' requests (Redis only);
+    /// started before the listener, dropped (stopped) when the tree stops.
+    keeper: Option<LeaseKeeper>,
     session_heir: Option<Heir<SessionTable>>,
     running: Vec<(Child, ActorCell)>,
     /// Cancelled when the tree stops: every session's running requests end.
@@ -173,8 +170,6 @@ impl SupervisorState {
                     },
                     cleanup_interval: sse.cleanup_interval,
                     retry_interval: self.config.store.retry_interval,
-                    leases: self.leases(),
-                    queued: self.queued.clone(),
                 };
                 let (actor, _) = Actor::spawn_linked(
                     None,
@@ -221,7 +216,9 @@ impl SupervisorState {
                     store: self.store_handle(),
                     server: self.server.clone(),
                     me: self.listener_slot.clone(),
-                    leases: self.leases(),
+                    inflight: self
+                        .leases()
+                        .map(|l| Arc::new(l) as Arc<dyn crate::transport::InFlight>),
                 };
                 let (actor, _) = Actor::spawn_linked(None, HttpListener, args, supervisor).await?;
                 self.listener_writer.publish(Some(actor.clone()));
@@ -307,6 +304,7 @@ impl SupervisorState {
         self.running.clear();
         // Nothing of ours should run any more: let the lease lapse now, so another replica
         // at once answers any request of ours whose end did not reach Redis.
+        self.keeper = None;
         if let Some(leases) = self.leases() {
             leases.release().await;
         }
@@ -338,19 +336,22 @@ impl Actor for RootSupervisor {
             store_heir: None,
             session_heir: None,
             redis: args.redis,
-            queued: args.queued,
+            keeper: None,
             running: Vec::new(),
             cancel: tokio_util::sync::CancellationToken::new(),
             stopping: false,
             exit: Some(args.exit),
         };
-        for child in [
-            Child::EventStore,
-            Child::SessionManager,
-            Child::HttpListener,
-        ] {
+        for child in [Child::EventStore, Child::SessionManager] {
             state.start(child, myself.get_cell(), None, None).await?;
         }
+        // Hold the lease before this replica takes any request.
+        if let Some(leases) = state.leases() {
+            state.keeper = Some(LeaseKeeper::start(leases, state.store_handle()).await);
+        }
+        state
+            .start(Child::HttpListener, myself.get_cell(), None, None)
+            .await?;
         Ok(state)
     }
 

@@ -14,10 +14,10 @@ use super::stall::GuardedListener;
 use super::{AppState, router};
 use crate::config::Config;
 use crate::event_store::EventStoreHandle;
+use crate::rt::slot::Slot;
 use crate::server::McpServer;
 use crate::session::SessionHandle;
 use crate::stream::{CloseReason, StreamMsg};
-use crate::supervisor::registry::Slot;
 
 /// Messages of the listener actor.
 #[derive(Debug)]
@@ -46,8 +46,8 @@ pub struct ListenerArgs {
     pub server: Arc<McpServer>,
     /// This actor's own slot, so handlers parent streams on the current incarnation.
     pub me: Slot<ListenerMsg>,
-    /// Leases on running requests (Redis only).
-    pub leases: Option<crate::cluster::Leases>,
+    /// Where running requests are registered (Redis only).
+    pub inflight: Option<Arc<dyn super::InFlight>>,
 }
 
 /// Running state.
@@ -96,7 +96,7 @@ impl Actor for HttpListener {
             args.store,
             args.server,
             args.me,
-            args.leases,
+            args.inflight,
         );
         let app = router(state.clone());
         let (stop_tx, stop_rx) = oneshot::channel::<()>();

@@ -6,6 +6,7 @@ pub mod delete;
 pub mod extract;
 pub mod get;
 pub mod guard;
+pub mod inflight;
 pub mod listener;
 pub mod post;
 pub mod rejection;
@@ -24,16 +25,17 @@ use tokio::sync::mpsc;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 use crate::config::Config;
-use crate::event_store::EventStoreHandle;
+use crate::event_store::{EventStoreHandle, StreamKey};
 use crate::protocol::version::ProtocolVersion;
+use crate::rt::slot::Slot;
 use crate::server::McpServer;
 use crate::session::{SessionHandle, SessionHold};
 use crate::stream::{SseBody, StreamActor, StreamArgs, StreamSettings, StreamStartError};
-use crate::supervisor::registry::Slot;
 use guard::Guard;
 use listener::ListenerMsg;
 use rejection::Rejection;
 
+pub use inflight::{InFlight, InFlightError};
 pub use listener::{HttpListener, ListenerArgs};
 
 /// What every request handler needs; cheap to clone.
@@ -51,8 +53,8 @@ struct Inner {
     server: Arc<McpServer>,
     listener: Slot<ListenerMsg>,
     settings: StreamSettings,
-    /// Leases on running requests (Redis only).
-    leases: Option<crate::cluster::Leases>,
+    /// Where running requests are registered (Redis only: the cluster's leases).
+    inflight: Option<Arc<dyn InFlight>>,
     /// Set when shutdown begins: no new streams, and any that started meanwhile close.
     closing: std::sync::atomic::AtomicBool,
 }
@@ -65,7 +67,7 @@ impl AppState {
         store: EventStoreHandle,
         server: Arc<McpServer>,
         listener: Slot<ListenerMsg>,
-        leases: Option<crate::cluster::Leases>,
+        inflight: Option<Arc<dyn InFlight>>,
     ) -> Self {
         let sse = &config.sse;
         let settings = StreamSettings {
@@ -85,7 +87,7 @@ impl AppState {
                 server,
                 listener,
                 settings,
-                leases,
+                inflight,
                 closing: std::sync::atomic::AtomicBool::new(false),
             }),
         }
@@ -114,7 +116,7 @@ impl AppState {
     /// Starts a stream actor for `key` and returns the SSE response that it feeds.
     async fn open_stream(
         &self,
-        key: crate::event_store::StreamKey,
+        key: StreamKey,
         version: ProtocolVersion,
         after: Option<u64>,
         create: bool,

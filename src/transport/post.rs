@@ -156,11 +156,11 @@ async fn serve(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Resp
     let key = StreamKey::new(session, stream);
     span.record("stream", stream.0);
     // Before the client can learn of the stream: if this replica dies, another one answers.
-    let leases = inner.leases.clone();
-    if let Some(leases) = &leases
-        && let Err(e) = leases.begin(key, &request.id).await
+    let inflight = inner.inflight.clone();
+    if let Some(inflight) = &inflight
+        && let Err(e) = inflight.begin(key, &request.id).await
     {
-        tracing::warn!(error = %e, "could not take a lease on the request; if this replica dies it goes unanswered");
+        tracing::warn!(error = %e, "if this replica dies, the request goes unanswered");
     }
     let stream_span = tracing::info_span!(
         parent: &span,
@@ -194,8 +194,8 @@ async fn serve(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Resp
     let response = match started {
         Ok(response) => response,
         Err(e) => {
-            if let Some(leases) = &leases {
-                leases.end(key).await;
+            if let Some(inflight) = &inflight {
+                inflight.end(key).await;
             }
             return Err(e);
         }
@@ -232,8 +232,8 @@ async fn serve(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Resp
                     let _ = store.complete(key).await;
                 }
             }
-            if let Some(leases) = leases {
-                leases.end(key).await;
+            if let Some(inflight) = inflight {
+                inflight.end(key).await;
             }
             drop(hold);
         }

@@ -4,14 +4,25 @@
 //!
 //! Each operation is one Lua script (`redis/*.lua`), so it is atomic: the position is
 //! taken, the event stored, the session's caps and TTL applied and the event published in
-//! one step, and two replicas appending to one stream never interleave. The key layout is
-//! in [`crate::cluster`].
+//! one step, and two replicas appending to one stream never interleave (a replay is the
+//! script, then a plain `XRANGE` read). The key layout is in [`keys`]; the connections and
+//! the breaker in [`link`]; what the stream channels carry in [`channel`].
 //!
 //! # Redis outages
 //! A failed command opens a breaker for `retry_interval`: meanwhile every operation fails
 //! at once with [`StoreError::Backend`] instead of waiting for Redis, and the store actor
 //! delivers events live without storing them (counted in [`RedisStore::unstored`]). The
 //! connection comes back by itself.
+
+mod append;
+pub mod channel;
+pub mod keys;
+pub mod link;
+mod replay;
+
+pub use channel::{ControlFlag, StreamNews};
+pub use keys::Keys;
+pub use link::{Breaker, ConnectError, RedisLink, connect};
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -21,14 +32,10 @@ use std::time::Duration;
 use bytes::Bytes;
 use redis::Value;
 
-use super::{
-    Appended, Event, EventStore, Replay, ReplayOutcome, Retention, StoreError, StreamKey, StreamNo,
-    SweepStats,
-};
-use crate::cluster::{RedisLink, bus};
-use crate::session::SessionId;
+use super::{Appended, EventStore, Replay, Retention, StoreError, StreamKey, StreamNo, SweepStats};
+use crate::ids::SessionId;
 
-const PRELUDE: &str = include_str!("redis/prelude.lua");
+const PRELUDE: &str = include_str!("prelude.lua");
 
 struct Scripts {
     append: redis::Script,
@@ -40,9 +47,9 @@ impl Scripts {
     fn new() -> Self {
         let with_prelude = |body: &str| redis::Script::new(&format!("{PRELUDE}\n{body}"));
         Self {
-            append: with_prelude(include_str!("redis/append.lua")),
-            replay: with_prelude(include_str!("redis/replay.lua")),
-            session: with_prelude(include_str!("redis/session.lua")),
+            append: with_prelude(include_str!("append.lua")),
+            replay: with_prelude(include_str!("replay.lua")),
+            session: with_prelude(include_str!("session.lua")),
         }
     }
 }
@@ -118,37 +125,6 @@ fn uint(v: &Value) -> Option<u64> {
     int(v).and_then(|i| u64::try_from(i).ok())
 }
 
-/// One XRANGE entry, `[id, [field, value, ...]]`, as an event. The payload's buffer is
-/// taken, not copied.
-fn decode_entry(key: StreamKey, entry: Value) -> Option<Event> {
-    let Value::Array(parts) = entry else {
-        return None;
-    };
-    let mut parts = parts.into_iter();
-    let (Some(Value::BulkString(id)), Some(Value::Array(fields))) = (parts.next(), parts.next())
-    else {
-        return None;
-    };
-    let seq = std::str::from_utf8(id.split(|b| *b == b'-').next()?)
-        .ok()?
-        .parse()
-        .ok()?;
-    let (mut payload, mut last) = (None, false);
-    let mut fields = fields.into_iter();
-    while let (Some(Value::BulkString(name)), Some(value)) = (fields.next(), fields.next()) {
-        match (name.as_slice(), value) {
-            (b"d", Value::BulkString(d)) => payload = Some(Bytes::from(d)),
-            (b"l", Value::BulkString(l)) => last = l == b"1",
-            _ => {}
-        }
-    }
-    Some(Event {
-        id: key.event_id(seq),
-        payload: payload?,
-        last,
-    })
-}
-
 const MALFORMED: StoreError = StoreError::Backend("malformed reply from redis");
 const UNAVAILABLE: StoreError = StoreError::Backend("redis is unavailable");
 
@@ -200,13 +176,14 @@ impl RedisStore {
     }
 
     /// Publishes a control message (`flag`, from this replica) on `key`'s channel.
-    async fn publish(&mut self, key: StreamKey, flag: impl FnOnce(u64) -> Vec<u8>) -> bool {
+    async fn publish(&mut self, key: StreamKey, flag: ControlFlag) -> bool {
         let Ok((link, _)) = self.conn() else {
             return false;
         };
         let mut conn = link.commands.clone();
         let mut cmd = redis::cmd("PUBLISH");
-        cmd.arg(link.keys.channel(key)).arg(flag(link.replica));
+        cmd.arg(link.keys.channel(key))
+            .arg(channel::encode_control(link.replica, flag));
         let call = cmd.query_async::<()>(&mut conn);
         link.breaker.guard("publish", call).await.is_ok()
     }
@@ -358,15 +335,15 @@ impl EventStore for RedisStore {
     }
 
     async fn announce(&mut self, key: StreamKey) -> bool {
-        self.publish(key, bus::encode_control_flag(b's')).await
+        self.publish(key, ControlFlag::Follows).await
     }
 
     async fn tell_followers(&mut self, key: StreamKey, control: super::Control) -> bool {
         let flag = match control {
-            super::Control::Completed => b'c',
-            super::Control::Disconnect => b'd',
+            super::Control::Completed => ControlFlag::Completed,
+            super::Control::Disconnect => ControlFlag::Disconnect,
         };
-        self.publish(key, bus::encode_control_flag(flag)).await
+        self.publish(key, flag).await
     }
 
     async fn unfollow(&mut self, key: StreamKey) {
@@ -376,6 +353,10 @@ impl EventStore for RedisStore {
         let mut pubsub = link.pubsub.clone();
         let call = pubsub.unsubscribe(link.keys.channel(key));
         let _ = link.breaker.guard("unsubscribe", call).await;
+    }
+
+    fn is_shared(&self) -> bool {
+        true
     }
 
     async fn feed_ready(&mut self) -> bool {
@@ -390,168 +371,5 @@ impl EventStore for RedisStore {
 
     fn note_unstored(&self) {
         self.count_unstored();
-    }
-}
-
-/// What an append needs, detached from the store so appends can be in flight together
-/// (the multiplexed connection pipelines them; Redis orders them).
-struct AppendJob {
-    link: RedisLink,
-    scripts: Arc<Scripts>,
-    retention: Retention,
-    session_ttl: Duration,
-}
-
-impl AppendJob {
-    async fn run(
-        self,
-        key: StreamKey,
-        payload: Bytes,
-        last: bool,
-        nonce: u64,
-    ) -> Result<Appended, StoreError> {
-        let Self {
-            link,
-            scripts,
-            retention: r,
-            session_ttl,
-        } = self;
-        let mut conn = link.commands.clone();
-        let mut invocation = session_script(&scripts.append, &link, key.session);
-        invocation
-            .arg(key.stream.0)
-            .arg(payload.as_ref())
-            .arg(if last { "1" } else { "0" })
-            .arg(nonce)
-            .arg(if r.enabled { "1" } else { "0" })
-            .arg(millis(r.event_ttl))
-            .arg(r.max_session_events)
-            .arg(r.max_session_bytes)
-            .arg(millis(session_ttl))
-            .arg(link.keys.channel(key))
-            .arg(link.replica);
-        let call = invocation.invoke_async::<Vec<i64>>(&mut conn);
-        // The breaker let it through (`append_job` checked): a failure now may come
-        // after Redis stored it.
-        let reply = link
-            .breaker
-            .guard("append", call)
-            .await
-            .map_err(|_| super::UNCONFIRMED)?;
-        let (status, seq) = match reply.as_slice() {
-            [status, seq] => (*status, u64::try_from(*seq).map_err(|_| MALFORMED)?),
-            _ => return Err(MALFORMED),
-        };
-        let event = Event {
-            id: key.event_id(seq),
-            payload,
-            last,
-        };
-        match status {
-            0 | 1 => Ok(Appended {
-                event,
-                duplicate: status == 1,
-            }),
-            -2 => Err(StoreError::StreamCompleted),
-            _ => Err(StoreError::UnknownStream),
-        }
-    }
-}
-
-impl RedisStore {
-    fn append_job(&self) -> Result<AppendJob, StoreError> {
-        let link = self.link.clone().ok_or(UNAVAILABLE)?;
-        if !link.breaker.allows() {
-            return Err(UNAVAILABLE);
-        }
-        Ok(AppendJob {
-            link,
-            scripts: self.scripts.clone(),
-            retention: self.retention,
-            session_ttl: self.session_ttl,
-        })
-    }
-
-    async fn replay(
-        &mut self,
-        key: StreamKey,
-        after: Option<u64>,
-        create: bool,
-    ) -> Result<Replay, StoreError> {
-        let (link, scripts) = self.conn()?;
-        let keys = &link.keys;
-        let s = key.session;
-        let r = self.retention;
-        let mut conn = link.commands.clone();
-        let mut invocation = session_script(&scripts.replay, &link, s);
-        invocation
-            .arg(key.stream.0)
-            .arg(after.map(|a| a.to_string()).unwrap_or_default())
-            .arg(if r.enabled { "1" } else { "0" })
-            .arg(millis(r.event_ttl))
-            .arg(millis(r.replay_window))
-            .arg(if create { "1" } else { "0" })
-            .arg(millis(self.session_ttl));
-        let call = invocation.invoke_async::<Value>(&mut conn);
-        let reply = link
-            .breaker
-            .guard("replay", call)
-            .await
-            .map_err(|_| UNAVAILABLE)?;
-        let Value::Array(items) = reply else {
-            return Err(MALFORMED);
-        };
-        let status = items.first().and_then(int).ok_or(MALFORMED)?;
-        match status {
-            0 => {}
-            -3 => return Err(StoreError::FuturePosition(after.unwrap_or(0))),
-            _ => return Err(StoreError::UnknownStream),
-        }
-        self.sessions.insert(s);
-        let field = |i: usize| items.get(i).and_then(uint).ok_or(MALFORMED);
-        let mut position = field(1)?;
-        let mut completed = field(2)? == 1;
-        let (replay_from, mut outcome) = match (after, field(3)?) {
-            (Some(after), 0) => (Some(after), ReplayOutcome::Complete),
-            (_, 2) => (None, ReplayOutcome::OutsideWindow),
-            (_, 3) => (None, ReplayOutcome::Disabled),
-            _ => (None, ReplayOutcome::Complete),
-        };
-        let mut events = Vec::new();
-        if let Some(after) = replay_from.filter(|a| *a < position) {
-            let mut cmd = redis::cmd("XRANGE");
-            cmd.arg(keys.events_prefix(s) + &key.stream.0.to_string())
-                .arg(format!("({after}-{}", u64::MAX))
-                .arg("+");
-            let call = cmd.query_async::<Value>(&mut conn);
-            let entries = match link.breaker.guard("replay", call).await {
-                Ok(Value::Array(entries)) => entries,
-                Ok(_) => return Err(MALFORMED),
-                Err(_) => return Err(UNAVAILABLE),
-            };
-            events.reserve(entries.len());
-            for entry in entries {
-                events.push(decode_entry(key, entry).ok_or(MALFORMED)?);
-            }
-            // Evicted events are the oldest, so a gap can only be at the start.
-            let first = events.first().map_or(position + 1, |e| e.id.seq);
-            if first > after + 1 {
-                outcome = ReplayOutcome::Truncated {
-                    missing: first - after - 1,
-                };
-            }
-            // Appended since the script ran: part of this replay, so the live feed
-            // continues after them.
-            if let Some(newest) = events.last() {
-                position = position.max(newest.id.seq);
-                completed |= newest.last;
-            }
-        }
-        Ok(Replay {
-            events,
-            outcome,
-            position,
-            completed,
-        })
     }
 }

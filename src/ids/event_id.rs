@@ -15,8 +15,8 @@
 //! read), so it is O(1) whatever the client sends.
 //!
 //! ```
-//! use otpmcp::event_store::{EventId, StreamKey, StreamNo};
-//! use otpmcp::session::SessionId;
+//! use otpmcp::ids::{EventId, StreamKey, StreamNo};
+//! use otpmcp::ids::SessionId;
 //!
 //! let session = SessionId::random();
 //! let id = StreamKey::new(session, StreamNo(3)).event_id(17);
@@ -28,7 +28,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::session::SessionId;
+use super::SessionId;
 
 /// A stream within a session.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -1,0 +1,202 @@
+//! [`EventStoreHandle`]: typed access to the current store actor. The only code that
+//! builds [`StoreMsg`]s.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use ractor::ActorId;
+
+use super::StoreMsg;
+use crate::event_store::feed::Subscriber;
+use crate::event_store::redis::StreamNews;
+use crate::event_store::redis::channel::{Admission, PushQueue};
+use crate::event_store::{Replay, StoreError};
+use crate::ids::{EventId, SessionId, StreamKey, StreamNo};
+use crate::rt::slot::{Slot, SlotError};
+
+/// Longest a caller waits for the store to answer.
+const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Why a store request failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum StoreCallError {
+    /// The store refused.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The store actor could not be reached.
+    #[error(transparent)]
+    Unreachable(#[from] SlotError),
+}
+
+/// Typed access to the current store actor.
+#[derive(Debug, Clone)]
+pub struct EventStoreHandle {
+    slot: Slot<StoreMsg>,
+    /// Pushes from other replicas waiting in the store's mailbox (see [`Self::remote`]).
+    pushes: Arc<PushQueue>,
+}
+
+/// A nonce unique within this process (a counter) and, through a random base, very likely
+/// across processes sharing a store.
+fn next_nonce() -> u64 {
+    use std::sync::OnceLock;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static BASE: OnceLock<u64> = OnceLock::new();
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let base = *BASE.get_or_init(|| uuid::Uuid::new_v4().as_u64_pair().0);
+    base.wrapping_add(COUNTER.fetch_add(1, Ordering::Relaxed))
+}
+
+impl EventStoreHandle {
+    /// A handle reading the supervisor's slot for the store.
+    pub fn new(slot: Slot<StoreMsg>) -> Self {
+        Self {
+            slot,
+            pushes: Arc::default(),
+        }
+    }
+
+    /// Stores `payload` on `key`; returns its id once stored, or `None` if the backend is
+    /// down and the event was only delivered live.
+    pub async fn append(
+        &self,
+        key: StreamKey,
+        payload: Bytes,
+        last: bool,
+    ) -> Result<Option<EventId>, StoreCallError> {
+        self.append_with_nonce(key, payload, last, next_nonce())
+            .await
+    }
+
+    /// [`Self::append`] with the caller's nonce: appending again with the same nonce
+    /// stores nothing new (several replicas answering one lost request store one answer).
+    pub async fn append_with_nonce(
+        &self,
+        key: StreamKey,
+        payload: Bytes,
+        last: bool,
+        nonce: u64,
+    ) -> Result<Option<EventId>, StoreCallError> {
+        let result = self
+            .slot
+            .call(
+                |reply| StoreMsg::Append {
+                    key,
+                    payload: payload.clone(),
+                    last,
+                    nonce,
+                    reply,
+                },
+                CALL_TIMEOUT,
+            )
+            .await?;
+        Ok(result?)
+    }
+
+    /// Subscribes `subscriber` to `key` and returns what it missed after `after`.
+    pub async fn subscribe(
+        &self,
+        key: StreamKey,
+        after: Option<u64>,
+        create: bool,
+        subscriber: Subscriber,
+    ) -> Result<Replay, StoreCallError> {
+        let result = self
+            .slot
+            .call(
+                |reply| StoreMsg::Subscribe {
+                    key,
+                    after,
+                    create,
+                    subscriber: subscriber.clone(),
+                    reply,
+                },
+                CALL_TIMEOUT,
+            )
+            .await?;
+        Ok(result?)
+    }
+
+    /// Stops forwarding `key` to `subscriber`; best effort (a restarted store has no
+    /// stale subscriber to remove only if it lost its tables).
+    pub fn unsubscribe(&self, key: StreamKey, subscriber: ActorId) {
+        let _ = self.slot.cast(StoreMsg::Unsubscribe { key, subscriber });
+    }
+
+    /// Ends stream `key` without a final event and closes its connection (a cancelled
+    /// request: no response will come, and a resume must not wait for one).
+    pub async fn complete(&self, key: StreamKey) -> Result<(), SlotError> {
+        self.slot
+            .call(|reply| StoreMsg::Complete(key, reply), CALL_TIMEOUT)
+            .await
+    }
+
+    /// Closes the connection following `key` with a `retry:` hint (SSE polling); the
+    /// stream goes on and the client resumes it. False if no connection was open.
+    pub async fn disconnect(&self, key: StreamKey) -> Result<bool, SlotError> {
+        self.slot
+            .call(|reply| StoreMsg::Disconnect(key, reply), CALL_TIMEOUT)
+            .await
+    }
+
+    /// Registers a new session. Awaited before the session id is given to the client, so
+    /// the registration is in the store's mailbox ahead of anything the client causes.
+    pub async fn open_session(&self, session: SessionId) -> Result<(), SlotError> {
+        self.slot
+            .call(|reply| StoreMsg::OpenSession(session, reply), CALL_TIMEOUT)
+            .await
+    }
+
+    /// Forgets a session's events and closes its connections.
+    pub async fn forget_session(&self, session: SessionId) -> Result<(), SlotError> {
+        self.slot
+            .call(
+                |reply| StoreMsg::ForgetSession(session, reply),
+                CALL_TIMEOUT,
+            )
+            .await
+    }
+
+    /// Last positions of a session's streams.
+    pub async fn positions(&self, session: SessionId) -> Result<Vec<(StreamNo, u64)>, SlotError> {
+        self.slot
+            .call(|reply| StoreMsg::Positions(session, reply), CALL_TIMEOUT)
+            .await
+    }
+
+    /// News from another replica about stream `key` (from the pub/sub feed). Never waits:
+    /// it runs on the Redis connection's task. Bounded: past
+    /// [`crate::event_store::redis::channel::MAX_QUEUED_PUSHES`] waiting pushes it is
+    /// dropped, and the store catches up from Redis instead.
+    pub fn remote(&self, key: StreamKey, news: StreamNews) {
+        match self.pushes.admit() {
+            Admission::Queue(queued) => {
+                let _ = self.slot.cast(StoreMsg::Remote(key, news, queued));
+            }
+            Admission::Lost(loss) => {
+                let _ = self.slot.cast(StoreMsg::FeedLost(Some(loss)));
+            }
+            Admission::Drop => {}
+        }
+    }
+
+    /// The pub/sub feed lost messages (its connection dropped): once it is back, the
+    /// store reads what the followed streams missed. Never waits.
+    pub fn feed_lost(&self) {
+        if let Some(loss) = self.pushes.lost() {
+            let _ = self.slot.cast(StoreMsg::FeedLost(Some(loss)));
+        }
+    }
+
+    /// The current incarnation's id (observability and tests).
+    pub fn current_id(&self) -> Option<ActorId> {
+        self.slot.current().map(|a| a.get_id())
+    }
+
+    /// Fault injection: makes the store actor panic.
+    #[doc(hidden)]
+    pub fn inject_panic(&self) -> Result<(), SlotError> {
+        self.slot.cast(StoreMsg::InjectPanic)
+    }
+}

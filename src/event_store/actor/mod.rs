@@ -1,0 +1,409 @@
+//! The store actor: owns the backend (lent by the supervisor, so events survive a crash of
+//! this actor), enforces retention with a periodic sweep, and forwards every stored event
+//! to the connection subscribed to its stream.
+//!
+//! - [`subscribers`]: the tables it keeps across restarts, and forwarding in order;
+//! - [`subscribe`]: a connection following a stream (replay, then live);
+//! - [`catch_up`]: reading back what a lost pub/sub feed missed (Redis);
+//! - [`handle`]: [`EventStoreHandle`], the only code that builds [`StoreMsg`].
+//!
+//! Subscribing and replaying are one message, so no event can fall between the replay and
+//! the live feed: everything stored before the subscription is in the replay, everything
+//! after is forwarded. Each stream has at most one subscriber, so a message is never sent
+//! on two connections.
+
+mod catch_up;
+pub mod handle;
+mod subscribe;
+pub mod subscribers;
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, RpcReplyPort};
+use tracing::Instrument;
+
+pub use handle::{EventStoreHandle, StoreCallError};
+pub use subscribers::StoreTables;
+
+use super::feed::{self, FeedEnd};
+use super::redis::StreamNews;
+use super::redis::channel::{PendingLoss, QueuedPush};
+use super::{Appended, Control, EventStore, Replay, Retention, StoreError, UNCONFIRMED};
+use crate::ids::{EventId, SessionId, StreamKey, StreamNo};
+use crate::rt::heir::Lent;
+use catch_up::CatchUp;
+
+/// Messages of the store actor. Built only by [`EventStoreHandle`] (and the actor's own
+/// timers and detached appends).
+#[derive(Debug)]
+pub enum StoreMsg {
+    /// Store an event and forward it to the stream's subscriber.
+    Append {
+        /// Target stream.
+        key: StreamKey,
+        /// Serialized JSON-RPC message.
+        payload: Bytes,
+        /// Final event of the stream.
+        last: bool,
+        /// Identifies this append across a re-send (see [`EventStore::append`]).
+        nonce: u64,
+        /// Gets the stored event's id; `None` if the backend is down and the event was
+        /// only delivered live.
+        reply: RpcReplyPort<Result<Option<EventId>, StoreError>>,
+    },
+    /// A detached append finished (see [`EventStore::append_detached`]): forward it, then
+    /// answer the caller.
+    Stored {
+        /// Target stream.
+        key: StreamKey,
+        /// What was appended.
+        payload: Bytes,
+        /// Final event of the stream.
+        last: bool,
+        /// What the backend said.
+        result: Result<Appended, StoreError>,
+        /// The caller of the original [`StoreMsg::Append`].
+        reply: RpcReplyPort<Result<Option<EventId>, StoreError>>,
+    },
+    /// Open a stream (if new), replay after a position and become its live subscriber.
+    Subscribe {
+        /// Stream to follow.
+        key: StreamKey,
+        /// Replay after this position; `None`: live only.
+        after: Option<u64>,
+        /// Create the stream if unknown (a new POST or standalone stream).
+        create: bool,
+        /// The connection that will receive live events.
+        subscriber: feed::Subscriber,
+        /// The replay.
+        reply: RpcReplyPort<Result<Replay, StoreError>>,
+    },
+    /// Stop forwarding to `subscriber` (if it is still the stream's subscriber).
+    Unsubscribe {
+        /// The stream.
+        key: StreamKey,
+        /// The connection leaving.
+        subscriber: ActorId,
+    },
+    /// End a stream without a final event (its request was cancelled) and close its
+    /// connection.
+    Complete(StreamKey, RpcReplyPort<()>),
+    /// Close the connection subscribed to a stream (the stream itself goes on); replies
+    /// whether one was open. Sent after the caller's appends, so the connection writes
+    /// them first.
+    Disconnect(StreamKey, RpcReplyPort<bool>),
+    /// A session was created: its streams may be opened.
+    OpenSession(SessionId, RpcReplyPort<()>),
+    /// Forget everything of a session and close its connections.
+    ForgetSession(SessionId, RpcReplyPort<()>),
+    /// Last positions of a session's streams.
+    Positions(SessionId, RpcReplyPort<Vec<(StreamNo, u64)>>),
+    /// Timer: drop expired events.
+    Sweep,
+    /// Another replica stored an event on a stream, or took over its connection (from the
+    /// pub/sub feed). Holds its place in the bounded push queue until handled.
+    Remote(StreamKey, StreamNews, QueuedPush),
+    /// The pub/sub feed lost messages (connection lost, or too many queued): once it is
+    /// back, read what the followed streams missed from the store.
+    FeedLost(Option<PendingLoss>),
+    /// Timer: try to catch up after [`StoreMsg::FeedLost`].
+    Resync,
+    /// Fault injection for supervision tests: panic inside the actor.
+    InjectPanic,
+}
+
+impl StoreMsg {
+    fn name(&self) -> &'static str {
+        match self {
+            Self::Append { .. } => "append",
+            Self::Stored { .. } => "stored",
+            Self::Subscribe { .. } => "subscribe",
+            Self::Unsubscribe { .. } => "unsubscribe",
+            Self::Disconnect(..) => "disconnect",
+            Self::Complete(..) => "complete",
+            Self::OpenSession(..) => "open_session",
+            Self::ForgetSession(..) => "forget_session",
+            Self::Positions(..) => "positions",
+            Self::Sweep => "sweep",
+            Self::Remote(..) => "remote",
+            Self::FeedLost(..) => "feed_lost",
+            Self::Resync => "resync",
+            Self::InjectPanic => "inject_panic",
+        }
+    }
+}
+
+/// The store actor, generic over its backend.
+#[derive(Debug)]
+pub struct EventStoreActor<B> {
+    _backend: std::marker::PhantomData<fn() -> B>,
+}
+
+impl<B> Default for EventStoreActor<B> {
+    fn default() -> Self {
+        Self {
+            _backend: std::marker::PhantomData,
+        }
+    }
+}
+
+/// Start-up arguments of the store actor.
+#[derive(Debug)]
+pub struct StoreArgs<B: EventStore> {
+    /// The tables, lent by the supervisor.
+    pub tables: Lent<StoreTables<B>>,
+    /// Retention limits.
+    pub retention: Retention,
+    /// Sweep period (`cleanup_interval`).
+    pub cleanup_interval: Duration,
+    /// Wait between attempts to catch up with a lost pub/sub feed (`store.retry_interval`).
+    pub retry_interval: Duration,
+}
+
+/// Running state of the store actor.
+#[derive(Debug)]
+pub struct StoreState<B: EventStore> {
+    tables: Lent<StoreTables<B>>,
+    sweep: tokio::task::JoinHandle<()>,
+    catch_up: CatchUp,
+}
+
+impl<B: EventStore> Actor for EventStoreActor<B> {
+    type Msg = StoreMsg;
+    type State = StoreState<B>;
+    type Arguments = StoreArgs<B>;
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<StoreMsg>,
+        args: StoreArgs<B>,
+    ) -> Result<Self::State, ActorProcessingErr> {
+        let mut tables = args.tables;
+        tables.backend.set_retention(args.retention);
+        // The sweep is a message, so it is serialized with appends and shows in traces.
+        let sweep = myself.send_interval(args.cleanup_interval, || StoreMsg::Sweep);
+        if tables.backend.is_shared() {
+            // Pushes queued for a previous incarnation died with its mailbox: read back
+            // what the followed streams missed meanwhile.
+            let _ = myself.send_message(StoreMsg::FeedLost(None));
+        }
+        Ok(StoreState {
+            tables,
+            sweep,
+            catch_up: CatchUp::new(args.retry_interval),
+        })
+    }
+
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<StoreMsg>,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        state.sweep.abort();
+        Ok(())
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<StoreMsg>,
+        msg: StoreMsg,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        let span = tracing::debug_span!("event_store.handle", msg = msg.name());
+        handle(msg, state, &myself).instrument(span).await;
+        Ok(())
+    }
+}
+
+async fn handle<B: EventStore>(
+    msg: StoreMsg,
+    state: &mut StoreState<B>,
+    myself: &ActorRef<StoreMsg>,
+) {
+    let tables = &mut *state.tables;
+    match msg {
+        StoreMsg::Append {
+            key,
+            payload,
+            last,
+            nonce,
+            reply,
+        } => append(tables, myself, key, payload, last, nonce, reply).await,
+        StoreMsg::Stored {
+            key,
+            payload,
+            last,
+            result,
+            reply,
+        } => {
+            let result = settle(tables, key, payload, last, result).await;
+            let _ = reply.send(result);
+        }
+        StoreMsg::Subscribe {
+            key,
+            after,
+            create,
+            subscriber,
+            reply,
+        } => {
+            let request = subscribe::Request {
+                key,
+                after,
+                create,
+                subscriber,
+            };
+            subscribe::subscribe(tables, &mut state.catch_up, myself, request, reply).await;
+        }
+        StoreMsg::Unsubscribe { key, subscriber } => tables.unsubscribe(key, subscriber).await,
+        StoreMsg::Complete(key, reply) => {
+            tables.backend.complete_stream(key).await;
+            tables.close_subscriber(key, FeedEnd::Completed).await;
+            // A connection another replica holds on the stream must not wait either.
+            tables.backend.tell_followers(key, Control::Completed).await;
+            let _ = reply.send(());
+        }
+        StoreMsg::Disconnect(key, reply) => {
+            let open = tables.close_subscriber(key, FeedEnd::Polling).await;
+            let told = tables
+                .backend
+                .tell_followers(key, Control::Disconnect)
+                .await;
+            let _ = reply.send(open || told);
+        }
+        StoreMsg::OpenSession(session, reply) => {
+            tables.backend.open_session(session).await;
+            let _ = reply.send(());
+        }
+        StoreMsg::ForgetSession(session, reply) => {
+            tables.backend.forget_session(session).await;
+            let _ = reply.send(());
+            tables.close_session(session).await;
+        }
+        StoreMsg::Remote(key, news, _queued) => remote(tables, key, news).await,
+        StoreMsg::FeedLost(_pending) => state.catch_up.schedule(myself),
+        StoreMsg::Resync => state.catch_up.run(tables, myself).await,
+        StoreMsg::Positions(session, reply) => {
+            let _ = reply.send(tables.backend.positions(session).await);
+        }
+        StoreMsg::Sweep => {
+            let stats = tables.backend.sweep().await;
+            if stats.expired_events > 0 || stats.dropped_streams > 0 {
+                tracing::debug!(
+                    expired_events = stats.expired_events,
+                    dropped_streams = stats.dropped_streams,
+                    "event store sweep"
+                );
+            }
+        }
+        StoreMsg::InjectPanic => panic!("fault injection: event store"),
+    }
+}
+
+/// Stores an event and forwards it; if the backend is down, delivers it live only. A
+/// backend that orders concurrent appends itself gets the append detached, so several are
+/// in flight at once.
+async fn append<B: EventStore>(
+    tables: &mut StoreTables<B>,
+    myself: &ActorRef<StoreMsg>,
+    key: StreamKey,
+    payload: Bytes,
+    last: bool,
+    nonce: u64,
+    reply: RpcReplyPort<Result<Option<EventId>, StoreError>>,
+) {
+    let Some(detached) = tables
+        .backend
+        .append_detached(key, payload.clone(), last, nonce)
+    else {
+        let result = tables
+            .backend
+            .append(key, payload.clone(), last, nonce)
+            .await;
+        let result = settle(tables, key, payload, last, result).await;
+        let _ = reply.send(result);
+        return;
+    };
+    // The backend orders the appends in flight and `forward` puts the results back in
+    // order per stream.
+    let me = myself.clone();
+    tokio::spawn(
+        async move {
+            let result = detached.await;
+            // If the actor is gone (restarting), the caller's call fails and is re-sent;
+            // the nonce makes that a duplicate, which the next actor forwards.
+            let _ = me.send_message(StoreMsg::Stored {
+                key,
+                payload,
+                last,
+                result,
+                reply,
+            });
+        }
+        .instrument(tracing::Span::current()),
+    );
+}
+
+/// Forwards what an append stored, or delivers it live if it could not be stored.
+async fn settle<B: EventStore>(
+    tables: &mut StoreTables<B>,
+    key: StreamKey,
+    payload: Bytes,
+    last: bool,
+    result: Result<Appended, StoreError>,
+) -> Result<Option<EventId>, StoreError> {
+    match result {
+        // A duplicate is forwarded too: if the crash that caused the re-send fell between
+        // storing and forwarding, this is its only delivery; otherwise it is skipped by
+        // position.
+        Ok(Appended { event, .. }) => {
+            let id = event.id;
+            tables.forward(key, event).await;
+            Ok(Some(id))
+        }
+        // Unknown to a shared backend while a connection here still follows the stream:
+        // the backend lost its data (a Redis restarted without persistence). An ended
+        // session has no follower left (ForgetSession closed them), so this is not one.
+        Err(e @ (StoreError::Backend(_) | StoreError::UnknownStream))
+            if e != StoreError::UnknownStream || tables.subscribers.contains_key(&key) =>
+        {
+            tables.backend.note_unstored();
+            tracing::debug!(stream = ?key, why = %e, stored = false, "event not stored; delivered live only");
+            // Only an append that reached Redis unconfirmed can turn up stored later.
+            tables
+                .deliver_unstored(key, payload, last, e == UNCONFIRMED)
+                .await;
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// News from another replica about a stream this replica may follow.
+async fn remote<B: EventStore>(tables: &mut StoreTables<B>, key: StreamKey, news: StreamNews) {
+    match news {
+        StreamNews::Stored(event) => tables.forward(key, event).await,
+        StreamNews::Announced => {
+            if let Some(sub) = tables.subscribers.get_mut(&key) {
+                sub.awaiting_announce = false;
+            }
+        }
+        StreamNews::Superseded => {
+            // Published before our own announcement came back: it is about an older
+            // connection than ours.
+            if tables
+                .subscribers
+                .get(&key)
+                .is_some_and(|sub| !sub.awaiting_announce)
+            {
+                tables.supersede(key).await;
+            }
+        }
+        StreamNews::Completed => {
+            tables.close_subscriber(key, FeedEnd::Completed).await;
+        }
+        StreamNews::Disconnect => {
+            tables.close_subscriber(key, FeedEnd::Polling).await;
+        }
+    }
+}

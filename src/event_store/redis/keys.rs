@@ -1,0 +1,157 @@
+//! Names of every Redis key and channel otpmcp uses: the store's, the session
+//! directory's and the leases'. One place, so the whole layout can be read at once.
+//!
+//! Every key and channel starts with `key_prefix`. The keys of one session carry the
+//! session id as a Redis Cluster hash tag (`otpmcp:{<session>}:...`), so they live in one
+//! slot and each event-store script touches one node:
+//!
+//! | key | type | holds |
+//! |---|---|---|
+//! | `P:{S}:session` | hash | the session: `open`, retained `bytes`, and its metadata |
+//! | `P:{S}:streams` | hash | per stream `n`: `n:open`, `n:end`, `n:done`, `n:nonces` |
+//! | `P:{S}:arrivals` | list | the session's retained events, oldest first |
+//! | `P:{S}:subs` | set | the resources the session subscribed to |
+//! | `P:{S}:s:<n>` | stream | the events of stream `n`, entry id `<position>-<ms stored>` |
+//! | `P:{S}:c:<n>` | channel | each event of stream `n`, as it is stored |
+//! | `P:bus:<r>`, `P:bus:all` | channel | messages to replica `r`, or to all |
+//! | `P:replicas` | sorted set | live replicas, scored by lease expiry |
+//! | `P:inflight:<r>` | hash | requests running on replica `r` |
+//! | `P:subs:<uri>` | set | sessions subscribed to resource `uri` |
+
+use crate::ids::{SessionId, StreamKey, StreamNo};
+
+/// Names of every Redis key and channel otpmcp uses.
+#[derive(Debug, Clone)]
+pub struct Keys {
+    prefix: String,
+}
+
+impl Keys {
+    /// Keys under `prefix`.
+    pub fn new(prefix: &str) -> Self {
+        Self {
+            prefix: prefix.to_owned(),
+        }
+    }
+
+    fn tagged(&self, session: SessionId, rest: &str) -> String {
+        format!("{}:{{{session}}}:{rest}", self.prefix)
+    }
+
+    /// The session hash.
+    pub fn session(&self, session: SessionId) -> String {
+        self.tagged(session, "session")
+    }
+
+    /// The set of resources a session subscribed to.
+    pub fn session_subscriptions(&self, session: SessionId) -> String {
+        self.tagged(session, "subs")
+    }
+
+    /// The per-stream bookkeeping hash of a session.
+    pub fn streams(&self, session: SessionId) -> String {
+        self.tagged(session, "streams")
+    }
+
+    /// The list of a session's retained events, oldest first.
+    pub fn arrivals(&self, session: SessionId) -> String {
+        self.tagged(session, "arrivals")
+    }
+
+    /// The prefix of a session's event streams; stream `n` is this followed by `n`.
+    pub fn events_prefix(&self, session: SessionId) -> String {
+        self.tagged(session, "s:")
+    }
+
+    /// The channel carrying stream `key`'s events as they are stored.
+    pub fn channel(&self, key: StreamKey) -> String {
+        self.tagged(key.session, &format!("c:{}", key.stream))
+    }
+
+    /// The channel of replica `replica`.
+    pub fn replica_channel(&self, replica: u64) -> String {
+        format!("{}:bus:{replica}", self.prefix)
+    }
+
+    /// The channel every replica listens to.
+    pub fn broadcast_channel(&self) -> String {
+        format!("{}:bus:all", self.prefix)
+    }
+
+    /// The set of sessions subscribed to resource `uri` (`resources/subscribe`), so a
+    /// resource update on any replica reaches them all, once each.
+    pub fn subscribers(&self, uri: &str) -> String {
+        format!("{}:subs:{uri}", self.prefix)
+    }
+
+    /// The counter that numbers replicas.
+    pub fn replica_counter(&self) -> String {
+        format!("{}:replica-seq", self.prefix)
+    }
+
+    /// The sorted set of live replicas, scored by the expiry of their lease.
+    pub fn replicas(&self) -> String {
+        format!("{}:replicas", self.prefix)
+    }
+
+    /// The requests running on replica `replica`.
+    pub fn inflight(&self, replica: u64) -> String {
+        format!("{}:inflight:{replica}", self.prefix)
+    }
+
+    /// Splits a channel name back into what it is about.
+    pub fn parse_channel(&self, channel: &[u8]) -> Option<Channel> {
+        let rest = channel
+            .strip_prefix(self.prefix.as_bytes())?
+            .strip_prefix(b":")?;
+        let rest = std::str::from_utf8(rest).ok()?;
+        if let Some(bus) = rest.strip_prefix("bus:") {
+            return Some(if bus == "all" {
+                Channel::Broadcast
+            } else {
+                Channel::Replica(bus.parse().ok()?)
+            });
+        }
+        let (session, stream) = rest.strip_prefix('{')?.split_once("}:c:")?;
+        Some(Channel::Stream(StreamKey::new(
+            session.parse().ok()?,
+            StreamNo(stream.parse().ok()?),
+        )))
+    }
+}
+
+/// What a pub/sub channel carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Channel {
+    /// Events of one stream.
+    Stream(StreamKey),
+    /// Messages to one replica.
+    Replica(u64),
+    /// Messages to every replica.
+    Broadcast,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn channels_parse_back() {
+        let keys = Keys::new("otpmcp");
+        let key = StreamKey::new(SessionId::random(), StreamNo(42));
+        assert_eq!(
+            keys.parse_channel(keys.channel(key).as_bytes()),
+            Some(Channel::Stream(key))
+        );
+        assert_eq!(
+            keys.parse_channel(keys.replica_channel(7).as_bytes()),
+            Some(Channel::Replica(7))
+        );
+        assert_eq!(
+            keys.parse_channel(keys.broadcast_channel().as_bytes()),
+            Some(Channel::Broadcast)
+        );
+        assert_eq!(keys.parse_channel(b"other:bus:all"), None);
+        assert_eq!(keys.parse_channel(b"otpmcp:{zz}:c:1"), None);
+    }
+}

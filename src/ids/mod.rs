@@ -1,0 +1,10 @@
+//! Identifiers shared by every layer: sessions, their streams, and the events on them.
+//!
+//! The bottom of the module graph: this module imports nothing else of the crate, so the
+//! store, the sessions, the streams and the transport can all name the same ids.
+
+pub mod event_id;
+pub mod session_id;
+
+pub use event_id::{EventId, EventIdError, StreamKey, StreamNo};
+pub use session_id::{SessionId, SessionIdError};

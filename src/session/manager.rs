@@ -1,0 +1,445 @@
+//! The session manager actor: owns the session table (lent by the supervisor, so sessions
+//! survive a crash of the actor) and answers the messages its handle builds.
+
+use std::time::{Duration, Instant};
+
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use tokio::sync::oneshot;
+use tracing::Instrument;
+
+use super::changes::{cancel_request, set_log_level, subscription, terminate};
+use super::replicas::{end_locally, ensure_local, reserve_block};
+use super::{
+    ClientOutcome, Directory, NewSession, SessionError, SessionHold, SessionId, SessionInfo,
+    SessionTable, Touched,
+};
+use crate::event_store::EventStoreHandle;
+use crate::protocol::RequestId;
+use crate::protocol::methods::{ListKind, LoggingLevel};
+use crate::rt::heir::Lent;
+use crate::rt::slot::Slot;
+
+/// Messages of the session manager. Built only by [`super::SessionHandle`] (and the
+/// actor's own timer).
+#[derive(Debug)]
+pub enum SessionMsg {
+    /// Create a session.
+    Create(NewSession, RpcReplyPort<Result<SessionId, SessionError>>),
+    /// Validate and touch a session.
+    Touch {
+        /// The session.
+        id: SessionId,
+        /// Count an open request or stream until [`SessionMsg::Release`].
+        hold: bool,
+        /// Allocate a POST stream number.
+        new_stream: bool,
+        /// The JSON-RPC request this hold serves, registered for `notifications/cancelled`.
+        request: Option<RequestId>,
+        /// What the request needs to know, and the hold when one was asked for. The hold is
+        /// built here, not by the caller, so a caller that gave up before the answer
+        /// arrived (its reply is dropped unread) still releases what it took.
+        reply: RpcReplyPort<Result<(Touched, Option<SessionHold>), SessionError>>,
+    },
+    /// A hold ended (acknowledged, so a crash of this actor cannot lose it silently).
+    Release(SessionId, Option<RequestId>, RpcReplyPort<()>),
+    /// `notifications/cancelled`: stop a running request.
+    CancelRequest(SessionId, RequestId),
+    /// `logging/setLevel`.
+    SetLogLevel(
+        SessionId,
+        LoggingLevel,
+        RpcReplyPort<Result<(), SessionError>>,
+    ),
+    /// `resources/subscribe` (true) or `resources/unsubscribe` (false).
+    Subscription(
+        SessionId,
+        String,
+        bool,
+        RpcReplyPort<Result<(), SessionError>>,
+    ),
+    /// The sessions subscribed to a resource.
+    Subscribers(String, RpcReplyPort<Vec<SessionId>>),
+    /// These sessions, listed as subscribers of a resource, were found gone.
+    Unsubscribed(String, Vec<SessionId>),
+    /// The sessions that were offered a list at `initialize`.
+    Offered(ListKind, RpcReplyPort<Vec<SessionId>>),
+    /// DELETE.
+    Terminate(SessionId, RpcReplyPort<Result<(), SessionError>>),
+    /// Session info (without store positions).
+    Info(SessionId, RpcReplyPort<Option<SessionInfo>>),
+    /// Register a request to the client; answers our id for it and its answer's channel.
+    OpenClientRequest(
+        SessionId,
+        RpcReplyPort<Result<(RequestId, oneshot::Receiver<ClientOutcome>), SessionError>>,
+    ),
+    /// The client answered a request we sent; replies whether anyone was waiting.
+    ResolveClientRequest(SessionId, RequestId, ClientOutcome, RpcReplyPort<bool>),
+    /// Timer: expire idle sessions.
+    Sweep,
+    /// Another replica ended a session (DELETE there).
+    Ended(SessionId),
+    /// `notifications/cancelled` that reached another replica.
+    RemoteCancel(SessionId, RequestId),
+    /// Another replica changed the session's log level, or a subscription (`true`:
+    /// subscribed).
+    RemoteChange(SessionId, Option<LoggingLevel>, Option<(String, bool)>),
+    /// A client answered, through another replica, a request this replica sent.
+    RemoteAnswer(SessionId, RequestId, ClientOutcome),
+    /// Fault injection for supervision tests.
+    InjectPanic,
+}
+
+impl SessionMsg {
+    fn name(&self) -> &'static str {
+        match self {
+            Self::Create(..) => "create",
+            Self::Touch { .. } => "touch",
+            Self::Release(..) => "release",
+            Self::CancelRequest(..) => "cancel_request",
+            Self::SetLogLevel(..) => "set_log_level",
+            Self::Subscription(..) => "subscription",
+            Self::Subscribers(..) => "subscribers",
+            Self::Unsubscribed(..) => "unsubscribed",
+            Self::Offered(..) => "offered",
+            Self::Terminate(..) => "terminate",
+            Self::Info(..) => "info",
+            Self::OpenClientRequest(..) => "open_client_request",
+            Self::ResolveClientRequest(..) => "resolve_client_request",
+            Self::Sweep => "sweep",
+            Self::Ended(..) => "ended",
+            Self::RemoteAnswer(..) => "remote_answer",
+            Self::RemoteCancel(..) => "remote_cancel",
+            Self::RemoteChange(..) => "remote_change",
+            Self::InjectPanic => "inject_panic",
+        }
+    }
+}
+
+/// Start-up arguments of the session manager.
+#[derive(Debug)]
+pub struct SessionArgs {
+    /// The table, lent by the supervisor.
+    pub table: Lent<SessionTable>,
+    /// Told to forget ended sessions.
+    pub store: EventStoreHandle,
+    /// `server.session_timeout`.
+    pub session_timeout: Duration,
+    /// `server.max_sessions`.
+    pub max_sessions: usize,
+    /// `server.max_open_per_session`.
+    pub max_open_per_session: u32,
+    /// This actor's own slot, for the holds it hands out.
+    pub me: Slot<SessionMsg>,
+    /// Parent of every session's cancellation token; cancelled at shutdown.
+    pub root_cancel: tokio_util::sync::CancellationToken,
+    /// How often to look for idle sessions.
+    pub sweep_interval: Duration,
+    /// Where sessions are shared with other replicas, if anywhere.
+    pub directory: Directory,
+}
+
+/// Running state of the session manager.
+#[derive(Debug)]
+pub struct SessionManagerState {
+    pub(super) table: Lent<SessionTable>,
+    pub(super) store: EventStoreHandle,
+    pub(super) session_timeout: Duration,
+    pub(super) max_sessions: usize,
+    max_open_per_session: u32,
+    me: Slot<SessionMsg>,
+    pub(super) root_cancel: tokio_util::sync::CancellationToken,
+    sweeper: tokio::task::JoinHandle<()>,
+    pub(super) directory: Directory,
+}
+
+/// The session manager actor.
+#[derive(Debug, Default)]
+pub struct SessionManager;
+
+impl Actor for SessionManager {
+    type Msg = SessionMsg;
+    type State = SessionManagerState;
+    type Arguments = SessionArgs;
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<SessionMsg>,
+        args: SessionArgs,
+    ) -> Result<Self::State, ActorProcessingErr> {
+        let sweeper = myself.send_interval(args.sweep_interval, || SessionMsg::Sweep);
+        let mut table = args.table;
+        table.set_replica(args.directory.replica());
+        Ok(SessionManagerState {
+            directory: args.directory,
+            table,
+            store: args.store,
+            session_timeout: args.session_timeout,
+            max_sessions: args.max_sessions,
+            max_open_per_session: args.max_open_per_session,
+            me: args.me,
+            root_cancel: args.root_cancel,
+            sweeper,
+        })
+    }
+
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<SessionMsg>,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        state.sweeper.abort();
+        Ok(())
+    }
+
+    async fn handle(
+        &self,
+        _myself: ActorRef<SessionMsg>,
+        msg: SessionMsg,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        let span = tracing::debug_span!("session_manager.handle", msg = msg.name());
+        handle(msg, state).instrument(span).await;
+        Ok(())
+    }
+}
+
+async fn handle(msg: SessionMsg, state: &mut SessionManagerState) {
+    let now = Instant::now();
+    match msg {
+        SessionMsg::Create(init, reply) => {
+            let _ = reply.send(create(state, init, now).await);
+        }
+        SessionMsg::Touch {
+            id,
+            hold,
+            new_stream,
+            request,
+            reply,
+        } => {
+            // If the caller is gone, the unsent hold is dropped here and releases itself.
+            let _ = reply.send(touch(state, id, hold, new_stream, request, now).await);
+        }
+        SessionMsg::Release(id, request, reply) => {
+            state.table.release(id, request.as_ref(), now);
+            let _ = reply.send(());
+        }
+        SessionMsg::Subscription(id, uri, on, reply) => {
+            let _ = reply.send(subscription(state, id, uri, on).await);
+        }
+        SessionMsg::Subscribers(uri, reply) => {
+            let subscribers = match state.directory.subscribers(&uri).await {
+                Ok(Some(all)) => all,
+                Ok(None) => state.table.subscribers(&uri),
+                Err(e) => {
+                    tracing::warn!(uri, error = %e, "could not read the shared subscribers; telling this replica's only");
+                    state.table.subscribers(&uri)
+                }
+            };
+            let _ = reply.send(subscribers);
+        }
+        SessionMsg::Unsubscribed(uri, gone) => {
+            if let Err(e) = state.directory.prune_subscribers(&uri, &gone).await {
+                tracing::debug!(uri, error = %e, "could not prune the subscriber index");
+            }
+        }
+        SessionMsg::Offered(kind, reply) => {
+            let _ = reply.send(state.table.offered(kind));
+        }
+        SessionMsg::SetLogLevel(id, level, reply) => {
+            let _ = reply.send(set_log_level(state, id, level).await);
+        }
+        SessionMsg::CancelRequest(id, request) => cancel_request(state, id, request).await,
+        SessionMsg::RemoteCancel(id, request) => {
+            if state.table.cancel_request(id, &request) {
+                tracing::info!(session_id = %id, request_id = %request, "request cancelled by the client through another replica");
+            }
+        }
+        SessionMsg::RemoteChange(id, level, subscription) => {
+            if let Some(record) = state.table.get_mut(id) {
+                if let Some(level) = level {
+                    record.log_level.set(level);
+                }
+                match subscription {
+                    Some((uri, true)) => {
+                        record.subscriptions.insert(uri);
+                    }
+                    Some((uri, false)) => {
+                        record.subscriptions.remove(&uri);
+                    }
+                    None => {}
+                }
+            }
+        }
+        SessionMsg::Terminate(id, reply) => {
+            let _ = reply.send(terminate(state, id, now).await);
+        }
+        SessionMsg::Info(id, reply) => {
+            let info = state.table.get(id).map(|record| SessionInfo {
+                id,
+                protocol_version: record.init.protocol_version,
+                client_info: record.init.client_info.clone(),
+                connected_at: record.connected_at,
+                connected_for: record.started.elapsed(),
+                open: record.holds,
+                last_event: Vec::new(),
+            });
+            let _ = reply.send(info);
+        }
+        SessionMsg::OpenClientRequest(id, reply) => {
+            let result = state
+                .table
+                .open_client_request(id, state.max_open_per_session)
+                .map_err(SessionError::from);
+            let _ = reply.send(result);
+        }
+        SessionMsg::ResolveClientRequest(id, request, outcome, reply) => {
+            let _ = reply.send(resolve_client_request(state, id, request, outcome).await);
+        }
+        SessionMsg::Sweep => sweep(state, now).await,
+        SessionMsg::Ended(id) => {
+            if state.table.get(id).is_some() {
+                tracing::info!(session_id = %id, "session terminated on another replica");
+                end_locally(state, id).await;
+            }
+        }
+        SessionMsg::RemoteAnswer(id, request, outcome) => {
+            if !state.table.resolve_client_request(id, &request, outcome) {
+                tracing::debug!(session_id = %id, request_id = %request, "answer from another replica to a request nobody waits for");
+            }
+        }
+        SessionMsg::InjectPanic => panic!("fault injection: session manager"),
+    }
+}
+
+/// A new session: in the table, registered with the store, shared (with Redis) and given
+/// its block of stream numbers; or nothing at all if any of that fails.
+async fn create(
+    state: &mut SessionManagerState,
+    init: NewSession,
+    now: Instant,
+) -> Result<SessionId, SessionError> {
+    if state.table.len() >= state.max_sessions {
+        return Err(SessionError::Full);
+    }
+    let id = state
+        .table
+        .create(init, state.root_cancel.child_token(), now);
+    let saved = match state.store.open_session(id).await {
+        Err(e) => Err(SessionError::Unreachable(e)),
+        Ok(()) => match state.table.get(id) {
+            Some(record) => state
+                .directory
+                .save(id, &record.init, record.connected_at)
+                .await
+                .map_err(|e| {
+                    tracing::error!(session_id = %id, error = %e, "could not share the new session");
+                    SessionError::Shared
+                }),
+            None => Err(SessionError::NotFound),
+        },
+    };
+    let saved = match saved {
+        Ok(()) => reserve_block(state, id).await,
+        Err(e) => Err(e),
+    };
+    match saved {
+        Ok(()) => {
+            tracing::info!(session_id = %id, "session created");
+            Ok(id)
+        }
+        Err(e) => {
+            state.table.remove(id);
+            Err(e)
+        }
+    }
+}
+
+async fn touch(
+    state: &mut SessionManagerState,
+    id: SessionId,
+    hold: bool,
+    new_stream: bool,
+    request: Option<RequestId>,
+    now: Instant,
+) -> Result<(Touched, Option<SessionHold>), SessionError> {
+    ensure_local(state, id, now).await?;
+    let (record, stream, cancel) = state.table.touch(
+        id,
+        hold,
+        new_stream,
+        request.as_ref(),
+        state.max_open_per_session,
+        now,
+    )?;
+    let touched = Touched {
+        protocol_version: record.init.protocol_version,
+        cancel,
+        stream,
+        log_level: record.log_level.clone(),
+        client_capabilities: record.init.client_capabilities.clone(),
+    };
+    let hold = hold.then(|| SessionHold::new(id, request, state.me.clone()));
+    Ok((touched, hold))
+}
+
+async fn resolve_client_request(
+    state: &mut SessionManagerState,
+    id: SessionId,
+    request: RequestId,
+    outcome: ClientOutcome,
+) -> bool {
+    let mut delivered = state
+        .table
+        .resolve_client_request(id, &request, outcome.clone());
+    if !delivered {
+        delivered = match state.directory.route_answer(id, &request, outcome).await {
+            Ok(routed) => routed,
+            Err(e) => {
+                tracing::warn!(session_id = %id, error = %e, "could not pass an answer to the replica that asked");
+                false
+            }
+        };
+    }
+    if !delivered {
+        tracing::debug!(session_id = %id, request_id = %request, "answer to a request nobody waits for");
+    }
+    delivered
+}
+
+/// Expires idle sessions; with Redis, renews the sessions that have work open here.
+async fn sweep(state: &mut SessionManagerState, now: Instant) {
+    let shared = state.directory.is_shared();
+    for id in state.table.expire(state.session_timeout, now) {
+        if shared {
+            // Idle here, perhaps not elsewhere: the shared copy expires by its own TTL,
+            // which every replica using the session renews.
+            tracing::debug!(session_id = %id, "session idle on this replica; dropped locally");
+        } else {
+            tracing::info!(session_id = %id, "session expired");
+            forget(&state.store, id).await;
+        }
+    }
+    // Sessions with work open here never expire: renew them for everyone.
+    let held = state.table.held();
+    match state.directory.refresh(&held, state.session_timeout).await {
+        Ok(alive) => {
+            for (id, alive) in held.into_iter().zip(alive) {
+                if let Some(record) = state.table.get_mut(id) {
+                    record.refreshed = now;
+                }
+                if !alive {
+                    tracing::info!(session_id = %id, "session ended elsewhere");
+                    end_locally(state, id).await;
+                }
+            }
+        }
+        Err(e) => tracing::warn!(error = %e, "could not renew shared sessions"),
+    }
+}
+
+/// Tells the store to forget an ended session (and close its connections).
+pub(super) async fn forget(store: &EventStoreHandle, id: SessionId) {
+    if let Err(e) = store.forget_session(id).await {
+        tracing::error!(session_id = %id, error = %e, "could not tell the event store to forget a session");
+    }
+}
