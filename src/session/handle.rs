@@ -1,14 +1,13 @@
-//! [`SessionHandle`]: typed access to the current session manager, and [`SessionHold`], the
-//! guard that keeps a session open while a request or stream runs. The only code that
+//! [`SessionHandle`]: typed access to the current session manager. The only code that
 //! builds [`SessionMsg`]s.
 
 use std::time::Duration;
 
-use ractor::RpcReplyPort;
 use tokio::sync::oneshot;
-use tracing::Instrument;
 
-use super::{ClientOutcome, NewSession, SessionError, SessionId, SessionInfo, SessionMsg};
+use super::{
+    ClientOutcome, NewSession, SessionError, SessionHold, SessionId, SessionInfo, SessionMsg,
+};
 use super::{SessionNews, Touched};
 use crate::event_store::{EventStoreHandle, StoreCallError, StoreError};
 use crate::ids::{StreamKey, StreamNo};
@@ -23,57 +22,6 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 pub struct SessionHandle {
     slot: Slot<SessionMsg>,
     store: EventStoreHandle,
-}
-
-/// An open request or stream of a session: keeps the session from expiring until dropped.
-/// Part of the handle: it sends the matching release itself.
-#[derive(Debug)]
-pub struct SessionHold {
-    id: SessionId,
-    request: Option<RequestId>,
-    slot: Slot<SessionMsg>,
-}
-
-impl SessionHold {
-    /// A hold on `id` (for `request`, if any), released through `slot`. Built by the
-    /// session manager as it counts the hold.
-    pub(super) fn new(id: SessionId, request: Option<RequestId>, slot: Slot<SessionMsg>) -> Self {
-        Self { id, request, slot }
-    }
-}
-
-impl Drop for SessionHold {
-    fn drop(&mut self) {
-        // A lost Release would keep the session from ever expiring, so it is a call (a
-        // crash that swallows it is noticed and the call repeated) made from a task that
-        // can wait for a restarting session manager.
-        let id = self.id;
-        let request = self.request.take();
-        match tokio::runtime::Handle::try_current() {
-            Ok(rt) => {
-                let slot = self.slot.clone();
-                rt.spawn(
-                    async move {
-                        let _ = slot
-                            .call(
-                                |reply| SessionMsg::Release(id, request.clone(), reply),
-                                CALL_TIMEOUT,
-                            )
-                            .await;
-                    }
-                    .instrument(tracing::Span::current()),
-                );
-            }
-            // Outside a runtime (only while the process is being torn down) nobody could
-            // wait; a cast is all that is left.
-            Err(_) => {
-                let (tx, _) = oneshot::channel();
-                let _ = self
-                    .slot
-                    .cast(SessionMsg::Release(id, request, RpcReplyPort::from(tx)));
-            }
-        }
-    }
 }
 
 impl SessionHandle {

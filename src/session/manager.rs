@@ -17,7 +17,6 @@ use crate::event_store::EventStoreHandle;
 use crate::protocol::RequestId;
 use crate::protocol::methods::{ListKind, LoggingLevel};
 use crate::rt::heir::Lent;
-use crate::rt::slot::Slot;
 
 /// Messages of the session manager. Built only by [`super::SessionHandle`] (and the
 /// actor's own timer).
@@ -35,13 +34,10 @@ pub enum SessionMsg {
         new_stream: bool,
         /// The JSON-RPC request this hold serves, registered for `notifications/cancelled`.
         request: Option<RequestId>,
-        /// What the request needs to know, and the hold when one was asked for. The hold is
-        /// built here, not by the caller, so a caller that gave up before the answer
-        /// arrived (its reply is dropped unread) still releases what it took.
+        /// What the request needs to know, and the hold when one was asked for. A caller
+        /// that gave up before the answer arrived drops the hold unread, which releases it.
         reply: RpcReplyPort<Result<(Touched, Option<SessionHold>), SessionError>>,
     },
-    /// A hold ended (acknowledged, so a crash of this actor cannot lose it silently).
-    Release(SessionId, Option<RequestId>, RpcReplyPort<()>),
     /// `notifications/cancelled`: stop a running request.
     CancelRequest(SessionId, RequestId),
     /// `logging/setLevel`.
@@ -94,7 +90,6 @@ impl SessionMsg {
         match self {
             Self::Create(..) => "create",
             Self::Touch { .. } => "touch",
-            Self::Release(..) => "release",
             Self::CancelRequest(..) => "cancel_request",
             Self::SetLogLevel(..) => "set_log_level",
             Self::Subscription(..) => "subscription",
@@ -128,8 +123,6 @@ pub struct SessionArgs {
     pub max_sessions: usize,
     /// `server.max_open_per_session`.
     pub max_open_per_session: u32,
-    /// This actor's own slot, for the holds it hands out.
-    pub me: Slot<SessionMsg>,
     /// Parent of every session's cancellation token; cancelled at shutdown.
     pub root_cancel: tokio_util::sync::CancellationToken,
     /// How often to look for idle sessions.
@@ -146,7 +139,6 @@ pub struct SessionManagerState {
     pub(super) session_timeout: Duration,
     pub(super) max_sessions: usize,
     max_open_per_session: u32,
-    me: Slot<SessionMsg>,
     pub(super) root_cancel: tokio_util::sync::CancellationToken,
     sweeper: tokio::task::JoinHandle<()>,
     pub(super) directory: Directory,
@@ -176,7 +168,6 @@ impl Actor for SessionManager {
             session_timeout: args.session_timeout,
             max_sessions: args.max_sessions,
             max_open_per_session: args.max_open_per_session,
-            me: args.me,
             root_cancel: args.root_cancel,
             sweeper,
         })
@@ -218,10 +209,6 @@ async fn handle(msg: SessionMsg, state: &mut SessionManagerState) {
         } => {
             // If the caller is gone, the unsent hold is dropped here and releases itself.
             let _ = reply.send(touch(state, id, hold, new_stream, request, now).await);
-        }
-        SessionMsg::Release(id, request, reply) => {
-            state.table.release(id, request.as_ref(), now);
-            let _ = reply.send(());
         }
         SessionMsg::Subscription(id, uri, on, reply) => {
             let _ = reply.send(subscription(state, id, uri, on).await);
@@ -280,7 +267,7 @@ async fn handle(msg: SessionMsg, state: &mut SessionManagerState) {
                 client_info: record.init.client_info.clone(),
                 connected_at: record.connected_at,
                 connected_for: record.started.elapsed(),
-                open: record.holds,
+                open: record.holds.open(),
                 last_event: Vec::new(),
             });
             let _ = reply.send(info);
@@ -363,7 +350,7 @@ async fn touch(
     now: Instant,
 ) -> Result<(Touched, Option<SessionHold>), SessionError> {
     ensure_local(state, id, now).await?;
-    let (record, stream, cancel) = state.table.touch(
+    let touch = state.table.touch(
         id,
         hold,
         new_stream,
@@ -372,14 +359,13 @@ async fn touch(
         now,
     )?;
     let touched = Touched {
-        protocol_version: record.init.protocol_version,
-        cancel,
-        stream,
-        log_level: record.log_level.clone(),
-        client_capabilities: record.init.client_capabilities.clone(),
+        protocol_version: touch.record.init.protocol_version,
+        cancel: touch.cancel,
+        stream: touch.stream,
+        log_level: touch.record.log_level.clone(),
+        client_capabilities: touch.record.init.client_capabilities.clone(),
     };
-    let hold = hold.then(|| SessionHold::new(id, request, state.me.clone()));
-    Ok((touched, hold))
+    Ok((touched, touch.hold))
 }
 
 async fn resolve_client_request(

@@ -3,9 +3,10 @@
 //! on DELETE — telling the event store to forget them each time a session ends.
 //!
 //! - [`manager`]: the actor and its messages;
-//! - [`handle`]: [`SessionHandle`] and [`SessionHold`], the only code that builds
-//!   [`SessionMsg`]s;
-//! - [`state`]: the session table (pure data, lent by the supervisor);
+//! - [`handle`]: [`SessionHandle`], the only code that builds [`SessionMsg`]s;
+//! - [`hold`]: [`SessionHold`], an open request or stream, counted without messages;
+//! - [`state`] and [`record`]: the session table and its records (pure data, lent by the
+//!   supervisor);
 //! - `changes` (subscriptions, log level, cancellation, DELETE) and `replicas` (loading,
 //!   renewing, numbering): what the manager does for sessions shared with other replicas;
 //! - [`directory`]: where those sessions live in Redis;
@@ -14,8 +15,10 @@
 mod changes;
 pub mod directory;
 pub mod handle;
+pub mod hold;
 pub mod manager;
 pub mod news;
+pub mod record;
 mod replicas;
 pub mod state;
 
@@ -25,10 +28,12 @@ use serde_json::Value;
 
 pub use crate::ids::{SessionId, SessionIdError};
 pub use directory::Directory;
-pub use handle::{SessionHandle, SessionHold};
+pub use handle::SessionHandle;
+pub use hold::SessionHold;
 pub use manager::{SessionArgs, SessionManager, SessionManagerState, SessionMsg};
 pub use news::SessionNews;
-pub use state::{ClientOutcome, NewSession, SessionRecord, SessionTable, TouchError};
+pub use record::{ClientOutcome, NewSession, SessionRecord};
+pub use state::{SessionTable, Touch, TouchError};
 
 use crate::ids::StreamNo;
 use crate::protocol::version::ProtocolVersion;

@@ -1,108 +1,37 @@
-//! The session table and its records. Pure data: the session manager actor owns it (lent
-//! by the supervisor so sessions survive a crash of the actor).
+//! The session table: every live session's record. Pure data: the session manager actor
+//! owns it (lent by the supervisor so sessions survive a crash of the actor).
 
 use std::collections::HashMap;
-
+use std::sync::Weak;
 use std::time::{Duration, Instant, SystemTime};
 
-use serde_json::Value;
+use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use super::SessionId;
+use super::hold::{HoldEntry, SessionHold};
+use super::record::{ClientOutcome, NewSession, SessionRecord};
 use crate::ids::StreamNo;
-use crate::protocol::version::ProtocolVersion;
-use crate::protocol::{ErrorObject, RequestId};
-use tokio::sync::oneshot;
-
-/// What `initialize` told us about the client.
-#[derive(Debug, Clone)]
-pub struct NewSession {
-    /// Negotiated protocol revision.
-    pub protocol_version: ProtocolVersion,
-    /// The client's `capabilities` object (shared with every request of the session).
-    pub client_capabilities: std::sync::Arc<Value>,
-    /// The client's `clientInfo` object.
-    pub client_info: Value,
-    /// The lists whose capability the server announced at `initialize`; only these get
-    /// `list_changed` notifications.
-    pub lists: Vec<crate::protocol::methods::ListKind>,
-}
-
-/// A client's answer to a request the server sent it.
-pub type ClientOutcome = Result<Value, ErrorObject>;
-
-/// One session.
-#[derive(Debug)]
-pub struct SessionRecord {
-    /// What the client sent at `initialize`.
-    pub init: NewSession,
-    /// Wall-clock time of `initialize`.
-    pub connected_at: SystemTime,
-    /// Monotonic time of `initialize`.
-    pub started: Instant,
-    /// Last request or stream activity.
-    pub last_seen: Instant,
-    /// Requests and streams in progress; a session is never expired while any is open.
-    pub holds: u32,
-    /// Number of the last POST stream opened (0: none).
-    pub last_stream: u64,
-    /// `last_stream` must stay below this: the end of the block of numbers reserved for
-    /// this replica's copy of the session.
-    pub stream_limit: u64,
-    /// The start of that block, also part of our ids for requests to the client, so a
-    /// copy loaded again never reuses one.
-    pub request_block: u64,
-    /// Cancelled when the session ends: its running requests stop.
-    pub cancel: CancellationToken,
-    /// Running requests by JSON-RPC id, for `notifications/cancelled`. Each token is a
-    /// child of `cancel`. At most `max_open_per_session` entries (each is a hold).
-    pub requests: HashMap<RequestId, CancellationToken>,
-    /// Requests we sent the client (sampling, elicitation, roots) awaiting its answer, by
-    /// our id for them. Bounded like holds.
-    pub pending: HashMap<RequestId, oneshot::Sender<ClientOutcome>>,
-    /// Number of the last request we sent the client.
-    pub last_client_request: u64,
-    /// Least severe log level the client wants (`logging/setLevel`); `None`: all.
-    pub log_level: std::sync::Arc<crate::protocol::methods::LogThreshold>,
-    /// Resource URIs the client subscribed to (`resources/subscribe`).
-    pub subscriptions: std::collections::HashSet<String>,
-    /// Last time its TTL in the shared directory was renewed.
-    pub refreshed: Instant,
-}
-
-impl SessionRecord {
-    /// A session entering this replica's table at `now`, idle, with nothing open.
-    fn new(
-        init: NewSession,
-        connected_at: SystemTime,
-        cancel: CancellationToken,
-        now: Instant,
-    ) -> Self {
-        Self {
-            init,
-            connected_at,
-            started: now,
-            last_seen: now,
-            holds: 0,
-            last_stream: 0,
-            stream_limit: 1 << STREAM_BITS,
-            request_block: 0,
-            cancel,
-            requests: HashMap::new(),
-            pending: HashMap::new(),
-            last_client_request: 0,
-            log_level: Default::default(),
-            subscriptions: Default::default(),
-            refreshed: now,
-        }
-    }
-}
+use crate::protocol::RequestId;
 
 /// Stream numbers are `replica << STREAM_BITS | n`.
 pub const STREAM_BITS: u32 = 40;
 
 /// Most resource subscriptions one session may hold.
 pub const MAX_SUBSCRIPTIONS: usize = 1024;
+
+/// What [`SessionTable::touch`] gives a request.
+#[derive(Debug)]
+pub struct Touch<'a> {
+    /// The session.
+    pub record: &'a SessionRecord,
+    /// The POST stream allocated, if asked for.
+    pub stream: Option<StreamNo>,
+    /// Stops the work: the request's own token, or the session's.
+    pub cancel: CancellationToken,
+    /// The hold, if asked for.
+    pub hold: Option<SessionHold>,
+}
 
 /// Why [`SessionTable::touch`] refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -178,7 +107,7 @@ impl SessionTable {
     pub fn held(&self) -> Vec<SessionId> {
         self.sessions
             .iter()
-            .filter(|(_, r)| r.holds > 0)
+            .filter(|(_, r)| r.holds.open() > 0)
             .map(|(id, _)| *id)
             .collect()
     }
@@ -218,10 +147,11 @@ impl SessionTable {
         self.sessions.get_mut(&id)
     }
 
-    /// Marks activity; with `hold`, counts one more request or stream in progress (refused
-    /// with [`TouchError::Busy`] at `max_holds`); with `new_stream`, allocates the next POST
-    /// stream number. With `request` (and `hold`), registers the request for cancellation.
-    /// Returns the token that stops the work: the request's own, or the session's.
+    /// Marks activity; with `hold`, takes a hold on the session (refused with
+    /// [`TouchError::Busy`] at `max_holds` open); with `new_stream`, allocates the next POST
+    /// stream number. With `request` (and `hold`), registers the request for cancellation
+    /// until its hold is dropped. The token in the answer stops the work: the request's
+    /// own, or the session's.
     pub fn touch(
         &mut self,
         id: SessionId,
@@ -230,49 +160,57 @@ impl SessionTable {
         request: Option<&RequestId>,
         max_holds: u32,
         now: Instant,
-    ) -> Result<(&SessionRecord, Option<StreamNo>, CancellationToken), TouchError> {
+    ) -> Result<Touch<'_>, TouchError> {
         let base = self.replica << STREAM_BITS;
         let record = self.sessions.get_mut(&id).ok_or(TouchError::NotFound)?;
         record.last_seen = now;
         // Ids tell running requests apart for cancellation; a reused one would make
         // `notifications/cancelled` ambiguous.
-        if hold && request.is_some_and(|r| record.requests.contains_key(r)) {
+        let running = |r: &RequestId, requests: &HashMap<_, (_, Weak<HoldEntry>)>| {
+            requests
+                .get(r)
+                .is_some_and(|(_, alive): &(CancellationToken, _)| alive.strong_count() > 0)
+        };
+        if hold && request.is_some_and(|r| running(r, &record.requests)) {
             return Err(TouchError::DuplicateRequest);
         }
         if new_stream && record.last_stream + 1 >= record.stream_limit {
             // The block ran out and no new one could be reserved (Redis away).
             return Err(TouchError::Busy);
         }
-        if hold {
-            if record.holds >= max_holds {
+        let taken = if hold {
+            if record.holds.open() >= max_holds {
                 return Err(TouchError::Busy);
             }
-            record.holds += 1;
-        }
+            Some(record.holds.hold(id))
+        } else {
+            None
+        };
         let stream = new_stream.then(|| {
             record.last_stream += 1;
             StreamNo(base | record.last_stream)
         });
-        let cancel = match request {
-            Some(request) if hold => {
+        let cancel = match (request, &taken) {
+            (Some(request), Some(taken)) => {
+                if record.requests.len() >= max_holds as usize {
+                    record
+                        .requests
+                        .retain(|_, (_, alive)| alive.strong_count() > 0);
+                }
                 let token = record.cancel.child_token();
-                record.requests.insert(request.clone(), token.clone());
+                record
+                    .requests
+                    .insert(request.clone(), (token.clone(), taken.watch()));
                 token
             }
             _ => record.cancel.clone(),
         };
-        Ok((record, stream, cancel))
-    }
-
-    /// Ends one hold taken by [`SessionTable::touch`] (and forgets its request).
-    pub fn release(&mut self, id: SessionId, request: Option<&RequestId>, now: Instant) {
-        if let Some(record) = self.sessions.get_mut(&id) {
-            record.holds = record.holds.saturating_sub(1);
-            record.last_seen = now;
-            if let Some(request) = request {
-                record.requests.remove(request);
-            }
-        }
+        Ok(Touch {
+            record,
+            stream,
+            cancel,
+            hold: taken,
+        })
     }
 
     /// Registers a request to the client and returns our id for it and where its answer
@@ -345,11 +283,18 @@ impl SessionTable {
 
     /// `notifications/cancelled`: stops request `request` of session `id`, if running.
     pub fn cancel_request(&mut self, id: SessionId, request: &RequestId) -> bool {
-        let token = self
+        let entry = self
             .sessions
             .get_mut(&id)
             .and_then(|r| r.requests.remove(request));
-        token.map(|t| t.cancel()).is_some()
+        // A request whose hold is gone has finished: nothing to stop.
+        match entry {
+            Some((token, alive)) if alive.strong_count() > 0 => {
+                token.cancel();
+                true
+            }
+            _ => false,
+        }
     }
 
     /// Removes `id` and cancels its requests; false if it was not there.
@@ -367,7 +312,11 @@ impl SessionTable {
     pub fn expire(&mut self, timeout: Duration, now: Instant) -> Vec<SessionId> {
         let mut gone = Vec::new();
         self.sessions.retain(|id, r| {
-            let keep = r.holds > 0 || now.saturating_duration_since(r.last_seen) <= timeout;
+            let last = r
+                .holds
+                .released_at()
+                .map_or(r.last_seen, |at| at.max(r.last_seen));
+            let keep = r.holds.open() > 0 || now.saturating_duration_since(last) <= timeout;
             if !keep {
                 r.cancel.cancel();
                 gone.push(*id);
@@ -381,6 +330,8 @@ impl SessionTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::version::ProtocolVersion;
+    use serde_json::Value;
 
     fn init() -> NewSession {
         NewSession {
@@ -391,19 +342,33 @@ mod tests {
         }
     }
 
+    /// `Instant::now()` minus `secs`: holds stamp their end with the real clock, so a test
+    /// places the rest of its timeline in the past.
+    fn ago(secs: u64) -> Instant {
+        let now = Instant::now();
+        now.checked_sub(Duration::from_secs(secs))
+            .unwrap_or_else(|| panic!("the clock cannot go back {secs} s"))
+    }
+
     #[test]
     fn idle_sessions_expire_unless_something_is_open() {
-        let t = Instant::now();
+        let t = ago(20);
         let mut table = SessionTable::default();
         let idle = table.create(init(), CancellationToken::new(), t);
         let busy = table.create(init(), CancellationToken::new(), t);
-        assert!(table.touch(busy, true, false, None, 8, t).is_ok());
+        let hold = table
+            .touch(busy, true, false, None, 8, t)
+            .map(|touch| touch.hold)
+            .unwrap_or_else(|_| panic!("touch"));
+        assert!(hold.is_some());
         let later = t + Duration::from_secs(11);
         assert_eq!(table.expire(Duration::from_secs(10), later), vec![idle]);
         assert!(table.get(busy).is_some());
-        table.release(busy, None, later);
-        assert!(table.expire(Duration::from_secs(10), later).is_empty());
-        let much_later = later + Duration::from_secs(11);
+        // Released now, 20 s after it was last touched: idle from the release.
+        drop(hold);
+        let soon = Instant::now() + Duration::from_secs(5);
+        assert!(table.expire(Duration::from_secs(10), soon).is_empty());
+        let much_later = Instant::now() + Duration::from_secs(11);
         assert_eq!(
             table.expire(Duration::from_secs(10), much_later),
             vec![busy]
@@ -416,25 +381,55 @@ mod tests {
         let mut table = SessionTable::default();
         let id = table.create(init(), CancellationToken::new(), t);
         let req = RequestId::Number(7);
-        let token = table
-            .touch(id, true, true, Some(&req), 8, t)
-            .map(|(_, _, token)| token)
-            .unwrap_or_else(|_| panic!("touch"));
+        let Ok(Touch {
+            cancel: token,
+            hold: _running,
+            ..
+        }) = table.touch(id, true, true, Some(&req), 8, t)
+        else {
+            panic!("touch");
+        };
         assert!(!token.is_cancelled());
         assert!(table.cancel_request(id, &req));
         assert!(token.is_cancelled());
         assert!(!table.cancel_request(id, &req), "only once");
         let other = RequestId::String("b".into());
-        let token = table
-            .touch(id, true, true, Some(&other), 8, t)
-            .map(|(_, _, token)| token)
-            .unwrap_or_else(|_| panic!("touch"));
-        table.release(id, Some(&other), t);
+        let Ok(Touch {
+            cancel: token,
+            hold,
+            ..
+        }) = table.touch(id, true, true, Some(&other), 8, t)
+        else {
+            panic!("touch");
+        };
+        assert_eq!(
+            table.touch(id, true, true, Some(&other), 8, t).err(),
+            Some(TouchError::DuplicateRequest),
+            "an id in use"
+        );
+        drop(hold);
         assert!(
             !table.cancel_request(id, &other),
             "finished requests are forgotten"
         );
         assert!(!token.is_cancelled());
+        assert!(
+            table.touch(id, true, true, Some(&other), 8, t).is_ok(),
+            "a finished request's id may be used again"
+        );
+    }
+
+    #[test]
+    fn the_request_index_stays_bounded_by_the_holds() {
+        let t = Instant::now();
+        let mut table = SessionTable::default();
+        let id = table.create(init(), CancellationToken::new(), t);
+        for n in 0..1000 {
+            let touched = table.touch(id, true, false, Some(&RequestId::Number(n)), 4, t);
+            assert!(touched.is_ok_and(|touch| touch.hold.is_some()));
+        }
+        let indexed = table.get(id).map(|r| r.requests.len());
+        assert!(indexed.is_some_and(|n| n <= 5), "indexed: {indexed:?}");
     }
 
     #[test]
@@ -476,7 +471,7 @@ mod tests {
                 table
                     .touch(id, false, true, None, 8, t)
                     .ok()
-                    .and_then(|(_, s, _)| s)
+                    .and_then(|touch| touch.stream)
             })
             .collect();
         assert_eq!(streams, [StreamNo(1), StreamNo(2), StreamNo(3)]);
@@ -493,8 +488,12 @@ mod tests {
         let t = Instant::now();
         let mut table = SessionTable::default();
         let id = table.create(init(), CancellationToken::new(), t);
-        assert!(table.touch(id, true, false, None, 2, t).is_ok());
-        assert!(table.touch(id, true, false, None, 2, t).is_ok());
+        let mut holds = Vec::new();
+        for _ in 0..2 {
+            let touched = table.touch(id, true, false, None, 2, t);
+            holds.push(touched.map(|touch| touch.hold).ok().flatten());
+        }
+        assert!(holds.iter().all(Option::is_some));
         assert_eq!(
             table.touch(id, true, false, None, 2, t).err(),
             Some(TouchError::Busy)
@@ -503,7 +502,7 @@ mod tests {
             table.touch(id, false, false, None, 2, t).is_ok(),
             "plain requests still pass"
         );
-        table.release(id, None, t);
+        holds.pop();
         assert!(table.touch(id, true, false, None, 2, t).is_ok());
     }
 }

@@ -191,7 +191,6 @@ impl SupervisorState {
                     session_timeout: timeout,
                     max_sessions: self.config.server.max_sessions,
                     max_open_per_session: self.config.server.max_open_per_session,
-                    me: self.session_slot.clone(),
                     root_cancel: self.cancel.clone(),
                     // Often enough that expiry is late by at most a quarter of the timeout
                     // (and never later than the store's own sweep period).

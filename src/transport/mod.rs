@@ -8,9 +8,11 @@ pub mod get;
 pub mod guard;
 pub mod inflight;
 pub mod listener;
+mod outbox;
 pub mod post;
 pub mod rejection;
 pub mod stall;
+pub mod streamed;
 
 use std::sync::Arc;
 
@@ -152,7 +154,7 @@ impl AppState {
                 crate::stream::CloseReason::Shutdown,
             ));
         }
-        Ok(sse_response(SseBody::new(rx, actor)))
+        Ok(sse_response(axum::body::Body::new(SseBody::new(rx, actor))))
     }
 }
 
@@ -220,8 +222,8 @@ pub(crate) fn session_rejection(e: crate::session::SessionError) -> Rejection {
 }
 
 /// The SSE response around a stream body.
-fn sse_response(body: SseBody) -> Response {
-    let mut response = axum::body::Body::new(body).into_response();
+fn sse_response(body: axum::body::Body) -> Response {
+    let mut response = body.into_response();
     let headers = response.headers_mut();
     headers.insert(
         header::CONTENT_TYPE,

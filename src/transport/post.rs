@@ -2,32 +2,21 @@
 //!
 //! - `initialize` creates a session and is answered with JSON and `Mcp-Session-Id`.
 //! - Notifications and responses get 202 with no body.
-//! - Other requests get their own SSE stream (when the client accepts it and SSE is
-//!   enabled): the stream actor starts first, then the handler runs in its own task, so it
-//!   finishes — and its response is stored — even if the client disconnects; the client
-//!   resumes with GET and `Last-Event-ID`. Otherwise the answer is one JSON body.
-
-use std::future::Future;
-use std::panic::AssertUnwindSafe;
-use std::pin::Pin;
-use std::sync::Arc;
-use std::task::{Context, Poll};
+//! - Other requests get their own SSE stream when SSE is enabled (see [`super::streamed`]);
+//!   otherwise the answer is one JSON body.
 
 use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde_json::Value;
 use tracing::Instrument;
 use tracing::field::Empty;
 
 use super::extract::{self, SESSION_ID};
 use super::rejection::Rejection;
 use super::{AppState, continue_trace, reject, session_rejection};
-use crate::event_store::{EventStoreHandle, StreamKey};
-use crate::handler::{BoxFuture, ClientRequestError, NotifyError, Outbox, RequestContext};
-use crate::protocol::methods::{Method, ServerRequest, notifications};
-use crate::protocol::version::ProtocolVersion;
+use crate::handler::RequestContext;
+use crate::protocol::methods::{Method, notifications};
 use crate::protocol::{self, ErrorObject, Incoming, Notification, Outgoing, Request, RequestId};
 use crate::server::McpServer;
 use crate::session::SessionId;
@@ -133,7 +122,7 @@ async fn serve(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Resp
         // A JSON answer cannot be withheld (the HTTP request waits for it), so a cancelled
         // request gets an error that says so.
         let answer = tokio::select! {
-            answer = run_guarded(&server, request, ctx) => answer,
+            answer = super::streamed::run_guarded(&server, request, ctx) => answer,
             () = touched.cancel.cancelled() => Outgoing::Error {
                 id: Some(id),
                 error: ErrorObject::internal(
@@ -145,108 +134,14 @@ async fn serve(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Resp
         return Ok(json_response(answer.to_bytes(), None));
     }
 
-    let (touched, hold) = inner
-        .sessions
-        .hold(session, true, Some(request.id.clone()))
-        .await
-        .map_err(session_rejection)?;
-    let Some(stream) = touched.stream else {
-        return Err(Rejection::Unavailable("no stream was allocated".into()));
-    };
-    let key = StreamKey::new(session, stream);
-    span.record("stream", stream.0);
-    // Before the client can learn of the stream: if this replica dies, another one answers.
-    let inflight = inner.inflight.clone();
-    if let Some(inflight) = &inflight
-        && let Err(e) = inflight.begin(key, &request.id).await
-    {
-        tracing::warn!(error = %e, "if this replica dies, the request goes unanswered");
-    }
-    let stream_span = tracing::info_span!(
-        parent: &span,
-        "transport_sse.handle_stream",
-        session_id = %session,
-        stream = stream.0,
-        last_event_id = Empty,
-        replay = "none",
-        missed_events = Empty,
-        replay_outcome = Empty,
-        close_reason = Empty,
-        unstored_events = Empty,
-    );
-    let response = state
-        .open_stream(
-            key,
-            touched.protocol_version,
-            Some(0),
-            true,
-            None,
-            stream_span,
-        )
-        .await
-        .map_err(|e| e.into_rejection(true));
-    let started = match response {
-        Ok(response) => apply_session_effects(state, session, &request)
-            .await
-            .map(|()| response),
-        Err(e) => Err(e),
-    };
-    let response = match started {
-        Ok(response) => response,
-        Err(e) => {
-            if let Some(inflight) = &inflight {
-                inflight.end(key).await;
-            }
-            return Err(e);
-        }
-    };
-
-    let store = inner.store.clone();
-    let progress_token = McpServer::progress_token(&request);
-    let outbox: Arc<dyn Outbox> = Arc::new(StreamOutbox {
-        store: store.clone(),
-        sessions: inner.sessions.clone(),
-        key,
-        timeout: inner.config.server.client_request_timeout,
-        polls: touched.protocol_version >= ProtocolVersion::V2025_11_25,
-    });
-    let ctx = RequestContext::new(progress_token, Some(outbox))
-        .with_log_level(touched.log_level.clone())
-        .with_client_capabilities(touched.client_capabilities.clone());
-    let cancel = touched.cancel;
-    tokio::spawn(
-        async move {
-            tokio::select! {
-                answer = run_guarded(&server, request, ctx) => {
-                    if let Err(e) = store.append(key, answer.to_bytes(), true).await {
-                        tracing::error!(error = %e, "could not store the response; the client will not receive it");
-                    }
-                }
-                // The client cancelled the request (no response is sent, as the spec
-                // asks), or the session ended (DELETE, expiry, shutdown) and nobody could
-                // receive one: stop the work.
-                () = cancel.cancelled() => {
-                    tracing::debug!("request cancelled");
-                    // No response will come: end the stream, so neither this connection
-                    // nor a resume waits for one (best effort; the session may be gone).
-                    let _ = store.complete(key).await;
-                }
-            }
-            if let Some(inflight) = inflight {
-                inflight.end(key).await;
-            }
-            drop(hold);
-        }
-        .instrument(span),
-    );
-    Ok(response)
+    super::streamed::serve(state, session, request).await
 }
 
 /// Requests that change session state, which the transport owns (`logging/setLevel`,
 /// `resources/subscribe` and `unsubscribe`): applied once the request is accepted (its
-/// hold taken, its stream open), and only when the server will answer it with success;
-/// the server then only answers.
-async fn apply_session_effects(
+/// hold taken), before its handler runs, and only when the server will answer it with
+/// success; the server then only answers.
+pub(super) async fn apply_session_effects(
     state: &AppState,
     session: SessionId,
     request: &Request,
@@ -375,105 +270,4 @@ async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> Result<Byte
     axum::body::to_bytes(body, limit)
         .await
         .map_err(|_| Rejection::PayloadTooLarge(limit))
-}
-
-/// Runs the handler, turning a panic into an internal-error response: a buggy tool must
-/// not leave its client waiting forever for an answer that will never be stored.
-async fn run_guarded(server: &McpServer, request: Request, ctx: RequestContext) -> Outgoing {
-    let id = request.id.clone();
-    match CatchUnwind(Box::pin(server.handle(request, ctx))).await {
-        Ok(answer) => answer,
-        Err(()) => {
-            tracing::error!(request_id = %id, "handler panicked");
-            Outgoing::Error {
-                id: Some(id),
-                error: ErrorObject::internal("the handler failed unexpectedly"),
-            }
-        }
-    }
-}
-
-struct CatchUnwind<'a>(BoxFuture<'a, Outgoing>);
-
-impl Future for CatchUnwind<'_> {
-    type Output = Result<Outgoing, ()>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let inner = &mut self.0;
-        match std::panic::catch_unwind(AssertUnwindSafe(|| inner.as_mut().poll(cx))) {
-            Ok(Poll::Ready(answer)) => Poll::Ready(Ok(answer)),
-            Ok(Poll::Pending) => Poll::Pending,
-            Err(_) => Poll::Ready(Err(())),
-        }
-    }
-}
-
-/// A request's outbox: stores its notifications and requests on its stream, and waits
-/// for the client's answers, which arrive by POST through the session manager.
-struct StreamOutbox {
-    store: EventStoreHandle,
-    sessions: crate::session::SessionHandle,
-    key: StreamKey,
-    timeout: std::time::Duration,
-    /// The client polls (2025-11-25), so its connection may be closed early.
-    polls: bool,
-}
-
-impl Outbox for StreamOutbox {
-    fn notify(&self, notification: Notification) -> BoxFuture<'_, Result<(), NotifyError>> {
-        Box::pin(async move {
-            let payload = Outgoing::Notification(notification).to_bytes();
-            self.store
-                .append(self.key, payload, false)
-                .await
-                .map(|_| ())
-                .map_err(|e| NotifyError(e.to_string()))
-        })
-    }
-
-    fn request(&self, request: ServerRequest) -> BoxFuture<'_, Result<Value, ClientRequestError>> {
-        Box::pin(async move {
-            let unavailable =
-                |e: &dyn std::fmt::Display| ClientRequestError::Unavailable(e.to_string());
-            let (id, answer) = self
-                .sessions
-                .open_client_request(self.key.session)
-                .await
-                .map_err(|e| unavailable(&e))?;
-            let payload = Outgoing::Request(Request {
-                id,
-                method: request.method,
-                params: request.params,
-            })
-            .to_bytes();
-            self.store
-                .append(self.key, payload, false)
-                .await
-                .map_err(|e| unavailable(&e))?;
-            match tokio::time::timeout(self.timeout, answer).await {
-                Ok(Ok(Ok(result))) => Ok(result),
-                Ok(Ok(Err(error))) => Err(ClientRequestError::Rejected(error)),
-                Ok(Err(_)) => Err(ClientRequestError::Unavailable("the session ended".into())),
-                Err(_) => Err(ClientRequestError::Timeout),
-            }
-        })
-    }
-
-    fn resource_updated(&self, uri: String) -> BoxFuture<'_, Result<usize, NotifyError>> {
-        Box::pin(async move {
-            self.sessions
-                .notify_resource_updated(&uri)
-                .await
-                .map_err(|e| NotifyError(e.to_string()))
-        })
-    }
-
-    fn close_connection(&self) -> BoxFuture<'_, bool> {
-        Box::pin(async move {
-            if !self.polls {
-                return false;
-            }
-            self.store.disconnect(self.key).await.unwrap_or(false)
-        })
-    }
 }

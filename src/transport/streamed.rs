@@ -1,0 +1,255 @@
+//! A request answered on an SSE stream of its own: the common path of every MCP request
+//! but `initialize`.
+//!
+//! The handler is polled once right here. Most answer at once (a lookup, a computation):
+//! their response is stored and sent as the whole body — priming event and response —
+//! with no connection to follow, no stream actor, no task. A handler that has to wait
+//! gets the full machinery: a stream actor subscribes to the stream (replaying anything
+//! stored so far), and the handler goes on in a task of its own, so it finishes — and its
+//! response is stored — even if the client disconnects; the client resumes with GET and
+//! `Last-Event-ID`. Either way every message is stored before it is sent.
+
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use axum::response::Response;
+use bytes::BytesMut;
+use tracing::Instrument;
+use tracing::field::Empty;
+
+use super::outbox::{StreamOutbox, StreamReady};
+use super::post::apply_session_effects;
+use super::rejection::Rejection;
+use super::{AppState, InFlight, session_rejection, sse_response};
+use crate::handler::{BoxFuture, RequestContext};
+use crate::ids::{SessionId, StreamKey};
+use crate::protocol::version::ProtocolVersion;
+use crate::protocol::{ErrorObject, Outgoing, Request};
+use crate::server::McpServer;
+use crate::session::SessionHold;
+use crate::stream::sse;
+
+/// The handler's work: its answer, or `None` if it was cancelled (by the client, or because
+/// its session ended).
+type Work = Pin<Box<dyn Future<Output = Option<Outgoing>> + Send>>;
+
+/// Serves `request` on a new stream of `session`.
+pub(super) async fn serve(
+    state: &AppState,
+    session: SessionId,
+    request: Request,
+) -> Result<Response, Rejection> {
+    let inner = &state.inner;
+    let span = tracing::Span::current();
+    let (touched, hold) = inner
+        .sessions
+        .hold(session, true, Some(request.id.clone()))
+        .await
+        .map_err(session_rejection)?;
+    let Some(stream) = touched.stream else {
+        return Err(Rejection::Unavailable("no stream was allocated".into()));
+    };
+    let key = StreamKey::new(session, stream);
+    span.record("stream", stream.0);
+    // Before the client can learn of the stream: if this replica dies, another one answers.
+    let inflight = inner.inflight.clone();
+    if let Some(inflight) = &inflight
+        && let Err(e) = inflight.begin(key, &request.id).await
+    {
+        tracing::warn!(error = %e, "if this replica dies, the request goes unanswered");
+    }
+    let ended = Ended {
+        key,
+        inflight,
+        hold,
+    };
+    if let Err(e) = apply_session_effects(state, session, &request).await {
+        ended.finish().await;
+        return Err(e);
+    }
+
+    let ready = StreamReady::default();
+    let outbox = Arc::new(StreamOutbox {
+        store: inner.store.clone(),
+        sessions: inner.sessions.clone(),
+        key,
+        timeout: inner.config.server.client_request_timeout,
+        polls: touched.protocol_version >= ProtocolVersion::V2025_11_25,
+        ready: ready.clone(),
+    });
+    let ctx = RequestContext::new(McpServer::progress_token(&request), Some(outbox))
+        .with_log_level(touched.log_level.clone())
+        .with_client_capabilities(touched.client_capabilities.clone());
+    let server = inner.server.clone();
+    let cancel = touched.cancel;
+    let mut work: Work = Box::pin(async move {
+        tokio::select! {
+            answer = run_guarded(&server, request, ctx) => Some(answer),
+            // The client cancelled the request (no response is sent, as the spec asks), or
+            // the session ended (DELETE, expiry, shutdown) and nobody could receive one.
+            () = cancel.cancelled() => None,
+        }
+    });
+    let version = touched.protocol_version;
+    if let Poll::Ready(outcome) = poll_once(&mut work).await {
+        let response = answer_inline(state, key, version, outcome).await;
+        ended.finish().await;
+        return response;
+    }
+
+    let stream_span = tracing::info_span!(
+        parent: &span,
+        "transport_sse.handle_stream",
+        session_id = %session,
+        stream = stream.0,
+        last_event_id = Empty,
+        replay = "none",
+        missed_events = Empty,
+        replay_outcome = Empty,
+        close_reason = Empty,
+        unstored_events = Empty,
+    );
+    let response = match state
+        .open_stream(key, version, Some(0), true, None, stream_span)
+        .await
+    {
+        Ok(response) => response,
+        Err(e) => {
+            // The handler is dropped unfinished: nobody could receive its answer.
+            ended.finish().await;
+            return Err(e.into_rejection(true));
+        }
+    };
+    let _ = ready.set(());
+    let store = inner.store.clone();
+    tokio::spawn(
+        async move {
+            match work.await {
+                Some(answer) => {
+                    if let Err(e) = store.append(key, answer.to_bytes(), true).await {
+                        tracing::error!(error = %e, "could not store the response; the client will not receive it");
+                    }
+                }
+                None => {
+                    tracing::debug!("request cancelled");
+                    // No response will come: end the stream, so neither this connection
+                    // nor a resume waits for one (best effort; the session may be gone).
+                    let _ = store.complete(key).await;
+                }
+            }
+            ended.finish().await;
+        }
+        .instrument(span),
+    );
+    Ok(response)
+}
+
+/// What a request gives back when it ends: its lease and its hold on the session.
+struct Ended {
+    key: StreamKey,
+    inflight: Option<Arc<dyn InFlight>>,
+    hold: SessionHold,
+}
+
+impl Ended {
+    async fn finish(self) {
+        if let Some(inflight) = &self.inflight {
+            inflight.end(self.key).await;
+        }
+        drop(self.hold);
+    }
+}
+
+/// Polls `work` once, in the caller's task.
+async fn poll_once(work: &mut Work) -> Poll<Option<Outgoing>> {
+    std::future::poll_fn(|cx| Poll::Ready(work.as_mut().poll(cx))).await
+}
+
+/// The whole stream of a request that answered (or was cancelled) on its first poll: the
+/// priming event and the stored response, as one body.
+async fn answer_inline(
+    state: &AppState,
+    key: StreamKey,
+    version: ProtocolVersion,
+    outcome: Option<Outgoing>,
+) -> Result<Response, Rejection> {
+    let inner = &state.inner;
+    let settings = inner.settings;
+    let mut body = BytesMut::new();
+    if version >= ProtocolVersion::V2025_11_25 {
+        let priming = key.event_id(0);
+        let id = settings
+            .with_ids
+            .then_some(&priming as &dyn std::fmt::Display);
+        body.extend_from_slice(&sse::priming(id, settings.retry));
+    }
+    match outcome {
+        Some(answer) => {
+            let payload = answer.to_bytes();
+            match inner.store.append(key, payload.clone(), true).await {
+                // The stream's only event: nothing else to send.
+                Ok(Some(id)) if id.seq == 1 => {
+                    let id = settings.with_ids.then_some(&id as &dyn std::fmt::Display);
+                    body.extend_from_slice(&sse::message(id, &payload));
+                }
+                // Something else was stored on the stream first: the stream, replayed.
+                Ok(Some(_)) => {
+                    let span = tracing::Span::current();
+                    return state
+                        .open_stream(key, version, Some(0), false, None, span)
+                        .await
+                        .map_err(|e| e.into_rejection(false));
+                }
+                // Not stored (the backend is down): delivered live, without an id.
+                Ok(None) => body.extend_from_slice(&sse::message(None, &payload)),
+                Err(e) => {
+                    tracing::error!(error = %e, "could not store the response; sent without an id");
+                    body.extend_from_slice(&sse::message(None, &payload));
+                }
+            }
+        }
+        None => {
+            tracing::debug!("request cancelled");
+            let _ = inner.store.complete(key).await;
+        }
+    }
+    Ok(sse_response(axum::body::Body::from(body.freeze())))
+}
+
+/// Runs the handler, turning a panic into an internal-error response: a buggy tool must
+/// not leave its client waiting forever for an answer that will never be stored.
+pub(super) async fn run_guarded(
+    server: &McpServer,
+    request: Request,
+    ctx: RequestContext,
+) -> Outgoing {
+    let id = request.id.clone();
+    match CatchUnwind(Box::pin(server.handle(request, ctx))).await {
+        Ok(answer) => answer,
+        Err(()) => {
+            tracing::error!(request_id = %id, "handler panicked");
+            Outgoing::Error {
+                id: Some(id),
+                error: ErrorObject::internal("the handler failed unexpectedly"),
+            }
+        }
+    }
+}
+
+struct CatchUnwind<'a>(BoxFuture<'a, Outgoing>);
+
+impl Future for CatchUnwind<'_> {
+    type Output = Result<Outgoing, ()>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let inner = &mut self.0;
+        match std::panic::catch_unwind(AssertUnwindSafe(|| inner.as_mut().poll(cx))) {
+            Ok(Poll::Ready(answer)) => Poll::Ready(Ok(answer)),
+            Ok(Poll::Pending) => Poll::Pending,
+            Err(_) => Poll::Ready(Err(())),
+        }
+    }
+}
