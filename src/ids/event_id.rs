@@ -112,9 +112,42 @@ impl PartialOrd for EventId {
     }
 }
 
+impl EventId {
+    /// Appends the id's text to `out`: what [`fmt::Display`] writes, without the
+    /// formatting machinery (it is written once per event on the hot path).
+    pub fn push_to(&self, out: &mut String) {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        for shift in (0..8).rev() {
+            out.push(char::from(HEX[((self.tag >> (shift * 4)) & 0xf) as usize]));
+        }
+        out.push('-');
+        push_decimal(out, self.stream.0);
+        out.push('-');
+        push_decimal(out, self.seq);
+    }
+}
+
+fn push_decimal(out: &mut String, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for &d in &digits[at..] {
+        out.push(char::from(d));
+    }
+}
+
 impl fmt::Display for EventId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:08x}-{}-{}", self.tag, self.stream.0, self.seq)
+        let mut text = String::with_capacity(MAX_LEN);
+        self.push_to(&mut text);
+        f.write_str(&text)
     }
 }
 
@@ -182,9 +215,14 @@ mod tests {
     fn format_round_trips() {
         let session = SessionId::random();
         let key = StreamKey::new(session, StreamNo(3));
-        for seq in [0, 1, 17, u64::MAX] {
+        for seq in [0, 1, 10, 17, u64::MAX] {
             let id = key.event_id(seq);
             let text = id.to_string();
+            assert_eq!(
+                text,
+                format!("{:08x}-3-{seq}", session.tag()),
+                "the text form is the documented one"
+            );
             assert!(text.len() <= MAX_LEN);
             let back: EventId = text.parse().unwrap_or_else(|e| panic!("{text}: {e}"));
             assert_eq!(back, id);

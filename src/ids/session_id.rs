@@ -24,9 +24,24 @@ impl SessionId {
     }
 }
 
+impl SessionId {
+    /// The id's 32 hex characters, without the formatting machinery (session ids are
+    /// written on every request's span and every shared key).
+    pub fn to_hex(self) -> [u8; 32] {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let mut out = [0u8; 32];
+        for (i, digit) in out.iter_mut().enumerate() {
+            *digit = HEX[((self.0 >> ((31 - i) * 4)) & 0xf) as usize];
+        }
+        out
+    }
+}
+
 impl fmt::Display for SessionId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:032x}", self.0)
+        let hex = self.to_hex();
+        // Hex digits are ASCII.
+        f.write_str(std::str::from_utf8(&hex).unwrap_or_default())
     }
 }
 
@@ -86,6 +101,8 @@ mod tests {
     fn display_and_parse_round_trip() {
         let id = SessionId::random();
         let text = id.to_string();
+        assert_eq!(text, format!("{:032x}", id.0));
+        assert_eq!(SessionId(1).to_string(), format!("{:032x}", 1));
         assert_eq!(text.len(), 32);
         assert!(text.bytes().all(|b| b.is_ascii_graphic()));
         assert_eq!(text.parse::<SessionId>(), Ok(id));

@@ -148,10 +148,6 @@ fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::E
 
 /// Parses one JSON-RPC message.
 pub fn parse(body: &[u8]) -> Result<Incoming, ParseFailure> {
-    let value: Value = serde_json::from_slice(body).map_err(|e| ParseFailure {
-        id: None,
-        error: ErrorObject::new(ErrorObject::PARSE_ERROR, format!("Parse error: {e}")),
-    })?;
     let invalid = |id: Option<RequestId>, why: &str| ParseFailure {
         id,
         error: ErrorObject::new(
@@ -159,14 +155,25 @@ pub fn parse(body: &[u8]) -> Result<Incoming, ParseFailure> {
             format!("Invalid request: {why}"),
         ),
     };
-    if value.is_array() {
-        return Err(invalid(
-            None,
-            "batches (JSON arrays) are not supported since MCP 2025-06-18; send one message per POST",
-        ));
-    }
-    let raw: RawMessage =
-        serde_json::from_value(value).map_err(|_| invalid(None, "expected a JSON object"))?;
+    // Straight into the envelope: a well-formed message is read once. Anything else is
+    // read again as a plain value, only to say what is wrong with it.
+    let raw: RawMessage = match serde_json::from_slice(body) {
+        Ok(raw) => raw,
+        Err(_) => {
+            let value: Value = serde_json::from_slice(body).map_err(|e| ParseFailure {
+                id: None,
+                error: ErrorObject::new(ErrorObject::PARSE_ERROR, format!("Parse error: {e}")),
+            })?;
+            return Err(if value.is_array() {
+                invalid(
+                    None,
+                    "batches (JSON arrays) are not supported since MCP 2025-06-18; send one message per POST",
+                )
+            } else {
+                invalid(None, "expected a JSON object")
+            });
+        }
+    };
     let id = match raw.id {
         None => None,
         Some(v) => match serde_json::from_value::<RequestId>(v) {

@@ -226,11 +226,7 @@ impl StreamState {
     }
 
     fn frame(&self, event: &Event) -> Bytes {
-        let id = self
-            .settings
-            .with_ids
-            .then_some(&event.id as &dyn fmt::Display);
-        sse::message(id, &event.payload)
+        sse::message(self.settings.with_ids.then_some(&event.id), &event.payload)
     }
 
     fn deliver(&mut self, event: &Event) -> Result<(), CloseReason> {
@@ -316,10 +312,7 @@ impl Actor for StreamActor {
         let mut chunk = BytesMut::new();
         if state.settings.priming {
             chunk.extend_from_slice(&sse::priming(
-                state
-                    .settings
-                    .with_ids
-                    .then_some(&priming_id as &dyn fmt::Display),
+                state.settings.with_ids.then_some(&priming_id),
                 state.settings.retry,
             ));
         }

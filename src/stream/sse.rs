@@ -8,16 +8,16 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
+use crate::ids::EventId;
+
 /// The SSE event type MCP uses for JSON-RPC messages.
 const EVENT_MESSAGE: &str = "message";
 
 /// A message frame: `id:` (when given), `event: message` and one `data:` line per line of
 /// `data`, then the blank line that dispatches the event.
-pub fn message(id: Option<&dyn std::fmt::Display>, data: &[u8]) -> Bytes {
-    let mut out = String::with_capacity(data.len() + 64);
-    if let Some(id) = id {
-        let _ = writeln!(out, "id: {id}");
-    }
+pub fn message(id: Option<&EventId>, data: &[u8]) -> Bytes {
+    let mut out = String::with_capacity(data.len() + 96);
+    push_id(&mut out, id);
     out.push_str("event: ");
     out.push_str(EVENT_MESSAGE);
     out.push('\n');
@@ -29,11 +29,9 @@ pub fn message(id: Option<&dyn std::fmt::Display>, data: &[u8]) -> Bytes {
 /// The priming frame a stream starts with: the position the client can resume from, with
 /// empty data (an SSE parser dispatches it as an empty message, which MCP clients skip)
 /// and the reconnection delay.
-pub fn priming(id: Option<&dyn std::fmt::Display>, retry: Duration) -> Bytes {
-    let mut out = String::with_capacity(64);
-    if let Some(id) = id {
-        let _ = writeln!(out, "id: {id}");
-    }
+pub fn priming(id: Option<&EventId>, retry: Duration) -> Bytes {
+    let mut out = String::with_capacity(96);
+    push_id(&mut out, id);
     let _ = writeln!(out, "retry: {}", retry.as_millis());
     out.push_str("data:\n\n");
     Bytes::from(out)
@@ -59,6 +57,14 @@ pub fn comment(text: &str) -> Bytes {
     }
     out.push('\n');
     Bytes::from(out)
+}
+
+fn push_id(out: &mut String, id: Option<&EventId>) {
+    if let Some(id) = id {
+        out.push_str("id: ");
+        id.push_to(out);
+        out.push('\n');
+    }
 }
 
 /// Writes `data` as `data:` lines. SSE ends a line at CR, LF or CRLF, so each becomes a
@@ -91,7 +97,9 @@ mod tests {
 
     #[test]
     fn frames_encode_as_the_spec_describes() {
-        let id = "00000001-2-3";
+        let Ok(id) = "00000001-2-3".parse::<EventId>() else {
+            panic!("a valid id");
+        };
         let cases: Vec<(Bytes, &str)> = vec![
             (
                 message(Some(&id), br#"{"a":1}"#),

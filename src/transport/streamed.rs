@@ -181,9 +181,7 @@ async fn answer_inline(
     let mut body = BytesMut::new();
     if version >= ProtocolVersion::V2025_11_25 {
         let priming = key.event_id(0);
-        let id = settings
-            .with_ids
-            .then_some(&priming as &dyn std::fmt::Display);
+        let id = settings.with_ids.then_some(&priming);
         body.extend_from_slice(&sse::priming(id, settings.retry));
     }
     match outcome {
@@ -192,7 +190,7 @@ async fn answer_inline(
             match inner.store.append(key, payload.clone(), true).await {
                 // The stream's only event: nothing else to send.
                 Ok(Some(id)) if id.seq == 1 => {
-                    let id = settings.with_ids.then_some(&id as &dyn std::fmt::Display);
+                    let id = settings.with_ids.then_some(&id);
                     body.extend_from_slice(&sse::message(id, &payload));
                 }
                 // Something else was stored on the stream first: the stream, replayed.
