@@ -1,0 +1,384 @@
+//! `otpmcp-load`: a load generator for any Streamable HTTP MCP server that offers the
+//! tools `echo(text)` and `stream_events(count, interval_ms)`.
+//!
+//! It measures the `initialize` rate, the `tools/call` rate at N calls in flight, the
+//! latency of a lone call, streamed calls (events/s, first-event latency), server memory
+//! per idle session and per idle GET stream, and whether resuming after a disconnect
+//! delivers exactly the missed events. With `--pid`, server CPU time and RSS come from
+//! `/proc/<pid>`. Every figure is printed as one `name value` line. `scripts/bench-peers`
+//! runs it against otpmcp and rmcp; `scripts/test` runs its `smoke` against otpmcp.
+//!
+//! It runs on a single-threaded runtime with one HTTP/1.1 connection per request in
+//! flight: it is meant to be pinned to a core of its own, beside the server's.
+
+mod client;
+mod mcp;
+mod procfs;
+mod sse;
+mod workloads;
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use client::Target;
+use workloads::{Ctx, Mode, Out};
+
+/// Any error; workloads report it with context and go on where they can.
+pub(crate) type Error = Box<dyn std::error::Error + Send + Sync>;
+/// Result with [`Error`].
+pub(crate) type Result<T> = std::result::Result<T, Error>;
+
+const USAGE: &str = "usage: otpmcp-load COMMAND [OPTIONS]
+
+Drives a Streamable HTTP MCP server offering echo(text) and stream_events(count, interval_ms).
+Prints one `name value` line per figure; errors go to stderr and make the exit status 1.
+
+commands:
+  initialize     sessions/s: initialize + initialized + DELETE, --connections at once
+  call           tools/call echo: --sessions x --in-flight calls in flight: calls/s, CPU/call
+  latency        tools/call echo, one in flight: p50/p99 ms
+  stream         --parallel calls of stream_events(--count, 0 ms): events/s, CPU/event,
+                 first-event ms
+  idle-sessions  KB of server RSS per idle session (--idle-sessions of them; needs --pid)
+  idle-streams   KB of server RSS per idle GET stream (--idle-streams of them; needs --pid)
+  resume         resume after a disconnect with --missed events missed, --mode
+  all            everything above with the defaults of scripts/bench-peers
+  smoke          about 2 seconds of a little of everything; fails on any error or a
+                 resume that is not exact
+  free-port      print a free TCP port on 127.0.0.1
+  wait           wait until --url accepts TCP connections (up to --timeout)
+
+options (defaults in brackets):
+  --url URL            MCP endpoint [http://127.0.0.1:8080/mcp]
+  --pid PID            server pid, for CPU time (/proc/PID/stat) and RSS (/proc/PID/status)
+  --duration SECS      measured window of initialize, call, latency [5]
+  --warmup SECS        unmeasured lead-in of those [1]
+  --connections N      initialize: connections at once [4]
+  --sessions N         call: sessions [16]
+  --in-flight N        call: calls in flight per session [16]
+  --count N            stream: events per call [10000]
+  --parallel N         stream: calls at once [1]
+  --idle-sessions N    idle-sessions: sessions [2000]
+  --idle-streams N     idle-streams: streams [1000]
+  --missed LIST        resume: missed events, comma-separated [100,1000,10000]
+  --mode MODE          resume: finished, in-flight or both [both]
+  --timeout SECS       wait: how long [10]";
+
+/// Most events a `stream_events` call may ask for (otpmcp's limit).
+const MAX_EVENTS: u64 = 100_000;
+
+struct Opts {
+    command: String,
+    url: String,
+    pid: Option<u32>,
+    duration: Duration,
+    warmup: Duration,
+    connections: usize,
+    sessions: usize,
+    in_flight: usize,
+    count: u64,
+    parallel: usize,
+    idle_sessions: usize,
+    idle_streams: usize,
+    missed: Vec<u64>,
+    modes: Vec<Mode>,
+    timeout: Duration,
+}
+
+fn secs(value: &str) -> std::result::Result<Duration, String> {
+    value
+        .parse::<f64>()
+        .ok()
+        .and_then(|s| Duration::try_from_secs_f64(s).ok())
+        .filter(|d| *d <= Duration::from_secs(3600))
+        .ok_or_else(|| format!("{value:?} is not a number of seconds (0 to 3600)"))
+}
+
+fn number<T: std::str::FromStr + PartialOrd + From<u8>>(
+    value: &str,
+    max: T,
+) -> std::result::Result<T, String> {
+    value
+        .parse::<T>()
+        .ok()
+        .filter(|n| *n >= T::from(1) && *n <= max)
+        .ok_or_else(|| format!("{value:?} is not a whole number from 1 up"))
+}
+
+fn parse_args() -> std::result::Result<Opts, String> {
+    let mut args = std::env::args().skip(1);
+    let command = args.next().ok_or("")?;
+    let mut o = Opts {
+        command,
+        url: "http://127.0.0.1:8080/mcp".to_owned(),
+        pid: None,
+        duration: Duration::from_secs(5),
+        warmup: Duration::from_secs(1),
+        connections: 4,
+        sessions: 16,
+        in_flight: 16,
+        count: 10_000,
+        parallel: 1,
+        idle_sessions: 2000,
+        idle_streams: 1000,
+        missed: vec![100, 1000, 10_000],
+        modes: vec![Mode::Finished, Mode::InFlight],
+        timeout: Duration::from_secs(10),
+    };
+    while let Some(flag) = args.next() {
+        let value = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
+        let value = value.as_str();
+        let bad = |e: String| format!("{flag}: {e}");
+        match flag.as_str() {
+            "--url" => o.url = value.to_owned(),
+            "--pid" => o.pid = Some(number(value, u32::MAX).map_err(bad)?),
+            "--duration" => o.duration = secs(value).map_err(bad)?,
+            "--warmup" => o.warmup = secs(value).map_err(bad)?,
+            "--timeout" => o.timeout = secs(value).map_err(bad)?,
+            "--connections" => o.connections = number(value, 1024).map_err(bad)?,
+            "--sessions" => o.sessions = number(value, 10_000).map_err(bad)?,
+            "--in-flight" => o.in_flight = number(value, 1024).map_err(bad)?,
+            "--count" => o.count = number(value, MAX_EVENTS).map_err(bad)?,
+            "--parallel" => o.parallel = number(value, 1024).map_err(bad)?,
+            "--idle-sessions" => o.idle_sessions = number(value, 100_000).map_err(bad)?,
+            "--idle-streams" => o.idle_streams = number(value, 100_000).map_err(bad)?,
+            "--missed" => {
+                o.missed = value
+                    .split(',')
+                    .map(|m| number(m, MAX_EVENTS / 2))
+                    .collect::<std::result::Result<_, _>>()
+                    .map_err(bad)?;
+            }
+            "--mode" => {
+                o.modes = match value {
+                    "finished" => vec![Mode::Finished],
+                    "in-flight" => vec![Mode::InFlight],
+                    "both" => vec![Mode::Finished, Mode::InFlight],
+                    _ => return Err(bad("finished, in-flight or both".to_owned())),
+                }
+            }
+            _ => return Err(format!("unknown option {flag:?}")),
+        }
+    }
+    if o.sessions * o.in_flight > 16_384 {
+        return Err("--sessions x --in-flight must be at most 16384 connections".to_owned());
+    }
+    Ok(o)
+}
+
+/// A short pause between workloads, so that one's clean-up is not billed to the next.
+async fn settle() {
+    tokio::time::sleep(Duration::from_millis(300)).await;
+}
+
+/// Runs one workload; a fatal error of it is reported and the run goes on.
+fn report(out: &Out, name: &str, result: Result<()>) {
+    if let Err(e) = result {
+        out.error(name, &e.to_string());
+    }
+}
+
+async fn resume_all(ctx: &Ctx, out: &Out, o: &Opts, wait: Duration, strict: bool) {
+    for &mode in &o.modes {
+        for &missed in &o.missed {
+            let name = format!("resume.{}.{missed}", mode.name());
+            match workloads::resume(ctx, out, missed, mode, wait).await {
+                Ok(verdict) if strict && verdict != "exact" => out.error(&name, &verdict),
+                Ok(_) => {}
+                Err(e) => out.error(&name, &e.to_string()),
+            }
+            settle().await;
+        }
+    }
+}
+
+async fn all(ctx: &Ctx, out: &Out, o: &Opts) {
+    // Memory first, while the server is fresh: RSS grows most readably from a baseline
+    // that earlier workloads have not already inflated.
+    let settle_rss = Duration::from_millis(500);
+    report(
+        out,
+        "idle_session",
+        workloads::idle_sessions(ctx, out, o.idle_sessions, settle_rss).await,
+    );
+    settle().await;
+    report(
+        out,
+        "idle_stream",
+        workloads::idle_streams(ctx, out, o.idle_streams, settle_rss).await,
+    );
+    settle().await;
+    report(
+        out,
+        "initialize",
+        workloads::initialize_rate(ctx, out, o.connections, o.warmup, o.duration).await,
+    );
+    settle().await;
+    let call = workloads::call_rate(
+        ctx,
+        out,
+        "call",
+        o.sessions,
+        o.in_flight,
+        o.warmup,
+        o.duration,
+    );
+    report(out, "call", call.await);
+    settle().await;
+    let latency = workloads::call_rate(ctx, out, "latency", 1, 1, o.warmup, o.duration);
+    report(out, "latency", latency.await);
+    settle().await;
+    report(out, "stream", workloads::stream(ctx, out, 1, 10_000).await);
+    settle().await;
+    report(out, "stream", workloads::stream(ctx, out, 8, 2_000).await);
+    settle().await;
+    resume_all(ctx, out, o, Duration::from_secs(1), false).await;
+}
+
+async fn smoke(ctx: &Ctx, out: &Out) {
+    let started = Instant::now();
+    let ms = Duration::from_millis;
+    report(
+        out,
+        "initialize",
+        workloads::initialize_rate(ctx, out, 2, ms(50), ms(200)).await,
+    );
+    report(
+        out,
+        "call",
+        workloads::call_rate(ctx, out, "call", 2, 4, ms(50), ms(250)).await,
+    );
+    report(
+        out,
+        "latency",
+        workloads::call_rate(ctx, out, "latency", 1, 1, ms(50), ms(150)).await,
+    );
+    report(out, "stream", workloads::stream(ctx, out, 1, 500).await);
+    report(out, "stream", workloads::stream(ctx, out, 4, 100).await);
+    report(
+        out,
+        "idle_session",
+        workloads::idle_sessions(ctx, out, 20, ms(20)).await,
+    );
+    report(
+        out,
+        "idle_stream",
+        workloads::idle_streams(ctx, out, 10, ms(20)).await,
+    );
+    for (missed, mode) in [(100, Mode::Finished), (50, Mode::InFlight)] {
+        let name = format!("resume.{}.{missed}", mode.name());
+        match workloads::resume(ctx, out, missed, mode, ms(100)).await {
+            Ok(verdict) if verdict != "exact" => out.error(&name, &verdict),
+            Ok(_) => {}
+            Err(e) => out.error(&name, &e.to_string()),
+        }
+    }
+    out.num("smoke.seconds", started.elapsed().as_secs_f64());
+}
+
+async fn wait(target: &Target, limit: Duration) -> Result<()> {
+    let deadline = Instant::now() + limit;
+    loop {
+        match tokio::net::TcpStream::connect(target.addr).await {
+            Ok(_) => return Ok(()),
+            Err(e) if Instant::now() >= deadline => {
+                return Err(format!("{} not reachable: {e}", target.addr).into());
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    }
+}
+
+async fn run(o: Opts) -> Result<u64> {
+    if o.command == "free-port" {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+        println!("{}", listener.local_addr()?.port());
+        return Ok(0);
+    }
+    let target = Arc::new(Target::parse(&o.url)?);
+    if o.command == "wait" {
+        wait(&target, o.timeout).await?;
+        return Ok(0);
+    }
+    if let Some(pid) = o.pid {
+        procfs::cpu_ticks(pid).map_err(|e| format!("--pid {pid}: {e}"))?;
+    }
+    let ctx = Ctx { target, pid: o.pid };
+    let out = Out::default();
+    let out_ = &out;
+    let settle_rss = Duration::from_millis(500);
+    match o.command.as_str() {
+        "initialize" => {
+            let r = workloads::initialize_rate(&ctx, out_, o.connections, o.warmup, o.duration);
+            report(out_, "initialize", r.await);
+        }
+        "call" => {
+            let r = workloads::call_rate(
+                &ctx,
+                out_,
+                "call",
+                o.sessions,
+                o.in_flight,
+                o.warmup,
+                o.duration,
+            );
+            report(out_, "call", r.await);
+        }
+        "latency" => {
+            let r = workloads::call_rate(&ctx, out_, "latency", 1, 1, o.warmup, o.duration);
+            report(out_, "latency", r.await);
+        }
+        "stream" => {
+            let r = workloads::stream(&ctx, out_, o.parallel, o.count);
+            report(out_, "stream", r.await);
+        }
+        "idle-sessions" => {
+            let r = workloads::idle_sessions(&ctx, out_, o.idle_sessions, settle_rss);
+            report(out_, "idle_session", r.await);
+        }
+        "idle-streams" => {
+            let r = workloads::idle_streams(&ctx, out_, o.idle_streams, settle_rss);
+            report(out_, "idle_stream", r.await);
+        }
+        "resume" => resume_all(&ctx, out_, &o, Duration::from_secs(1), false).await,
+        "all" => all(&ctx, out_, &o).await,
+        "smoke" => smoke(&ctx, out_).await,
+        other => return Err(format!("unknown command {other:?}\n{USAGE}").into()),
+    }
+    Ok(out.errors())
+}
+
+fn main() -> ExitCode {
+    let opts = match parse_args() {
+        Ok(opts) => opts,
+        Err(msg) => {
+            if !msg.is_empty() {
+                eprintln!("{msg}");
+            }
+            eprintln!("{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(opts)) {
+        Ok(0) => ExitCode::SUCCESS,
+        Ok(errors) => {
+            eprintln!("{errors} error(s)");
+            ExitCode::FAILURE
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
