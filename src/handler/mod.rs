@@ -15,10 +15,8 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::protocol::methods::{
-    LogThreshold, LoggingLevel, ServerRequest, log_notification, progress_notification,
-};
-use crate::protocol::{ErrorObject, Notification};
+use crate::protocol::ErrorObject;
+use crate::protocol::methods::{LogThreshold, LoggingLevel, ServerRequest};
 
 pub use prompts::{PromptError, PromptRegistry};
 pub use resources::{ResourceError, ResourceRegistry};
@@ -47,13 +45,40 @@ pub enum ClientRequestError {
     Unavailable(String),
 }
 
+/// What a handler tells the client while it works. The runtime turns it into the MCP
+/// notification (`notifications/progress`, `notifications/message`) on the request's
+/// stream; the handler never builds a JSON-RPC message.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Note {
+    /// Progress toward the answer, for the request's progress token.
+    Progress {
+        /// The client's `progressToken`.
+        token: Value,
+        /// Work done so far.
+        progress: f64,
+        /// Work in all, if known.
+        total: Option<f64>,
+        /// What is happening.
+        message: Option<String>,
+    },
+    /// A log message at `level` (already checked against the session's threshold).
+    Log {
+        /// Its severity.
+        level: LoggingLevel,
+        /// The logger's name.
+        logger: Option<String>,
+        /// Any JSON.
+        data: Value,
+    },
+}
+
 /// Where a request's outgoing messages go. The runtime implements it (storing each
 /// message on the request's stream and routing the client's answers back); handlers only
 /// call it through the context.
 pub trait Outbox: Send + Sync {
-    /// Delivers one notification related to the current request; resolves once it is
-    /// stored (so a burst of notifications is paced by the store).
-    fn notify(&self, notification: Notification) -> BoxFuture<'_, Result<(), NotifyError>>;
+    /// Delivers one note about the current request; resolves once it is stored (so a
+    /// burst of notes is paced by the store).
+    fn notify(&self, note: Note) -> BoxFuture<'_, Result<(), NotifyError>>;
 
     /// Sends a request to the client and resolves with its answer.
     fn request(&self, request: ServerRequest) -> BoxFuture<'_, Result<Value, ClientRequestError>>;
@@ -131,7 +156,16 @@ impl RequestContext {
             return Ok(());
         }
         match &self.outbox {
-            Some(outbox) => outbox.notify(log_notification(level, logger, data)).await,
+            Some(outbox) => {
+                let logger = logger.map(str::to_owned);
+                outbox
+                    .notify(Note::Log {
+                        level,
+                        logger,
+                        data,
+                    })
+                    .await
+            }
             None => Ok(()),
         }
     }
@@ -153,12 +187,12 @@ impl RequestContext {
             return Ok(());
         };
         outbox
-            .notify(progress_notification(
-                token.clone(),
+            .notify(Note::Progress {
+                token: token.clone(),
                 progress,
                 total,
                 message,
-            ))
+            })
             .await
     }
 

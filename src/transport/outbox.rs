@@ -8,10 +8,10 @@ use serde_json::Value;
 use tokio::sync::SetOnce;
 
 use crate::event_store::EventStoreHandle;
-use crate::handler::{BoxFuture, ClientRequestError, NotifyError, Outbox};
+use crate::handler::{BoxFuture, ClientRequestError, Note, NotifyError, Outbox};
 use crate::ids::StreamKey;
-use crate::protocol::methods::ServerRequest;
-use crate::protocol::{Notification, Outgoing, Request};
+use crate::protocol::methods::{ServerRequest, log_notification, progress_notification};
+use crate::protocol::{Outgoing, Request};
 use crate::session::SessionHandle;
 
 /// Opened once the request's stream has a connection following it. The handler's first
@@ -39,9 +39,22 @@ impl StreamOutbox {
 }
 
 impl Outbox for StreamOutbox {
-    fn notify(&self, notification: Notification) -> BoxFuture<'_, Result<(), NotifyError>> {
+    fn notify(&self, note: Note) -> BoxFuture<'_, Result<(), NotifyError>> {
         Box::pin(async move {
             self.opened().await;
+            let notification = match note {
+                Note::Progress {
+                    token,
+                    progress,
+                    total,
+                    message,
+                } => progress_notification(token, progress, total, message),
+                Note::Log {
+                    level,
+                    logger,
+                    data,
+                } => log_notification(level, logger.as_deref(), data),
+            };
             let payload = Outgoing::Notification(notification).to_bytes();
             self.store
                 .append(self.key, payload, false)
