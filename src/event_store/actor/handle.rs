@@ -140,22 +140,19 @@ impl EventStoreHandle {
             .await
     }
 
-    /// Registers a new session. Awaited before the session id is given to the client, so
-    /// the registration is in the store's mailbox ahead of anything the client causes.
+    /// Registers a new session. Returns once the registration is in the store's mailbox,
+    /// not once it is done: awaited before the session id is given to the client, it is
+    /// ahead of anything the client causes, since the mailbox keeps the order in which
+    /// messages arrive. (Waiting for the store as well kept the session manager idle for a
+    /// round trip on every `initialize`.)
     pub async fn open_session(&self, session: SessionId) -> Result<(), SlotError> {
-        self.slot
-            .call(|reply| StoreMsg::OpenSession(session, reply), CALL_TIMEOUT)
-            .await
+        self.slot.send(StoreMsg::OpenSession(session)).await
     }
 
-    /// Forgets a session's events and closes its connections.
+    /// Forgets a session's events and closes its connections. Returns once the store has
+    /// the message (so it is handled before anything sent after), not once it is done.
     pub async fn forget_session(&self, session: SessionId) -> Result<(), SlotError> {
-        self.slot
-            .call(
-                |reply| StoreMsg::ForgetSession(session, reply),
-                CALL_TIMEOUT,
-            )
-            .await
+        self.slot.send(StoreMsg::ForgetSession(session)).await
     }
 
     /// Last positions of a session's streams.

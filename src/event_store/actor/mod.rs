@@ -94,9 +94,9 @@ pub enum StoreMsg {
     /// them first.
     Disconnect(StreamKey, RpcReplyPort<bool>),
     /// A session was created: its streams may be opened.
-    OpenSession(SessionId, RpcReplyPort<()>),
+    OpenSession(SessionId),
     /// Forget everything of a session and close its connections.
-    ForgetSession(SessionId, RpcReplyPort<()>),
+    ForgetSession(SessionId),
     /// Last positions of a session's streams.
     Positions(SessionId, RpcReplyPort<Vec<(StreamNo, u64)>>),
     /// Timer: drop expired events.
@@ -271,13 +271,9 @@ async fn handle<B: EventStore>(
                 .await;
             let _ = reply.send(open || told);
         }
-        StoreMsg::OpenSession(session, reply) => {
-            tables.backend.open_session(session).await;
-            let _ = reply.send(());
-        }
-        StoreMsg::ForgetSession(session, reply) => {
+        StoreMsg::OpenSession(session) => tables.backend.open_session(session).await,
+        StoreMsg::ForgetSession(session) => {
             tables.backend.forget_session(session).await;
-            let _ = reply.send(());
             tables.close_session(session).await;
         }
         StoreMsg::Remote(key, news, _queued) => remote(tables, key, news).await,
