@@ -101,7 +101,7 @@ pub(super) async fn terminate(
     if !(found && state.table.remove(id)) {
         return Err(SessionError::NotFound);
     }
-    tracing::info!(session_id = %id, "session terminated by client");
+    tracing::debug!(session_id = %id, "session terminated by client");
     forget(&state.store, id).await;
     let news = SessionNews::SessionEnded { session: id };
     if let Err(e) = state.directory.broadcast(&news).await {

@@ -87,14 +87,14 @@ pub fn accepts(headers: &HeaderMap) -> Accepts {
         let Ok(text) = value.to_str() else { continue };
         for range in text.split(',') {
             let media = range.split(';').next().unwrap_or("").trim();
-            match media.to_ascii_lowercase().as_str() {
-                "*/*" => {
-                    out.json = true;
-                    out.sse = true;
-                }
-                "application/json" | "application/*" => out.json = true,
-                "text/event-stream" | "text/*" => out.sse = true,
-                _ => {}
+            let is = |name: &str| media.eq_ignore_ascii_case(name);
+            if is("*/*") {
+                out.json = true;
+                out.sse = true;
+            } else if is("application/json") || is("application/*") {
+                out.json = true;
+            } else if is("text/event-stream") || is("text/*") {
+                out.sse = true;
             }
         }
     }

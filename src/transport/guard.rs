@@ -45,13 +45,13 @@ impl Guard {
             }
         }
         if !self.hosts.is_empty() {
-            let host = headers
-                .get(header::HOST)
-                .map(|h| String::from_utf8_lossy(h.as_bytes()).into_owned())
-                .unwrap_or_default();
-            let bare = strip_port(&host).to_ascii_lowercase();
-            if !self.hosts.contains(&bare) {
-                return Err(Rejection::ForbiddenHost(host.chars().take(100).collect()));
+            let host = headers.get(header::HOST).map_or(&[][..], |h| h.as_bytes());
+            // Compared in place: this runs on every request. A Host that is not UTF-8
+            // matches nothing.
+            let bare = strip_port(std::str::from_utf8(host).unwrap_or(""));
+            if !self.hosts.iter().any(|h| h.eq_ignore_ascii_case(bare)) {
+                let shown = String::from_utf8_lossy(host);
+                return Err(Rejection::ForbiddenHost(shown.chars().take(100).collect()));
             }
         }
         Ok(())
