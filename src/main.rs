@@ -13,8 +13,9 @@ use otpmcp::supervisor::Exit;
 
 /// The process's allocator. With glibc's, a quarter of the server's CPU under many
 /// `tools/call` at once went to malloc and free (mostly coalescing freed chunks); with
-/// mimalloc that cost all but disappears (docs/performance.md has both figures). Only the
-/// binary chooses: an embedder keeps its own.
+/// mimalloc that cost all but disappears (docs/performance.md has both figures). Built
+/// without transparent huge pages (`no_thp`): with them, idle streams and sessions took
+/// half as much memory again. Only the binary chooses: an embedder keeps its own.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
