@@ -8,24 +8,37 @@
 //! ## Supervision tree
 //!
 //! ```text
-//! RootSupervisor            one_for_one, restart intensity from [supervisor]; escalates past it
+//! RootSupervisor            one_for_one, restart intensity from [supervisor]; escalates past it;
+//! │                         lends each child its data and publishes it in a slot for the handles
 //! ├── EventStoreActor       owns the event tables (lent by the root, so they survive a crash);
-//! │                         sweep timer; forwards each stored event to its stream's subscriber
+//! │                         sweep timer; feeds each stored event to the connection following
+//! │                         its stream
 //! ├── SessionManager        owns the session table (lent likewise); idle expiry; DELETE
+//! ├── LeaseKeeper           Redis only, a task: renews this replica's lease and answers the
+//! │                         requests of replicas whose lease lapsed
 //! └── HttpListener          axum on the root's socket; parent of the stream actors
 //!     └── StreamActor ...   one per open SSE connection; temporary (never restarted:
 //!                           the client resumes with Last-Event-ID)
 //! ```
 //!
+//! Handlers are not actors: each request's handler runs on its connection's task, or in a
+//! task of its own once it has to wait, and reaches the actors through their handles.
+//!
 //! ## Flows in brief
-//! - **Request**: POST → session manager (validate, number a new stream) → a stream actor
-//!   subscribes to that stream in the store and writes the priming event (2025-11-25 clients) → the handler runs
-//!   in its own task; each notification and the final response are appended to the store,
-//!   which gives them ids and forwards them to the stream actor, which writes them.
+//! - **Request**: POST → session manager (validate, hold the session, number a new stream)
+//!   → the handler is polled once. If it answers at once, its response is stored and sent,
+//!   after the priming event (2025-11-25 clients), as the whole body. Otherwise a stream
+//!   actor subscribes to the stream and writes the priming event, and the handler goes on
+//!   in its own task; each notification and the final response is appended to the store,
+//!   which gives it its id and forwards it to the stream actor, which writes it.
 //! - **Disconnect**: the body is dropped, the stream actor stops and unsubscribes; the
 //!   handler keeps running and its events keep being stored.
 //! - **Resume**: GET with `Last-Event-ID` → a new stream actor subscribes with the id's
-//!   position; the store replays what came after it and then forwards live events.
+//!   position; the store replays what came after it and then forwards live events, in one
+//!   message, so nothing falls between.
+//!
+//! docs/architecture.md has the code map and the actors' guarantees; docs/flows.md every
+//! flow message by message, across replicas too.
 //!
 //! ## Embedding
 //!
@@ -42,20 +55,26 @@
 //! ```
 //!
 //! ## Module map
-//! - [`app`]: `start(Config)`, stop order; the only place that wires actors together.
+//! Bottom layer first: a module names only modules listed before it (tests/layering.rs).
+//! - [`ids`]: session ids, stream numbers and keys, event ids (the `Last-Event-ID` format).
+//! - [`rt`]: data lent by a supervisor, slots that reach an actor's current incarnation,
+//!   the restart-intensity window.
 //! - [`config`]: `sys.toml`, overlays, environment overrides, duration parsing.
-//! - [`supervisor`]: root supervisor, restart intensity, slots, lent data.
-//! - [`session`]: session manager actor, session ids and records, the shared directory.
-//! - [`stream`]: stream actor, SSE framing, the response body.
-//! - [`event_store`]: the backend trait and its contract, event ids, the memory and Redis
-//!   backends, actor.
-//! - [`cluster`]: Redis shared by replicas: connections, key layout, the pub/sub bus,
-//!   leases on running requests.
-//! - [`transport`]: Streamable HTTP (POST, GET, DELETE), header checks, rejections.
 //! - [`protocol`]: JSON-RPC envelopes, MCP method types, version negotiation.
-//! - [`handler`]: the tool API handlers implement; built-in tools.
-//! - [`server`]: the MCP method table between protocol and handlers.
 //! - [`telemetry`]: logs and OpenTelemetry export.
+//! - [`event_store`]: the backend contract, the memory and Redis backends (with the Redis
+//!   connections and key layout), the store actor and its handle, the feed to subscribers.
+//! - [`session`]: the session manager actor and its handle, holds, the session table, the
+//!   shared directory and the news replicas exchange about sessions.
+//! - [`stream`]: stream actor, SSE framing, the response body.
+//! - [`handler`]: the API handlers implement (request context, notes, outbox); tools,
+//!   resources, prompts, built-in tools.
+//! - [`server`]: the MCP method table between protocol and handlers.
+//! - [`transport`]: Streamable HTTP (POST, GET, DELETE), the request path, header checks,
+//!   rejections, the listener actor.
+//! - [`cluster`]: replicas on one Redis: the pub/sub router, leases on running requests.
+//! - [`supervisor`]: the root supervisor: start order, restarts, escalation, stop order.
+//! - [`app`]: `start(Config)` and the running [`App`]; the stop order.
 
 pub mod app;
 pub mod cluster;

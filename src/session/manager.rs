@@ -28,7 +28,7 @@ pub enum SessionMsg {
     Touch {
         /// The session.
         id: SessionId,
-        /// Count an open request or stream until [`SessionMsg::Release`].
+        /// Take a hold: count an open request or stream until the hold is dropped.
         hold: bool,
         /// Allocate a POST stream number.
         new_stream: bool,

@@ -1,11 +1,12 @@
 //! The root supervisor: starts the event store, the session manager and the HTTP listener
-//! (in that order: each depends only on those before it), restarts a child that fails
-//! (one_for_one) within the OTP restart intensity, and escalates past it.
+//! (in that order: each depends only on those before it; with Redis, the lease keeper
+//! starts before the listener), restarts a child that fails (one_for_one) within the OTP
+//! restart intensity, and escalates past it.
 //!
 //! We write this small supervisor instead of using `ractor-supervisor` because restarts
 //! here must do two things a generic supervisor does not: hand the child's lent data back
-//! to the next incarnation ([`heir`]) and publish the new `ActorRef` to the handles
-//! ([`registry`]). See docs/architecture.md.
+//! to the next incarnation ([`crate::rt::heir`]) and publish the new `ActorRef` to the
+//! handles ([`crate::rt::slot`]). See docs/architecture.md.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -2,11 +2,13 @@
 //! can replay any stream, and a pub/sub message per stored event, so the replica holding a
 //! stream's connection hears of events other replicas store.
 //!
-//! Each operation is one Lua script (`redis/*.lua`), so it is atomic: the position is
-//! taken, the event stored, the session's caps and TTL applied and the event published in
-//! one step, and two replicas appending to one stream never interleave (a replay is the
-//! script, then a plain `XRANGE` read). The key layout is in [`keys`]; the connections and
-//! the breaker in [`link`]; what the stream channels carry in [`channel`].
+//! Each change to a session's events is one Lua script (`*.lua`), so it is atomic: on an
+//! append the position is taken, the event stored, the session's caps and TTL applied and
+//! the event published in one step, and two replicas appending to one stream never
+//! interleave. A replay is the script, then a plain exclusive `XRANGE` read; following a
+//! stream's channel, announcing and the feed's PING are plain commands. The key layout is
+//! in [`keys`]; the connections and the breaker in [`link`]; what the stream channels
+//! carry in [`channel`].
 //!
 //! # Redis outages
 //! A failed command opens a breaker for `retry_interval`: meanwhile every operation fails
