@@ -21,7 +21,11 @@ pub fn message(id: Option<&EventId>, data: &[u8]) -> Bytes {
     out.push_str("event: ");
     out.push_str(EVENT_MESSAGE);
     out.push('\n');
-    push_data(&mut out, data);
+    // Our payloads are JSON we serialized, so valid UTF-8: checked, not repaired.
+    match std::str::from_utf8(data) {
+        Ok(text) => push_data(&mut out, text),
+        Err(_) => push_data(&mut out, &String::from_utf8_lossy(data)),
+    }
     out.push('\n');
     Bytes::from(out)
 }
@@ -68,25 +72,24 @@ fn push_id(out: &mut String, id: Option<&EventId>) {
 }
 
 /// Writes `data` as `data:` lines. SSE ends a line at CR, LF or CRLF, so each becomes a
-/// line break here; compact JSON has none, so this is one line in practice.
-fn push_data(out: &mut String, data: &[u8]) {
-    let text = String::from_utf8_lossy(data);
-    let mut rest: &str = &text;
+/// line break here; compact JSON has none, so this is one line in practice. The breaks are
+/// found byte by byte (they are ASCII, so never inside a character).
+fn push_data(out: &mut String, data: &str) {
+    let mut rest = data;
     loop {
-        let cut = rest.find(['\r', '\n']);
-        let (line, next) = match cut {
-            Some(i) => {
-                let skip = if rest[i..].starts_with("\r\n") { 2 } else { 1 };
-                (&rest[..i], Some(&rest[i + skip..]))
-            }
-            None => (rest, None),
-        };
         out.push_str("data: ");
-        out.push_str(line);
-        out.push('\n');
-        match next {
-            Some(n) => rest = n,
-            None => break,
+        match rest.bytes().position(|b| b == b'\n' || b == b'\r') {
+            Some(i) => {
+                out.push_str(&rest[..i]);
+                out.push('\n');
+                let skip = if rest[i..].starts_with("\r\n") { 2 } else { 1 };
+                rest = &rest[i + skip..];
+            }
+            None => {
+                out.push_str(rest);
+                out.push('\n');
+                break;
+            }
         }
     }
 }
