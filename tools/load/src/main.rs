@@ -59,8 +59,8 @@ options (defaults in brackets):
   --in-flight N        call: calls in flight per session [16]
   --count N            stream: events per call [10000]
   --parallel N         stream: calls at once [1]
-  --idle-sessions N    idle-sessions: sessions [2000]
-  --idle-streams N     idle-streams: streams [1000]
+  --idle-sessions N    idle-sessions: sessions [2000]; 0: `all` skips it
+  --idle-streams N     idle-streams: streams [1000]; 0: `all` skips it
   --missed LIST        resume: missed events, comma-separated [100,1000,10000]
   --mode MODE          resume: finished, in-flight or both [both]
   --timeout SECS       wait: how long [10]";
@@ -106,6 +106,15 @@ fn number<T: std::str::FromStr + PartialOrd + From<u8>>(
         .ok_or_else(|| format!("{value:?} is not a whole number from 1 up"))
 }
 
+/// Like [`number`], but 0 is allowed.
+fn count(value: &str, max: usize) -> std::result::Result<usize, String> {
+    value
+        .parse::<usize>()
+        .ok()
+        .filter(|n| *n <= max)
+        .ok_or_else(|| format!("{value:?} is not a whole number from 0 up"))
+}
+
 fn parse_args() -> std::result::Result<Opts, String> {
     let mut args = std::env::args().skip(1);
     let command = args.next().ok_or("")?;
@@ -141,8 +150,9 @@ fn parse_args() -> std::result::Result<Opts, String> {
             "--in-flight" => o.in_flight = number(value, 1024).map_err(bad)?,
             "--count" => o.count = number(value, MAX_EVENTS).map_err(bad)?,
             "--parallel" => o.parallel = number(value, 1024).map_err(bad)?,
-            "--idle-sessions" => o.idle_sessions = number(value, 100_000).map_err(bad)?,
-            "--idle-streams" => o.idle_streams = number(value, 100_000).map_err(bad)?,
+            // 0: `all` skips the workload (bench-peers measures memory on fresh servers).
+            "--idle-sessions" => o.idle_sessions = count(value, 100_000).map_err(bad)?,
+            "--idle-streams" => o.idle_streams = count(value, 100_000).map_err(bad)?,
             "--missed" => {
                 o.missed = value
                     .split(',')
@@ -197,18 +207,22 @@ async fn all(ctx: &Ctx, out: &Out, o: &Opts) {
     // Memory first, while the server is fresh: RSS grows most readably from a baseline
     // that earlier workloads have not already inflated.
     let settle_rss = Duration::from_millis(500);
-    report(
-        out,
-        "idle_session",
-        workloads::idle_sessions(ctx, out, o.idle_sessions, settle_rss).await,
-    );
-    settle().await;
-    report(
-        out,
-        "idle_stream",
-        workloads::idle_streams(ctx, out, o.idle_streams, settle_rss).await,
-    );
-    settle().await;
+    if o.idle_sessions > 0 {
+        report(
+            out,
+            "idle_session",
+            workloads::idle_sessions(ctx, out, o.idle_sessions, settle_rss).await,
+        );
+        settle().await;
+    }
+    if o.idle_streams > 0 {
+        report(
+            out,
+            "idle_stream",
+            workloads::idle_streams(ctx, out, o.idle_streams, settle_rss).await,
+        );
+        settle().await;
+    }
     report(
         out,
         "initialize",
