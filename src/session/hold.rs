@@ -12,8 +12,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
-use crate::ids::SessionId;
-
 /// The per-session counter every hold of the session shares.
 #[derive(Debug, Default)]
 pub struct HoldCounter {
@@ -41,9 +39,8 @@ impl HoldCounter {
     }
 
     /// A new hold on this counter.
-    pub(super) fn hold(self: &Arc<Self>, id: SessionId) -> SessionHold {
+    pub(super) fn hold(self: &Arc<Self>) -> SessionHold {
         SessionHold(Arc::new(HoldEntry {
-            session: id,
             counter: self.clone(),
         }))
     }
@@ -53,7 +50,6 @@ impl HoldCounter {
 /// request, so a finished request is recognised without being told.
 #[derive(Debug)]
 pub struct HoldEntry {
-    session: SessionId,
     counter: Arc<HoldCounter>,
 }
 
@@ -70,11 +66,6 @@ impl Drop for HoldEntry {
 pub struct SessionHold(Arc<HoldEntry>);
 
 impl SessionHold {
-    /// The session held.
-    pub fn session(&self) -> SessionId {
-        self.0.session
-    }
-
     /// A reference that tells whether this hold is still alive.
     pub(super) fn watch(&self) -> Weak<HoldEntry> {
         Arc::downgrade(&self.0)
@@ -88,11 +79,10 @@ mod tests {
     #[test]
     fn holds_count_themselves_and_stamp_their_end() {
         let counter = Arc::new(HoldCounter::default());
-        let id = SessionId::random();
         assert_eq!(counter.open(), 0);
         assert!(counter.released_at().is_none());
-        let a = counter.hold(id);
-        let b = counter.hold(id);
+        let a = counter.hold();
+        let b = counter.hold();
         let watched = a.watch();
         assert_eq!(counter.open(), 2);
         let before = Instant::now();

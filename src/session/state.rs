@@ -182,7 +182,7 @@ impl SessionTable {
             if record.holds.open() >= max_holds {
                 return Err(TouchError::Busy);
             }
-            Some(record.holds.hold(id))
+            Some(record.holds.hold())
         } else {
             None
         };
