@@ -25,6 +25,8 @@ use crate::handler::{PromptRegistry, ResourceRegistry, ToolRegistry};
 use crate::protocol::methods::ListKind;
 use crate::rt::slot::{SlotError, slot};
 use crate::server::McpServer;
+use crate::server::news::{NewsHub, ServerNews};
+use crate::server::stateless::StatelessSettings;
 use crate::session::{SessionError, SessionHandle, SessionId, SessionInfo};
 use crate::supervisor::{Child, Exit, RootSupervisor, SupervisorArgs, SupervisorMsg};
 
@@ -101,7 +103,18 @@ pub async fn start_with(config: Config, server: McpServer) -> Result<App, StartE
     };
     let listener = listener_slot.1.clone();
     let (exit_tx, exit_rx) = oneshot::channel();
-    let server = Arc::new(server);
+    if config.store.backend == crate::config::BackendKind::Redis
+        && config.stateless.request_state_key.is_empty()
+    {
+        tracing::warn!(
+            "stateless.request_state_key is not set: a multi round-trip retry that reaches another replica will be refused"
+        );
+    }
+    let server = Arc::new(
+        server
+            .with_stateless_settings(StatelessSettings::from_config(&config.stateless))
+            .with_news(NewsHub::new(config.stateless.listen_backlog)),
+    );
     let args = SupervisorArgs {
         config: config.clone(),
         socket,
@@ -208,6 +221,9 @@ impl App {
     /// (`notifications/resources/updated` on each one's standalone GET stream, stored and
     /// resumable). Returns how many sessions were told.
     pub async fn notify_resource_updated(&self, uri: &str) -> Result<usize, SessionError> {
+        self.server
+            .news()
+            .publish(ServerNews::ResourceUpdated { uri: uri.into() });
         if !self.streams {
             return Ok(0);
         }

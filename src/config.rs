@@ -56,6 +56,9 @@ pub struct Config {
     pub supervisor: SupervisorConfig,
     /// Logs and OpenTelemetry export.
     pub telemetry: TelemetryConfig,
+    /// Stateless (2026-07-28) requests: multi round-trip state, caching hints, listen
+    /// streams.
+    pub stateless: StatelessConfig,
 }
 
 /// `[server]`: the listener, security checks and session limits.
@@ -293,6 +296,41 @@ impl Default for TelemetryConfig {
     }
 }
 
+/// `[stateless]`: what 2026-07-28 requests need beyond the handlers.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StatelessConfig {
+    /// Secret that signs `requestState` (HMAC-SHA256), so a client cannot forge what a
+    /// multi round-trip request has learned. Every replica must share it. Empty (default):
+    /// a random key per process, which is right for one process; with Redis, set it, or a
+    /// retry that reaches another replica is refused.
+    pub request_state_key: String,
+    /// How long a `requestState` is accepted after it was issued. Default `10m`.
+    #[serde(with = "human_duration")]
+    pub request_state_ttl: Duration,
+    /// `ttlMs` on lists and reads: how long a client may reuse them. Default `0s` (ask
+    /// every time; listen streams announce changes anyway).
+    #[serde(with = "human_duration")]
+    pub cache_ttl: Duration,
+    /// `cacheScope`: `public` (the same for every user) or `private`. Default `public`.
+    pub cache_scope: String,
+    /// Most listen notifications kept for a listener that has fallen behind; past it, its
+    /// stream ends and the client listens again. Default 1024.
+    pub listen_backlog: usize,
+}
+
+impl Default for StatelessConfig {
+    fn default() -> Self {
+        Self {
+            request_state_key: String::new(),
+            request_state_ttl: Duration::from_secs(600),
+            cache_ttl: Duration::ZERO,
+            cache_scope: "public".into(),
+            listen_backlog: 1024,
+        }
+    }
+}
+
 impl Config {
     /// Loads `sys.toml` from `dir` (if present), then `overlays` in order, then the
     /// environment, and validates the result.
@@ -349,7 +387,17 @@ impl Config {
         if !s.path.starts_with('/') {
             return invalid("sse.path", "must start with '/'");
         }
-        let non_zero: [(&'static str, Duration); 13] = [
+        if !matches!(self.stateless.cache_scope.as_str(), "public" | "private") {
+            return invalid("stateless.cache_scope", "must be `public` or `private`");
+        }
+        if self.stateless.listen_backlog == 0 {
+            return invalid("stateless.listen_backlog", "must be at least 1");
+        }
+        let non_zero: [(&'static str, Duration); 14] = [
+            (
+                "stateless.request_state_ttl",
+                self.stateless.request_state_ttl,
+            ),
             (
                 "server.client_request_timeout",
                 self.server.client_request_timeout,

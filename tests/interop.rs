@@ -66,6 +66,45 @@ async fn the_python_sdk_lists_calls_gets_progress_and_resumes() {
     server.shutdown().await;
 }
 
+/// The default server plus a tool that asks the user (`greet`) and one that announces a
+/// tools list change (`touch_tools`).
+fn stateless_fixtures() -> otpmcp::McpServer {
+    use otpmcp::handler::builtin::{Echo, StreamEvents};
+    use otpmcp::handler::{ToolRegistry, tools::tool_fn};
+    use otpmcp::protocol::client::Elicitation;
+    use otpmcp::protocol::methods::{CallToolResult, ListKind};
+    let schema = serde_json::json!({"type": "object", "properties": {}});
+    let mut tools = ToolRegistry::default();
+    tools
+        .register(Echo)
+        .register(StreamEvents)
+        .register(tool_fn("greet", "Asks the user's name, then greets them.", schema.clone(), |_, ctx| async move {
+            let form = serde_json::json!({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]});
+            let answer = ctx.elicit(Elicitation::form("What is your name?", form)).await?;
+            let name = answer.content.and_then(|c| c.get("name").cloned()).unwrap_or_default();
+            Ok(CallToolResult::text(format!("Hello, {}!", name.as_str().unwrap_or("?"))))
+        }))
+        .register(tool_fn("touch_tools", "Announces that the tool list changed.", schema, |_, ctx| async move {
+            ctx.notify_list_changed(ListKind::Tools).await.map_err(|e| otpmcp::handler::ToolError::Failed(e.to_string()))?;
+            Ok(CallToolResult::text("told"))
+        }));
+    otpmcp::McpServer::new(tools)
+}
+
+#[tokio::test]
+async fn the_python_sdk_negotiates_the_stateless_revision_by_default() {
+    let server = common::TestServer::start_with(|_| {}, stateless_fixtures()).await;
+    let mut cmd = Command::new(cached("py/bin/python"));
+    cmd.arg(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/interop/python_modern.py"
+    ))
+    .arg(&server.url);
+    let out = run(cmd).await;
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "ok");
+    server.shutdown().await;
+}
+
 #[tokio::test]
 async fn the_typescript_sdk_lists_calls_gets_progress_and_resumes() {
     let server = server().await;

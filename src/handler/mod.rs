@@ -16,7 +16,10 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::protocol::ErrorObject;
-use crate::protocol::methods::{LogThreshold, LoggingLevel, ServerRequest};
+use crate::protocol::client::{
+    ClientRequest, ElicitResult, Elicitation, ListRoots, Root, Sampling, SamplingResult, satisfies,
+};
+use crate::protocol::methods::{ListKind, LogThreshold, LoggingLevel, ServerRequest};
 
 pub use prompts::{PromptError, PromptRegistry};
 pub use resources::{ResourceError, ResourceRegistry};
@@ -43,6 +46,13 @@ pub enum ClientRequestError {
     /// ended, too many unanswered requests).
     #[error("cannot ask the client: {0}")]
     Unavailable(String),
+    /// The client did not declare the capability this request needs (the capabilities
+    /// object it would have to declare), so it was not asked.
+    #[error("the client did not declare the capability {0}")]
+    NotDeclared(Value),
+    /// The client's answer does not have the shape the request's answer has.
+    #[error("the client's answer is malformed: {0}")]
+    Malformed(String),
 }
 
 /// What a handler tells the client while it works. The runtime turns it into the MCP
@@ -91,6 +101,10 @@ pub trait Outbox: Send + Sync {
     /// Tells every session subscribed to `uri` that the resource changed; resolves to how
     /// many sessions were told.
     fn resource_updated(&self, uri: String) -> BoxFuture<'_, Result<usize, NotifyError>>;
+
+    /// Tells every session and listener that list `kind` changed; resolves to how many
+    /// sessions were told.
+    fn list_changed(&self, kind: ListKind) -> BoxFuture<'_, Result<usize, NotifyError>>;
 }
 
 /// What a handler knows about the request it serves.
@@ -99,6 +113,8 @@ pub struct RequestContext {
     progress_token: Option<Value>,
     outbox: Option<Arc<dyn Outbox>>,
     log_level: Arc<LogThreshold>,
+    /// False on a stateless request that did not ask for log messages.
+    logs_wanted: bool,
     client_capabilities: Arc<Value>,
 }
 
@@ -118,8 +134,40 @@ impl RequestContext {
             progress_token,
             outbox,
             log_level: Arc::default(),
+            logs_wanted: true,
             client_capabilities: Arc::default(),
         }
+    }
+
+    /// This context's outbox, for a runtime that wraps it (see the stateless path's
+    /// multi round-trip inputs).
+    pub fn outbox(&self) -> Option<&Arc<dyn Outbox>> {
+        self.outbox.as_ref()
+    }
+
+    /// The same context with its messages going to `outbox`.
+    pub fn with_outbox(mut self, outbox: Arc<dyn Outbox>) -> Self {
+        self.outbox = Some(outbox);
+        self
+    }
+
+    /// Log messages only at `level` and above, or none at all (`None`): a stateless
+    /// request opts in to log messages per request.
+    pub fn with_request_log_level(mut self, level: Option<LoggingLevel>) -> Self {
+        match level {
+            Some(level) => {
+                let threshold = LogThreshold::default();
+                threshold.set(level);
+                self.log_level = Arc::new(threshold);
+            }
+            None => self.logs_wanted = false,
+        }
+        self
+    }
+
+    /// The capabilities the client declared (at `initialize`, or on this request).
+    pub fn client_capabilities(&self) -> &Value {
+        &self.client_capabilities
     }
 
     /// Records what the client said it supports at `initialize`.
@@ -152,7 +200,7 @@ impl RequestContext {
         logger: Option<&str>,
         data: Value,
     ) -> Result<(), NotifyError> {
-        if self.log_level.get().is_some_and(|min| level < min) {
+        if !self.logs_wanted || self.log_level.get().is_some_and(|min| level < min) {
             return Ok(());
         }
         match &self.outbox {
@@ -220,24 +268,93 @@ impl RequestContext {
         }
     }
 
-    /// Asks the client something (`sampling/createMessage`, `elicitation/create`,
-    /// `roots/list`) and waits for its answer. The request travels on this request's stream
-    /// like any event, so it survives a disconnect; the answer comes back by POST.
+    /// Announces that list `kind` (tools, prompts, resources) changed, to every session
+    /// (on its standalone stream) and every `subscriptions/listen` stream that asked.
+    /// Returns how many sessions were told. (A runtime change of the list itself goes
+    /// through [`crate::App::update_tools`] and its siblings, which announce it too.)
+    pub async fn notify_list_changed(&self, kind: ListKind) -> Result<usize, NotifyError> {
+        match &self.outbox {
+            Some(outbox) => outbox.list_changed(kind).await,
+            None => Err(NotifyError("the response is not streamed".into())),
+        }
+    }
+
+    /// Asks the user to fill a form (or visit a URL) and waits for the answer. See
+    /// [`RequestContext::ask`].
+    pub async fn elicit(&self, request: Elicitation) -> Result<ElicitResult, ClientRequestError> {
+        self.ask(request).await
+    }
+
+    /// Asks the client's model and waits for its answer. See [`RequestContext::ask`].
+    pub async fn sample(&self, request: Sampling) -> Result<SamplingResult, ClientRequestError> {
+        self.ask(request).await
+    }
+
+    /// Asks which roots the client exposes. See [`RequestContext::ask`].
+    pub async fn list_roots(&self) -> Result<Vec<Root>, ClientRequestError> {
+        Ok(self.ask(ListRoots {}).await?.roots)
+    }
+
+    /// Asks the client something and waits for its answer. The same call works in every
+    /// protocol era:
+    /// - on a 2025-11-25 session it is a server→client request on this request's stream,
+    ///   stored like any event (it survives a disconnect), answered by POST;
+    /// - on a stateless (2026-07-28) request it becomes one of the `inputRequests` of an
+    ///   `input_required` result, and the handler runs again when the client retries with
+    ///   the answer: a handler must therefore ask the same things in the same order each
+    ///   time it runs, and do nothing it cannot repeat before its last question;
+    /// - inside a task it sets the task to `input_required` until `tasks/update` answers.
+    ///
+    /// A client that did not declare the capability the request needs is not asked:
+    /// [`ClientRequestError::NotDeclared`] (which a tool's `?` turns into -32021).
+    pub async fn ask<R: ClientRequest>(&self, request: R) -> Result<R::Answer, ClientRequestError> {
+        self.ask_as(None, request).await
+    }
+
+    /// [`RequestContext::ask`] with the key this input has among a stateless request's
+    /// `inputRequests` (default: one made from the order of asking).
+    pub async fn ask_as<R: ClientRequest>(
+        &self,
+        key: Option<&str>,
+        request: R,
+    ) -> Result<R::Answer, ClientRequestError> {
+        let required = request.required_capability();
+        if !satisfies(&self.client_capabilities, &required) {
+            return Err(ClientRequestError::NotDeclared(required));
+        }
+        let params = serde_json::to_value(&request)
+            .map_err(|e| ClientRequestError::Unavailable(e.to_string()))?;
+        let answer = self
+            .send(ServerRequest {
+                method: R::METHOD.into(),
+                params: Some(params),
+                key: key.map(str::to_owned),
+            })
+            .await?;
+        serde_json::from_value(answer).map_err(|e| ClientRequestError::Malformed(e.to_string()))
+    }
+
+    /// Asks the client something untyped (`method`, `params`) and waits for its answer;
+    /// prefer [`RequestContext::ask`], which also checks the client's capabilities.
     pub async fn request(
         &self,
         method: impl Into<String>,
         params: Option<Value>,
     ) -> Result<Value, ClientRequestError> {
+        self.send(ServerRequest {
+            method: method.into(),
+            params,
+            key: None,
+        })
+        .await
+    }
+
+    async fn send(&self, request: ServerRequest) -> Result<Value, ClientRequestError> {
         let Some(outbox) = &self.outbox else {
             return Err(ClientRequestError::Unavailable(
                 "the response is not streamed, so the client cannot be asked".into(),
             ));
         };
-        outbox
-            .request(ServerRequest {
-                method: method.into(),
-                params,
-            })
-            .await
+        outbox.request(request).await
     }
 }

@@ -5,11 +5,11 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use super::{BoxFuture, RequestContext};
+use super::{BoxFuture, ClientRequestError, RequestContext};
 use crate::protocol::methods::{CallToolResult, ToolDefinition};
 
 /// Why a tool call failed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ToolError {
     /// The arguments do not fit the tool's schema: a protocol error (-32602).
     #[error("invalid arguments: {0}")]
@@ -17,6 +17,21 @@ pub enum ToolError {
     /// The tool ran and failed: reported to the model as a result with `isError`.
     #[error("{0}")]
     Failed(String),
+    /// The tool cannot run without a capability the client did not declare (the
+    /// capabilities object it needs): a protocol error (-32021).
+    #[error("the client must declare {0}")]
+    MissingCapability(Value),
+}
+
+impl From<ClientRequestError> for ToolError {
+    /// A question the client was not equipped to answer is -32021; any other failure to
+    /// get an answer is the tool's failure.
+    fn from(e: ClientRequestError) -> Self {
+        match e {
+            ClientRequestError::NotDeclared(required) => Self::MissingCapability(required),
+            other => Self::Failed(other.to_string()),
+        }
+    }
 }
 
 /// A callable tool.

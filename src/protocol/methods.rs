@@ -37,6 +37,16 @@ pub enum Method {
     PromptsGet,
     /// `completion/complete`
     Complete,
+    /// `server/discover` (2026-07-28)
+    Discover,
+    /// `subscriptions/listen` (2026-07-28)
+    Listen,
+    /// `tasks/get` (tasks extension)
+    TasksGet,
+    /// `tasks/update` (tasks extension)
+    TasksUpdate,
+    /// `tasks/cancel` (tasks extension)
+    TasksCancel,
     /// Anything else (answered with -32601).
     Unknown,
 }
@@ -58,8 +68,55 @@ impl Method {
             "prompts/list" => Self::PromptsList,
             "prompts/get" => Self::PromptsGet,
             "completion/complete" => Self::Complete,
+            "server/discover" => Self::Discover,
+            "subscriptions/listen" => Self::Listen,
+            "tasks/get" => Self::TasksGet,
+            "tasks/update" => Self::TasksUpdate,
+            "tasks/cancel" => Self::TasksCancel,
             _ => Self::Unknown,
         }
+    }
+
+    /// True for the methods a stateless (2026-07-28) request may not call: the session
+    /// era's handshake and session state.
+    pub fn is_session_only(self) -> bool {
+        matches!(
+            self,
+            Self::Initialize
+                | Self::Ping
+                | Self::SetLevel
+                | Self::ResourcesSubscribe
+                | Self::ResourcesUnsubscribe
+        )
+    }
+
+    /// True for the methods of the stateless revision only.
+    pub fn is_stateless_only(self) -> bool {
+        matches!(
+            self,
+            Self::Discover | Self::Listen | Self::TasksGet | Self::TasksUpdate | Self::TasksCancel
+        )
+    }
+
+    /// True for the methods whose answer may be `input_required` (2026-07-28).
+    pub fn may_ask_for_input(self) -> bool {
+        matches!(
+            self,
+            Self::ToolsCall | Self::PromptsGet | Self::ResourcesRead
+        )
+    }
+
+    /// True for the methods whose results carry caching hints (2026-07-28).
+    pub fn is_cacheable(self) -> bool {
+        matches!(
+            self,
+            Self::Discover
+                | Self::ToolsList
+                | Self::PromptsList
+                | Self::ResourcesList
+                | Self::ResourceTemplatesList
+                | Self::ResourcesRead
+        )
     }
 }
 
@@ -274,7 +331,7 @@ impl CallToolParams {
 }
 
 /// One piece of tool output.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "lowercase")]
 pub enum Content {
     /// Plain text.
@@ -306,7 +363,7 @@ pub enum Content {
 }
 
 /// The contents of a resource: text or base64 binary.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ResourceContents {
     /// The resource's URI.
@@ -428,6 +485,10 @@ pub struct ServerRequest {
     pub method: String,
     /// Parameters.
     pub params: Option<Value>,
+    /// Its key among the inputs a stateless request asks for (`inputRequests`); `None`: a
+    /// key is made from the order of asking, which is stable while the handler asks the
+    /// same things in the same order on every round.
+    pub key: Option<String>,
 }
 
 /// Builds `notifications/progress`.
@@ -529,7 +590,7 @@ pub struct PromptDefinition {
 }
 
 /// Who a prompt message is from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
     /// The user.

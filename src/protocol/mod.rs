@@ -3,7 +3,10 @@
 //! [`parse`] classifies one incoming message; [`Outgoing`] serializes ours. Batches (JSON
 //! arrays) were removed from MCP in 2025-06-18 and are refused with a clear error.
 
+pub mod client;
+pub mod meta;
 pub mod methods;
+pub mod request_state;
 pub mod version;
 
 use std::fmt;
@@ -91,6 +94,12 @@ impl ErrorObject {
     pub const INVALID_PARAMS: i64 = -32602;
     /// -32603: the server failed.
     pub const INTERNAL_ERROR: i64 = -32603;
+    /// -32020 (2026-07-28): a standard header is missing or disagrees with the body.
+    pub const HEADER_MISMATCH: i64 = -32020;
+    /// -32021 (2026-07-28): the request needs a client capability it did not declare.
+    pub const MISSING_CAPABILITY: i64 = -32021;
+    /// -32022 (2026-07-28): the request names a protocol revision we do not speak.
+    pub const UNSUPPORTED_VERSION: i64 = -32022;
 
     /// An error with `code` and `message`.
     pub fn new(code: i64, message: impl Into<String>) -> Self {
@@ -117,6 +126,37 @@ impl ErrorObject {
     /// -32603.
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(Self::INTERNAL_ERROR, message)
+    }
+
+    /// -32020 with a message naming the header.
+    pub fn header_mismatch(message: impl Into<String>) -> Self {
+        Self::new(
+            Self::HEADER_MISMATCH,
+            format!("Header mismatch: {}", message.into()),
+        )
+    }
+
+    /// -32021 naming what the client must declare, as a capabilities object
+    /// (e.g. `{"sampling": {}}`).
+    pub fn missing_capability(required: Value) -> Self {
+        Self {
+            code: Self::MISSING_CAPABILITY,
+            message: format!("Missing required client capability: {required}"),
+            data: Some(serde_json::json!({ "requiredCapabilities": required })),
+        }
+    }
+
+    /// -32022 listing what we speak.
+    pub fn unsupported_version(requested: &str) -> Self {
+        let requested: String = requested.chars().take(64).collect();
+        Self {
+            code: Self::UNSUPPORTED_VERSION,
+            message: format!("Unsupported protocol version: {requested:?}"),
+            data: Some(serde_json::json!({
+                "supported": version::ProtocolVersion::supported(),
+                "requested": requested,
+            })),
+        }
     }
 }
 

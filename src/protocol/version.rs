@@ -12,16 +12,27 @@ pub enum ProtocolVersion {
     V2025_06_18,
     /// 2025-11-25: SSE polling (priming events, server-closed streams).
     V2025_11_25,
+    /// 2026-07-28: stateless. No `initialize` and no session: every request carries its
+    /// version and the client's capabilities in `params._meta`.
+    V2026_07_28,
 }
 
 impl ProtocolVersion {
-    /// The newest revision, offered when the client asks for one we do not know.
+    /// The newest revision with sessions, offered at `initialize` when the client asks for
+    /// one we do not know (or for a stateless one, which has no `initialize`).
     pub const LATEST: Self = Self::V2025_11_25;
+    /// The newest revision.
+    pub const NEWEST: Self = Self::V2026_07_28;
     /// Assumed when a request has no `MCP-Protocol-Version` header (the spec's rule for
     /// clients that predate the header).
     pub const DEFAULT_WITHOUT_HEADER: Self = Self::V2025_03_26;
     /// All supported revisions, oldest first.
-    pub const ALL: [Self; 3] = [Self::V2025_03_26, Self::V2025_06_18, Self::V2025_11_25];
+    pub const ALL: [Self; 4] = [
+        Self::V2025_03_26,
+        Self::V2025_06_18,
+        Self::V2025_11_25,
+        Self::V2026_07_28,
+    ];
 
     /// The wire string.
     pub fn as_str(self) -> &'static str {
@@ -29,13 +40,29 @@ impl ProtocolVersion {
             Self::V2025_03_26 => "2025-03-26",
             Self::V2025_06_18 => "2025-06-18",
             Self::V2025_11_25 => "2025-11-25",
+            Self::V2026_07_28 => "2026-07-28",
         }
     }
 
-    /// Answer to the client's requested revision: the same if we support it, else our
-    /// latest (the client then decides whether to continue).
+    /// True for the stateless revisions (no `initialize`, no session).
+    pub fn is_stateless(self) -> bool {
+        self >= Self::V2026_07_28
+    }
+
+    /// Every supported revision, newest first, as `server/discover` and the
+    /// unsupported-version error list them.
+    pub fn supported() -> Vec<&'static str> {
+        Self::ALL.iter().rev().map(|v| v.as_str()).collect()
+    }
+
+    /// Answer to the client's requested revision at `initialize`: the same if we support
+    /// it with sessions, else our latest such (the client then decides whether to continue).
     pub fn negotiate(requested: &str) -> Self {
-        requested.parse().unwrap_or(Self::LATEST)
+        requested
+            .parse()
+            .ok()
+            .filter(|v: &Self| !v.is_stateless())
+            .unwrap_or(Self::LATEST)
     }
 }
 
@@ -47,7 +74,9 @@ impl fmt::Display for ProtocolVersion {
 
 /// The revision string is not one we support.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unsupported protocol version {0:?} (supported: 2025-03-26, 2025-06-18, 2025-11-25)")]
+#[error(
+    "unsupported protocol version {0:?} (supported: 2026-07-28, 2025-11-25, 2025-06-18, 2025-03-26)"
+)]
 pub struct UnsupportedVersion(pub String);
 
 impl FromStr for ProtocolVersion {
@@ -67,9 +96,16 @@ mod tests {
 
     #[test]
     fn negotiation_echoes_known_versions_and_offers_latest_otherwise() {
-        for v in ProtocolVersion::ALL {
+        for v in ProtocolVersion::ALL
+            .into_iter()
+            .filter(|v| !v.is_stateless())
+        {
             assert_eq!(ProtocolVersion::negotiate(v.as_str()), v);
         }
+        assert_eq!(
+            ProtocolVersion::negotiate("2026-07-28"),
+            ProtocolVersion::LATEST
+        );
         assert_eq!(
             ProtocolVersion::negotiate("2024-11-05"),
             ProtocolVersion::LATEST

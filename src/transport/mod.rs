@@ -12,6 +12,7 @@ mod outbox;
 pub mod post;
 pub mod rejection;
 pub mod stall;
+pub mod stateless;
 pub mod streamed;
 
 use std::sync::Arc;
@@ -59,6 +60,8 @@ struct Inner {
     inflight: Option<Arc<dyn InFlight>>,
     /// Set when shutdown begins: no new streams, and any that started meanwhile close.
     closing: std::sync::atomic::AtomicBool,
+    /// Cancelled when shutdown begins: stateless listen streams end with their result.
+    shutdown: tokio_util::sync::CancellationToken,
 }
 
 impl AppState {
@@ -91,6 +94,7 @@ impl AppState {
                 settings,
                 inflight,
                 closing: std::sync::atomic::AtomicBool::new(false),
+                shutdown: tokio_util::sync::CancellationToken::new(),
             }),
         }
     }
@@ -100,6 +104,7 @@ impl AppState {
         self.inner
             .closing
             .store(true, std::sync::atomic::Ordering::SeqCst);
+        self.inner.shutdown.cancel();
     }
 
     fn is_closing(&self) -> bool {
@@ -252,6 +257,21 @@ fn continue_trace(span: &tracing::Span, headers: &HeaderMap) {
         let cx = TraceContextPropagator::new().extract(&HeaderExtractor(headers));
         let _ = span.set_parent(cx);
     }
+}
+
+/// Continues the caller's trace from a stateless request's `params._meta`, where the
+/// 2026-07-28 revision carries it (a `traceparent` header, if any, was applied first).
+fn continue_meta_trace(span: &tracing::Span, trace: &crate::protocol::meta::TraceContext) {
+    let Some(traceparent) = &trace.traceparent else {
+        return;
+    };
+    let mut carrier = std::collections::HashMap::new();
+    carrier.insert("traceparent".to_owned(), traceparent.clone());
+    if let Some(state) = &trace.tracestate {
+        carrier.insert("tracestate".to_owned(), state.clone());
+    }
+    let cx = TraceContextPropagator::new().extract(&carrier);
+    let _ = span.set_parent(cx);
 }
 
 struct HeaderExtractor<'a>(&'a HeaderMap);

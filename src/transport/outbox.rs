@@ -10,8 +10,9 @@ use tokio::sync::SetOnce;
 use crate::event_store::EventStoreHandle;
 use crate::handler::{BoxFuture, ClientRequestError, Note, NotifyError, Outbox};
 use crate::ids::StreamKey;
-use crate::protocol::methods::{ServerRequest, log_notification, progress_notification};
+use crate::protocol::methods::{ListKind, ServerRequest, log_notification, progress_notification};
 use crate::protocol::{Outgoing, Request};
+use crate::server::news::{NewsHub, ServerNews};
 use crate::session::SessionHandle;
 
 /// Opened once the request's stream has a connection following it. The handler's first
@@ -30,6 +31,8 @@ pub(super) struct StreamOutbox {
     /// The client polls (2025-11-25), so its connection may be closed early.
     pub(super) polls: bool,
     pub(super) ready: StreamReady,
+    /// Where resource updates reach `subscriptions/listen` streams too.
+    pub(super) news: NewsHub,
 }
 
 impl StreamOutbox {
@@ -95,8 +98,20 @@ impl Outbox for StreamOutbox {
 
     fn resource_updated(&self, uri: String) -> BoxFuture<'_, Result<usize, NotifyError>> {
         Box::pin(async move {
+            self.news
+                .publish(ServerNews::ResourceUpdated { uri: uri.clone() });
             self.sessions
                 .notify_resource_updated(&uri)
+                .await
+                .map_err(|e| NotifyError(e.to_string()))
+        })
+    }
+
+    fn list_changed(&self, kind: ListKind) -> BoxFuture<'_, Result<usize, NotifyError>> {
+        Box::pin(async move {
+            self.news.publish(ServerNews::ListChanged { list: kind });
+            self.sessions
+                .list_changed(kind)
                 .await
                 .map_err(|e| NotifyError(e.to_string()))
         })

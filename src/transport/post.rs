@@ -61,6 +61,9 @@ async fn serve(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Resp
     }
     let body = read_body(headers, body, inner.config.server.max_body_bytes).await?;
     let message = protocol::parse(&body).map_err(Rejection::JsonRpc)?;
+    if super::stateless::is_stateless(headers, &message) {
+        return Ok(super::stateless::serve(state, headers, message).await);
+    }
     extract::protocol_version(headers)?;
     let span = tracing::Span::current();
 

@@ -1,5 +1,7 @@
-"""The official Python SDK client against otpmcp: list and call tools, receive progress,
-and resume an interrupted call with a resumption token. Prints "ok" on success."""
+"""The official Python SDK client against otpmcp on a 2025-11-25 session (`mode="legacy"`,
+the initialize handshake): list and call tools, receive progress, and resume an
+interrupted call with a resumption token. Prints "ok" on success. (Its default mode
+negotiates the stateless revision: see python_modern.py.)"""
 import sys
 
 import anyio
@@ -9,7 +11,8 @@ from mcp.shared.message import ClientMessageMetadata
 
 
 async def main(url: str) -> None:
-    async with Client(url) as client:
+    async with Client(url, mode="legacy") as client:
+        assert client.protocol_version == "2025-11-25", client.protocol_version
         tools = await client.list_tools()
         names = {t.name for t in tools.tools}
         assert {"echo", "stream_events"} <= names, names

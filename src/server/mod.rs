@@ -1,6 +1,14 @@
 //! The MCP method table: turns a parsed request into handler calls and a JSON-RPC answer.
 //! Knows MCP and the handler API; knows nothing of HTTP or the event store (for
 //! `initialize` it only describes the session to create; the transport creates it).
+//!
+//! One table serves both protocol eras: [`McpServer::handle`] answers a request of a
+//! 2025-11-25 session, [`McpServer::handle_stateless`] (in [`stateless`]) a 2026-07-28
+//! request, with the same handlers.
+
+mod inputs;
+pub mod news;
+pub mod stateless;
 
 use serde_json::Value;
 
@@ -38,6 +46,8 @@ pub struct McpServer {
     resources: Live<ResourceRegistry>,
     prompts: Live<PromptRegistry>,
     completer: Option<Completer>,
+    stateless: Arc<stateless::StatelessSettings>,
+    news: news::NewsHub,
 }
 
 impl std::fmt::Debug for McpServer {
@@ -148,7 +158,43 @@ impl McpServer {
             resources: Live::new(ResourceRegistry::default()),
             prompts: Live::new(PromptRegistry::default()),
             completer: None,
+            stateless: Arc::default(),
+            news: news::NewsHub::default(),
         }
+    }
+
+    /// Who this server is.
+    pub fn info(&self) -> &Implementation {
+        &self.info
+    }
+
+    /// True when the server offers list `kind` (tools always; resources and prompts when
+    /// it has some).
+    pub fn offers(&self, kind: ListKind) -> bool {
+        match kind {
+            ListKind::Tools => true,
+            ListKind::Resources => !self.resources.get().is_empty(),
+            ListKind::Prompts => !self.prompts.get().is_empty(),
+        }
+    }
+
+    /// The input schema of tool `name`, if there is such a tool.
+    pub fn tool_input_schema(&self, name: &str) -> Option<Value> {
+        self.tools
+            .get()
+            .get(name)
+            .map(|t| t.definition().input_schema)
+    }
+
+    /// Where changes are announced to `subscriptions/listen` streams.
+    pub fn news(&self) -> &news::NewsHub {
+        &self.news
+    }
+
+    /// Uses `hub` for announcements (the runtime sizes it from `[stateless]`).
+    pub fn with_news(mut self, hub: news::NewsHub) -> Self {
+        self.news = hub;
+        self
     }
 
     /// Offers `resources` (`resources/*` methods and the `resources` capability).
@@ -177,17 +223,26 @@ impl McpServer {
     /// Changes the tools while the server runs (use [`crate::App::update_tools`], which
     /// also tells the clients).
     pub(crate) fn update_tools(&self, change: impl FnOnce(&mut ToolRegistry)) {
-        self.tools.update(change)
+        self.tools.update(change);
+        self.news.publish(news::ServerNews::ListChanged {
+            list: ListKind::Tools,
+        });
     }
 
     /// Changes the resources while the server runs (see [`crate::App::update_resources`]).
     pub(crate) fn update_resources(&self, change: impl FnOnce(&mut ResourceRegistry)) {
-        self.resources.update(change)
+        self.resources.update(change);
+        self.news.publish(news::ServerNews::ListChanged {
+            list: ListKind::Resources,
+        });
     }
 
     /// Changes the prompts while the server runs (see [`crate::App::update_prompts`]).
     pub(crate) fn update_prompts(&self, change: impl FnOnce(&mut PromptRegistry)) {
-        self.prompts.update(change)
+        self.prompts.update(change);
+        self.news.publish(news::ServerNews::ListChanged {
+            list: ListKind::Prompts,
+        });
     }
 
     /// Sets the `instructions` sent at `initialize`.
@@ -321,7 +376,12 @@ impl McpServer {
                 ErrorObject::INVALID_REQUEST,
                 "Invalid request: the session is already initialized",
             )),
-            Method::Unknown => Err(ErrorObject::method_not_found(&request.method)),
+            Method::Discover
+            | Method::Listen
+            | Method::TasksGet
+            | Method::TasksUpdate
+            | Method::TasksCancel
+            | Method::Unknown => Err(ErrorObject::method_not_found(&request.method)),
         };
         match result {
             Ok(result) => Outgoing::Result { id, result },
@@ -397,6 +457,9 @@ impl McpServer {
                 params.name
             ))),
             Err(ToolError::Failed(why)) => to_value(&CallToolResult::error(why)),
+            Err(ToolError::MissingCapability(required)) => {
+                Err(ErrorObject::missing_capability(required))
+            }
         }
     }
 }

@@ -18,12 +18,14 @@ use otpmcp::protocol::methods::{
 };
 use serde_json::{Value, json};
 
+mod stateless;
+
 /// A 1×1 red PNG.
 const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==";
 /// A WAV file with no samples.
 const WAV: &str = "UklGRiQAAABXQVZFZm10IBAAAAABAAEAQB8AAIA+AAACABAAZGF0YQAAAAA=";
 
-fn no_args() -> Value {
+pub(crate) fn no_args() -> Value {
     json!({"type": "object", "properties": {}})
 }
 
@@ -194,6 +196,7 @@ fn tools() -> ToolRegistry {
                 Ok(CallToolResult::text("Reconnection test completed"))
             },
         ));
+    stateless::tools(&mut tools);
     tools
 }
 
@@ -374,6 +377,7 @@ fn prompts() -> PromptRegistry {
                 })
             },
         );
+    stateless::prompts(&mut prompts);
     prompts
 }
 

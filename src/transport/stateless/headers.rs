@@ -1,0 +1,261 @@
+//! The routing headers of a stateless request (2026-07-28), checked against its body:
+//! `Mcp-Method`, `Mcp-Name` and the `Mcp-Param-*` headers a tool's input schema asks for
+//! with `x-mcp-header`. A proxy routes on the headers and the server acts on the body, so
+//! the two must agree, or -32020.
+
+use axum::http::HeaderMap;
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use serde_json::Value;
+
+use crate::protocol::ErrorObject;
+use crate::protocol::methods::Method;
+
+/// `Mcp-Method`.
+pub const MCP_METHOD: &str = "mcp-method";
+/// `Mcp-Name`.
+pub const MCP_NAME: &str = "mcp-name";
+/// Prefix of the headers that mirror tool arguments.
+pub const MCP_PARAM_PREFIX: &str = "mcp-param-";
+
+/// Checks `Mcp-Method` and, for the methods that name something, `Mcp-Name`.
+pub fn check_standard(
+    headers: &HeaderMap,
+    method: &str,
+    params: Option<&Value>,
+) -> Result<(), ErrorObject> {
+    match header_value(headers, MCP_METHOD)? {
+        None => {
+            return Err(ErrorObject::header_mismatch(
+                "the Mcp-Method header is required",
+            ));
+        }
+        Some(value) if value != method => {
+            return Err(ErrorObject::header_mismatch(format!(
+                "Mcp-Method {value:?} does not match the body's method {method:?}"
+            )));
+        }
+        Some(_) => {}
+    }
+    let field = match Method::parse(method) {
+        Method::ToolsCall | Method::PromptsGet => "name",
+        Method::ResourcesRead => "uri",
+        Method::TasksGet | Method::TasksUpdate | Method::TasksCancel => "taskId",
+        _ => return Ok(()),
+    };
+    let Some(body) = params.and_then(|p| p.get(field)).and_then(Value::as_str) else {
+        // The body is wrong, not the header: the method's own validation says how.
+        return Ok(());
+    };
+    match decoded(header_value(headers, MCP_NAME)?)? {
+        None => Err(ErrorObject::header_mismatch(format!(
+            "the Mcp-Name header is required for {method}"
+        ))),
+        Some(value) if value != body => Err(ErrorObject::header_mismatch(format!(
+            "Mcp-Name {value:?} does not match params.{field} {body:?}"
+        ))),
+        Some(_) => Ok(()),
+    }
+}
+
+/// Checks the `Mcp-Param-*` headers of a `tools/call` against the `x-mcp-header`
+/// properties of the tool's input schema: each argument given (and not null) must come
+/// with its header, equal to it.
+pub fn check_params(
+    headers: &HeaderMap,
+    input_schema: &Value,
+    arguments: Option<&Value>,
+) -> Result<(), ErrorObject> {
+    let mut mirrored = Vec::new();
+    mirrored_properties(input_schema, &mut Vec::new(), &mut mirrored);
+    for (path, name) in mirrored {
+        let mut value = arguments;
+        for step in &path {
+            value = value.and_then(|v| v.get(step));
+        }
+        let body = match value {
+            None | Some(Value::Null) => continue,
+            Some(Value::String(s)) => s.clone(),
+            Some(Value::Bool(b)) => b.to_string(),
+            Some(Value::Number(n)) => n.to_string(),
+            Some(_) => continue,
+        };
+        let header = format!("{MCP_PARAM_PREFIX}{}", name.to_ascii_lowercase());
+        match decoded(header_value(headers, &header)?)? {
+            None => {
+                return Err(ErrorObject::header_mismatch(format!(
+                    "the Mcp-Param-{name} header is required when the argument is given"
+                )));
+            }
+            Some(given) if !same_value(&given, &body, value) => {
+                return Err(ErrorObject::header_mismatch(format!(
+                    "Mcp-Param-{name} {given:?} does not match the argument {body:?}"
+                )));
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(())
+}
+
+/// Integers compare as numbers (`42.0` is `42`); everything else as text.
+fn same_value(header: &str, body: &str, value: Option<&Value>) -> bool {
+    if header == body {
+        return true;
+    }
+    matches!(value, Some(Value::Number(_)))
+        && header
+            .parse::<f64>()
+            .ok()
+            .zip(body.parse::<f64>().ok())
+            .is_some_and(|(a, b)| a == b)
+}
+
+/// The `x-mcp-header` properties of `schema`: reachable from the root through
+/// `properties` alone (the spec's rule), as (path, header suffix).
+fn mirrored_properties(
+    schema: &Value,
+    path: &mut Vec<String>,
+    out: &mut Vec<(Vec<String>, String)>,
+) {
+    let Some(properties) = schema.get("properties").and_then(Value::as_object) else {
+        return;
+    };
+    for (name, property) in properties {
+        path.push(name.clone());
+        if let Some(header) = property.get("x-mcp-header").and_then(Value::as_str) {
+            out.push((path.clone(), header.to_owned()));
+        }
+        mirrored_properties(property, path, out);
+        path.pop();
+    }
+}
+
+/// A header's value with surrounding whitespace trimmed; -32020 when it is not text.
+fn header_value<'a>(headers: &'a HeaderMap, name: &str) -> Result<Option<&'a str>, ErrorObject> {
+    match headers.get(name) {
+        None => Ok(None),
+        Some(value) => value
+            .to_str()
+            .map(|v| Some(v.trim_matches([' ', '\t'])))
+            .map_err(|_| ErrorObject::header_mismatch(format!("the {name} header is not text"))),
+    }
+}
+
+/// A value in the base64 sentinel form `=?base64?…?=` decoded (strictly: canonical
+/// padding, standard alphabet, UTF-8); any other value as is.
+fn decoded(value: Option<&str>) -> Result<Option<String>, ErrorObject> {
+    let Some(value) = value else {
+        return Ok(None);
+    };
+    let Some(encoded) = value
+        .strip_prefix("=?base64?")
+        .and_then(|v| v.strip_suffix("?="))
+    else {
+        return Ok(Some(value.to_owned()));
+    };
+    let bytes = STANDARD
+        .decode(encoded)
+        .map_err(|_| ErrorObject::header_mismatch(format!("{value:?} is not valid base64")))?;
+    String::from_utf8(bytes)
+        .map(Some)
+        .map_err(|_| ErrorObject::header_mismatch(format!("{value:?} does not decode to UTF-8")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+    use serde_json::json;
+
+    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(*k, HeaderValue::from_static(v));
+        }
+        h
+    }
+
+    fn code(r: Result<(), ErrorObject>) -> Option<i64> {
+        r.err().map(|e| e.code)
+    }
+
+    #[test]
+    fn method_and_name_must_match_the_body() {
+        let call = json!({"name": "echo"});
+        let ok = headers(&[("mcp-method", "tools/call"), ("mcp-name", "  echo\t")]);
+        assert_eq!(code(check_standard(&ok, "tools/call", Some(&call))), None);
+        let mismatch = -32020;
+        for h in [
+            headers(&[("mcp-name", "echo")]),
+            headers(&[("mcp-method", "TOOLS/CALL"), ("mcp-name", "echo")]),
+            headers(&[("mcp-method", "tools/call")]),
+            headers(&[("mcp-method", "tools/call"), ("mcp-name", "other")]),
+        ] {
+            assert_eq!(
+                code(check_standard(&h, "tools/call", Some(&call))),
+                Some(mismatch)
+            );
+        }
+        let list = headers(&[("mcp-method", "tools/list")]);
+        assert_eq!(code(check_standard(&list, "tools/list", None)), None);
+        let encoded = headers(&[
+            ("mcp-method", "tools/call"),
+            ("mcp-name", "=?base64?ZWNobw==?="),
+        ]);
+        assert_eq!(
+            code(check_standard(&encoded, "tools/call", Some(&call))),
+            None
+        );
+    }
+
+    #[test]
+    fn mirrored_arguments_follow_the_sentinel_rules() {
+        let schema = json!({"type": "object", "properties": {
+            "region": {"type": "string", "x-mcp-header": "Region"},
+            "n": {"type": "integer", "x-mcp-header": "N"}}});
+        let args = |v: &str| json!({"region": v});
+        let check = |pairs: &[(&'static str, &'static str)], body: &str| {
+            code(check_params(&headers(pairs), &schema, Some(&args(body))))
+        };
+        assert_eq!(
+            check(&[("mcp-param-region", "=?base64?SGVsbG8=?=")], "Hello"),
+            None
+        );
+        assert_eq!(
+            check(&[("mcp-param-region", "=?base64?SGVsbG8?=")], "Hello"),
+            Some(-32020)
+        );
+        assert_eq!(
+            check(&[("mcp-param-region", "=?base64?SGVs!!!bG8=?=")], "Hello"),
+            Some(-32020)
+        );
+        assert_eq!(check(&[("mcp-param-region", "SGVsbG8=")], "SGVsbG8="), None);
+        assert_eq!(
+            check(
+                &[("mcp-param-region", "=?base64?SGVsbG8=")],
+                "=?base64?SGVsbG8="
+            ),
+            None
+        );
+        assert_eq!(check(&[], "test-value"), Some(-32020));
+        // Not given, or null: no header expected.
+        assert_eq!(
+            code(check_params(
+                &HeaderMap::new(),
+                &schema,
+                Some(&json!({"region": null}))
+            )),
+            None
+        );
+        let n = json!({"n": 42});
+        assert_eq!(
+            code(check_params(
+                &headers(&[("mcp-param-n", "42.0")]),
+                &schema,
+                Some(&n)
+            )),
+            None
+        );
+    }
+}

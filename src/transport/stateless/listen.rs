@@ -1,0 +1,299 @@
+//! `subscriptions/listen` (2026-07-28): one long-lived SSE stream per listen request. It
+//! opens with the acknowledgement naming what the server will send of what was asked,
+//! then carries each change the request asked for, tagged with the request's id, from
+//! this replica or (through the cluster) any other; comments keep it alive. When the
+//! server shuts down it ends with the request's result; when the listener falls too far
+//! behind it ends without one, and the client listens again.
+
+use std::collections::HashSet;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use axum::body::Body;
+use axum::http::StatusCode;
+use axum::response::Response;
+use bytes::Bytes;
+use http_body::{Frame, SizeHint};
+use serde_json::{Map, Value, json};
+use tokio::sync::broadcast;
+use tokio::time::{Interval, MissedTickBehavior};
+use tokio_util::sync::WaitForCancellationFutureOwned;
+
+use super::{AppState, error_response};
+use crate::handler::BoxFuture;
+use crate::protocol::meta::{RequestMeta, SERVER_INFO, SUBSCRIPTION_ID, TASKS_EXTENSION};
+use crate::protocol::methods::ListKind;
+use crate::protocol::{ErrorObject, Notification, Outgoing, Request, RequestId};
+use crate::server::news::{Heard, ServerNews};
+use crate::stream::sse;
+
+/// Most resource URIs and task ids one listen request may name.
+pub(super) const MAX_LISTEN_ITEMS: usize = 256;
+
+/// What a listen stream sends: the part of the request's filter the server honours.
+#[derive(Debug, Default)]
+struct Filter {
+    tools: bool,
+    prompts: bool,
+    resources: bool,
+    uris: HashSet<String>,
+    tasks: HashSet<String>,
+}
+
+impl Filter {
+    /// The honoured part of `params.notifications`, or why the request is refused.
+    fn read(
+        state: &AppState,
+        params: Option<&Value>,
+        meta: &RequestMeta,
+    ) -> Result<Self, ErrorObject> {
+        let Some(asked) = params
+            .and_then(|p| p.get("notifications"))
+            .and_then(Value::as_object)
+        else {
+            return Err(ErrorObject::invalid_params(
+                "Invalid params: subscriptions/listen needs a notifications object",
+            ));
+        };
+        let server = &state.inner.server;
+        let flag = |key: &str| asked.get(key).and_then(Value::as_bool).unwrap_or(false);
+        let list = |key: &str| -> Result<Vec<String>, ErrorObject> {
+            match asked.get(key) {
+                None | Some(Value::Null) => Ok(Vec::new()),
+                Some(Value::Array(items)) if items.len() <= MAX_LISTEN_ITEMS => items
+                    .iter()
+                    .map(|i| {
+                        i.as_str().map(str::to_owned).ok_or_else(|| {
+                            ErrorObject::invalid_params(format!(
+                                "Invalid params: {key} must list strings"
+                            ))
+                        })
+                    })
+                    .collect(),
+                Some(_) => Err(ErrorObject::invalid_params(format!(
+                    "Invalid params: {key} must be an array of at most {MAX_LISTEN_ITEMS} strings"
+                ))),
+            }
+        };
+        let task_ids = list("taskIds")?;
+        if !task_ids.is_empty() && !meta.declares_tasks() {
+            return Err(ErrorObject::missing_capability(
+                json!({ "extensions": { TASKS_EXTENSION: {} } }),
+            ));
+        }
+        let has_resources = server.offers(ListKind::Resources);
+        Ok(Self {
+            tools: flag("toolsListChanged"),
+            prompts: flag("promptsListChanged") && server.offers(ListKind::Prompts),
+            resources: flag("resourcesListChanged") && has_resources,
+            uris: list("resourceSubscriptions")?
+                .into_iter()
+                .filter(|uri| has_resources && server.accepts_subscription(uri))
+                .collect(),
+            tasks: task_ids.into_iter().collect(),
+        })
+    }
+
+    /// The acknowledged filter, as the acknowledgement lists it.
+    fn acknowledged(&self) -> Value {
+        let mut out = Map::new();
+        for (key, on) in [
+            ("toolsListChanged", self.tools),
+            ("promptsListChanged", self.prompts),
+            ("resourcesListChanged", self.resources),
+        ] {
+            if on {
+                out.insert(key.into(), Value::Bool(true));
+            }
+        }
+        if !self.uris.is_empty() {
+            out.insert("resourceSubscriptions".into(), json!(self.uris));
+        }
+        if !self.tasks.is_empty() {
+            out.insert("taskIds".into(), json!(self.tasks));
+        }
+        Value::Object(out)
+    }
+
+    /// The notification for `news`, if this stream asked for it.
+    fn notification(&self, news: &ServerNews) -> Option<(&'static str, Map<String, Value>)> {
+        match news {
+            ServerNews::ListChanged { list } => {
+                let wanted = match list {
+                    ListKind::Tools => self.tools,
+                    ListKind::Prompts => self.prompts,
+                    ListKind::Resources => self.resources,
+                };
+                wanted.then(|| (list.notification(), Map::new()))
+            }
+            ServerNews::ResourceUpdated { uri } => self.uris.contains(uri).then(|| {
+                let mut params = Map::new();
+                params.insert("uri".into(), Value::String(uri.clone()));
+                ("notifications/resources/updated", params)
+            }),
+            ServerNews::Task { task_id, task } => self.tasks.contains(task_id).then(|| {
+                let params = task.as_object().cloned().unwrap_or_default();
+                ("notifications/tasks", params)
+            }),
+        }
+    }
+}
+
+/// Serves `subscriptions/listen`.
+pub(super) fn serve(state: &AppState, request: Request, meta: RequestMeta) -> Response {
+    let filter = match Filter::read(state, request.params.as_ref(), &meta) {
+        Ok(filter) => filter,
+        Err(error) => {
+            let status = if error.code == ErrorObject::MISSING_CAPABILITY {
+                StatusCode::BAD_REQUEST
+            } else {
+                StatusCode::OK
+            };
+            return error_response(Some(request.id), error, status);
+        }
+    };
+    let inner = &state.inner;
+    // Subscribed before the acknowledgement is built: nothing that happens after the
+    // client learns it is listening can be missed.
+    let news = inner.server.news().subscribe();
+    let tag = serde_json::to_value(&request.id).unwrap_or(Value::Null);
+    let ack = tagged(
+        "notifications/subscriptions/acknowledged",
+        {
+            let mut params = Map::new();
+            params.insert("notifications".into(), filter.acknowledged());
+            params
+        },
+        &tag,
+    );
+    let keepalive = inner.config.sse.keepalive_interval;
+    let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + keepalive, keepalive);
+    ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let info = inner.server.info();
+    let listening = Listening {
+        pending: Some(ack),
+        next: Some(recv(news)),
+        filter,
+        tag,
+        id: request.id,
+        server_info: json!({ "name": info.name, "version": info.version }),
+        shutdown: Box::pin(inner.shutdown.clone().cancelled_owned()),
+        keepalive: ticks,
+        done: false,
+    };
+    super::super::sse_response(Body::new(listening))
+}
+
+type Recv = BoxFuture<
+    'static,
+    (
+        Result<Heard, broadcast::error::RecvError>,
+        broadcast::Receiver<Heard>,
+    ),
+>;
+
+fn recv(mut rx: broadcast::Receiver<Heard>) -> Recv {
+    Box::pin(async move { (rx.recv().await, rx) })
+}
+
+/// A notification with the listen request's id in `_meta`, as an SSE frame.
+fn tagged(method: &str, mut params: Map<String, Value>, tag: &Value) -> Bytes {
+    let meta = params
+        .entry("_meta")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if let Some(meta) = meta.as_object_mut() {
+        meta.insert(SUBSCRIPTION_ID.into(), tag.clone());
+    }
+    let note = Outgoing::Notification(Notification {
+        method: method.into(),
+        params: Some(Value::Object(params)),
+    });
+    sse::message(None, &note.to_bytes())
+}
+
+struct Listening {
+    /// A frame to send before anything else (the acknowledgement).
+    pending: Option<Bytes>,
+    next: Option<Recv>,
+    filter: Filter,
+    tag: Value,
+    id: RequestId,
+    server_info: Value,
+    shutdown: Pin<Box<WaitForCancellationFutureOwned>>,
+    keepalive: Interval,
+    done: bool,
+}
+
+impl Listening {
+    /// The listen request's result: the graceful end.
+    fn result(&self) -> Bytes {
+        let result = json!({
+            "resultType": "complete",
+            "_meta": { SUBSCRIPTION_ID: self.tag, SERVER_INFO: self.server_info },
+        });
+        let answer = Outgoing::Result {
+            id: self.id.clone(),
+            result,
+        };
+        sse::message(None, &answer.to_bytes())
+    }
+}
+
+impl http_body::Body for Listening {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        let this = &mut *self;
+        if let Some(frame) = this.pending.take() {
+            return Poll::Ready(Some(Ok(Frame::data(frame))));
+        }
+        if this.done {
+            return Poll::Ready(None);
+        }
+        if this.shutdown.as_mut().poll(cx).is_ready() {
+            this.done = true;
+            return Poll::Ready(Some(Ok(Frame::data(this.result()))));
+        }
+        while let Some(next) = this.next.as_mut() {
+            let Poll::Ready((heard, rx)) = next.as_mut().poll(cx) else {
+                break;
+            };
+            this.next = Some(recv(rx));
+            match heard {
+                Ok(heard) => {
+                    if let Some((method, params)) = this.filter.notification(&heard.news) {
+                        return Poll::Ready(Some(Ok(Frame::data(tagged(
+                            method, params, &this.tag,
+                        )))));
+                    }
+                }
+                Err(broadcast::error::RecvError::Lagged(missed)) => {
+                    // Changes were lost: end without a result, so the client listens
+                    // again and re-reads what it cares about.
+                    tracing::info!(missed, "a listen stream fell behind; closing it");
+                    return Poll::Ready(None);
+                }
+                Err(broadcast::error::RecvError::Closed) => {
+                    this.done = true;
+                    return Poll::Ready(Some(Ok(Frame::data(this.result()))));
+                }
+            }
+        }
+        if this.keepalive.poll_tick(cx).is_ready() {
+            return Poll::Ready(Some(Ok(Frame::data(sse::comment("keepalive")))));
+        }
+        Poll::Pending
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.done && self.pending.is_none()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::default()
+    }
+}

@@ -1,0 +1,258 @@
+//! POST of a stateless (2026-07-28) request: no session, no stored stream, no resumption.
+//! Every request carries its revision and the client's capabilities in `params._meta` and
+//! is checked against its routing headers; its answer is JSON, or an SSE stream when the
+//! handler sends notes (progress, logs) before it answers. Closing that stream cancels the
+//! request. `subscriptions/listen` is the one long-lived stream (see [`listen`]).
+//!
+//! Which era a POST belongs to is decided by [`is_stateless`]: a 2025-11-25 session's
+//! requests keep everything they had, on the same endpoint.
+
+mod body;
+pub mod headers;
+mod listen;
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use super::AppState;
+use super::extract::{PROTOCOL_VERSION, SESSION_ID};
+use crate::handler::{BoxFuture, ClientRequestError, Note, NotifyError, Outbox, RequestContext};
+use crate::protocol::meta::{self, RequestMeta};
+use crate::protocol::methods::{
+    ListKind, Method, ServerRequest, log_notification, progress_notification,
+};
+use crate::protocol::version::ProtocolVersion;
+use crate::protocol::{ErrorObject, Incoming, Outgoing, Request};
+use crate::server::news::{NewsHub, ServerNews};
+use crate::session::SessionHandle;
+use body::Answering;
+
+/// True when a POST is a stateless request: its `MCP-Protocol-Version` names the
+/// stateless revision (or one we do not know, which only that revision's error answers),
+/// or it has no such header and no session but names its revision in `params._meta`.
+pub(super) fn is_stateless(headers: &HeaderMap, message: &Incoming) -> bool {
+    match headers.get(PROTOCOL_VERSION).map(|v| v.to_str()) {
+        Some(Ok(text)) => text
+            .trim()
+            .parse::<ProtocolVersion>()
+            .map_or(true, ProtocolVersion::is_stateless),
+        Some(Err(_)) => true,
+        None => {
+            !headers.contains_key(SESSION_ID)
+                && matches!(message, Incoming::Request(r) if meta::names_version(r.params.as_ref()))
+        }
+    }
+}
+
+/// Serves one stateless message.
+pub(super) async fn serve(state: &AppState, headers: &HeaderMap, message: Incoming) -> Response {
+    let request = match message {
+        Incoming::Request(request) => request,
+        // Nothing to answer: the stateless revision's only client notification is a
+        // cancellation, which over HTTP is closing the response stream.
+        Incoming::Notification(_) => return StatusCode::ACCEPTED.into_response(),
+        Incoming::Response { id, .. } => {
+            let error = ErrorObject::new(
+                ErrorObject::INVALID_REQUEST,
+                "Invalid request: a stateless server sends no requests, so there is nothing to answer",
+            );
+            return error_response(Some(id), error, StatusCode::BAD_REQUEST);
+        }
+    };
+    let span = tracing::Span::current();
+    span.record("method", request.method.as_str());
+    span.record("request_id", tracing::field::display(&request.id));
+    let meta = match check(headers, &request, &state.inner.server) {
+        Ok(meta) => meta,
+        Err((error, status)) => return error_response(Some(request.id), error, status),
+    };
+    super::continue_meta_trace(&span, &meta.trace);
+    if Method::parse(&request.method) == Method::Listen {
+        return listen::serve(state, request, meta);
+    }
+    answer(state, request, meta).await
+}
+
+/// The checks before a handler sees the request, in the order the spec's errors need:
+/// `_meta` (-32602), the version header against `_meta` (-32020), the version (-32022),
+/// then the routing headers (-32020).
+fn check(
+    headers: &HeaderMap,
+    request: &Request,
+    server: &crate::server::McpServer,
+) -> Result<RequestMeta, (ErrorObject, StatusCode)> {
+    let bad = |error| (error, StatusCode::BAD_REQUEST);
+    let meta = RequestMeta::read(request.params.as_ref()).map_err(bad)?;
+    let header = headers
+        .get(PROTOCOL_VERSION)
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim);
+    match header {
+        None => {
+            return Err(bad(ErrorObject::header_mismatch(
+                "the MCP-Protocol-Version header is required",
+            )));
+        }
+        Some(version) if version != meta.protocol_version => {
+            return Err(bad(ErrorObject::header_mismatch(format!(
+                "MCP-Protocol-Version {version:?} does not match params._meta {:?}",
+                meta.protocol_version
+            ))));
+        }
+        Some(_) => {}
+    }
+    if !meta
+        .protocol_version
+        .parse::<ProtocolVersion>()
+        .is_ok_and(ProtocolVersion::is_stateless)
+    {
+        return Err(bad(ErrorObject::unsupported_version(
+            &meta.protocol_version,
+        )));
+    }
+    headers::check_standard(headers, &request.method, request.params.as_ref()).map_err(bad)?;
+    if Method::parse(&request.method) == Method::ToolsCall {
+        let params = request.params.as_ref();
+        let schema = params
+            .and_then(|p| p.get("name"))
+            .and_then(|n| n.as_str())
+            .and_then(|name| server.tool_input_schema(name));
+        if let Some(schema) = schema {
+            headers::check_params(headers, &schema, params.and_then(|p| p.get("arguments")))
+                .map_err(bad)?;
+        }
+    }
+    Ok(meta)
+}
+
+/// Runs the handler. Answered at once and silent: a JSON body. Otherwise an SSE stream
+/// that carries its notes as they come and ends with the answer; the handler runs inside
+/// that stream's body, so a client that closes it cancels the request.
+async fn answer(state: &AppState, request: Request, meta: RequestMeta) -> Response {
+    let inner = &state.inner;
+    let (tx, notes) = mpsc::channel(inner.config.sse.stream_buffer);
+    let outbox = Arc::new(NoteOutbox {
+        notes: tx,
+        news: inner.server.news().clone(),
+        sessions: inner.sessions.clone(),
+    });
+    let ctx = RequestContext::new(meta.progress_token.clone(), Some(outbox))
+        .with_client_capabilities(Arc::new(meta.client_capabilities.clone()))
+        .with_request_log_level(meta.log_level);
+    let server = inner.server.clone();
+    let work: BoxFuture<'static, Outgoing> =
+        Box::pin(async move { server.handle_stateless(request, &meta, ctx).await });
+    let mut answering = Answering::new(work, notes, inner.config.sse.keepalive_interval);
+    match answering.try_at_once().await {
+        Some(answer) => {
+            let status = status_of(&answer);
+            json_response(answer.to_bytes(), status)
+        }
+        None => super::sse_response(Body::new(answering)),
+    }
+}
+
+/// The HTTP status this revision gives a JSON-RPC answer: 404 for an unknown method, 400
+/// for the errors that mean the request itself is not acceptable.
+fn status_of(answer: &Outgoing) -> StatusCode {
+    match answer {
+        Outgoing::Error { error, .. } => match error.code {
+            ErrorObject::METHOD_NOT_FOUND => StatusCode::NOT_FOUND,
+            ErrorObject::HEADER_MISMATCH
+            | ErrorObject::MISSING_CAPABILITY
+            | ErrorObject::UNSUPPORTED_VERSION => StatusCode::BAD_REQUEST,
+            _ => StatusCode::OK,
+        },
+        _ => StatusCode::OK,
+    }
+}
+
+fn error_response(
+    id: Option<crate::protocol::RequestId>,
+    error: ErrorObject,
+    status: StatusCode,
+) -> Response {
+    json_response(Outgoing::Error { id, error }.to_bytes(), status)
+}
+
+fn json_response(body: Bytes, status: StatusCode) -> Response {
+    let mut response = (status, body).into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+/// A stateless request's outbox: notes go onto its response stream, and resource updates
+/// to every listener and session. It cannot wait for the client (the multi round-trip
+/// inputs answer questions instead, where the method allows them).
+struct NoteOutbox {
+    notes: mpsc::Sender<Bytes>,
+    news: NewsHub,
+    sessions: SessionHandle,
+}
+
+impl Outbox for NoteOutbox {
+    fn notify(&self, note: Note) -> BoxFuture<'_, Result<(), NotifyError>> {
+        Box::pin(async move {
+            let notification = match note {
+                Note::Progress {
+                    token,
+                    progress,
+                    total,
+                    message,
+                } => progress_notification(token, progress, total, message),
+                Note::Log {
+                    level,
+                    logger,
+                    data,
+                } => log_notification(level, logger.as_deref(), data),
+            };
+            // Bounded: a handler that sends faster than the client reads waits here.
+            self.notes
+                .send(Outgoing::Notification(notification).to_bytes())
+                .await
+                .map_err(|_| NotifyError("the client closed the response stream".into()))
+        })
+    }
+
+    fn request(&self, _: ServerRequest) -> BoxFuture<'_, Result<Value, ClientRequestError>> {
+        Box::pin(async {
+            Err(ClientRequestError::Unavailable(
+                "this request cannot ask the client anything (only tools/call, prompts/get and resources/read can)".into(),
+            ))
+        })
+    }
+
+    fn list_changed(&self, kind: ListKind) -> BoxFuture<'_, Result<usize, NotifyError>> {
+        Box::pin(async move {
+            self.news.publish(ServerNews::ListChanged { list: kind });
+            self.sessions
+                .list_changed(kind)
+                .await
+                .map_err(|e| NotifyError(e.to_string()))
+        })
+    }
+
+    fn close_connection(&self) -> BoxFuture<'_, bool> {
+        Box::pin(async { false })
+    }
+
+    fn resource_updated(&self, uri: String) -> BoxFuture<'_, Result<usize, NotifyError>> {
+        Box::pin(async move {
+            self.news
+                .publish(ServerNews::ResourceUpdated { uri: uri.clone() });
+            self.sessions
+                .notify_resource_updated(&uri)
+                .await
+                .map_err(|e| NotifyError(e.to_string()))
+        })
+    }
+}
