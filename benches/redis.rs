@@ -113,6 +113,7 @@ async fn replica(url: &str) -> (EventStoreHandle, RedisLink) {
             replay_window: Duration::from_secs(86_400),
             max_session_events: 1_000_000,
             max_session_bytes: usize::MAX,
+            ..Retention::default()
         },
         cleanup_interval: Duration::from_secs(3600),
         retry_interval: Duration::from_secs(1),

@@ -22,13 +22,14 @@ use crate::config::Config;
 use crate::event_store::EventStoreHandle;
 use crate::event_store::redis;
 use crate::handler::{PromptRegistry, ResourceRegistry, ToolRegistry};
+use crate::news::{NewsHub, ServerNews};
 use crate::protocol::methods::ListKind;
 use crate::rt::slot::{SlotError, slot};
 use crate::server::McpServer;
-use crate::server::news::{NewsHub, ServerNews};
 use crate::server::stateless::StatelessSettings;
 use crate::session::{SessionError, SessionHandle, SessionId, SessionInfo};
 use crate::supervisor::{Child, Exit, RootSupervisor, SupervisorArgs, SupervisorMsg};
+use crate::tasks::{TaskHandle, TaskSettings};
 
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
@@ -110,11 +111,24 @@ pub async fn start_with(config: Config, server: McpServer) -> Result<App, StartE
             "stateless.request_state_key is not set: a multi round-trip retry that reaches another replica will be refused"
         );
     }
+    let news = NewsHub::new(config.stateless.listen_backlog);
+    let tasks = TaskHandle::new(
+        store.clone(),
+        news.clone(),
+        TaskSettings {
+            ttl: config.tasks.ttl,
+            poll_interval: config.tasks.poll_interval,
+            max_running: config.tasks.max_running,
+            replica: redis.as_ref().map_or(0, |r| r.replica),
+        },
+    );
     let server = Arc::new(
         server
             .with_stateless_settings(StatelessSettings::from_config(&config.stateless))
-            .with_news(NewsHub::new(config.stateless.listen_backlog)),
+            .with_news(news)
+            .with_tasks(tasks.clone()),
     );
+    server.serve_reruns();
     let args = SupervisorArgs {
         config: config.clone(),
         socket,

@@ -59,6 +59,8 @@ pub struct Config {
     /// Stateless (2026-07-28) requests: multi round-trip state, caching hints, listen
     /// streams.
     pub stateless: StatelessConfig,
+    /// Tasks (the `io.modelcontextprotocol/tasks` extension): lifetime, polling, limits.
+    pub tasks: TasksConfig,
 }
 
 /// `[server]`: the listener, security checks and session limits.
@@ -331,6 +333,36 @@ impl Default for StatelessConfig {
     }
 }
 
+/// `[tasks]`: long-running tool calls a client polls (`tasks/get`) instead of waiting.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TasksConfig {
+    /// How long a task (and its result) is kept from its creation (`ttlMs`); after it a
+    /// task that still works fails, and a finished one is dropped. Default `1h`.
+    #[serde(with = "human_duration")]
+    pub ttl: Duration,
+    /// The poll interval suggested to clients (`pollIntervalMs`). Default `1s`.
+    #[serde(with = "human_duration")]
+    pub poll_interval: Duration,
+    /// Most task records the in-memory store keeps at once; past it a new task is refused
+    /// (-32603). Redis keeps as many as it has memory for. Default 10000.
+    pub max_tasks: usize,
+    /// Most tasks running on this replica at once; past it a new task is refused. Default
+    /// 1000.
+    pub max_running: usize,
+}
+
+impl Default for TasksConfig {
+    fn default() -> Self {
+        Self {
+            ttl: Duration::from_secs(3600),
+            poll_interval: Duration::from_secs(1),
+            max_tasks: 10_000,
+            max_running: 1000,
+        }
+    }
+}
+
 impl Config {
     /// Loads `sys.toml` from `dir` (if present), then `overlays` in order, then the
     /// environment, and validates the result.
@@ -393,7 +425,15 @@ impl Config {
         if self.stateless.listen_backlog == 0 {
             return invalid("stateless.listen_backlog", "must be at least 1");
         }
-        let non_zero: [(&'static str, Duration); 14] = [
+        if self.tasks.max_tasks == 0 || self.tasks.max_running == 0 {
+            return invalid(
+                "tasks.max_tasks",
+                "and tasks.max_running must be at least 1",
+            );
+        }
+        let non_zero: [(&'static str, Duration); 16] = [
+            ("tasks.ttl", self.tasks.ttl),
+            ("tasks.poll_interval", self.tasks.poll_interval),
             (
                 "stateless.request_state_ttl",
                 self.stateless.request_state_ttl,

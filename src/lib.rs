@@ -82,12 +82,14 @@ pub mod config;
 pub mod event_store;
 pub mod handler;
 pub mod ids;
+pub mod news;
 pub mod protocol;
 pub mod rt;
 pub mod server;
 pub mod session;
 pub mod stream;
 pub mod supervisor;
+pub mod tasks;
 pub mod telemetry;
 pub mod transport;
 

@@ -31,6 +31,7 @@ impl Tool for Park {
             description: "Never returns.".into(),
             input_schema: json!({"type": "object"}),
             output_schema: None,
+            tasks: Default::default(),
         }
     }
 

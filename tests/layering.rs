@@ -12,11 +12,12 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[&[&str]] = &[
     &["ids"],
     &["rt", "config", "protocol"],
-    &["telemetry"],
+    &["telemetry", "news"],
     &["event_store"],
     &["session"],
     &["stream"],
     &["handler"],
+    &["tasks"],
     &["server"],
     &["transport"],
     &["cluster"],

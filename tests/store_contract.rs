@@ -24,6 +24,7 @@ fn retention(max_events: usize) -> Retention {
         replay_window: Duration::from_secs(600),
         max_session_events: max_events,
         max_session_bytes: usize::MAX,
+        max_tasks: 3,
     }
 }
 
@@ -362,6 +363,60 @@ async fn ten_thousand_events_replay_in_order(maker: Maker) {
     );
 }
 
+/// A task record is kept for its time, replaced whole by the next write, and gone after.
+async fn task_records_are_replaced_and_expire(maker: Maker) {
+    let mut store = maker.store(retention(100)).await;
+    assert_eq!(store.get_task("t1").await, Ok(None));
+    let put = store
+        .put_task(
+            "t1",
+            Bytes::from_static(b"working"),
+            Duration::from_secs(60),
+        )
+        .await;
+    assert_eq!(put, Ok(()));
+    let put = store
+        .put_task(
+            "t1",
+            Bytes::from_static(b"completed"),
+            Duration::from_millis(300),
+        )
+        .await;
+    assert_eq!(put, Ok(()));
+    assert_eq!(
+        store.get_task("t1").await,
+        Ok(Some(Bytes::from_static(b"completed")))
+    );
+    assert_eq!(store.get_task("t2").await, Ok(None));
+    until("the record expires", async || {
+        store.sweep().await;
+        store.get_task("t1").await == Ok(None)
+    })
+    .await;
+}
+
+/// The in-memory store keeps at most `max_tasks` records; Redis is bounded by its memory.
+#[tokio::test]
+async fn the_memory_store_bounds_its_task_records() {
+    let mut store = Maker::memory().store(retention(100)).await;
+    let ttl = Duration::from_secs(60);
+    for id in ["a", "b", "c"] {
+        assert_eq!(
+            store.put_task(id, Bytes::from_static(b"x"), ttl).await,
+            Ok(())
+        );
+    }
+    assert_eq!(
+        store.put_task("d", Bytes::from_static(b"x"), ttl).await,
+        Err(StoreError::TooManyTasks)
+    );
+    // Rewriting a kept record is not a new one.
+    assert_eq!(
+        store.put_task("a", Bytes::from_static(b"y"), ttl).await,
+        Ok(())
+    );
+}
+
 macro_rules! contract {
     ($($scenario:ident),* $(,)?) => {
         mod memory {
@@ -395,6 +450,7 @@ contract!(
     streams_of_unknown_or_forgotten_sessions_are_refused,
     with_replay_disabled_nothing_is_kept,
     ten_thousand_events_replay_in_order,
+    task_records_are_replaced_and_expire,
 );
 
 /// Two replicas on one Redis append to and replay the same stream: positions continue,

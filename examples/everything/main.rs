@@ -19,6 +19,7 @@ use otpmcp::protocol::methods::{
 use serde_json::{Value, json};
 
 mod stateless;
+mod tasks;
 
 /// A 1×1 red PNG.
 const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==";
@@ -197,6 +198,7 @@ fn tools() -> ToolRegistry {
             },
         ));
     stateless::tools(&mut tools);
+    tasks::tools(&mut tools);
     tools
 }
 

@@ -1,6 +1,8 @@
 //! The backend chosen in `[store] backend`: one type for the store actor, dispatching to
 //! the in-memory or the Redis store.
 
+use std::time::Duration;
+
 use bytes::Bytes;
 
 use super::{
@@ -75,6 +77,14 @@ impl EventStore for Backend {
 
     async fn forget_session(&mut self, session: SessionId) {
         each!(self, s => s.forget_session(session).await)
+    }
+
+    async fn put_task(&mut self, id: &str, record: Bytes, ttl: Duration) -> Result<(), StoreError> {
+        each!(self, s => s.put_task(id, record, ttl).await)
+    }
+
+    async fn get_task(&mut self, id: &str) -> Result<Option<Bytes>, StoreError> {
+        each!(self, s => s.get_task(id).await)
     }
 
     async fn sweep(&mut self) -> SweepStats {

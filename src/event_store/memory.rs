@@ -26,6 +26,8 @@ use crate::ids::SessionId;
 pub struct MemoryStore {
     retention: Retention,
     sessions: HashMap<SessionId, SessionLog>,
+    /// Task records with the instant each expires.
+    tasks: HashMap<String, (Bytes, Instant)>,
 }
 
 #[derive(Debug, Default)]
@@ -122,6 +124,7 @@ impl MemoryStore {
         Self {
             retention,
             sessions: HashMap::new(),
+            tasks: HashMap::new(),
         }
     }
 
@@ -360,7 +363,30 @@ impl EventStore for MemoryStore {
     }
 
     async fn sweep(&mut self) -> SweepStats {
-        self.sweep_at(Instant::now())
+        let now = Instant::now();
+        self.tasks.retain(|_, (_, expires)| *expires > now);
+        self.sweep_at(now)
+    }
+
+    async fn put_task(&mut self, id: &str, record: Bytes, ttl: Duration) -> Result<(), StoreError> {
+        let now = Instant::now();
+        if !self.tasks.contains_key(id) && self.tasks.len() >= self.retention.max_tasks {
+            // Expired records still count until a sweep: drop them before refusing.
+            self.tasks.retain(|_, (_, expires)| *expires > now);
+            if self.tasks.len() >= self.retention.max_tasks {
+                return Err(StoreError::TooManyTasks);
+            }
+        }
+        self.tasks.insert(id.to_owned(), (record, now + ttl));
+        Ok(())
+    }
+
+    async fn get_task(&mut self, id: &str) -> Result<Option<Bytes>, StoreError> {
+        Ok(self
+            .tasks
+            .get(id)
+            .filter(|(_, expires)| *expires > Instant::now())
+            .map(|(record, _)| record.clone()))
     }
 
     async fn positions(&self, session: SessionId) -> Vec<(StreamNo, u64)> {
@@ -389,6 +415,7 @@ mod tests {
             replay_window: Duration::from_secs(600),
             max_session_events: max,
             max_session_bytes: usize::MAX,
+            max_tasks: 10,
         }
     }
 

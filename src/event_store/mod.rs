@@ -126,6 +126,8 @@ pub struct Retention {
     /// Payload bytes kept per session across its streams (`max_session_bytes`); the
     /// newest event is kept even if it alone is larger.
     pub max_session_bytes: usize,
+    /// Task records kept at once by the in-memory store (`tasks.max_tasks`).
+    pub max_tasks: usize,
 }
 
 impl Default for Retention {
@@ -138,6 +140,7 @@ impl Default for Retention {
             replay_window: sse.replay_window,
             max_session_events: sse.max_session_events,
             max_session_bytes: sse.max_session_bytes,
+            max_tasks: crate::config::TasksConfig::default().max_tasks,
         }
     }
 }
@@ -166,6 +169,9 @@ pub enum StoreError {
     /// The backend failed (I/O, connection); the message says how.
     #[error("event store backend failed: {0}")]
     Backend(&'static str),
+    /// `tasks.max_tasks` records are stored already.
+    #[error("too many tasks are stored")]
+    TooManyTasks,
 }
 
 /// A storage backend for events. All methods take `&mut self`: the store actor owns the
@@ -221,6 +227,21 @@ pub trait EventStore: Send + Default + 'static {
 
     /// Drops everything of `session`.
     fn forget_session(&mut self, session: SessionId) -> impl Future<Output = ()> + Send;
+
+    /// Stores task `id`'s record (opaque to the store), replacing any earlier one, for
+    /// `ttl` from now. Resolves once it is durable: any process then reads it.
+    fn put_task(
+        &mut self,
+        id: &str,
+        record: Bytes,
+        ttl: Duration,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Task `id`'s record, unless it never existed or its time ran out.
+    fn get_task(
+        &mut self,
+        id: &str,
+    ) -> impl Future<Output = Result<Option<Bytes>, StoreError>> + Send;
 
     /// Drops expired events and finished streams that have nothing left.
     fn sweep(&mut self) -> impl Future<Output = SweepStats> + Send;

@@ -6,7 +6,7 @@ use serde_json::{Map, Value, json};
 
 use super::tools::{optional_u64, required_str};
 use super::{BoxFuture, RequestContext, Tool, ToolError};
-use crate::protocol::methods::{CallToolResult, ToolDefinition};
+use crate::protocol::methods::{CallToolResult, TaskOptions, TaskSupport, ToolDefinition};
 
 /// Most events one `stream_events` call may ask for, so one request cannot occupy the
 /// server indefinitely.
@@ -31,6 +31,7 @@ impl Tool for Echo {
                 "required": ["text"]
             }),
             output_schema: None,
+            tasks: Default::default(),
         }
     }
 
@@ -64,6 +65,13 @@ impl Tool for StreamEvents {
                 }
             }),
             output_schema: None,
+            // Runs as a task whenever the request declares the extension, so anyone can
+            // try tasks with curl; running it again only streams again.
+            tasks: TaskOptions {
+                support: TaskSupport::Optional,
+                started_by_handler: false,
+                rerunnable: true,
+            },
         }
     }
 

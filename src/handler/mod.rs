@@ -105,6 +105,13 @@ pub trait Outbox: Send + Sync {
     /// Tells every session and listener that list `kind` changed; resolves to how many
     /// sessions were told.
     fn list_changed(&self, kind: ListKind) -> BoxFuture<'_, Result<usize, NotifyError>>;
+
+    /// Turns the request into a task now, if it can become one (a stateless request that
+    /// declared the tasks extension, for a tool that may run as a task); resolves to
+    /// whether it is one. The default: it cannot.
+    fn start_task(&self) -> BoxFuture<'_, Result<bool, ClientRequestError>> {
+        Box::pin(async { Ok(false) })
+    }
 }
 
 /// What a handler knows about the request it serves.
@@ -276,6 +283,18 @@ impl RequestContext {
         match &self.outbox {
             Some(outbox) => outbox.list_changed(kind).await,
             None => Err(NotifyError("the response is not streamed".into())),
+        }
+    }
+
+    /// Becomes a task now, when the request can (see [`Outbox::start_task`]): the client
+    /// gets the task's id at once, and the handler goes on as the task, its questions
+    /// answered by `tasks/update`. For a tool registered as starting its task itself,
+    /// after it has asked in the request what it needs to begin. Returns whether it is a
+    /// task (false: it goes on answering the request, which is always allowed).
+    pub async fn start_task(&self) -> Result<bool, ClientRequestError> {
+        match &self.outbox {
+            Some(outbox) => outbox.start_task().await,
+            None => Ok(false),
         }
     }
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use super::{BoxFuture, ClientRequestError, RequestContext};
-use crate::protocol::methods::{CallToolResult, ToolDefinition};
+use crate::protocol::methods::{CallToolResult, TaskSupport, ToolDefinition};
 
 /// Why a tool call failed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -152,6 +152,28 @@ impl FnTool {
         self.definition.output_schema = Some(schema);
         self
     }
+
+    /// Lets the tool run as a task (tasks extension) for requests that declare it:
+    /// [`TaskSupport::Optional`] or [`TaskSupport::Required`].
+    pub fn with_task_support(mut self, support: TaskSupport) -> Self {
+        self.definition.tasks.support = support;
+        self
+    }
+
+    /// The handler becomes a task itself, with [`RequestContext::start_task`], instead of
+    /// at its start: it may first ask the client what it needs, in the request.
+    pub fn starting_task_itself(mut self) -> Self {
+        self.definition.tasks.started_by_handler = true;
+        self
+    }
+
+    /// Declares the tool safe to run again from its start (idempotent): if the replica
+    /// running its task dies, another replica runs it again once and the task completes,
+    /// where it would otherwise fail.
+    pub fn rerunnable(mut self) -> Self {
+        self.definition.tasks.rerunnable = true;
+        self
+    }
 }
 
 /// A tool from a name, a description, a JSON Schema for its arguments and an async
@@ -183,6 +205,7 @@ where
             description: description.into(),
             input_schema,
             output_schema: None,
+            tasks: Default::default(),
         },
         f: Box::new(move |args, ctx| Box::pin(f(args, ctx))),
     }

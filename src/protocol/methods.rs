@@ -283,6 +283,32 @@ pub struct InitializeResult {
     pub instructions: Option<String>,
 }
 
+/// Whether a tool may run as a task (tasks extension). Not on the wire: the server
+/// decides per request, and only for requests that declared the extension.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum TaskSupport {
+    /// Always answered in the request (the default).
+    #[default]
+    Never,
+    /// A task when the request declared the extension; answered in the request otherwise.
+    Optional,
+    /// Only as a task: a request that did not declare the extension gets -32021.
+    Required,
+}
+
+/// How a tool runs as a task: the runtime's side of it, not on the wire.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TaskOptions {
+    /// Whether it may run as a task.
+    pub support: TaskSupport,
+    /// The handler becomes a task itself, by calling `start_task` (after asking the client
+    /// what it needs in the request); otherwise it is a task from its start.
+    pub started_by_handler: bool,
+    /// Safe to run again from the start: if its replica is lost, another runs it again
+    /// (once) instead of failing the task.
+    pub rerunnable: bool,
+}
+
 /// A tool as listed by `tools/list`.
 #[derive(Debug, Clone, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -296,6 +322,9 @@ pub struct ToolDefinition {
     /// JSON Schema of its `structuredContent`, when it returns structured results.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub output_schema: Option<Value>,
+    /// How it runs as a task.
+    #[serde(skip)]
+    pub tasks: TaskOptions,
 }
 
 /// `tools/list` result.

@@ -6,18 +6,25 @@
 //! what the client has sent (this round's `inputResponses` and the answers of earlier
 //! rounds, carried in the signed `requestState`). A question without an answer is noted,
 //! and its future never resolves; once the handler has nothing else to do,
-//! [`until_input_needed`] stops it and the request answers `input_required` with every
-//! question noted. The next round runs the handler from the start.
+//! [`UntilInput`] stops it and the request answers `input_required` with every question
+//! noted. The next round runs the handler from the start.
+//!
+//! A request that may become a task (tasks extension) switches [`Inputs`] to the task
+//! when it starts: from then on questions go to the task, answered by `tasks/update`,
+//! and [`UntilInput`] hands the handler over to run as the task.
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Poll};
 
 use serde_json::{Map, Value};
 
 use crate::handler::{BoxFuture, ClientRequestError, Note, NotifyError, Outbox};
+use crate::protocol::Outgoing;
 use crate::protocol::methods::{ListKind, ServerRequest};
+use crate::tasks::record::TaskWork;
+use crate::tasks::{NewTask, TaskHandle, TaskOutbox};
 
 /// The answers a request has, and the questions it asked that have none.
 pub(super) struct Inputs {
@@ -25,6 +32,18 @@ pub(super) struct Inputs {
     /// Where the request's notes go (its SSE stream), if anywhere.
     notes: Option<Arc<dyn Outbox>>,
     asked: Mutex<Asked>,
+    /// What the request needs to become a task, if it may.
+    starter: Option<Starter>,
+    /// The task's outbox, once the request became one.
+    task: OnceLock<TaskOutbox>,
+}
+
+/// How a request becomes a task.
+pub(super) struct Starter {
+    pub(super) tasks: TaskHandle,
+    /// What to run again if the task's replica dies (a re-runnable tool), without the
+    /// answers, which are added when the task starts.
+    pub(super) rerun: Option<TaskWork>,
 }
 
 #[derive(Default)]
@@ -35,14 +54,22 @@ struct Asked {
     missing: Map<String, Value>,
     /// Answers the handler used: all the next round needs from this one.
     used: Map<String, Value>,
+    /// The task, created and not yet handed over.
+    created: Option<NewTask>,
 }
 
 impl Inputs {
-    pub(super) fn new(answers: Map<String, Value>, notes: Option<Arc<dyn Outbox>>) -> Self {
+    pub(super) fn new(
+        answers: Map<String, Value>,
+        notes: Option<Arc<dyn Outbox>>,
+        starter: Option<Starter>,
+    ) -> Self {
         Self {
             answers,
             notes,
             asked: Mutex::new(Asked::default()),
+            starter,
+            task: OnceLock::new(),
         }
     }
 
@@ -60,7 +87,12 @@ impl Inputs {
         !self.lock().missing.is_empty()
     }
 
-    // A plain mutex: held for a map lookup, never across an await, and only by the one
+    /// The task the request became, once (then the handler is the task's).
+    fn take_task(&self) -> Option<NewTask> {
+        self.lock().created.take()
+    }
+
+    // A plain mutex: held for a map operation, never across an await, and only by the one
     // request's handler (no contention to measure).
     fn lock(&self) -> std::sync::MutexGuard<'_, Asked> {
         self.asked
@@ -68,11 +100,12 @@ impl Inputs {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// The answer to `request`, if the client has given one; otherwise notes the question.
-    fn answer(&self, request: ServerRequest) -> Option<Value> {
+    /// The answer to `request`, if the client has given one; otherwise, before the
+    /// request is a task, notes the question.
+    fn answer(&self, request: &ServerRequest) -> Option<Value> {
         let mut asked = self.lock();
         asked.count += 1;
-        let key = request.key.unwrap_or_else(|| {
+        let key = request.key.clone().unwrap_or_else(|| {
             let kind = request.method.split('/').next().unwrap_or("input");
             format!("{kind}-{}", asked.count)
         });
@@ -80,29 +113,64 @@ impl Inputs {
             asked.used.insert(key, answer.clone());
             return Some(answer.clone());
         }
-        let mut question = Map::new();
-        question.insert("method".into(), Value::String(request.method));
-        if let Some(params) = request.params {
-            question.insert("params".into(), params);
+        if self.task.get().is_none() {
+            let mut question = Map::new();
+            question.insert("method".into(), Value::String(request.method.clone()));
+            if let Some(params) = &request.params {
+                question.insert("params".into(), params.clone());
+            }
+            asked.missing.insert(key, Value::Object(question));
         }
-        asked.missing.insert(key, Value::Object(question));
         None
+    }
+
+    /// The outbox of a task run again from its record: the answers it had gathered
+    /// before it became a task, then the task's own questions.
+    pub(super) fn rerun(answers: Map<String, Value>, task: TaskOutbox) -> Self {
+        let inputs = Self::new(answers, None, None);
+        let _ = inputs.task.set(task);
+        inputs
+    }
+
+    /// Makes the request a task, if it may become one and is not one yet.
+    pub(super) async fn start_task(&self) -> Result<bool, ClientRequestError> {
+        if self.task.get().is_some() {
+            return Ok(true);
+        }
+        let Some(starter) = &self.starter else {
+            return Ok(false);
+        };
+        let rerun = starter.rerun.clone().map(|mut work| {
+            work.answers = self.lock().used.clone();
+            work
+        });
+        let task = starter
+            .tasks
+            .create(rerun, None)
+            .await
+            .map_err(|e| ClientRequestError::Unavailable(e.to_string()))?;
+        let _ = self.task.set(task.outbox(self.notes.clone()));
+        self.lock().created = Some(task);
+        Ok(true)
     }
 }
 
 impl Outbox for Inputs {
     fn notify(&self, note: Note) -> BoxFuture<'_, Result<(), NotifyError>> {
-        match &self.notes {
-            Some(notes) => notes.notify(note),
-            None => Box::pin(async { Ok(()) }),
+        match (&self.notes, self.task.get()) {
+            // A task's client polls; nothing streams to it.
+            (_, Some(_)) | (None, None) => Box::pin(async { Ok(()) }),
+            (Some(notes), None) => notes.notify(note),
         }
     }
 
     fn request(&self, request: ServerRequest) -> BoxFuture<'_, Result<Value, ClientRequestError>> {
-        match self.answer(request) {
-            Some(answer) => Box::pin(async move { Ok(answer) }),
+        match (self.answer(&request), self.task.get()) {
+            (Some(answer), _) => Box::pin(async move { Ok(answer) }),
+            // A task asks its client through `tasks/update`.
+            (None, Some(task)) => task.request(request),
             // Never resolves: the request ends with `input_required` instead.
-            None => Box::pin(std::future::pending()),
+            (None, None) => Box::pin(std::future::pending()),
         }
     }
 
@@ -123,38 +191,57 @@ impl Outbox for Inputs {
             None => Box::pin(async { Ok(0) }),
         }
     }
-}
 
-/// How a request with inputs ended.
-pub(super) enum Ended<T> {
-    /// The handler finished.
-    Done(T),
-    /// The handler waits for answers the client has not given.
-    NeedsInput,
-}
-
-/// Runs `work` until it finishes or waits with a question unanswered.
-pub(super) fn until_input_needed<F: Future>(
-    work: F,
-    inputs: Arc<Inputs>,
-) -> impl Future<Output = Ended<F::Output>> {
-    UntilInput {
-        work: Box::pin(work),
-        inputs,
+    fn start_task(&self) -> BoxFuture<'_, Result<bool, ClientRequestError>> {
+        Box::pin(Inputs::start_task(self))
     }
 }
 
-struct UntilInput<F: Future> {
-    work: Pin<Box<F>>,
+/// How a request with inputs ended.
+pub(super) enum Ended {
+    /// The handler finished.
+    Done(Outgoing),
+    /// The handler waits for answers the client has not given.
+    NeedsInput,
+    /// The request became a task; the handler goes on as it.
+    Task(Box<NewTask>, BoxFuture<'static, Outgoing>),
+}
+
+/// Runs a handler until it finishes, waits with a question unanswered, or becomes a task.
+pub(super) struct UntilInput {
+    work: Option<BoxFuture<'static, Outgoing>>,
     inputs: Arc<Inputs>,
 }
 
-impl<F: Future> Future for UntilInput<F> {
-    type Output = Ended<F::Output>;
+impl UntilInput {
+    pub(super) fn new(work: BoxFuture<'static, Outgoing>, inputs: Arc<Inputs>) -> Self {
+        Self {
+            work: Some(work),
+            inputs,
+        }
+    }
+}
 
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        match self.work.as_mut().poll(cx) {
-            Poll::Ready(out) => Poll::Ready(Ended::Done(out)),
+impl Future for UntilInput {
+    type Output = Ended;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Ended> {
+        let Some(work) = self.work.as_mut() else {
+            return Poll::Pending;
+        };
+        let polled = work.as_mut().poll(cx);
+        if let Some(task) = self.inputs.take_task() {
+            let work: BoxFuture<'static, Outgoing> = match polled {
+                Poll::Ready(answer) => Box::pin(async move { answer }),
+                Poll::Pending => match self.work.take() {
+                    Some(work) => work,
+                    None => return Poll::Pending,
+                },
+            };
+            return Poll::Ready(Ended::Task(Box::new(task), work));
+        }
+        match polled {
+            Poll::Ready(answer) => Poll::Ready(Ended::Done(answer)),
             // Pending with a question unanswered: nothing the handler does can answer it,
             // so waiting longer only delays the client's answer.
             Poll::Pending if self.inputs.needs_input() => Poll::Ready(Ended::NeedsInput),

@@ -7,8 +7,8 @@
 //! request, with the same handlers.
 
 mod inputs;
-pub mod news;
 pub mod stateless;
+mod tasks;
 
 use serde_json::Value;
 
@@ -47,7 +47,8 @@ pub struct McpServer {
     prompts: Live<PromptRegistry>,
     completer: Option<Completer>,
     stateless: Arc<stateless::StatelessSettings>,
-    news: news::NewsHub,
+    news: crate::news::NewsHub,
+    tasks: Option<crate::tasks::TaskHandle>,
 }
 
 impl std::fmt::Debug for McpServer {
@@ -159,7 +160,8 @@ impl McpServer {
             prompts: Live::new(PromptRegistry::default()),
             completer: None,
             stateless: Arc::default(),
-            news: news::NewsHub::default(),
+            news: crate::news::NewsHub::default(),
+            tasks: None,
         }
     }
 
@@ -187,12 +189,12 @@ impl McpServer {
     }
 
     /// Where changes are announced to `subscriptions/listen` streams.
-    pub fn news(&self) -> &news::NewsHub {
+    pub fn news(&self) -> &crate::news::NewsHub {
         &self.news
     }
 
     /// Uses `hub` for announcements (the runtime sizes it from `[stateless]`).
-    pub fn with_news(mut self, hub: news::NewsHub) -> Self {
+    pub fn with_news(mut self, hub: crate::news::NewsHub) -> Self {
         self.news = hub;
         self
     }
@@ -224,7 +226,7 @@ impl McpServer {
     /// also tells the clients).
     pub(crate) fn update_tools(&self, change: impl FnOnce(&mut ToolRegistry)) {
         self.tools.update(change);
-        self.news.publish(news::ServerNews::ListChanged {
+        self.news.publish(crate::news::ServerNews::ListChanged {
             list: ListKind::Tools,
         });
     }
@@ -232,7 +234,7 @@ impl McpServer {
     /// Changes the resources while the server runs (see [`crate::App::update_resources`]).
     pub(crate) fn update_resources(&self, change: impl FnOnce(&mut ResourceRegistry)) {
         self.resources.update(change);
-        self.news.publish(news::ServerNews::ListChanged {
+        self.news.publish(crate::news::ServerNews::ListChanged {
             list: ListKind::Resources,
         });
     }
@@ -240,7 +242,7 @@ impl McpServer {
     /// Changes the prompts while the server runs (see [`crate::App::update_prompts`]).
     pub(crate) fn update_prompts(&self, change: impl FnOnce(&mut PromptRegistry)) {
         self.prompts.update(change);
-        self.news.publish(news::ServerNews::ListChanged {
+        self.news.publish(crate::news::ServerNews::ListChanged {
             list: ListKind::Prompts,
         });
     }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 
 use super::McpServer;
-use super::inputs::{Ended, Inputs, until_input_needed};
+use super::inputs::{Ended, Inputs, UntilInput};
 use crate::config::StatelessConfig;
 use crate::handler::RequestContext;
 use crate::protocol::meta::{RequestMeta, SERVER_INFO, TASKS_EXTENSION};
@@ -74,7 +74,16 @@ impl McpServer {
         let answer = match self.refuse(method, &request, meta) {
             Some(error) => Err(error),
             None if method == Method::Discover => Ok(self.discover()),
-            None if method.may_ask_for_input() => self.with_inputs(method, request, ctx).await,
+            None if matches!(
+                method,
+                Method::TasksGet | Method::TasksUpdate | Method::TasksCancel
+            ) =>
+            {
+                self.task_method(method, request.params.as_ref()).await
+            }
+            None if method.may_ask_for_input() => {
+                self.with_inputs(method, request, meta, ctx).await
+            }
             None => match self.handle(request, ctx).await {
                 Outgoing::Result { result, .. } => Ok(result),
                 Outgoing::Error { error, .. } => Err(error),
@@ -169,25 +178,45 @@ impl McpServer {
     }
 
     /// Runs a method that may ask the client for input: with this round's answers, and
-    /// ending with `input_required` when the handler waits for one it does not have.
+    /// ending with `input_required` when the handler waits for one it does not have. A
+    /// `tools/call` may become a task instead (see [`super::tasks`]).
     async fn with_inputs(
         &self,
         method: Method,
         request: Request,
+        meta: &RequestMeta,
         ctx: RequestContext,
     ) -> Result<Value, ErrorObject> {
-        let digest = params_digest(request.params.as_ref());
-        let answers = self.answers(method, &request, &digest)?;
-        let inputs = Arc::new(Inputs::new(answers, ctx.outbox().cloned()));
+        let answers = self.answers(method, &request)?;
+        let plan = match method {
+            Method::ToolsCall => self.task_plan(&request, meta)?,
+            _ => None,
+        };
+        let start_now = plan.as_ref().is_some_and(|p| !p.started_by_handler);
+        let inputs = Arc::new(Inputs::new(
+            answers,
+            ctx.outbox().cloned(),
+            plan.map(|p| p.starter),
+        ));
+        if start_now {
+            inputs
+                .start_task()
+                .await
+                .map_err(|e| ErrorObject::internal(e.to_string()))?;
+        }
         let ctx = ctx.with_outbox(inputs.clone());
-        match until_input_needed(self.handle(request, ctx), inputs.clone()).await {
+        // Kept for the state of a next round; the handler takes the request.
+        let params = request.params.clone();
+        let server = self.clone();
+        let work = Box::pin(async move { server.handle(request, ctx).await });
+        match UntilInput::new(work, inputs.clone()).await {
             Ended::Done(Outgoing::Result { result, .. }) => Ok(result),
             Ended::Done(Outgoing::Error { error, .. }) => Err(error),
             Ended::Done(_) => Err(ErrorObject::internal("the handler gave no answer")),
             Ended::NeedsInput => {
                 let state = self.stateless.key.seal(
                     method_name(method),
-                    &digest,
+                    &params_digest(params.as_ref()),
                     &inputs.used(),
                     self.stateless.state_ttl,
                 );
@@ -196,6 +225,14 @@ impl McpServer {
                     "inputRequests": inputs.missing(),
                     "requestState": state,
                 }))
+            }
+            Ended::Task(task, work) => {
+                let mut created = task.wire();
+                created["resultType"] = Value::from("task");
+                if let Some(tasks) = &self.tasks {
+                    task.run(tasks, work);
+                }
+                Ok(created)
             }
         }
     }
@@ -206,7 +243,6 @@ impl McpServer {
         &self,
         method: Method,
         request: &Request,
-        digest: &str,
     ) -> Result<Map<String, Value>, ErrorObject> {
         let params = request.params.as_ref();
         let mut answers = match params.and_then(|p| p.get("requestState")) {
@@ -214,7 +250,7 @@ impl McpServer {
             Some(Value::String(state)) => self
                 .stateless
                 .key
-                .open(state, method_name(method), digest)
+                .open(state, method_name(method), &params_digest(params))
                 .map_err(|e| ErrorObject::invalid_params(format!("Invalid params: {e}")))?,
             Some(_) => {
                 return Err(ErrorObject::invalid_params(

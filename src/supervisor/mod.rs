@@ -168,6 +168,7 @@ impl SupervisorState {
                         replay_window: sse.replay_window,
                         max_session_events: sse.max_session_events,
                         max_session_bytes: sse.max_session_bytes,
+                        max_tasks: self.config.tasks.max_tasks,
                     },
                     cleanup_interval: sse.cleanup_interval,
                     retry_interval: self.config.store.retry_interval,

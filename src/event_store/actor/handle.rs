@@ -155,6 +155,37 @@ impl EventStoreHandle {
         self.slot.send(StoreMsg::ForgetSession(session)).await
     }
 
+    /// Stores task `id`'s record for `ttl`; resolves once any process can read it.
+    pub async fn put_task(
+        &self,
+        id: &str,
+        record: Bytes,
+        ttl: std::time::Duration,
+    ) -> Result<(), StoreCallError> {
+        let id = id.to_owned();
+        Ok(self
+            .slot
+            .call(
+                |reply| StoreMsg::PutTask {
+                    id: id.clone(),
+                    record: record.clone(),
+                    ttl,
+                    reply,
+                },
+                CALL_TIMEOUT,
+            )
+            .await??)
+    }
+
+    /// Task `id`'s record, if it exists and has not expired.
+    pub async fn get_task(&self, id: &str) -> Result<Option<Bytes>, StoreCallError> {
+        let id = id.to_owned();
+        Ok(self
+            .slot
+            .call(|reply| StoreMsg::GetTask(id.clone(), reply), CALL_TIMEOUT)
+            .await??)
+    }
+
     /// Last positions of a session's streams.
     pub async fn positions(&self, session: SessionId) -> Result<Vec<(StreamNo, u64)>, SlotError> {
         self.slot

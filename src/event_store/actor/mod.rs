@@ -99,6 +99,19 @@ pub enum StoreMsg {
     ForgetSession(SessionId),
     /// Last positions of a session's streams.
     Positions(SessionId, RpcReplyPort<Vec<(StreamNo, u64)>>),
+    /// Store a task's record for a time (see [`EventStore::put_task`]).
+    PutTask {
+        /// The task's id.
+        id: String,
+        /// Its record.
+        record: Bytes,
+        /// How long to keep it.
+        ttl: std::time::Duration,
+        /// Answered once it is durable.
+        reply: RpcReplyPort<Result<(), StoreError>>,
+    },
+    /// Read a task's record.
+    GetTask(String, RpcReplyPort<Result<Option<Bytes>, StoreError>>),
     /// Timer: drop expired events.
     Sweep,
     /// Another replica stored an event on a stream, or took over its connection (from the
@@ -125,6 +138,8 @@ impl StoreMsg {
             Self::OpenSession(..) => "open_session",
             Self::ForgetSession(..) => "forget_session",
             Self::Positions(..) => "positions",
+            Self::PutTask { .. } => "put_task",
+            Self::GetTask(..) => "get_task",
             Self::Sweep => "sweep",
             Self::Remote(..) => "remote",
             Self::FeedLost(..) => "feed_lost",
@@ -281,6 +296,20 @@ async fn handle<B: EventStore>(
         StoreMsg::Resync => state.catch_up.run(tables, myself).await,
         StoreMsg::Positions(session, reply) => {
             let _ = reply.send(tables.backend.positions(session).await);
+        }
+        // Inline, in mailbox order: a task's writes land in the order its runner made
+        // them. Tasks are written a few times in their life, so the round trip to Redis
+        // here is rare next to appends.
+        StoreMsg::PutTask {
+            id,
+            record,
+            ttl,
+            reply,
+        } => {
+            let _ = reply.send(tables.backend.put_task(&id, record, ttl).await);
+        }
+        StoreMsg::GetTask(id, reply) => {
+            let _ = reply.send(tables.backend.get_task(&id).await);
         }
         StoreMsg::Sweep => {
             let stats = tables.backend.sweep().await;

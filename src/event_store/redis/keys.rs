@@ -94,6 +94,11 @@ impl Keys {
         format!("{}:replicas", self.prefix)
     }
 
+    /// A task's record.
+    pub fn task(&self, id: &str) -> String {
+        format!("{}:task:{id}", self.prefix)
+    }
+
     /// The requests running on replica `replica`.
     pub fn inflight(&self, replica: u64) -> String {
         format!("{}:inflight:{replica}", self.prefix)

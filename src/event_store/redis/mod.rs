@@ -326,6 +326,34 @@ impl EventStore for RedisStore {
         self.retention = retention;
     }
 
+    async fn put_task(&mut self, id: &str, record: Bytes, ttl: Duration) -> Result<(), StoreError> {
+        let (link, _) = self.conn()?;
+        let mut conn = link.commands.clone();
+        let mut cmd = redis::cmd("SET");
+        cmd.arg(link.keys.task(id))
+            .arg(record.as_ref())
+            .arg("PX")
+            .arg(millis(ttl).max(1));
+        let call = cmd.query_async::<()>(&mut conn);
+        link.breaker
+            .guard("task", call)
+            .await
+            .map_err(|_| UNAVAILABLE)
+    }
+
+    async fn get_task(&mut self, id: &str) -> Result<Option<Bytes>, StoreError> {
+        let (link, _) = self.conn()?;
+        let mut conn = link.commands.clone();
+        let mut cmd = redis::cmd("GET");
+        cmd.arg(link.keys.task(id));
+        let call = cmd.query_async::<Option<Vec<u8>>>(&mut conn);
+        link.breaker
+            .guard("task", call)
+            .await
+            .map(|v| v.map(Bytes::from))
+            .map_err(|_| UNAVAILABLE)
+    }
+
     async fn follow(&mut self, key: StreamKey) -> Result<(), StoreError> {
         let (link, _) = self.conn()?;
         let mut pubsub = link.pubsub.clone();

@@ -23,13 +23,13 @@ use tokio::sync::mpsc;
 use super::AppState;
 use super::extract::{PROTOCOL_VERSION, SESSION_ID};
 use crate::handler::{BoxFuture, ClientRequestError, Note, NotifyError, Outbox, RequestContext};
+use crate::news::{NewsHub, ServerNews};
 use crate::protocol::meta::{self, RequestMeta};
 use crate::protocol::methods::{
     ListKind, Method, ServerRequest, log_notification, progress_notification,
 };
 use crate::protocol::version::ProtocolVersion;
 use crate::protocol::{ErrorObject, Incoming, Outgoing, Request};
-use crate::server::news::{NewsHub, ServerNews};
 use crate::session::SessionHandle;
 use body::Answering;
 

@@ -1,0 +1,157 @@
+//! The tasks extension in the method table: which `tools/call` becomes a task, and
+//! `tasks/get`, `tasks/update`, `tasks/cancel`. The tasks themselves (records, runners,
+//! leases) are [`crate::tasks`]'s.
+
+use std::sync::{Arc, Weak};
+
+use serde_json::{Map, Value, json};
+
+use super::McpServer;
+use super::inputs::{Inputs, Starter};
+use crate::handler::{BoxFuture, RequestContext};
+use crate::protocol::meta::{RequestMeta, TASKS_EXTENSION};
+use crate::protocol::methods::{Method, TaskSupport};
+use crate::protocol::{ErrorObject, Outgoing, Request, RequestId};
+use crate::tasks::record::TaskWork;
+use crate::tasks::{Rerun, TaskHandle, TaskOutbox, TaskSignal};
+
+/// How a `tools/call` may become a task.
+pub(super) struct TaskPlan {
+    pub(super) starter: Starter,
+    /// The handler calls `start_task` itself; otherwise the task starts with it.
+    pub(super) started_by_handler: bool,
+}
+
+impl McpServer {
+    /// Runs tasks with `tasks` (the runtime installs it).
+    pub fn with_tasks(mut self, tasks: TaskHandle) -> Self {
+        self.tasks = Some(tasks);
+        self
+    }
+
+    /// Lets `tasks` run lost tasks again with this server's tools.
+    pub fn serve_reruns(self: &Arc<Self>) {
+        if let Some(tasks) = &self.tasks {
+            tasks.set_rerun(Arc::new(Rerunner(Arc::downgrade(self))));
+        }
+    }
+
+    /// Whether a stateless `tools/call` may become a task: only when the request declared
+    /// the extension, for a tool that may run as one. A tool that must, called without
+    /// the extension, is -32021.
+    pub(super) fn task_plan(
+        &self,
+        request: &Request,
+        meta: &RequestMeta,
+    ) -> Result<Option<TaskPlan>, ErrorObject> {
+        let name = request
+            .params
+            .as_ref()
+            .and_then(|p| p.get("name"))
+            .and_then(Value::as_str);
+        let Some(tool) = name.and_then(|n| self.tools.get().get(n)) else {
+            return Ok(None);
+        };
+        let options = tool.definition().tasks;
+        match (options.support, meta.declares_tasks(), &self.tasks) {
+            (TaskSupport::Never, _, _) | (TaskSupport::Optional, false, _) => Ok(None),
+            (TaskSupport::Required, false, _) => Err(ErrorObject::missing_capability(
+                json!({ "extensions": { TASKS_EXTENSION: {} } }),
+            )),
+            (_, true, None) => Ok(None),
+            (_, true, Some(tasks)) => {
+                let rerun = options.rerunnable.then(|| TaskWork {
+                    params: salient(request.params.as_ref()),
+                    capabilities: meta.client_capabilities.clone(),
+                    answers: Map::new(),
+                });
+                Ok(Some(TaskPlan {
+                    starter: Starter {
+                        tasks: tasks.clone(),
+                        rerun,
+                    },
+                    started_by_handler: options.started_by_handler,
+                }))
+            }
+        }
+    }
+
+    /// `tasks/get`, `tasks/update`, `tasks/cancel` (the extension was declared: checked
+    /// before). Update and cancel are acknowledged once delivered; their effect shows in
+    /// `tasks/get` when the task's runner has made it.
+    pub(super) async fn task_method(
+        &self,
+        method: Method,
+        params: Option<&Value>,
+    ) -> Result<Value, ErrorObject> {
+        let Some(tasks) = &self.tasks else {
+            return Err(ErrorObject::method_not_found("tasks/*"));
+        };
+        let id = params
+            .and_then(|p| p.get("taskId"))
+            .and_then(Value::as_str)
+            .ok_or_else(|| {
+                ErrorObject::invalid_params("Invalid params: taskId must be a string")
+            })?;
+        // No principal until authentication exists; the check is in the store's reader.
+        let principal = None;
+        match method {
+            Method::TasksGet => Ok(tasks.get(id, principal).await?.wire()),
+            Method::TasksUpdate => {
+                let Some(Value::Object(answers)) = params.and_then(|p| p.get("inputResponses"))
+                else {
+                    return Err(ErrorObject::invalid_params(
+                        "Invalid params: inputResponses must be an object",
+                    ));
+                };
+                let answers = answers.clone();
+                tasks
+                    .signal(id, principal, TaskSignal::Respond { answers })
+                    .await?;
+                Ok(json!({}))
+            }
+            _ => {
+                tasks.signal(id, principal, TaskSignal::Cancel).await?;
+                Ok(json!({}))
+            }
+        }
+    }
+}
+
+/// The request's params without what belongs to one round (`_meta`, the answers).
+fn salient(params: Option<&Value>) -> Value {
+    let mut params = params.cloned().unwrap_or_else(|| json!({}));
+    if let Some(object) = params.as_object_mut() {
+        for key in ["_meta", "inputResponses", "requestState", "task"] {
+            object.remove(key);
+        }
+    }
+    params
+}
+
+/// Builds a lost task's handler again from its record.
+struct Rerunner(Weak<McpServer>);
+
+impl Rerun for Rerunner {
+    fn rerun(&self, work: &TaskWork, outbox: TaskOutbox) -> BoxFuture<'static, Outgoing> {
+        let server = self.0.upgrade();
+        let request = Request {
+            id: RequestId::String("task".into()),
+            method: "tools/call".into(),
+            params: Some(work.params.clone()),
+        };
+        let inputs = Arc::new(Inputs::rerun(work.answers.clone(), outbox));
+        let ctx = RequestContext::new(None, Some(inputs))
+            .with_client_capabilities(Arc::new(work.capabilities.clone()))
+            .with_request_log_level(None);
+        Box::pin(async move {
+            match server {
+                Some(server) => server.handle(request, ctx).await,
+                None => Outgoing::Error {
+                    id: None,
+                    error: ErrorObject::internal("the server is shutting down"),
+                },
+            }
+        })
+    }
+}

@@ -1,0 +1,450 @@
+//! Durable tasks (the `io.modelcontextprotocol/tasks` extension of 2026-07-28): a
+//! `tools/call` answered with a task id, which the client polls (`tasks/get`), answers
+//! (`tasks/update`) and cancels (`tasks/cancel`) from any replica.
+//!
+//! - A task's record lives in the event store (memory or Redis), written by the replica
+//!   running it before any change can be seen: `tasks/get` on any replica reads the store.
+//! - Each running task is a [`runner`] process owning its record and handler. The
+//!   registry (a process of its own) maps the ids of this replica's running tasks to
+//!   their runners, so `tasks/update` and `tasks/cancel` reach them; from another replica
+//!   they travel over the cluster's bus ([`TaskSignals`]).
+//! - A running task holds a lease ([`TaskLeases`]): if its replica dies, the cluster's
+//!   lease keeper calls [`TaskHandle::orphaned`], which runs a re-runnable task again
+//!   here or ends it `failed`.
+//!
+//! This layer knows the store, the news hub and the handler API's [`Outbox`]; it runs
+//! handlers it is given (the server builds them), and asks [`Rerun`] to build one again.
+
+pub mod record;
+mod runner;
+
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::event_store::EventStoreHandle;
+use crate::handler::{BoxFuture, Outbox};
+use crate::news::{NewsHub, ServerNews};
+use crate::protocol::{ErrorObject, Outgoing};
+use record::{TaskRecord, TaskStatus, TaskWork, new_task_id, now_ms};
+pub use runner::{TaskMsg, TaskOutbox};
+
+/// The message of a task whose replica was lost.
+pub const LOST_REPLICA_MESSAGE: &str = "the server replica running this task was lost";
+
+/// How many times a re-runnable task is started at most (the first run and one re-run).
+pub const MAX_ATTEMPTS: u32 = 2;
+
+/// What `[tasks]` and the cluster decide.
+#[derive(Debug, Clone)]
+pub struct TaskSettings {
+    /// `ttlMs` of new tasks.
+    pub ttl: Duration,
+    /// `pollIntervalMs`.
+    pub poll_interval: Duration,
+    /// Most tasks running here at once.
+    pub max_running: usize,
+    /// This replica's number (0 with the in-memory store).
+    pub replica: u64,
+}
+
+/// Why a task operation failed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum TaskError {
+    /// No such task (never, expired, or not this principal's).
+    #[error("Task not found: {0}")]
+    NotFound(String),
+    /// Too many tasks running or stored.
+    #[error("too many tasks: {0}")]
+    Full(String),
+    /// The store could not be reached.
+    #[error("the task store is unavailable: {0}")]
+    Unavailable(String),
+}
+
+impl From<TaskError> for ErrorObject {
+    fn from(e: TaskError) -> Self {
+        match e {
+            TaskError::NotFound(_) => ErrorObject::invalid_params(e.to_string()),
+            other => ErrorObject::internal(other.to_string()),
+        }
+    }
+}
+
+/// A signal for a task running on another replica.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "signal", rename_all = "snake_case")]
+pub enum TaskSignal {
+    /// The client's answers.
+    Respond {
+        /// By question key.
+        answers: Map<String, Value>,
+    },
+    /// The client cancelled.
+    Cancel,
+}
+
+/// Leases on running tasks (the cluster implements it with the replica's lease).
+pub trait TaskLeases: Send + Sync + std::fmt::Debug {
+    /// Task `id` runs here; awaited before its id reaches the client.
+    fn begin<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), String>>;
+    /// Task `id` stopped running here.
+    fn end<'a>(&'a self, id: &'a str) -> BoxFuture<'a, ()>;
+}
+
+/// Delivery of signals to the replica running a task (the cluster's bus).
+pub trait TaskSignals: Send + Sync + std::fmt::Debug {
+    /// Sends `signal` for task `id` to replica `owner`.
+    fn send<'a>(
+        &'a self,
+        owner: u64,
+        id: &'a str,
+        signal: TaskSignal,
+    ) -> BoxFuture<'a, Result<(), String>>;
+}
+
+/// Builds a task's handler again from its record (the server implements it).
+pub trait Rerun: Send + Sync {
+    /// The handler's work for `work`, its questions going to the task's `outbox`.
+    fn rerun(&self, work: &TaskWork, outbox: TaskOutbox) -> BoxFuture<'static, Outgoing>;
+}
+
+/// The tasks of this replica; cheap to clone.
+#[derive(Clone)]
+pub struct TaskHandle {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    store: EventStoreHandle,
+    news: NewsHub,
+    settings: TaskSettings,
+    registry: mpsc::Sender<RegistryMsg>,
+    leases: OnceLock<Arc<dyn TaskLeases>>,
+    signals: OnceLock<Arc<dyn TaskSignals>>,
+    rerun: OnceLock<Arc<dyn Rerun>>,
+}
+
+impl std::fmt::Debug for TaskHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TaskHandle")
+            .field("settings", &self.inner.settings)
+            .finish()
+    }
+}
+
+/// A task stored and registered, whose handler has not started running as one yet.
+pub struct NewTask {
+    record: TaskRecord,
+    mailbox: mpsc::Receiver<TaskMsg>,
+    sender: mpsc::Sender<TaskMsg>,
+}
+
+impl NewTask {
+    /// The task as `CreateTaskResult` shows it (without `resultType`).
+    pub fn wire(&self) -> Value {
+        self.record.wire()
+    }
+
+    /// The outbox the task's handler must use.
+    pub fn outbox(&self, announce: Option<Arc<dyn Outbox>>) -> TaskOutbox {
+        TaskOutbox::new(self.sender.clone(), announce)
+    }
+
+    /// Runs `work` as this task, in a process of its own.
+    pub fn run(self, tasks: &TaskHandle, work: BoxFuture<'static, Outgoing>) {
+        drop(self.sender);
+        tokio::spawn(runner::run(tasks.clone(), self.record, self.mailbox, work));
+    }
+}
+
+enum RegistryMsg {
+    Register {
+        id: String,
+        mailbox: mpsc::Sender<TaskMsg>,
+        reply: oneshot::Sender<bool>,
+    },
+    Unregister(String),
+    Signal {
+        id: String,
+        msg: TaskMsg,
+        reply: oneshot::Sender<bool>,
+    },
+}
+
+/// The registry: which tasks run here, and their runners' mailboxes. Its own process;
+/// ends when every handle is gone.
+async fn registry(mut inbox: mpsc::Receiver<RegistryMsg>, max_running: usize) {
+    let mut running: HashMap<String, mpsc::Sender<TaskMsg>> = HashMap::new();
+    while let Some(msg) = inbox.recv().await {
+        match msg {
+            RegistryMsg::Register { id, mailbox, reply } => {
+                let room = running.len() < max_running;
+                if room {
+                    running.insert(id, mailbox);
+                }
+                let _ = reply.send(room);
+            }
+            RegistryMsg::Unregister(id) => {
+                running.remove(&id);
+            }
+            RegistryMsg::Signal { id, msg, reply } => {
+                // Never waits on a runner: a full mailbox is a busy task.
+                let delivered = running
+                    .get(&id)
+                    .is_some_and(|mailbox| mailbox.try_send(msg).is_ok());
+                let _ = reply.send(delivered);
+            }
+        }
+    }
+}
+
+impl TaskHandle {
+    /// The tasks of this replica, stored through `store`, announced on `news`.
+    pub fn new(store: EventStoreHandle, news: NewsHub, settings: TaskSettings) -> Self {
+        let (tx, rx) = mpsc::channel(1024);
+        tokio::spawn(registry(rx, settings.max_running));
+        Self {
+            inner: Arc::new(Inner {
+                store,
+                news,
+                settings,
+                registry: tx,
+                leases: OnceLock::new(),
+                signals: OnceLock::new(),
+                rerun: OnceLock::new(),
+            }),
+        }
+    }
+
+    /// Installs the cluster's leases and bus (Redis only).
+    pub fn join_cluster(&self, leases: Arc<dyn TaskLeases>, signals: Arc<dyn TaskSignals>) {
+        let _ = self.inner.leases.set(leases);
+        let _ = self.inner.signals.set(signals);
+    }
+
+    /// Installs what builds a lost task's handler again.
+    pub fn set_rerun(&self, rerun: Arc<dyn Rerun>) {
+        let _ = self.inner.rerun.set(rerun);
+    }
+
+    /// Creates a task: stored (so any replica can read it), registered here and leased,
+    /// before the caller may tell the client its id. `rerun`: what to run again if this
+    /// replica is lost (a tool that may run twice).
+    pub async fn create(
+        &self,
+        rerun: Option<TaskWork>,
+        principal: Option<String>,
+    ) -> Result<NewTask, TaskError> {
+        let id = new_task_id().map_err(|e| TaskError::Unavailable(e.to_string()))?;
+        let now = now_ms();
+        let settings = &self.inner.settings;
+        let record = TaskRecord {
+            id,
+            status: TaskStatus::Working,
+            status_message: None,
+            created_ms: now,
+            updated_ms: now,
+            ttl_ms: millis(settings.ttl),
+            poll_ms: millis(settings.poll_interval),
+            input_requests: Map::new(),
+            result: None,
+            error: None,
+            owner: settings.replica,
+            principal,
+            rerun,
+            attempts: 1,
+        };
+        self.start(record).await
+    }
+
+    /// Registers, leases and stores `record` as running here.
+    async fn start(&self, record: TaskRecord) -> Result<NewTask, TaskError> {
+        let (sender, mailbox) = mpsc::channel(runner::MAILBOX);
+        let (reply, registered) = oneshot::channel();
+        let msg = RegistryMsg::Register {
+            id: record.id.clone(),
+            mailbox: sender.clone(),
+            reply,
+        };
+        let room = self.inner.registry.send(msg).await.is_ok() && registered.await == Ok(true);
+        if !room {
+            return Err(TaskError::Full(format!(
+                "{} are running on this replica (tasks.max_running)",
+                self.inner.settings.max_running
+            )));
+        }
+        if let Some(leases) = self.inner.leases.get()
+            && let Err(e) = leases.begin(&record.id).await
+        {
+            tracing::warn!(task_id = %record.id, error = %e, "if this replica dies, the task stays working until its ttl");
+        }
+        if let Err(e) = self.put(&record).await {
+            self.finished(&record.id).await;
+            return Err(e);
+        }
+        Ok(NewTask {
+            record,
+            mailbox,
+            sender,
+        })
+    }
+
+    /// Stores `record` and announces it; a failure is logged (the runner goes on, and
+    /// the next change stores the whole record again).
+    pub(crate) async fn save(&self, record: &TaskRecord) {
+        if let Err(e) = self.put(record).await {
+            tracing::error!(task_id = %record.id, error = %e, "could not store a task's change");
+        }
+    }
+
+    async fn put(&self, record: &TaskRecord) -> Result<(), TaskError> {
+        let bytes =
+            serde_json::to_vec(record).map_err(|e| TaskError::Unavailable(e.to_string()))?;
+        self.inner
+            .store
+            .put_task(&record.id, Bytes::from(bytes), record.remaining(now_ms()))
+            .await
+            .map_err(|e| match e {
+                crate::event_store::StoreCallError::Store(
+                    crate::event_store::StoreError::TooManyTasks,
+                ) => TaskError::Full("the store holds tasks.max_tasks tasks".into()),
+                other => TaskError::Unavailable(other.to_string()),
+            })?;
+        self.inner.news.publish(ServerNews::Task {
+            task_id: record.id.clone(),
+            task: record.wire(),
+        });
+        Ok(())
+    }
+
+    /// A runner ended.
+    async fn finished(&self, id: &str) {
+        let _ = self
+            .inner
+            .registry
+            .send(RegistryMsg::Unregister(id.to_owned()))
+            .await;
+        if let Some(leases) = self.inner.leases.get() {
+            leases.end(id).await;
+        }
+    }
+
+    /// Task `id` as `principal` may see it.
+    pub async fn get(&self, id: &str, principal: Option<&str>) -> Result<TaskRecord, TaskError> {
+        let not_found = || TaskError::NotFound(id.chars().take(64).collect());
+        let bytes = self
+            .inner
+            .store
+            .get_task(id)
+            .await
+            .map_err(|e| TaskError::Unavailable(e.to_string()))?
+            .ok_or_else(not_found)?;
+        let record: TaskRecord = serde_json::from_slice(&bytes).map_err(|_| not_found())?;
+        // A task is visible only to the principal that created it.
+        if record.principal.as_deref() != principal {
+            return Err(not_found());
+        }
+        Ok(record)
+    }
+
+    /// Delivers `signal` to task `id`, on whichever replica runs it. Acknowledged once
+    /// sent: the change shows in `tasks/get` when the runner has made it.
+    pub async fn signal(
+        &self,
+        id: &str,
+        principal: Option<&str>,
+        signal: TaskSignal,
+    ) -> Result<(), TaskError> {
+        let record = self.get(id, principal).await?;
+        if record.is_terminal() {
+            return Ok(());
+        }
+        if record.owner == self.inner.settings.replica {
+            self.local(id, signal).await;
+            return Ok(());
+        }
+        match self.inner.signals.get() {
+            Some(signals) => signals
+                .send(record.owner, id, signal)
+                .await
+                .map_err(TaskError::Unavailable),
+            None => Ok(()),
+        }
+    }
+
+    /// A signal for a task of this replica (from a request here, or from the bus).
+    pub async fn local(&self, id: &str, signal: TaskSignal) {
+        let msg = match signal {
+            TaskSignal::Respond { answers } => TaskMsg::Respond(answers),
+            TaskSignal::Cancel => TaskMsg::Cancel,
+        };
+        let (reply, delivered) = oneshot::channel();
+        let sent = self
+            .inner
+            .registry
+            .send(RegistryMsg::Signal {
+                id: id.to_owned(),
+                msg,
+                reply,
+            })
+            .await;
+        if sent.is_err() || delivered.await != Ok(true) {
+            tracing::debug!(task_id = %id, "a signal found no running task here (finished, or busy)");
+        }
+    }
+
+    /// Task `id` was running on lost replica `lost`: runs it again here if its tool may
+    /// run twice and it has not been, else ends it `failed`. Idempotent, and safe when
+    /// several replicas reap at once (the store's record decides, last write wins, and
+    /// both outcomes are an end the client can see).
+    pub async fn orphaned(&self, id: &str, lost: u64) {
+        let Ok(bytes) = self.inner.store.get_task(id).await else {
+            return;
+        };
+        let Some(mut record) = bytes.and_then(|b| serde_json::from_slice::<TaskRecord>(&b).ok())
+        else {
+            return;
+        };
+        if record.is_terminal() || record.owner != lost {
+            return;
+        }
+        let rerun = self.inner.rerun.get().cloned();
+        if let (Some(work), Some(rerun)) = (record.rerun.clone(), rerun)
+            && record.attempts < MAX_ATTEMPTS
+        {
+            record.owner = self.inner.settings.replica;
+            record.attempts += 1;
+            record.input_requests.clear();
+            record.set(
+                TaskStatus::Working,
+                Some("restarted after its replica was lost".into()),
+            );
+            match self.start(record).await {
+                Ok(task) => {
+                    tracing::warn!(task_id = %id, lost_replica = lost, "a task whose replica was lost runs again here");
+                    let work = rerun.rerun(&work, task.outbox(None));
+                    task.run(self, work);
+                }
+                Err(e) => {
+                    tracing::warn!(task_id = %id, error = %e, "could not run a lost task again")
+                }
+            }
+            return;
+        }
+        record.input_requests.clear();
+        record.error = Some(ErrorObject::internal(LOST_REPLICA_MESSAGE));
+        record.set(TaskStatus::Failed, Some(LOST_REPLICA_MESSAGE.into()));
+        self.save(&record).await;
+        tracing::warn!(task_id = %id, lost_replica = lost, "a task whose replica was lost has failed");
+    }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
