@@ -17,7 +17,7 @@ use std::time::Duration;
 use ractor::{Actor, ActorRef};
 use tokio::sync::oneshot;
 
-use crate::cluster::Router;
+use crate::cluster::{Leases, NewsRelay, Router, TaskBus};
 use crate::config::Config;
 use crate::event_store::EventStoreHandle;
 use crate::event_store::redis;
@@ -68,6 +68,8 @@ pub struct App {
     store: EventStoreHandle,
     listener: crate::rt::slot::Slot<crate::transport::listener::ListenerMsg>,
     redis: Option<redis::RedisLink>,
+    /// Tells the other replicas of this one's changes (Redis only).
+    _relay: Option<NewsRelay>,
 }
 
 /// Starts the default server (`echo`, `stream_events`).
@@ -90,18 +92,34 @@ pub async fn start_with(config: Config, server: McpServer) -> Result<App, StartE
     let listener_slot = slot("http listener");
     let store = EventStoreHandle::new(store_slot.1.clone());
     let sessions = SessionHandle::new(session_slot.1.clone(), store.clone());
+    let news = NewsHub::new(config.stateless.listen_backlog);
+    let tasks = TaskHandle::new(
+        store.clone(),
+        news.clone(),
+        TaskSettings::from(&config.tasks),
+    );
     let redis = match config.store.backend {
         crate::config::BackendKind::Memory => None,
         crate::config::BackendKind::Redis => {
             let (store, sessions) = (store.clone(), sessions.clone());
+            let (news, tasks) = (news.clone(), tasks.clone());
             let link = redis::connect(&config.store, move |replica, keys| {
-                let router = Router::new(replica, keys, store, sessions);
+                let router = Router::new(replica, keys, store, sessions, news, tasks);
                 move |push| router.route(push)
             })
             .await?;
             Some(link)
         }
     };
+    let relay = redis.as_ref().map(|link| {
+        let leases = Leases::new(link.clone(), config.store.lease_ttl);
+        tasks.join_cluster(
+            link.replica,
+            Arc::new(leases),
+            Arc::new(TaskBus::new(link.clone())),
+        );
+        NewsRelay::start(&news, link.clone())
+    });
     let listener = listener_slot.1.clone();
     let (exit_tx, exit_rx) = oneshot::channel();
     if config.store.backend == crate::config::BackendKind::Redis
@@ -111,17 +129,6 @@ pub async fn start_with(config: Config, server: McpServer) -> Result<App, StartE
             "stateless.request_state_key is not set: a multi round-trip retry that reaches another replica will be refused"
         );
     }
-    let news = NewsHub::new(config.stateless.listen_backlog);
-    let tasks = TaskHandle::new(
-        store.clone(),
-        news.clone(),
-        TaskSettings {
-            ttl: config.tasks.ttl,
-            poll_interval: config.tasks.poll_interval,
-            max_running: config.tasks.max_running,
-            replica: redis.as_ref().map_or(0, |r| r.replica),
-        },
-    );
     let server = Arc::new(
         server
             .with_stateless_settings(StatelessSettings::from_config(&config.stateless))
@@ -155,6 +162,7 @@ pub async fn start_with(config: Config, server: McpServer) -> Result<App, StartE
         store,
         listener,
         redis,
+        _relay: relay,
     })
 }
 

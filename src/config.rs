@@ -350,6 +350,9 @@ pub struct TasksConfig {
     /// Most tasks running on this replica at once; past it a new task is refused. Default
     /// 1000.
     pub max_running: usize,
+    /// When a replica dies, run its tasks whose tools are declared re-runnable again (once)
+    /// on another replica, instead of ending them `failed`. Default true.
+    pub rerun_lost: bool,
 }
 
 impl Default for TasksConfig {
@@ -359,6 +362,7 @@ impl Default for TasksConfig {
             poll_interval: Duration::from_secs(1),
             max_tasks: 10_000,
             max_running: 1000,
+            rerun_lost: true,
         }
     }
 }

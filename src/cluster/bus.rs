@@ -8,6 +8,9 @@
 //! - `P:bus:all` (a session ended, a cancellation, a log level or subscription changed)
 //!   and `P:bus:<r>` (a client's answer to a request this replica sent) → the session
 //!   manager. A replica ignores its own broadcasts (it applied them already).
+//! - `P:bus:news` (a list, resource or task changed on another replica) → the news hub,
+//!   for listen streams; `P:bus:task:<r>` (`tasks/update` or `tasks/cancel` for a task
+//!   running here) → the tasks (see [`super::relay`]).
 //!
 //! Why pub/sub rather than `XREAD BLOCK`: one connection carries every stream this replica
 //! follows, a push needs no further read (it carries the event), and following or leaving
@@ -19,10 +22,13 @@ use std::sync::Arc;
 
 use redis::{PushInfo, PushKind, Value};
 
+use super::relay::{NewsMessage, TaskMessage};
 use crate::event_store::EventStoreHandle;
 use crate::event_store::redis::keys::{Channel, Keys};
 use crate::event_store::redis::{StreamNews, channel};
+use crate::news::NewsHub;
 use crate::session::{SessionHandle, SessionNews};
+use crate::tasks::TaskHandle;
 
 /// Turns pushes into calls on the actors' handles. Runs on redis-rs's connection task: it
 /// must not block, so it only decodes and casts.
@@ -32,6 +38,8 @@ pub struct Router {
     keys: Arc<Keys>,
     store: EventStoreHandle,
     sessions: SessionHandle,
+    news: NewsHub,
+    tasks: TaskHandle,
 }
 
 impl Router {
@@ -41,12 +49,16 @@ impl Router {
         keys: Arc<Keys>,
         store: EventStoreHandle,
         sessions: SessionHandle,
+        news: NewsHub,
+        tasks: TaskHandle,
     ) -> Self {
         Self {
             replica,
             keys,
             store,
             sessions,
+            news,
+            tasks,
         }
     }
 
@@ -86,6 +98,19 @@ impl Router {
                     Err(e) => tracing::warn!(error = %e, "undecodable message on the bus"),
                 }
             }
+            Some(Channel::News) => match serde_json::from_slice::<NewsMessage>(message) {
+                Ok(m) if m.origin == self.replica => {}
+                Ok(m) => self.news.publish_remote(m.news),
+                Err(e) => tracing::warn!(error = %e, "undecodable message on the news channel"),
+            },
+            Some(Channel::Task(_)) => match serde_json::from_slice::<TaskMessage>(message) {
+                Ok(m) => {
+                    // Never waits here (the connection's task): the registry hop runs apart.
+                    let tasks = self.tasks.clone();
+                    tokio::spawn(async move { tasks.local(&m.task_id, m.signal).await });
+                }
+                Err(e) => tracing::warn!(error = %e, "undecodable message on a task channel"),
+            },
             None => {}
         }
     }

@@ -17,6 +17,7 @@ use crate::event_store::{EventStoreHandle, StoreCallError, StoreError};
 use crate::handler::BoxFuture;
 use crate::ids::{SessionId, StreamKey, StreamNo};
 use crate::protocol::{ErrorObject, Outgoing, RequestId};
+use crate::tasks::TaskHandle;
 use crate::transport::{InFlight, InFlightError};
 
 /// The message of the error appended for a request whose replica was lost.
@@ -86,27 +87,41 @@ impl Leases {
     /// a request the client can resume is always covered.
     pub async fn begin(&self, key: StreamKey, request: &RequestId) -> redis::RedisResult<()> {
         let id = serde_json::to_string(request).unwrap_or_else(|_| "null".into());
-        let mut conn = self.link.commands.clone();
-        let mut cmd = redis::cmd("HSET");
-        cmd.arg(self.link.keys.inflight(self.link.replica))
-            .arg(field(key))
-            .arg(id);
-        let call = cmd.query_async(&mut conn);
-        self.link.breaker.guard("lease", call).await
+        self.hold_as(&field(key), &id).await
     }
 
     /// The request ended (answered, cancelled or dropped).
     pub async fn end(&self, key: StreamKey) {
+        self.drop_field(field(key)).await
+    }
+
+    /// Registers `field` in this replica's in-flight table (a task).
+    pub(super) async fn hold(&self, field: &str) -> redis::RedisResult<()> {
+        self.hold_as(field, "task").await
+    }
+
+    async fn hold_as(&self, field: &str, value: &str) -> redis::RedisResult<()> {
+        let mut conn = self.link.commands.clone();
+        let mut cmd = redis::cmd("HSET");
+        cmd.arg(self.link.keys.inflight(self.link.replica))
+            .arg(field)
+            .arg(value);
+        let call = cmd.query_async(&mut conn);
+        self.link.breaker.guard("lease", call).await
+    }
+
+    /// Clears `field` from this replica's in-flight table.
+    pub(super) async fn drop_field(&self, field: String) {
         let mut conn = self.link.commands.clone();
         let mut cmd = redis::cmd("HDEL");
         cmd.arg(self.link.keys.inflight(self.link.replica))
-            .arg(field(key));
+            .arg(field);
         let call = cmd.query_async::<()>(&mut conn);
         let result = self.link.breaker.guard("lease", call).await;
         if let Err(e) = result {
-            // Harmless: if this replica's lease ever lapses, the reaper finds the stream
-            // already ended and appends nothing.
-            tracing::debug!(error = %e, "could not clear a request lease");
+            // Harmless: if this replica's lease ever lapses, the reaper finds the request
+            // ended (or the task finished) and changes nothing.
+            tracing::debug!(error = %e, "could not clear a lease entry");
         }
     }
 
@@ -133,17 +148,13 @@ impl Leases {
         self.ttl
     }
 
-    /// The requests still registered for replica `replica`, each with its answer.
-    pub async fn pending(&self, replica: u64) -> redis::RedisResult<Vec<Orphan>> {
+    /// The entries still registered for replica `replica` (field, value).
+    pub async fn entries(&self, replica: u64) -> redis::RedisResult<Vec<(String, String)>> {
         let mut conn = self.link.commands.clone();
         let mut cmd = redis::cmd("HGETALL");
         cmd.arg(self.link.keys.inflight(replica));
         let call = cmd.query_async::<Vec<(String, String)>>(&mut conn);
-        let entries = self.link.breaker.guard("lease", call).await?;
-        Ok(entries
-            .into_iter()
-            .filter_map(|(field, id)| orphan(replica, field, &id))
-            .collect())
+        self.link.breaker.guard("lease", call).await
     }
 
     /// Clears an entry whose request was answered (or needs no answer); false if Redis
@@ -217,18 +228,18 @@ impl Drop for LeaseKeeper {
 
 impl LeaseKeeper {
     /// Takes the lease (before this replica takes any request: call it before the
-    /// listener starts), then keeps it.
-    pub async fn start(leases: Leases, store: EventStoreHandle) -> Self {
+    /// listener starts), then keeps it. A lapsed replica's tasks go to `tasks`.
+    pub async fn start(leases: Leases, store: EventStoreHandle, tasks: Option<TaskHandle>) -> Self {
         if let Err(e) = leases.renew().await {
             tracing::warn!(error = %e, "could not take this replica's lease yet");
         }
         Self {
-            task: tokio::spawn(keep(leases, store)),
+            task: tokio::spawn(keep(leases, store, tasks)),
         }
     }
 }
 
-async fn keep(leases: Leases, store: EventStoreHandle) {
+async fn keep(leases: Leases, store: EventStoreHandle, tasks: Option<TaskHandle>) {
     let mut tick = tokio::time::interval(leases.interval());
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut healthy_since: Option<std::time::Instant> = None;
@@ -242,7 +253,7 @@ async fn keep(leases: Leases, store: EventStoreHandle) {
                 // to renew too.
                 if since.elapsed() >= leases.ttl() {
                     for replica in lapsed {
-                        reap(&leases, &store, replica).await;
+                        reap(&leases, &store, tasks.as_ref(), replica).await;
                     }
                 }
             }
@@ -255,14 +266,26 @@ async fn keep(leases: Leases, store: EventStoreHandle) {
     }
 }
 
-/// Answers every request still registered for lapsed replica `replica`, then forgets the
-/// replica if none is left.
-async fn reap(leases: &Leases, store: &EventStoreHandle, replica: u64) {
-    let Ok(orphans) = leases.pending(replica).await else {
+/// Answers every request still registered for lapsed replica `replica` and ends (or
+/// runs again) its tasks, then forgets the replica if nothing is left.
+async fn reap(leases: &Leases, store: &EventStoreHandle, tasks: Option<&TaskHandle>, replica: u64) {
+    let Ok(entries) = leases.entries(replica).await else {
         return;
     };
     let mut settled_all = true;
-    for orphan in orphans {
+    for (field, value) in entries {
+        if let Some(id) = field.strip_prefix(TASK_FIELD) {
+            let Some(tasks) = tasks else {
+                settled_all = false;
+                continue;
+            };
+            tasks.orphaned(id, replica).await;
+            settled_all &= leases.settle(replica, &field).await;
+            continue;
+        }
+        let Some(orphan) = orphan(replica, field, &value) else {
+            continue;
+        };
         // Answer first, then clear the entry: a failure in between leaves it for the next
         // round, and the entry's own nonce makes a second answer (ours or another
         // replica's) a duplicate.
@@ -286,6 +309,14 @@ async fn reap(leases: &Leases, store: &EventStoreHandle, replica: u64) {
     if settled_all {
         leases.retire(replica).await;
     }
+}
+
+/// Prefix of a running task's entry in an in-flight table.
+const TASK_FIELD: &str = "task:";
+
+/// The in-flight entry of task `id`.
+pub(super) fn task_field(id: &str) -> String {
+    format!("{TASK_FIELD}{id}")
 }
 
 fn field(key: StreamKey) -> String {

@@ -1,6 +1,7 @@
 //! What makes several otpmcp replicas on one Redis act as one server: the router that hands
-//! what other replicas publish to this replica's actors ([`bus`]), and the leases that get a
-//! dead replica's requests answered ([`leases`]).
+//! what other replicas publish to this replica's actors ([`bus`]), the leases that get a
+//! dead replica's requests answered and its tasks ended or run again ([`leases`]), and the
+//! relay of changes and task signals between replicas ([`relay`]).
 //!
 //! This module sits above the store and the session manager and reaches them only through
 //! their handles. The connections, the key layout and what stream channels carry are the
@@ -11,6 +12,8 @@
 
 pub mod bus;
 pub mod leases;
+pub mod relay;
 
 pub use bus::Router;
 pub use leases::{LeaseKeeper, Leases};
+pub use relay::{NewsRelay, TaskBus};

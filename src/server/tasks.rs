@@ -29,6 +29,11 @@ impl McpServer {
         self
     }
 
+    /// The tasks this server runs, once the runtime installed them.
+    pub fn tasks(&self) -> Option<&TaskHandle> {
+        self.tasks.as_ref()
+    }
+
     /// Lets `tasks` run lost tasks again with this server's tools.
     pub fn serve_reruns(self: &Arc<Self>) {
         if let Some(tasks) = &self.tasks {

@@ -348,7 +348,8 @@ impl Actor for RootSupervisor {
         }
         // Hold the lease before this replica takes any request.
         if let Some(leases) = state.leases() {
-            state.keeper = Some(LeaseKeeper::start(leases, state.store_handle()).await);
+            let tasks = state.server.tasks().cloned();
+            state.keeper = Some(LeaseKeeper::start(leases, state.store_handle(), tasks).await);
         }
         state
             .start(Child::HttpListener, myself.get_cell(), None, None)

@@ -49,8 +49,26 @@ pub struct TaskSettings {
     pub poll_interval: Duration,
     /// Most tasks running here at once.
     pub max_running: usize,
-    /// This replica's number (0 with the in-memory store).
-    pub replica: u64,
+    /// Run a lost re-runnable task again instead of failing it (`tasks.rerun_lost`).
+    pub rerun_lost: bool,
+}
+
+impl From<&crate::config::TasksConfig> for TaskSettings {
+    fn from(config: &crate::config::TasksConfig) -> Self {
+        Self {
+            ttl: config.ttl,
+            poll_interval: config.poll_interval,
+            max_running: config.max_running,
+            rerun_lost: config.rerun_lost,
+        }
+    }
+}
+
+impl Default for TaskSettings {
+    /// The `[tasks]` defaults.
+    fn default() -> Self {
+        Self::from(&crate::config::TasksConfig::default())
+    }
 }
 
 /// Why a task operation failed.
@@ -125,6 +143,8 @@ struct Inner {
     news: NewsHub,
     settings: TaskSettings,
     registry: mpsc::Sender<RegistryMsg>,
+    /// This replica's number, once it has joined a cluster (0 otherwise).
+    replica: OnceLock<u64>,
     leases: OnceLock<Arc<dyn TaskLeases>>,
     signals: OnceLock<Arc<dyn TaskSignals>>,
     rerun: OnceLock<Arc<dyn Rerun>>,
@@ -215,6 +235,7 @@ impl TaskHandle {
                 news,
                 settings,
                 registry: tx,
+                replica: OnceLock::new(),
                 leases: OnceLock::new(),
                 signals: OnceLock::new(),
                 rerun: OnceLock::new(),
@@ -222,10 +243,20 @@ impl TaskHandle {
         }
     }
 
-    /// Installs the cluster's leases and bus (Redis only).
-    pub fn join_cluster(&self, leases: Arc<dyn TaskLeases>, signals: Arc<dyn TaskSignals>) {
+    /// Joins the cluster as replica `replica`, with its leases and bus (Redis only).
+    pub fn join_cluster(
+        &self,
+        replica: u64,
+        leases: Arc<dyn TaskLeases>,
+        signals: Arc<dyn TaskSignals>,
+    ) {
+        let _ = self.inner.replica.set(replica);
         let _ = self.inner.leases.set(leases);
         let _ = self.inner.signals.set(signals);
+    }
+
+    fn replica(&self) -> u64 {
+        self.inner.replica.get().copied().unwrap_or(0)
     }
 
     /// Installs what builds a lost task's handler again.
@@ -255,7 +286,7 @@ impl TaskHandle {
             input_requests: Map::new(),
             result: None,
             error: None,
-            owner: settings.replica,
+            owner: self.replica(),
             principal,
             rerun,
             attempts: 1,
@@ -365,7 +396,7 @@ impl TaskHandle {
         if record.is_terminal() {
             return Ok(());
         }
-        if record.owner == self.inner.settings.replica {
+        if record.owner == self.replica() {
             self.local(id, signal).await;
             return Ok(());
         }
@@ -414,11 +445,16 @@ impl TaskHandle {
         if record.is_terminal() || record.owner != lost {
             return;
         }
-        let rerun = self.inner.rerun.get().cloned();
+        let rerun = self
+            .inner
+            .rerun
+            .get()
+            .filter(|_| self.inner.settings.rerun_lost)
+            .cloned();
         if let (Some(work), Some(rerun)) = (record.rerun.clone(), rerun)
             && record.attempts < MAX_ATTEMPTS
         {
-            record.owner = self.inner.settings.replica;
+            record.owner = self.replica();
             record.attempts += 1;
             record.input_requests.clear();
             record.set(

@@ -94,6 +94,16 @@ impl Keys {
         format!("{}:replicas", self.prefix)
     }
 
+    /// Where replicas tell each other what changed (lists, resources, tasks).
+    pub fn news_channel(&self) -> String {
+        format!("{}:bus:news", self.prefix)
+    }
+
+    /// Where signals for the tasks running on replica `replica` go.
+    pub fn task_channel(&self, replica: u64) -> String {
+        format!("{}:bus:task:{replica}", self.prefix)
+    }
+
     /// A task's record.
     pub fn task(&self, id: &str) -> String {
         format!("{}:task:{id}", self.prefix)
@@ -111,10 +121,13 @@ impl Keys {
             .strip_prefix(b":")?;
         let rest = std::str::from_utf8(rest).ok()?;
         if let Some(bus) = rest.strip_prefix("bus:") {
-            return Some(if bus == "all" {
-                Channel::Broadcast
-            } else {
-                Channel::Replica(bus.parse().ok()?)
+            return Some(match bus {
+                "all" => Channel::Broadcast,
+                "news" => Channel::News,
+                _ => match bus.strip_prefix("task:") {
+                    Some(replica) => Channel::Task(replica.parse().ok()?),
+                    None => Channel::Replica(bus.parse().ok()?),
+                },
             });
         }
         let (session, stream) = rest.strip_prefix('{')?.split_once("}:c:")?;
@@ -134,6 +147,10 @@ pub enum Channel {
     Replica(u64),
     /// Messages to every replica.
     Broadcast,
+    /// What changed on some replica (lists, resources, tasks), for listen streams.
+    News,
+    /// Signals for the tasks running on one replica.
+    Task(u64),
 }
 
 #[cfg(test)]

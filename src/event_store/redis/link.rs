@@ -226,7 +226,12 @@ where
     .map_err(|_| err(timeout_error()))?
     .map_err(err)?;
     pubsub
-        .subscribe(&[keys.replica_channel(replica), keys.broadcast_channel()])
+        .subscribe(&[
+            keys.replica_channel(replica),
+            keys.broadcast_channel(),
+            keys.news_channel(),
+            keys.task_channel(replica),
+        ])
         .await
         .map_err(err)?;
     tracing::info!(replica, redis = %url, "joined the replicas sharing this Redis");

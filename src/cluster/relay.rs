@@ -1,0 +1,130 @@
+//! What replicas tell each other for the stateless revision: each change announced on this
+//! replica (a list, a resource, a task) goes to every other replica's listen streams
+//! (`P:bus:news`), and a signal for a task running elsewhere goes to its replica
+//! (`P:bus:task:<r>`). [`super::bus::Router`] hands what arrives to the news hub and the
+//! tasks.
+
+use serde::{Deserialize, Serialize};
+
+use crate::event_store::redis::RedisLink;
+use crate::handler::BoxFuture;
+use crate::news::{NewsHub, ServerNews};
+use crate::tasks::{TaskLeases, TaskSignal, TaskSignals};
+
+/// A change, as published on `P:bus:news`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NewsMessage {
+    /// The replica it happened on (which ignores its own).
+    pub origin: u64,
+    /// The change.
+    pub news: ServerNews,
+}
+
+/// A task signal, as published on `P:bus:task:<r>`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskMessage {
+    /// The task.
+    pub task_id: String,
+    /// What to tell it.
+    pub signal: TaskSignal,
+}
+
+async fn publish(link: &RedisLink, channel: String, body: Vec<u8>) -> Result<(), String> {
+    let mut conn = link.commands.clone();
+    let mut cmd = redis::cmd("PUBLISH");
+    cmd.arg(channel).arg(body);
+    let call = cmd.query_async::<()>(&mut conn);
+    link.breaker
+        .guard("bus", call)
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// Sends task signals over the bus.
+#[derive(Debug, Clone)]
+pub struct TaskBus {
+    link: RedisLink,
+}
+
+impl TaskBus {
+    /// Signals through `link`.
+    pub fn new(link: RedisLink) -> Self {
+        Self { link }
+    }
+}
+
+impl TaskSignals for TaskBus {
+    fn send<'a>(
+        &'a self,
+        owner: u64,
+        id: &'a str,
+        signal: TaskSignal,
+    ) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            let message = TaskMessage {
+                task_id: id.to_owned(),
+                signal,
+            };
+            let body = serde_json::to_vec(&message).map_err(|e| e.to_string())?;
+            publish(&self.link, self.link.keys.task_channel(owner), body).await
+        })
+    }
+}
+
+impl TaskLeases for super::Leases {
+    fn begin<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            self.hold(&super::leases::task_field(id))
+                .await
+                .map_err(|e| e.to_string())
+        })
+    }
+
+    fn end<'a>(&'a self, id: &'a str) -> BoxFuture<'a, ()> {
+        Box::pin(self.drop_field(super::leases::task_field(id)))
+    }
+}
+
+/// Publishes this replica's news to the others while it lives (a task that ends when
+/// dropped, or when the hub is gone).
+#[derive(Debug)]
+pub struct NewsRelay {
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for NewsRelay {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl NewsRelay {
+    /// Relays what `hub` hears locally through `link`.
+    pub fn start(hub: &NewsHub, link: RedisLink) -> Self {
+        let mut heard = hub.subscribe();
+        let task = tokio::spawn(async move {
+            loop {
+                match heard.recv().await {
+                    Ok(item) if !item.remote => {
+                        let message = NewsMessage {
+                            origin: link.replica,
+                            news: item.news,
+                        };
+                        let Ok(body) = serde_json::to_vec(&message) else {
+                            continue;
+                        };
+                        if let Err(e) = publish(&link, link.keys.news_channel(), body).await {
+                            tracing::debug!(error = %e, "could not tell the other replicas of a change");
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(missed)) => {
+                        tracing::warn!(missed, "changes were not relayed to the other replicas");
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
+                }
+            }
+        });
+        Self { task }
+    }
+}

@@ -1,0 +1,162 @@
+//! A raw-HTTP client of the stateless revision (2026-07-28): every request carries its
+//! `_meta` and routing headers. Its answers are read whole, JSON or SSE.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+
+use serde_json::{Value, json};
+
+use super::{eventually, within};
+
+pub const TASKS: &str = "io.modelcontextprotocol/tasks";
+
+/// What came back: the HTTP status, the answer, and the notifications before it.
+#[derive(Debug, Clone)]
+pub struct Answer {
+    pub status: u16,
+    pub message: Value,
+    pub notes: Vec<Value>,
+}
+
+impl Answer {
+    pub fn result(&self) -> &Value {
+        &self.message["result"]
+    }
+
+    pub fn error_code(&self) -> Option<i64> {
+        self.message["error"]["code"].as_i64()
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Stateless {
+    pub url: String,
+    pub capabilities: Value,
+    http: reqwest::Client,
+    next: Arc<AtomicI64>,
+}
+
+impl Stateless {
+    pub fn new(url: &str) -> Self {
+        Self {
+            url: url.to_owned(),
+            capabilities: json!({}),
+            http: reqwest::Client::new(),
+            next: Arc::new(AtomicI64::new(1)),
+        }
+    }
+
+    /// Declares the tasks extension (and elicitation) on every request.
+    pub fn with_tasks(mut self) -> Self {
+        self.capabilities = json!({"elicitation": {}, "extensions": {TASKS: {}}});
+        self
+    }
+
+    /// The same client talking to another server.
+    pub fn at(&self, url: &str) -> Self {
+        Self {
+            url: url.to_owned(),
+            ..self.clone()
+        }
+    }
+
+    /// A request as the revision wants it: `_meta` and headers.
+    pub fn post(&self, method: &str, params: Value) -> (i64, reqwest::RequestBuilder) {
+        self.post_named(method, params, None)
+    }
+
+    /// [`Stateless::post`] with `Mcp-Name` set to `name` instead of the body's.
+    pub fn post_named(
+        &self,
+        method: &str,
+        mut params: Value,
+        name: Option<&str>,
+    ) -> (i64, reqwest::RequestBuilder) {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        params["_meta"] = json!({
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": self.capabilities,
+        });
+        let name = name.or(match method {
+            "tools/call" | "prompts/get" => params["name"].as_str(),
+            "resources/read" => params["uri"].as_str(),
+            "tasks/get" | "tasks/update" | "tasks/cancel" => params["taskId"].as_str(),
+            _ => None,
+        });
+        let mut req = self
+            .http
+            .post(&self.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", method);
+        if let Some(name) = name {
+            req = req.header("mcp-name", name);
+        }
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        (id, req.body(body.to_string()))
+    }
+
+    /// Sends a request and reads its whole answer.
+    pub async fn ask(&self, method: &str, params: Value) -> Answer {
+        let (id, req) = self.post(method, params);
+        let resp = within("a stateless answer", req.send())
+            .await
+            .unwrap_or_else(|e| panic!("POST {method}: {e}"));
+        let status = resp.status().as_u16();
+        let sse = resp
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        let text = within("the body", resp.text())
+            .await
+            .unwrap_or_else(|e| panic!("body: {e}"));
+        let messages: Vec<Value> = if sse {
+            text.lines()
+                .filter_map(|l| l.strip_prefix("data:"))
+                .filter_map(|d| serde_json::from_str(d.trim()).ok())
+                .collect()
+        } else {
+            vec![serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))]
+        };
+        let (answer, notes): (Vec<Value>, Vec<Value>) =
+            messages.into_iter().partition(|m| m["id"] == json!(id));
+        let message = answer
+            .into_iter()
+            .next()
+            .unwrap_or_else(|| panic!("no answer to {method} in {text}"));
+        Answer {
+            status,
+            message,
+            notes,
+        }
+    }
+
+    /// Calls `tool`; its answer must be a task: returns the task's id.
+    pub async fn start_task(&self, tool: &str, arguments: Value) -> String {
+        let answer = self
+            .ask("tools/call", json!({"name": tool, "arguments": arguments}))
+            .await;
+        let result = answer.result();
+        assert_eq!(result["resultType"], "task", "{:?}", answer.message);
+        result["taskId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no taskId: {result}"))
+            .to_owned()
+    }
+
+    /// `tasks/get`.
+    pub async fn task(&self, id: &str) -> Answer {
+        self.ask("tasks/get", json!({"taskId": id})).await
+    }
+
+    /// Polls task `id` until its status is `status`; returns the task.
+    pub async fn until_status(&self, id: &str, status: &str) -> Value {
+        eventually(&format!("task {id} to be {status}"), || async {
+            let task = self.task(id).await;
+            (task.result()["status"] == status).then(|| task.result().clone())
+        })
+        .await
+    }
+}

@@ -1,0 +1,233 @@
+//! Durable tasks across replicas on one Redis (a redis-server of the test's own): a task
+//! started on A is polled, answered and cancelled on B; a listen stream on B hears A's
+//! changes; when A is killed (SIGKILL) mid-task, B ends its task `failed`, or runs a
+//! re-runnable tool again to completion; and finished results outlive every replica.
+
+mod common;
+
+use std::time::Duration;
+
+use common::redis::RedisServer;
+use common::stateless::Stateless;
+use common::{Binary, SseReader, TestServer, within};
+use otpmcp::McpServer;
+use otpmcp::config::{BackendKind, Config};
+use otpmcp::handler::{ToolError, ToolRegistry, tools::tool_fn};
+use otpmcp::protocol::client::Elicitation;
+use otpmcp::protocol::methods::{CallToolResult, ListKind, TaskSupport};
+use otpmcp::tasks::LOST_REPLICA_MESSAGE;
+use serde_json::{Value, json};
+
+fn tools() -> McpServer {
+    let none = json!({"type": "object", "properties": {}});
+    let mut tools = ToolRegistry::default();
+    tools
+        .register(
+            tool_fn(
+                "confirm",
+                "Asks for a yes.",
+                none.clone(),
+                |_, ctx| async move {
+                    let form = json!({"type": "object", "properties": {"ok": {"type": "boolean"}}});
+                    let answer = ctx.elicit(Elicitation::form("Sure?", form)).await?;
+                    let ok = answer.content.and_then(|c| c.get("ok").cloned());
+                    Ok(CallToolResult::text(format!(
+                        "ok={}",
+                        ok.unwrap_or(Value::Null)
+                    )))
+                },
+            )
+            .with_task_support(TaskSupport::Optional),
+        )
+        .register(
+            tool_fn(
+                "wait",
+                "Works until cancelled.",
+                none.clone(),
+                |_, _| async {
+                    std::future::pending::<()>().await;
+                    Ok(CallToolResult::text("never"))
+                },
+            )
+            .with_task_support(TaskSupport::Optional),
+        )
+        .register(tool_fn(
+            "touch",
+            "Announces a tools list change.",
+            none,
+            |_, ctx| async move {
+                ctx.notify_list_changed(ListKind::Tools)
+                    .await
+                    .map_err(|e| ToolError::Failed(e.to_string()))?;
+                Ok(CallToolResult::text("told"))
+            },
+        ));
+    McpServer::new(tools)
+}
+
+async fn replica(redis: &RedisServer) -> TestServer {
+    let url = redis.url();
+    TestServer::start_with(
+        move |c: &mut Config| {
+            c.store.backend = BackendKind::Redis;
+            c.store.redis_url = url;
+            c.stateless.request_state_key = "shared by the replicas".into();
+        },
+        tools(),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn a_task_started_on_one_replica_is_polled_answered_and_cancelled_on_another() {
+    let redis = RedisServer::start();
+    let (a, b) = (replica(&redis).await, replica(&redis).await);
+    let on_a = Stateless::new(&a.url).with_tasks();
+    let on_b = on_a.at(&b.url);
+
+    let id = on_a.start_task("confirm", json!({})).await;
+    let waiting = on_b.until_status(&id, "input_required").await;
+    let key = waiting["inputRequests"]
+        .as_object()
+        .and_then(|m| m.keys().next().cloned())
+        .unwrap_or_else(|| panic!("no question: {waiting}"));
+    let ack = on_b
+        .ask(
+            "tasks/update",
+            json!({"taskId": id, "inputResponses": {key: {"action": "accept", "content": {"ok": true}}}}),
+        )
+        .await;
+    assert_eq!(ack.result()["resultType"], "complete");
+    let done = on_b.until_status(&id, "completed").await;
+    assert_eq!(done["result"]["content"][0]["text"], "ok=true");
+    assert_eq!(on_a.task(&id).await.result()["status"], "completed");
+
+    let id = on_a.start_task("wait", json!({})).await;
+    let ack = on_b.ask("tasks/cancel", json!({"taskId": id})).await;
+    assert_eq!(ack.result()["resultType"], "complete");
+    on_b.until_status(&id, "cancelled").await;
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_listen_stream_on_one_replica_hears_another_replicas_changes_and_tasks() {
+    let redis = RedisServer::start();
+    let (a, b) = (replica(&redis).await, replica(&redis).await);
+    let on_a = Stateless::new(&a.url).with_tasks();
+    let on_b = on_a.at(&b.url);
+    let id = on_a.start_task("wait", json!({})).await;
+
+    let (_, req) = on_b.post(
+        "subscriptions/listen",
+        json!({"notifications": {"toolsListChanged": true, "taskIds": [id]}}),
+    );
+    let resp = within("listen", req.send())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut stream = SseReader::new(resp);
+    let ack = stream.next_json().await;
+    assert_eq!(ack["method"], "notifications/subscriptions/acknowledged");
+
+    on_a.ask("tools/call", json!({"name": "touch", "arguments": {}}))
+        .await;
+    let changed = stream.next_json().await;
+    assert_eq!(
+        changed["method"], "notifications/tools/list_changed",
+        "{changed}"
+    );
+    on_a.ask("tasks/cancel", json!({"taskId": id})).await;
+    let task = stream.next_json().await;
+    assert_eq!(task["method"], "notifications/tasks", "{task}");
+    assert_eq!(task["params"]["taskId"], id.as_str());
+    assert_eq!(task["params"]["status"], "cancelled");
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
+/// The binary (default tools: `stream_events` may run as a task and run again) with the
+/// shipped Redis overlay and a short lease.
+async fn binary_on(redis: &RedisServer, rerun_lost: bool) -> Binary {
+    let url = redis.url();
+    let rerun = rerun_lost.to_string();
+    Binary::start(
+        &[
+            "--config",
+            concat!(env!("CARGO_MANIFEST_DIR"), "/config/redis.toml"),
+        ],
+        &[
+            ("OTPMCP__STORE__REDIS_URL", url.as_str()),
+            ("OTPMCP__STORE__LEASE_TTL", "1s"),
+            ("OTPMCP__TASKS__RERUN_LOST", rerun.as_str()),
+        ],
+    )
+    .await
+}
+
+/// Starts a long `stream_events` task on `a`, kills `a` with SIGKILL once the task is
+/// seen working from `b`, and returns the task's end as `b` reports it.
+async fn kill_mid_task(mut a: Binary, b: &Binary, count: u64) -> Value {
+    let on_a = Stateless::new(&a.url).with_tasks();
+    let on_b = on_a.at(&b.url);
+    let id = on_a
+        .start_task("stream_events", json!({"count": count, "interval_ms": 20}))
+        .await;
+    on_b.until_status(&id, "working").await;
+    let _ = a.child.kill();
+    let _ = a.child.wait();
+    common::eventually("the lost task to end", || async {
+        let task = on_b.task(&id).await.result().clone();
+        ["failed", "completed"]
+            .contains(&task["status"].as_str().unwrap_or(""))
+            .then_some(task)
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_task_whose_replica_is_killed_fails_on_another_within_the_lease() {
+    let redis = RedisServer::start();
+    let a = binary_on(&redis, false).await;
+    let b = binary_on(&redis, false).await;
+    let started = std::time::Instant::now();
+    let end = kill_mid_task(a, &b, 500).await;
+    assert_eq!(end["status"], "failed", "{end}");
+    assert_eq!(end["error"]["code"], -32603);
+    assert_eq!(end["error"]["message"], LOST_REPLICA_MESSAGE);
+    assert!(end.get("result").is_none());
+    // Well before the 10 s the task itself would have taken.
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn a_rerunnable_task_whose_replica_is_killed_completes_on_another() {
+    let redis = RedisServer::start();
+    let a = binary_on(&redis, true).await;
+    let b = binary_on(&redis, true).await;
+    let end = kill_mid_task(a, &b, 60).await;
+    assert_eq!(end["status"], "completed", "{end}");
+    assert_eq!(end["result"]["content"][0]["text"], "streamed 60 events");
+}
+
+#[tokio::test]
+async fn finished_results_outlive_a_restart_of_every_replica() {
+    let redis = RedisServer::start();
+    let a = binary_on(&redis, true).await;
+    let on_a = Stateless::new(&a.url).with_tasks();
+    let id = on_a
+        .start_task("stream_events", json!({"count": 2, "interval_ms": 1}))
+        .await;
+    on_a.until_status(&id, "completed").await;
+    assert_eq!(a.terminate().await, Some(0));
+    let c = binary_on(&redis, true).await;
+    let done = on_a.at(&c.url).task(&id).await;
+    assert_eq!(done.result()["status"], "completed");
+    assert_eq!(
+        done.result()["result"]["content"][0]["text"],
+        "streamed 2 events"
+    );
+}

@@ -1,0 +1,296 @@
+//! Durable tasks on one server (the `io.modelcontextprotocol/tasks` extension): created
+//! only for requests that declare it, polled, answered, cancelled, expired, announced on
+//! listen streams, and refused with the spec's codes. Raw HTTP: no released client
+//! library speaks the tasks extension. Replicas: tests/replica_tasks.rs.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use common::stateless::{Stateless, TASKS};
+use common::{TestServer, within};
+use otpmcp::McpServer;
+use otpmcp::handler::builtin::StreamEvents;
+use otpmcp::handler::{ToolRegistry, tools::tool_fn};
+use otpmcp::protocol::client::Elicitation;
+use otpmcp::protocol::methods::{CallToolResult, TaskSupport};
+use serde_json::{Value, json};
+
+/// Sets a flag when dropped: the handler's future was dropped (cancelled).
+struct Dropped(Arc<AtomicBool>);
+
+impl Drop for Dropped {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+/// `stream_events` (optional, re-runnable), `confirm` (asks the user inside its task),
+/// `wait` (works until cancelled; reports being dropped), `must` (only as a task).
+fn server(dropped: Arc<AtomicBool>) -> McpServer {
+    let none = json!({"type": "object", "properties": {}});
+    let mut tools = ToolRegistry::default();
+    tools
+        .register(StreamEvents)
+        .register(
+            tool_fn(
+                "confirm",
+                "Asks for a yes.",
+                none.clone(),
+                |_, ctx| async move {
+                    let form = json!({"type": "object", "properties": {"ok": {"type": "boolean"}}});
+                    let answer = ctx.elicit(Elicitation::form("Sure?", form)).await?;
+                    let ok = answer.content.and_then(|c| c.get("ok").cloned());
+                    Ok(CallToolResult::text(format!(
+                        "ok={}",
+                        ok.unwrap_or(Value::Null)
+                    )))
+                },
+            )
+            .with_task_support(TaskSupport::Optional),
+        )
+        .register(
+            tool_fn(
+                "wait",
+                "Works until cancelled.",
+                none.clone(),
+                move |_, _| {
+                    let guard = Dropped(dropped.clone());
+                    async move {
+                        let _guard = guard;
+                        std::future::pending::<()>().await;
+                        Ok(CallToolResult::text("never"))
+                    }
+                },
+            )
+            .with_task_support(TaskSupport::Optional),
+        )
+        .register(
+            tool_fn("must", "Only as a task.", none, |_, _| async {
+                Ok(CallToolResult::text("done"))
+            })
+            .with_task_support(TaskSupport::Required),
+        );
+    McpServer::new(tools)
+}
+
+async fn start() -> (TestServer, Arc<AtomicBool>) {
+    let dropped = Arc::new(AtomicBool::new(false));
+    (
+        TestServer::start_with(|_| {}, server(dropped.clone())).await,
+        dropped,
+    )
+}
+
+#[tokio::test]
+async fn a_task_is_created_only_when_declared_then_polled_to_its_result() {
+    let (server, _) = start().await;
+    let plain = Stateless::new(&server.url);
+    let args = json!({"name": "stream_events", "arguments": {"count": 3, "interval_ms": 1}});
+    let sync = plain.ask("tools/call", args.clone()).await;
+    assert_eq!(sync.result()["resultType"], "complete");
+    assert_eq!(sync.result()["content"][0]["text"], "streamed 3 events");
+
+    let client = plain.clone().with_tasks();
+    let id = client
+        .start_task("stream_events", json!({"count": 20, "interval_ms": 20}))
+        .await;
+    assert_eq!(id.len(), 32, "128 random bits as hex: {id}");
+    // Durable before the id was given out: the very next read finds it.
+    let task = client.task(&id).await;
+    assert_eq!(task.result()["resultType"], "complete");
+    assert_eq!(task.result()["taskId"], id.as_str());
+    assert!(task.result()["ttlMs"].as_u64().is_some_and(|t| t > 0));
+    assert!(
+        task.result()["pollIntervalMs"]
+            .as_u64()
+            .is_some_and(|t| t > 0)
+    );
+    let done = client.until_status(&id, "completed").await;
+    assert_eq!(done["result"]["content"][0]["text"], "streamed 20 events");
+    assert!(done.get("requestState").is_none());
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_task_asks_the_user_and_tasks_update_answers() {
+    let (server, _) = start().await;
+    let client = Stateless::new(&server.url).with_tasks();
+    let id = client.start_task("confirm", json!({})).await;
+    let waiting = client.until_status(&id, "input_required").await;
+    let requests = waiting["inputRequests"]
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(requests.len(), 1, "{waiting}");
+    let (key, question) = requests
+        .iter()
+        .next()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .unwrap_or_default();
+    assert_eq!(question["method"], "elicitation/create");
+    // An answer to a question never asked is ignored, and acknowledged.
+    let stray = client
+        .ask(
+            "tasks/update",
+            json!({"taskId": id, "inputResponses": {"nope": {"action": "accept"}}}),
+        )
+        .await;
+    assert_eq!(
+        stray.result(),
+        &json!({"resultType": "complete", "_meta": stray.result()["_meta"]})
+    );
+    let ack = client
+        .ask(
+            "tasks/update",
+            json!({"taskId": id, "inputResponses": {key: {"action": "accept", "content": {"ok": true}}}}),
+        )
+        .await;
+    assert_eq!(ack.result()["resultType"], "complete");
+    let done = client.until_status(&id, "completed").await;
+    assert_eq!(done["result"]["content"][0]["text"], "ok=true");
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn tasks_cancel_reaches_the_handler_and_is_idempotent() {
+    let (server, dropped) = start().await;
+    let client = Stateless::new(&server.url).with_tasks();
+    let id = client.start_task("wait", json!({})).await;
+    let ack = client.ask("tasks/cancel", json!({"taskId": id})).await;
+    assert_eq!(ack.result()["resultType"], "complete");
+    assert!(ack.result().get("status").is_none());
+    client.until_status(&id, "cancelled").await;
+    assert!(dropped.load(Ordering::SeqCst), "the handler was stopped");
+    let again = client.ask("tasks/cancel", json!({"taskId": id})).await;
+    assert_eq!(again.result()["resultType"], "complete");
+    assert_eq!(client.task(&id).await.result()["status"], "cancelled");
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn task_methods_refuse_with_the_specs_codes() {
+    let (server, _) = start().await;
+    let plain = Stateless::new(&server.url);
+    let client = plain.clone().with_tasks();
+    // Without the extension declared: -32021, before the id is even looked up.
+    for method in ["tasks/get", "tasks/cancel"] {
+        let answer = plain.ask(method, json!({"taskId": "x"})).await;
+        assert_eq!(answer.error_code(), Some(-32021), "{method}");
+        assert_eq!(answer.status, 400);
+        assert!(
+            answer.message["error"]["data"]["requiredCapabilities"]["extensions"][TASKS]
+                .is_object()
+        );
+    }
+    let must = plain
+        .ask("tools/call", json!({"name": "must", "arguments": {}}))
+        .await;
+    assert_eq!(must.error_code(), Some(-32021));
+    // Unknown ids: -32602. Removed methods: -32601 with 404.
+    assert_eq!(
+        client
+            .task("0123456789abcdef0123456789abcdef")
+            .await
+            .error_code(),
+        Some(-32602)
+    );
+    let update = client
+        .ask(
+            "tasks/update",
+            json!({"taskId": "nope", "inputResponses": {}}),
+        )
+        .await;
+    assert_eq!(update.error_code(), Some(-32602));
+    for method in ["tasks/list", "tasks/result"] {
+        let answer = client.ask(method, json!({"taskId": "x"})).await;
+        assert_eq!(
+            (answer.status, answer.error_code()),
+            (404, Some(-32601)),
+            "{method}"
+        );
+    }
+    // A routing header that names another task: -32020.
+    let id = client.start_task("wait", json!({})).await;
+    let (_, req) = client.post_named("tasks/get", json!({"taskId": id}), Some("another-task"));
+    let resp = req.send().await;
+    let resp = resp.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(resp.status(), 400);
+    let body: Value =
+        serde_json::from_str(&resp.text().await.unwrap_or_default()).unwrap_or_default();
+    assert_eq!(body["error"]["code"], -32020);
+    client.ask("tasks/cancel", json!({"taskId": id})).await;
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_task_is_dropped_when_its_ttl_runs_out() {
+    let dropped = Arc::new(AtomicBool::new(false));
+    let server = TestServer::start_with(
+        |c| c.tasks.ttl = Duration::from_millis(300),
+        server(dropped.clone()),
+    )
+    .await;
+    let client = Stateless::new(&server.url).with_tasks();
+    let finished = client
+        .start_task("stream_events", json!({"count": 1, "interval_ms": 0}))
+        .await;
+    let working = client.start_task("wait", json!({})).await;
+    assert_eq!(client.task(&working).await.result()["ttlMs"], 300);
+    common::eventually("both tasks to be gone", || async {
+        let gone = |a: common::stateless::Answer| a.error_code() == Some(-32602);
+        (gone(client.task(&finished).await) && gone(client.task(&working).await)).then_some(())
+    })
+    .await;
+    common::eventually("the expired task's handler to stop", || async {
+        dropped.load(Ordering::SeqCst).then_some(())
+    })
+    .await;
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn listen_streams_hear_of_the_tasks_they_name() {
+    let (server, _) = start().await;
+    let client = Stateless::new(&server.url).with_tasks();
+    let watched = client.start_task("confirm", json!({})).await;
+    let other = client.start_task("confirm", json!({})).await;
+    let (_, req) = client.post(
+        "subscriptions/listen",
+        json!({"notifications": {"taskIds": [watched]}}),
+    );
+    let resp = within("listen", req.send())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut stream = common::SseReader::new(resp);
+    let ack = stream.next_json().await;
+    assert_eq!(ack["method"], "notifications/subscriptions/acknowledged");
+    assert_eq!(ack["params"]["notifications"]["taskIds"], json!([watched]));
+    for id in [&other, &watched] {
+        let waiting = client.until_status(id, "input_required").await;
+        let key = waiting["inputRequests"]
+            .as_object()
+            .and_then(|m| m.keys().next().cloned())
+            .unwrap_or_default();
+        client
+            .ask(
+                "tasks/update",
+                json!({"taskId": id, "inputResponses": {key: {"action": "decline"}}}),
+            )
+            .await;
+    }
+    // Only the named task, each change as tasks/get shows it, tagged with the listen id.
+    loop {
+        let note = stream.next_json().await;
+        assert_eq!(note["method"], "notifications/tasks");
+        assert_eq!(note["params"]["taskId"], watched.as_str(), "{note}");
+        assert!(note["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"].is_i64());
+        if note["params"]["status"] == "completed" {
+            assert_eq!(note["params"]["result"]["content"][0]["text"], "ok=null");
+            break;
+        }
+    }
+    server.shutdown().await;
+}
