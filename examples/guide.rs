@@ -1,36 +1,65 @@
 //! The server of docs/guide.md. Run: `cargo run --example guide` (port 8080 by default).
 
-use otpmcp::handler::tools::{optional_u64, tool_fn};
-use otpmcp::handler::{PromptRegistry, ResourceRegistry, ToolError, ToolRegistry};
-use otpmcp::protocol::methods::{
-    CallToolResult, Content, GetPromptResult, LoggingLevel, PromptArgument, PromptDefinition,
-    PromptMessage, ResourceContents, ResourceDefinition, Role,
-};
-use otpmcp::{Config, McpServer};
+use std::time::Duration;
+
+use otpmcp::prelude::*;
 use serde_json::{Value, json};
+
+/// Counts to `to`, one step a second, reporting progress.
+#[derive(serde::Deserialize, JsonSchema)]
+struct Count {
+    /// Where to stop (at most 60).
+    #[schemars(range(max = 60))]
+    to: u64,
+}
+
+async fn count(args: Count, ctx: RequestContext) -> Result<String, ToolError> {
+    if args.to > 60 {
+        return Err(ToolError::InvalidArguments("`to` is at most 60".into())); // -32602
+    }
+    ctx.log(
+        LoggingLevel::Info,
+        Some("count"),
+        json!(format!("counting to {}", args.to)),
+    )
+    .await?;
+    for i in 1..=args.to {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        ctx.progress(i as f64, Some(args.to as f64), None).await?;
+    }
+    Ok(format!("counted to {}", args.to))
+}
+
+/// Greets the user, asking their name first.
+#[derive(serde::Deserialize, JsonSchema)]
+struct Greet {}
+
+async fn greet(_: Greet, ctx: RequestContext) -> Result<String, ToolError> {
+    let form = json!({"type": "object", "properties": {"name": {"type": "string"}}});
+    // A question on a 2025-11-25 session; `input_required` on a 2026-07-28 request; a
+    // task's `input_required` inside a task. Without elicitation declared: -32021.
+    let answer = ctx
+        .elicit(Elicitation::form("What is your name?", form))
+        .await?;
+    let name = answer.content.as_ref().and_then(|c| c.get("name"));
+    Ok(format!(
+        "Hello, {}!",
+        name.and_then(Value::as_str).unwrap_or("stranger")
+    ))
+}
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut tools = ToolRegistry::default();
-    tools.register(tool_fn(
-        "count",
-        "Counts to `to`, one step a second, reporting progress.",
-        json!({"type": "object", "properties": {"to": {"type": "integer", "maximum": 60}}}),
-        |args, ctx| async move {
-            let to = optional_u64(&args, "to", 3, 60)?; // -32602 when out of range
-            let note = json!(format!("counting to {to}"));
-            ctx.log(LoggingLevel::Info, Some("count"), note)
-                .await
-                .map_err(|e| ToolError::Failed(e.to_string()))?;
-            for i in 1..=to {
-                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-                ctx.progress(i as f64, Some(to as f64), None)
-                    .await
-                    .map_err(|e| ToolError::Failed(e.to_string()))?;
-            }
-            Ok(CallToolResult::text(format!("counted to {to}")))
-        },
-    ));
+    tools
+        .register(
+            // A task for clients that declare the tasks extension; safe to run again if
+            // its replica dies.
+            tool("count", count)
+                .with_task_support(TaskSupport::Optional)
+                .rerunnable(),
+        )
+        .register(tool("greet", greet));
 
     let mut resources = ResourceRegistry::default();
     let readme = ResourceDefinition {
@@ -49,7 +78,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     });
 
     let mut prompts = PromptRegistry::default();
-    let greet = PromptDefinition {
+    let greet_prompt = PromptDefinition {
         name: "greet".into(),
         description: "Asks the model to greet someone.".into(),
         arguments: vec![PromptArgument {
@@ -58,7 +87,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             required: true, // checked before the renderer runs (-32602)
         }],
     };
-    prompts.prompt(greet, |args, _ctx| async move {
+    prompts.prompt(greet_prompt, |args, _ctx| async move {
         let name = args.get("name").and_then(Value::as_str);
         let text = format!("Please greet {} warmly.", name.unwrap_or("someone"));
         Ok(GetPromptResult {
@@ -75,7 +104,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .with_prompts(prompts)
         .with_instructions("Call `count` with a progressToken to watch it stream.");
     let config = Config::load(&std::env::current_dir()?, &[])?; // ./sys.toml, OTPMCP__ vars
-    let app = otpmcp::start_with(config, server).await?;
+    let app = start_with(config, server).await?;
     println!("serving MCP at {}", app.url());
     tokio::signal::ctrl_c().await?;
     app.shutdown().await;

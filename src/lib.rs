@@ -94,5 +94,25 @@ pub mod telemetry;
 pub mod transport;
 
 pub use app::{App, StartError, start, start_with};
+
+/// Everything a server's code usually names, in one import: `use otpmcp::prelude::*;`.
+pub mod prelude {
+    pub use crate::app::{App, start, start_with};
+    pub use crate::config::Config;
+    pub use crate::handler::tools::{structured_tool, tool, tool_fn, typed_tool};
+    pub use crate::handler::{
+        ClientRequestError, PromptError, PromptRegistry, RequestContext, ResourceError,
+        ResourceRegistry, Tool, ToolError, ToolRegistry,
+    };
+    pub use crate::protocol::client::{
+        ElicitAction, ElicitResult, Elicitation, ListRoots, Root, Sampling, SamplingResult,
+    };
+    pub use crate::protocol::methods::{
+        CallToolResult, Content, GetPromptResult, ListKind, LoggingLevel, PromptArgument,
+        PromptDefinition, PromptMessage, ResourceContents, ResourceDefinition, Role, TaskSupport,
+    };
+    pub use crate::server::McpServer;
+    pub use schemars::JsonSchema;
+}
 pub use config::Config;
 pub use server::McpServer;

@@ -85,7 +85,7 @@ fn stateless_fixtures() -> otpmcp::McpServer {
             Ok(CallToolResult::text(format!("Hello, {}!", name.as_str().unwrap_or("?"))))
         }))
         .register(tool_fn("touch_tools", "Announces that the tool list changed.", schema, |_, ctx| async move {
-            ctx.notify_list_changed(ListKind::Tools).await.map_err(|e| otpmcp::handler::ToolError::Failed(e.to_string()))?;
+            ctx.notify_list_changed(ListKind::Tools).await?;
             Ok(CallToolResult::text("told"))
         }));
     otpmcp::McpServer::new(tools)

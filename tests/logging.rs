@@ -6,7 +6,7 @@ mod common;
 use common::{Client, TestServer};
 use otpmcp::McpServer;
 use otpmcp::handler::tools::tool_fn;
-use otpmcp::handler::{Tool, ToolError, ToolRegistry};
+use otpmcp::handler::{Tool, ToolRegistry};
 use otpmcp::protocol::methods::{CallToolResult, LoggingLevel};
 use serde_json::json;
 
@@ -22,9 +22,7 @@ fn chatty() -> impl Tool {
                 (LoggingLevel::Info, "progress"),
                 (LoggingLevel::Error, "trouble"),
             ] {
-                ctx.log(level, Some("chatty"), json!(text))
-                    .await
-                    .map_err(|e| ToolError::Failed(e.to_string()))?;
+                ctx.log(level, Some("chatty"), json!(text)).await?;
             }
             Ok(CallToolResult::text("done"))
         },

@@ -12,7 +12,7 @@ use common::stateless::Stateless;
 use common::{Binary, SseReader, TestServer, within};
 use otpmcp::McpServer;
 use otpmcp::config::{BackendKind, Config};
-use otpmcp::handler::{ToolError, ToolRegistry, tools::tool_fn};
+use otpmcp::handler::{ToolRegistry, tools::tool_fn};
 use otpmcp::protocol::client::Elicitation;
 use otpmcp::protocol::methods::{CallToolResult, ListKind, TaskSupport};
 use otpmcp::tasks::LOST_REPLICA_MESSAGE;
@@ -56,9 +56,7 @@ fn tools() -> McpServer {
             "Announces a tools list change.",
             none,
             |_, ctx| async move {
-                ctx.notify_list_changed(ListKind::Tools)
-                    .await
-                    .map_err(|e| ToolError::Failed(e.to_string()))?;
+                ctx.notify_list_changed(ListKind::Tools).await?;
                 Ok(CallToolResult::text("told"))
             },
         ));

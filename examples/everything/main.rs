@@ -11,6 +11,7 @@ use otpmcp::handler::tools::{required_str, tool_fn};
 use otpmcp::handler::{
     PromptError, PromptRegistry, RequestContext, ResourceRegistry, ToolError, ToolRegistry,
 };
+use otpmcp::protocol::client::{Elicitation, Sampling};
 use otpmcp::protocol::methods::{
     CallToolResult, CompletionArgument, CompletionRef, Content, GetPromptResult, LoggingLevel,
     PromptArgument, PromptDefinition, PromptMessage, ResourceContents, ResourceDefinition,
@@ -30,33 +31,21 @@ pub(crate) fn no_args() -> Value {
     json!({"type": "object", "properties": {}})
 }
 
-fn failed(e: impl std::fmt::Display) -> ToolError {
-    ToolError::Failed(e.to_string())
-}
-
 /// Asks the client to fill `schema`; formats the answer as `"{prefix}action=…, content=…"`.
+/// The same call is a server→client request on a session and an `input_required` round on
+/// a stateless request.
 async fn elicit(
     ctx: &RequestContext,
     message: &str,
     schema: Value,
     prefix: &str,
 ) -> Result<CallToolResult, ToolError> {
-    if !ctx.client_supports("elicitation") {
-        return Err(ToolError::Failed(
-            "the client does not support elicitation".into(),
-        ));
-    }
-    let answer = ctx
-        .request(
-            "elicitation/create",
-            Some(json!({"message": message, "requestedSchema": schema})),
-        )
-        .await
-        .map_err(failed)?;
-    let action = answer["action"].as_str().unwrap_or("unknown");
-    let content = answer.get("content").cloned().unwrap_or(Value::Null);
+    let answer = ctx.elicit(Elicitation::form(message, schema)).await?;
+    let action = serde_json::to_value(answer.action)?;
+    let content = answer.content.map_or(Value::Null, Value::Object);
     Ok(CallToolResult::text(format!(
-        "{prefix}action={action}, content={content}"
+        "{prefix}action={}, content={content}",
+        action.as_str().unwrap_or("unknown")
     )))
 }
 
@@ -95,7 +84,7 @@ fn tools() -> ToolRegistry {
                 if i > 0 {
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
-                ctx.log(LoggingLevel::Info, Some("test_tool_with_logging"), json!(text)).await.map_err(failed)?;
+                ctx.log(LoggingLevel::Info, Some("test_tool_with_logging"), json!(text)).await?;
             }
             Ok(CallToolResult::text("Tool with logging executed successfully"))
         }))
@@ -107,7 +96,7 @@ fn tools() -> ToolRegistry {
                 if i > 0 {
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
-                ctx.progress(p, Some(100.0), None).await.map_err(failed)?;
+                ctx.progress(p, Some(100.0), None).await?;
             }
             Ok(CallToolResult::text("Tool with progress executed successfully"))
         }))
@@ -117,14 +106,8 @@ fn tools() -> ToolRegistry {
             json!({"type": "object", "properties": {"prompt": {"type": "string"}}, "required": ["prompt"]}),
             |args, ctx| async move {
                 let prompt = required_str(&args, "prompt")?.to_owned();
-                if !ctx.client_supports("sampling") {
-                    return Err(ToolError::Failed("the client does not support sampling".into()));
-                }
-                let params = json!({"messages": [{"role": "user", "content": {"type": "text", "text": prompt}}],
-                                    "maxTokens": 100});
-                let answer = ctx.request("sampling/createMessage", Some(params)).await.map_err(failed)?;
-                let text = answer["content"]["text"].as_str().unwrap_or_default();
-                Ok(CallToolResult::text(format!("LLM response: {text}")))
+                let answer = ctx.sample(Sampling::prompt(prompt, 100)).await?;
+                Ok(CallToolResult::text(format!("LLM response: {}", answer.text().unwrap_or_default())))
             },
         ))
         .register(tool_fn(

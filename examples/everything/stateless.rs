@@ -46,15 +46,15 @@ pub(crate) fn tools(tools: &mut ToolRegistry) {
             Ok(CallToolResult::text(format!("Hello, {}!", ask_name(&ctx, "user_name").await?)))
         }))
         .register(tool_fn("test_logging_tool", "Logs a message when the request asks for logs.", no_args(), |_, ctx| async move {
-            ctx.log(LoggingLevel::Info, Some("test_logging_tool"), json!("logged")).await.map_err(|e| ToolError::Failed(e.to_string()))?;
+            ctx.log(LoggingLevel::Info, Some("test_logging_tool"), json!("logged")).await?;
             Ok(CallToolResult::text("Logging tool done"))
         }))
         .register(tool_fn("test_trigger_tool_change", "Announces that the tool list changed.", no_args(), |_, ctx| async move {
-            ctx.notify_list_changed(ListKind::Tools).await.map_err(|e| ToolError::Failed(e.to_string()))?;
+            ctx.notify_list_changed(ListKind::Tools).await?;
             Ok(CallToolResult::text("tools/list_changed sent"))
         }))
         .register(tool_fn("test_trigger_prompt_change", "Announces that the prompt list changed.", no_args(), |_, ctx| async move {
-            ctx.notify_list_changed(ListKind::Prompts).await.map_err(|e| ToolError::Failed(e.to_string()))?;
+            ctx.notify_list_changed(ListKind::Prompts).await?;
             Ok(CallToolResult::text("prompts/list_changed sent"))
         }))
         .register(tool_fn("test_input_required_result_elicitation", "Asks the user's name.", no_args(), |_, ctx| async move {

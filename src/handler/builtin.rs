@@ -90,9 +90,7 @@ impl Tool for StreamEvents {
             }
             for i in 1..=count {
                 if ctx.wants_progress() {
-                    ctx.progress(i as f64, Some(count as f64), None)
-                        .await
-                        .map_err(|e| ToolError::Failed(e.to_string()))?;
+                    ctx.progress(i as f64, Some(count as f64), None).await?;
                 }
                 if interval > 0 && i < count {
                     tokio::time::sleep(Duration::from_millis(interval)).await;

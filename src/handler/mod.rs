@@ -8,6 +8,7 @@ pub mod builtin;
 pub mod prompts;
 pub mod resources;
 pub mod tools;
+pub mod typed;
 
 use std::future::Future;
 use std::pin::Pin;

@@ -5,31 +5,48 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
+pub use super::typed::{structured_tool, tool, typed_tool};
 use super::{BoxFuture, ClientRequestError, RequestContext};
-use crate::protocol::methods::{CallToolResult, TaskSupport, ToolDefinition};
+use crate::protocol::meta::{HeaderParam, header_params};
+use crate::protocol::methods::{CallToolResult, TaskOptions, TaskSupport, ToolDefinition};
 
 /// Why a tool call failed.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+///
+/// Any error converts into it with `?` (as [`ToolError::Failed`], its message shown to
+/// the model), so a tool's body reads like any Rust function's. For that, `ToolError`
+/// itself is not a [`std::error::Error`] (as `anyhow::Error` is not): it is where errors
+/// end, not one more to wrap.
+#[derive(Debug, Clone, PartialEq)]
 pub enum ToolError {
     /// The arguments do not fit the tool's schema: a protocol error (-32602).
-    #[error("invalid arguments: {0}")]
     InvalidArguments(String),
     /// The tool ran and failed: reported to the model as a result with `isError`.
-    #[error("{0}")]
     Failed(String),
     /// The tool cannot run without a capability the client did not declare (the
     /// capabilities object it needs): a protocol error (-32021).
-    #[error("the client must declare {0}")]
     MissingCapability(Value),
 }
 
-impl From<ClientRequestError> for ToolError {
-    /// A question the client was not equipped to answer is -32021; any other failure to
-    /// get an answer is the tool's failure.
-    fn from(e: ClientRequestError) -> Self {
-        match e {
-            ClientRequestError::NotDeclared(required) => Self::MissingCapability(required),
-            other => Self::Failed(other.to_string()),
+impl std::fmt::Display for ToolError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::InvalidArguments(why) => write!(f, "invalid arguments: {why}"),
+            Self::Failed(why) => f.write_str(why),
+            Self::MissingCapability(required) => write!(f, "the client must declare {required}"),
+        }
+    }
+}
+
+impl<E: std::error::Error + Send + Sync + 'static> From<E> for ToolError {
+    /// A question the client was not equipped to answer (a
+    /// [`ClientRequestError::NotDeclared`]) is -32021; any other error is the tool's
+    /// failure, its message shown to the model.
+    fn from(e: E) -> Self {
+        match (&e as &dyn std::any::Any).downcast_ref::<ClientRequestError>() {
+            Some(ClientRequestError::NotDeclared(required)) => {
+                Self::MissingCapability(required.clone())
+            }
+            _ => Self::Failed(e.to_string()),
         }
     }
 }
@@ -52,6 +69,18 @@ pub trait Tool: Send + Sync + 'static {
 pub struct ToolRegistry {
     order: Vec<String>,
     tools: HashMap<String, Arc<dyn Tool>>,
+    /// What each request to a tool needs before it runs, worked out once.
+    routing: HashMap<String, ToolRouting>,
+}
+
+/// What the runtime checks of a tool on every call, worked out when it is registered (a
+/// tool's definition is built anew each time it is asked for).
+#[derive(Debug, Clone, Default)]
+pub struct ToolRouting {
+    /// The arguments its `Mcp-Param-*` headers mirror.
+    pub header_params: Arc<[HeaderParam]>,
+    /// How it runs as a task.
+    pub tasks: TaskOptions,
 }
 
 impl std::fmt::Debug for ToolRegistry {
@@ -63,7 +92,13 @@ impl std::fmt::Debug for ToolRegistry {
 impl ToolRegistry {
     /// Adds `tool`, replacing any tool of the same name.
     pub fn register(&mut self, tool: impl Tool) -> &mut Self {
-        let name = tool.definition().name;
+        let definition = tool.definition();
+        let name = definition.name;
+        let routing = ToolRouting {
+            header_params: header_params(&definition.input_schema).into(),
+            tasks: definition.tasks,
+        };
+        self.routing.insert(name.clone(), routing);
         if self.tools.insert(name.clone(), Arc::new(tool)).is_none() {
             self.order.push(name);
         }
@@ -73,7 +108,13 @@ impl ToolRegistry {
     /// Removes tool `name`; false if there was none.
     pub fn remove(&mut self, name: &str) -> bool {
         self.order.retain(|n| n != name);
+        self.routing.remove(name);
         self.tools.remove(name).is_some()
+    }
+
+    /// What a call to tool `name` needs checked, if there is such a tool.
+    pub fn routing(&self, name: &str) -> Option<&ToolRouting> {
+        self.routing.get(name)
     }
 
     /// Definitions of all tools.
@@ -209,66 +250,6 @@ where
         },
         f: Box::new(move |args, ctx| Box::pin(f(args, ctx))),
     }
-}
-
-/// A tool whose arguments are a Rust type: the input schema (JSON Schema 2020-12) is
-/// generated from `A`, and the arguments are deserialized into it; arguments that do not
-/// fit get -32602 with serde's explanation.
-///
-/// ```
-/// use otpmcp::handler::{ToolRegistry, tools::typed_tool};
-/// use otpmcp::protocol::methods::CallToolResult;
-///
-/// #[derive(serde::Deserialize, schemars::JsonSchema)]
-/// struct Add {
-///     /// First addend.
-///     a: i64,
-///     /// Second addend.
-///     b: i64,
-/// }
-///
-/// let mut tools = ToolRegistry::default();
-/// tools.register(typed_tool("add", "Adds two integers.", |args: Add, _ctx| async move {
-///     Ok(CallToolResult::text((args.a + args.b).to_string()))
-/// }));
-/// ```
-pub fn typed_tool<A, F, Fut>(name: &str, description: &str, f: F) -> FnTool
-where
-    A: serde::de::DeserializeOwned + schemars::JsonSchema + Send + 'static,
-    F: Fn(A, RequestContext) -> Fut + Send + Sync + 'static,
-    Fut: std::future::Future<Output = Result<CallToolResult, ToolError>> + Send + 'static,
-{
-    let schema = schemars::schema_for!(A).to_value();
-    tool_fn(name, description, schema, move |args, ctx| {
-        let call = serde_json::from_value::<A>(Value::Object(args))
-            .map(|a| f(a, ctx))
-            .map_err(|e| ToolError::InvalidArguments(e.to_string()));
-        async move { call?.await }
-    })
-}
-
-/// A tool with typed arguments and a typed result: the output schema is generated from
-/// `O`, and each result is sent as `structuredContent` plus, for clients that predate
-/// structured results, the same JSON as text.
-pub fn structured_tool<A, O, F, Fut>(name: &str, description: &str, f: F) -> FnTool
-where
-    A: serde::de::DeserializeOwned + schemars::JsonSchema + Send + 'static,
-    O: serde::Serialize + schemars::JsonSchema + 'static,
-    F: Fn(A, RequestContext) -> Fut + Send + Sync + 'static,
-    Fut: std::future::Future<Output = Result<O, ToolError>> + Send + 'static,
-{
-    let output_schema = schemars::schema_for!(O).to_value();
-    typed_tool(name, description, move |args: A, ctx| {
-        let output = f(args, ctx);
-        async move {
-            let value = serde_json::to_value(output.await?)
-                .map_err(|e| ToolError::Failed(e.to_string()))?;
-            let mut result = CallToolResult::text(value.to_string());
-            result.structured_content = Some(value);
-            Ok(result)
-        }
-    })
-    .with_output_schema(output_schema)
 }
 
 impl Tool for FnTool {

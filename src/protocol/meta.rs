@@ -107,6 +107,39 @@ impl RequestMeta {
     }
 }
 
+/// A tool argument a `Mcp-Param-*` header mirrors (`x-mcp-header` in the input schema).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeaderParam {
+    /// Its path from the arguments object, through `properties` only.
+    pub path: Vec<String>,
+    /// The header's suffix: `Mcp-Param-<header>`.
+    pub header: String,
+}
+
+/// The `x-mcp-header` properties of a tool's input schema: reachable from its root
+/// through `properties` alone (the spec's rule).
+pub fn header_params(schema: &Value) -> Vec<HeaderParam> {
+    fn walk(schema: &Value, path: &mut Vec<String>, out: &mut Vec<HeaderParam>) {
+        let Some(properties) = schema.get("properties").and_then(Value::as_object) else {
+            return;
+        };
+        for (name, property) in properties {
+            path.push(name.clone());
+            if let Some(header) = property.get("x-mcp-header").and_then(Value::as_str) {
+                out.push(HeaderParam {
+                    path: path.clone(),
+                    header: header.to_owned(),
+                });
+            }
+            walk(property, path, out);
+            path.pop();
+        }
+    }
+    let mut out = Vec::new();
+    walk(schema, &mut Vec::new(), &mut out);
+    out
+}
+
 /// True when `capabilities.extensions` has `id`.
 pub fn declares_extension(capabilities: &Value, id: &str) -> bool {
     capabilities

@@ -180,12 +180,9 @@ impl McpServer {
         }
     }
 
-    /// The input schema of tool `name`, if there is such a tool.
-    pub fn tool_input_schema(&self, name: &str) -> Option<Value> {
-        self.tools
-            .get()
-            .get(name)
-            .map(|t| t.definition().input_schema)
+    /// What a call to tool `name` needs checked, if there is such a tool.
+    pub fn tool_routing(&self, name: &str) -> Option<crate::handler::tools::ToolRouting> {
+        self.tools.get().routing(name).cloned()
     }
 
     /// Where changes are announced to `subscriptions/listen` streams.

@@ -64,7 +64,7 @@ impl McpServer {
     /// Answers one stateless request whose `_meta` was read as `meta`. `ctx` carries the
     /// request's outbox (its SSE stream) and the client's capabilities from `meta`.
     pub async fn handle_stateless(
-        &self,
+        self: &Arc<Self>,
         request: Request,
         meta: &RequestMeta,
         ctx: RequestContext,
@@ -181,7 +181,7 @@ impl McpServer {
     /// ending with `input_required` when the handler waits for one it does not have. A
     /// `tools/call` may become a task instead (see [`super::tasks`]).
     async fn with_inputs(
-        &self,
+        self: &Arc<Self>,
         method: Method,
         request: Request,
         meta: &RequestMeta,

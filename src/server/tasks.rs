@@ -54,10 +54,10 @@ impl McpServer {
             .as_ref()
             .and_then(|p| p.get("name"))
             .and_then(Value::as_str);
-        let Some(tool) = name.and_then(|n| self.tools.get().get(n)) else {
+        let Some(routing) = name.and_then(|n| self.tool_routing(n)) else {
             return Ok(None);
         };
-        let options = tool.definition().tasks;
+        let options = routing.tasks;
         match (options.support, meta.declares_tasks(), &self.tasks) {
             (TaskSupport::Never, _, _) | (TaskSupport::Optional, false, _) => Ok(None),
             (TaskSupport::Required, false, _) => Err(ErrorObject::missing_capability(

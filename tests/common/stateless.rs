@@ -73,10 +73,17 @@ impl Stateless {
         name: Option<&str>,
     ) -> (i64, reqwest::RequestBuilder) {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
-        params["_meta"] = json!({
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientCapabilities": self.capabilities,
-        });
+        // The request's own `_meta` keys (progressToken, logLevel) are kept.
+        let mut meta = params["_meta"].as_object().cloned().unwrap_or_default();
+        meta.insert(
+            "io.modelcontextprotocol/protocolVersion".into(),
+            json!("2026-07-28"),
+        );
+        meta.insert(
+            "io.modelcontextprotocol/clientCapabilities".into(),
+            self.capabilities.clone(),
+        );
+        params["_meta"] = Value::Object(meta);
         let name = name.or(match method {
             "tools/call" | "prompts/get" => params["name"].as_str(),
             "resources/read" => params["uri"].as_str(),

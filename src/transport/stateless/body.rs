@@ -21,7 +21,9 @@ pub(super) struct Answering {
     notes: mpsc::Receiver<Bytes>,
     /// The answer, once the handler has given it (sent after the notes before it).
     answer: Option<Outgoing>,
-    keepalive: Interval,
+    every: Duration,
+    /// Made when the body first waits: most answers are JSON and never need one.
+    keepalive: Option<Interval>,
 }
 
 impl Answering {
@@ -30,14 +32,12 @@ impl Answering {
         notes: mpsc::Receiver<Bytes>,
         keepalive: Duration,
     ) -> Self {
-        let mut keepalive =
-            tokio::time::interval_at(tokio::time::Instant::now() + keepalive, keepalive);
-        keepalive.set_missed_tick_behavior(MissedTickBehavior::Delay);
         Self {
             work: Some(work),
             notes,
             answer: None,
-            keepalive,
+            every: keepalive,
+            keepalive: None,
         }
     }
 
@@ -89,7 +89,13 @@ impl Body for Answering {
                     .map(|answer| Ok(Frame::data(sse::message(None, &answer.to_bytes())))),
             );
         }
-        if this.keepalive.poll_tick(cx).is_ready() {
+        let every = this.every;
+        let keepalive = this.keepalive.get_or_insert_with(|| {
+            let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+            ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+            ticks
+        });
+        if keepalive.poll_tick(cx).is_ready() {
             return Poll::Ready(Some(Ok(Frame::data(sse::comment("keepalive")))));
         }
         Poll::Pending

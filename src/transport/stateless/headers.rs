@@ -9,6 +9,7 @@ use base64::engine::general_purpose::STANDARD;
 use serde_json::Value;
 
 use crate::protocol::ErrorObject;
+use crate::protocol::meta::HeaderParam;
 use crate::protocol::methods::Method;
 
 /// `Mcp-Method`.
@@ -58,19 +59,18 @@ pub fn check_standard(
     }
 }
 
-/// Checks the `Mcp-Param-*` headers of a `tools/call` against the `x-mcp-header`
-/// properties of the tool's input schema: each argument given (and not null) must come
-/// with its header, equal to it.
+/// Checks the `Mcp-Param-*` headers of a `tools/call` against the arguments the tool's
+/// input schema mirrors (`mirrored`, from [`crate::protocol::meta::header_params`]): each
+/// argument given (and
+/// not null) must come with its header, equal to it.
 pub fn check_params(
     headers: &HeaderMap,
-    input_schema: &Value,
+    mirrored: &[HeaderParam],
     arguments: Option<&Value>,
 ) -> Result<(), ErrorObject> {
-    let mut mirrored = Vec::new();
-    mirrored_properties(input_schema, &mut Vec::new(), &mut mirrored);
-    for (path, name) in mirrored {
+    for HeaderParam { path, header: name } in mirrored {
         let mut value = arguments;
-        for step in &path {
+        for step in path {
             value = value.and_then(|v| v.get(step));
         }
         let body = match value {
@@ -111,26 +111,6 @@ fn same_value(header: &str, body: &str, value: Option<&Value>) -> bool {
             .is_some_and(|(a, b)| a == b)
 }
 
-/// The `x-mcp-header` properties of `schema`: reachable from the root through
-/// `properties` alone (the spec's rule), as (path, header suffix).
-fn mirrored_properties(
-    schema: &Value,
-    path: &mut Vec<String>,
-    out: &mut Vec<(Vec<String>, String)>,
-) {
-    let Some(properties) = schema.get("properties").and_then(Value::as_object) else {
-        return;
-    };
-    for (name, property) in properties {
-        path.push(name.clone());
-        if let Some(header) = property.get("x-mcp-header").and_then(Value::as_str) {
-            out.push((path.clone(), header.to_owned()));
-        }
-        mirrored_properties(property, path, out);
-        path.pop();
-    }
-}
-
 /// A header's value with surrounding whitespace trimmed; -32020 when it is not text.
 fn header_value<'a>(headers: &'a HeaderMap, name: &str) -> Result<Option<&'a str>, ErrorObject> {
     match headers.get(name) {
@@ -165,6 +145,7 @@ fn decoded(value: Option<&str>) -> Result<Option<String>, ErrorObject> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::meta::header_params;
     use axum::http::HeaderValue;
     use serde_json::json;
 
@@ -216,7 +197,11 @@ mod tests {
             "n": {"type": "integer", "x-mcp-header": "N"}}});
         let args = |v: &str| json!({"region": v});
         let check = |pairs: &[(&'static str, &'static str)], body: &str| {
-            code(check_params(&headers(pairs), &schema, Some(&args(body))))
+            code(check_params(
+                &headers(pairs),
+                &header_params(&schema),
+                Some(&args(body)),
+            ))
         };
         assert_eq!(
             check(&[("mcp-param-region", "=?base64?SGVsbG8=?=")], "Hello"),
@@ -243,7 +228,7 @@ mod tests {
         assert_eq!(
             code(check_params(
                 &HeaderMap::new(),
-                &schema,
+                &header_params(&schema),
                 Some(&json!({"region": null}))
             )),
             None
@@ -252,7 +237,7 @@ mod tests {
         assert_eq!(
             code(check_params(
                 &headers(&[("mcp-param-n", "42.0")]),
-                &schema,
+                &header_params(&schema),
                 Some(&n)
             )),
             None

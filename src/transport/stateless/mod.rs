@@ -119,13 +119,13 @@ fn check(
     headers::check_standard(headers, &request.method, request.params.as_ref()).map_err(bad)?;
     if Method::parse(&request.method) == Method::ToolsCall {
         let params = request.params.as_ref();
-        let schema = params
+        let routing = params
             .and_then(|p| p.get("name"))
             .and_then(|n| n.as_str())
-            .and_then(|name| server.tool_input_schema(name));
-        if let Some(schema) = schema {
-            headers::check_params(headers, &schema, params.and_then(|p| p.get("arguments")))
-                .map_err(bad)?;
+            .and_then(|name| server.tool_routing(name));
+        if let Some(routing) = routing.filter(|r| !r.header_params.is_empty()) {
+            let arguments = params.and_then(|p| p.get("arguments"));
+            headers::check_params(headers, &routing.header_params, arguments).map_err(bad)?;
         }
     }
     Ok(meta)
