@@ -63,7 +63,10 @@ options (defaults in brackets):
   --idle-streams N     idle-streams: streams [1000]; 0: `all` skips it
   --missed LIST        resume: missed events, comma-separated [100,1000,10000]
   --mode MODE          resume: finished, in-flight or both [both]
-  --timeout SECS       wait: how long [10]";
+  --timeout SECS       wait: how long [10]
+  --era ERA            call, latency: `session` (2025-11-25: initialize, then calls in a
+                       session) or `stateless` (2026-07-28: every call carries its own
+                       _meta and routing headers, no session) [session]";
 
 /// Most events a `stream_events` call may ask for (otpmcp's limit).
 const MAX_EVENTS: u64 = 100_000;
@@ -84,6 +87,7 @@ struct Opts {
     missed: Vec<u64>,
     modes: Vec<Mode>,
     timeout: Duration,
+    stateless: bool,
 }
 
 fn secs(value: &str) -> std::result::Result<Duration, String> {
@@ -134,6 +138,7 @@ fn parse_args() -> std::result::Result<Opts, String> {
         missed: vec![100, 1000, 10_000],
         modes: vec![Mode::Finished, Mode::InFlight],
         timeout: Duration::from_secs(10),
+        stateless: false,
     };
     while let Some(flag) = args.next() {
         let value = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
@@ -159,6 +164,13 @@ fn parse_args() -> std::result::Result<Opts, String> {
                     .map(|m| number(m, MAX_EVENTS / 2))
                     .collect::<std::result::Result<_, _>>()
                     .map_err(bad)?;
+            }
+            "--era" => {
+                o.stateless = match value {
+                    "session" => false,
+                    "stateless" => true,
+                    _ => return Err(bad("session or stateless".to_owned())),
+                }
             }
             "--mode" => {
                 o.modes = match value {
@@ -268,6 +280,16 @@ async fn smoke(ctx: &Ctx, out: &Out) {
         "latency",
         workloads::call_rate(ctx, out, "latency", 1, 1, ms(50), ms(150)).await,
     );
+    let stateless = Ctx {
+        target: ctx.target.clone(),
+        pid: ctx.pid,
+        stateless: true,
+    };
+    report(
+        out,
+        "call_stateless",
+        workloads::call_rate(&stateless, out, "call_stateless", 2, 4, ms(50), ms(250)).await,
+    );
     report(out, "stream", workloads::stream(ctx, out, 1, 500).await);
     report(out, "stream", workloads::stream(ctx, out, 4, 100).await);
     report(
@@ -318,7 +340,11 @@ async fn run(o: Opts) -> Result<u64> {
     if let Some(pid) = o.pid {
         procfs::cpu_ticks(pid).map_err(|e| format!("--pid {pid}: {e}"))?;
     }
-    let ctx = Ctx { target, pid: o.pid };
+    let ctx = Ctx {
+        target,
+        pid: o.pid,
+        stateless: o.stateless,
+    };
     let out = Out::default();
     let out_ = &out;
     let settle_rss = Duration::from_millis(500);

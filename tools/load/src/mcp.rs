@@ -22,10 +22,25 @@ pub(crate) const PROTOCOL_VERSION: &str = "2025-11-25";
 /// How long draining the rest of a response body may take once its reply has arrived.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// An initialized session. `id` is `None` for servers that run without sessions.
+/// The revision a stateless client speaks.
+pub(crate) const STATELESS_VERSION: &str = "2026-07-28";
+
+/// An initialized session. `id` is `None` for servers that run without sessions; a
+/// stateless client has no session at all.
 #[derive(Debug, Clone)]
 pub(crate) struct Session {
     pub(crate) id: Option<String>,
+    pub(crate) stateless: bool,
+}
+
+impl Session {
+    /// No session: every request of the stateless revision stands alone.
+    pub(crate) fn stateless() -> Self {
+        Self {
+            id: None,
+            stateless: true,
+        }
+    }
 }
 
 fn request(
@@ -45,7 +60,12 @@ fn request(
         None => builder.header(ACCEPT, "text/event-stream"),
     };
     if let Some(session) = session {
-        builder = builder.header("mcp-protocol-version", PROTOCOL_VERSION);
+        let version = if session.stateless {
+            STATELESS_VERSION
+        } else {
+            PROTOCOL_VERSION
+        };
+        builder = builder.header("mcp-protocol-version", version);
         if let Some(id) = &session.id {
             builder = builder.header("mcp-session-id", id.as_str());
         }
@@ -225,7 +245,10 @@ pub(crate) async fn initialize(conn: &mut Conn, target: &Target) -> Result<Sessi
     let reply = await_reply(&mut msgs, 0).await?;
     result_of(&reply)?;
     msgs.drain().await?;
-    let session = Session { id };
+    let session = Session {
+        id,
+        stateless: false,
+    };
     let initialized = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
     post(conn, target, Some(&session), initialized.to_owned())
         .await?
@@ -260,10 +283,22 @@ pub(crate) async fn echo(
     session: &Session,
     id: u64,
 ) -> Result<()> {
-    let body = format!(
-        r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"echo","arguments":{{"text":"hello {id}"}}}}}}"#
-    );
-    let mut msgs = post(conn, target, Some(session), body).await?;
+    let mut msgs = if session.stateless {
+        // Everything the request needs is in it: `_meta`, and headers a proxy routes on.
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"echo","arguments":{{"text":"hello {id}"}},"_meta":{{"io.modelcontextprotocol/protocolVersion":"{STATELESS_VERSION}","io.modelcontextprotocol/clientCapabilities":{{}}}}}}}}"#
+        );
+        let mut req = request(Method::POST, target, Some(session), Some(body))?;
+        let headers = req.headers_mut();
+        headers.insert("mcp-method", hyper::header::HeaderValue::from_static("tools/call"));
+        headers.insert("mcp-name", hyper::header::HeaderValue::from_static("echo"));
+        Messages::new(check(conn.send(req).await?).await?)
+    } else {
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"echo","arguments":{{"text":"hello {id}"}}}}}}"#
+        );
+        post(conn, target, Some(session), body).await?
+    };
     let reply = await_reply(&mut msgs, id).await?;
     msgs.drain().await?;
     let result = result_of(&reply)?;

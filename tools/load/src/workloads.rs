@@ -24,6 +24,8 @@ pub(crate) struct Ctx {
     pub(crate) target: Arc<Target>,
     /// The server's pid, for CPU time and RSS; without it those figures are skipped.
     pub(crate) pid: Option<u32>,
+    /// Calls speak the stateless revision (2026-07-28): no sessions are opened.
+    pub(crate) stateless: bool,
 }
 
 impl Ctx {
@@ -202,6 +204,9 @@ async fn join<T>(handles: Vec<tokio::task::JoinHandle<T>>) -> Vec<T> {
 
 /// Opens `n` sessions over `parallel` connections.
 async fn open_sessions(ctx: &Ctx, n: usize, parallel: usize) -> Result<Vec<Session>> {
+    if ctx.stateless {
+        return Ok((0..n).map(|_| Session::stateless()).collect());
+    }
     let parallel = parallel.clamp(1, n.max(1));
     let mut handles = Vec::with_capacity(parallel);
     for i in 0..parallel {
