@@ -319,6 +319,10 @@ pub struct StatelessConfig {
     /// Most listen notifications kept for a listener that has fallen behind; past it, its
     /// stream ends and the client listens again. Default 1024.
     pub listen_backlog: usize,
+    /// Most `subscriptions/listen` streams open at once on this replica; past it a new one
+    /// gets 503. Default 10000. Without it, clients could hold connections and their
+    /// buffers without bound.
+    pub max_listen_streams: usize,
 }
 
 impl Default for StatelessConfig {
@@ -329,6 +333,7 @@ impl Default for StatelessConfig {
             cache_ttl: Duration::ZERO,
             cache_scope: "public".into(),
             listen_backlog: 1024,
+            max_listen_streams: 10_000,
         }
     }
 }
@@ -428,6 +433,9 @@ impl Config {
         }
         if self.stateless.listen_backlog == 0 {
             return invalid("stateless.listen_backlog", "must be at least 1");
+        }
+        if self.stateless.max_listen_streams == 0 {
+            return invalid("stateless.max_listen_streams", "must be at least 1");
         }
         if self.tasks.max_tasks == 0 || self.tasks.max_running == 0 {
             return invalid(

@@ -198,6 +198,38 @@ async fn closing_the_response_stream_cancels_the_request() {
 }
 
 #[tokio::test]
+async fn listen_streams_are_capped() {
+    let server = TestServer::start_with(
+        |c| c.stateless.max_listen_streams = 1,
+        server(Arc::default()),
+    )
+    .await;
+    let client = Stateless::new(&server.url);
+    let filter = json!({"notifications": {"toolsListChanged": true}});
+    let (_, first) = client.post("subscriptions/listen", filter.clone());
+    let first = within("listen", first.send())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut first = SseReader::new(first);
+    assert_eq!(
+        first.next_json().await["method"],
+        "notifications/subscriptions/acknowledged"
+    );
+    let refused = client.ask("subscriptions/listen", filter.clone()).await;
+    assert_eq!(refused.status, 503);
+    assert_eq!(refused.error_code(), Some(-32603));
+    drop(first);
+    // Closed by the client: its place is free again.
+    common::eventually("the first stream's place to be free", || async {
+        let (_, again) = client.post("subscriptions/listen", filter.clone());
+        let resp = again.send().await.ok()?;
+        (resp.status() == 200).then_some(())
+    })
+    .await;
+    server.shutdown().await;
+}
+
+#[tokio::test]
 async fn a_listen_stream_ends_with_its_result_when_the_server_stops() {
     let server = TestServer::start_with(|_| {}, server(Arc::default())).await;
     let client = Stateless::new(&server.url);

@@ -58,6 +58,13 @@ async fn requests_streams_and_actor_messages_are_traced() {
     let rejected =
         Client::send(stranger.post(&json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}))).await;
     assert_eq!(rejected.status(), 404);
+    // The stateless revision carries trace context in `params._meta`.
+    let meta_trace = "4bf92f3577b34da6a3ce929d0e0e4736";
+    let stateless = common::stateless::Stateless::new(&server.url);
+    let traceparent = format!("00-{meta_trace}-00f067aa0ba902b7-01");
+    let params = json!({"name": "echo", "arguments": {"text": "t"},
+                        "_meta": {"traceparent": traceparent}});
+    stateless.ask("tools/call", params).await;
     server.shutdown().await;
     let _ = provider.force_flush();
     let spans = exporter.get_finished_spans().unwrap_or_default();
@@ -74,6 +81,16 @@ async fn requests_streams_and_actor_messages_are_traced() {
         "traceparent continued"
     );
     assert_eq!(attr_str(call, "session_id"), client.session.clone());
+    let stateless = named("mcp.stateless");
+    let continued = stateless
+        .iter()
+        .find(|s| attr_str(s, "method").as_deref() == Some("tools/call"))
+        .unwrap_or_else(|| panic!("a span for the stateless tools/call"));
+    assert_eq!(
+        continued.span_context.trace_id().to_string(),
+        meta_trace,
+        "a stateless request's _meta.traceparent continued"
+    );
 
     let streams = named("transport_sse.handle_stream");
     let invalid = streams

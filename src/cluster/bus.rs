@@ -107,7 +107,11 @@ impl Router {
                 Ok(m) => {
                     // Never waits here (the connection's task): the registry hop runs apart.
                     let tasks = self.tasks.clone();
-                    tokio::spawn(async move { tasks.local(&m.task_id, m.signal).await });
+                    tokio::spawn(async move {
+                        if let Err(e) = tasks.local(&m.task_id, m.signal).await {
+                            tracing::warn!(error = %e, "a task signal from another replica was dropped");
+                        }
+                    });
                 }
                 Err(e) => tracing::warn!(error = %e, "undecodable message on a task channel"),
             },

@@ -37,6 +37,9 @@ pub use runner::{TaskMsg, TaskOutbox};
 /// The message of a task whose replica was lost.
 pub const LOST_REPLICA_MESSAGE: &str = "the server replica running this task was lost";
 
+/// How long a signal waits for room in a busy task's mailbox.
+pub const SIGNAL_WAIT: Duration = Duration::from_secs(2);
+
 /// How many times a re-runnable task is started at most (the first run and one re-run).
 pub const MAX_ATTEMPTS: u32 = 2;
 
@@ -83,6 +86,9 @@ pub enum TaskError {
     /// The store could not be reached.
     #[error("the task store is unavailable: {0}")]
     Unavailable(String),
+    /// The task did not take a signal in time (too many waiting); send it again.
+    #[error("task {0} is busy; send again")]
+    Busy(String),
 }
 
 impl From<TaskError> for ErrorObject {
@@ -190,10 +196,10 @@ enum RegistryMsg {
         reply: oneshot::Sender<bool>,
     },
     Unregister(String),
-    Signal {
+    /// The mailbox of task `id`'s runner, if it runs here.
+    Mailbox {
         id: String,
-        msg: TaskMsg,
-        reply: oneshot::Sender<bool>,
+        reply: oneshot::Sender<Option<mpsc::Sender<TaskMsg>>>,
     },
 }
 
@@ -213,12 +219,9 @@ async fn registry(mut inbox: mpsc::Receiver<RegistryMsg>, max_running: usize) {
             RegistryMsg::Unregister(id) => {
                 running.remove(&id);
             }
-            RegistryMsg::Signal { id, msg, reply } => {
-                // Never waits on a runner: a full mailbox is a busy task.
-                let delivered = running
-                    .get(&id)
-                    .is_some_and(|mailbox| mailbox.try_send(msg).is_ok());
-                let _ = reply.send(delivered);
+            // The caller sends: the registry never waits on a runner.
+            RegistryMsg::Mailbox { id, reply } => {
+                let _ = reply.send(running.get(&id).cloned());
             }
         }
     }
@@ -397,8 +400,7 @@ impl TaskHandle {
             return Ok(());
         }
         if record.owner == self.replica() {
-            self.local(id, signal).await;
-            return Ok(());
+            return self.local(id, signal).await;
         }
         match self.inner.signals.get() {
             Some(signals) => signals
@@ -409,24 +411,32 @@ impl TaskHandle {
         }
     }
 
-    /// A signal for a task of this replica (from a request here, or from the bus).
-    pub async fn local(&self, id: &str, signal: TaskSignal) {
+    /// A signal for a task of this replica (from a request here, or from the bus). A task
+    /// that is not running here any more (it just ended) needs none: `Ok`. A runner whose
+    /// mailbox stays full for [`SIGNAL_WAIT`] is busy: [`TaskError::Busy`], and the client
+    /// sends again.
+    pub async fn local(&self, id: &str, signal: TaskSignal) -> Result<(), TaskError> {
         let msg = match signal {
             TaskSignal::Respond { answers } => TaskMsg::Respond(answers),
             TaskSignal::Cancel => TaskMsg::Cancel,
         };
-        let (reply, delivered) = oneshot::channel();
-        let sent = self
-            .inner
-            .registry
-            .send(RegistryMsg::Signal {
-                id: id.to_owned(),
-                msg,
-                reply,
-            })
-            .await;
-        if sent.is_err() || delivered.await != Ok(true) {
-            tracing::debug!(task_id = %id, "a signal found no running task here (finished, or busy)");
+        let (reply, mailbox) = oneshot::channel();
+        let asked = RegistryMsg::Mailbox {
+            id: id.to_owned(),
+            reply,
+        };
+        if self.inner.registry.send(asked).await.is_err() {
+            return Err(TaskError::Unavailable(
+                "the task registry has stopped".into(),
+            ));
+        }
+        let Ok(Some(mailbox)) = mailbox.await else {
+            tracing::debug!(task_id = %id, "a signal found no running task here (it ended)");
+            return Ok(());
+        };
+        match tokio::time::timeout(SIGNAL_WAIT, mailbox.send(msg)).await {
+            Ok(_) => Ok(()),
+            Err(_) => Err(TaskError::Busy(id.chars().take(64).collect())),
         }
     }
 

@@ -16,7 +16,7 @@ use crate::protocol::methods::{ListKind, ServerRequest};
 use crate::protocol::{ErrorObject, Outgoing};
 
 /// Most questions and signals queued for one task: the handler waits when its runner is
-/// behind, and a client flooding `tasks/update` is told the task is busy.
+/// behind, and a client flooding `tasks/update` waits, then is told the task is busy.
 pub(super) const MAILBOX: usize = 64;
 
 /// What a running task hears.

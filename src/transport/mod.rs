@@ -22,7 +22,7 @@ use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get as route;
 use opentelemetry::propagation::{Extractor, TextMapPropagator};
-use opentelemetry_sdk::propagation::TraceContextPropagator;
+use opentelemetry_sdk::propagation::{BaggagePropagator, TraceContextPropagator};
 use ractor::{Actor, ActorCell};
 use tokio::sync::mpsc;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
@@ -62,6 +62,9 @@ struct Inner {
     closing: std::sync::atomic::AtomicBool,
     /// Cancelled when shutdown begins: stateless listen streams end with their result.
     shutdown: tokio_util::sync::CancellationToken,
+    /// Listen streams open now (`stateless.max_listen_streams` at most). An atomic: each
+    /// stream counts itself in and out, nothing else reads it.
+    listening: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl AppState {
@@ -95,6 +98,7 @@ impl AppState {
                 inflight,
                 closing: std::sync::atomic::AtomicBool::new(false),
                 shutdown: tokio_util::sync::CancellationToken::new(),
+                listening: Arc::default(),
             }),
         }
     }
@@ -259,18 +263,22 @@ fn continue_trace(span: &tracing::Span, headers: &HeaderMap) {
     }
 }
 
-/// Continues the caller's trace from a stateless request's `params._meta`, where the
-/// 2026-07-28 revision carries it (a `traceparent` header, if any, was applied first).
+/// Makes `span` continue the caller's trace from a stateless request's `params._meta`,
+/// where the 2026-07-28 revision carries it; call it before `span` is entered.
 fn continue_meta_trace(span: &tracing::Span, trace: &crate::protocol::meta::TraceContext) {
-    let Some(traceparent) = &trace.traceparent else {
+    if trace.traceparent.is_none() && trace.baggage.is_none() {
         return;
-    };
-    let mut carrier = std::collections::HashMap::new();
-    carrier.insert("traceparent".to_owned(), traceparent.clone());
-    if let Some(state) = &trace.tracestate {
-        carrier.insert("tracestate".to_owned(), state.clone());
     }
+    let carrier: std::collections::HashMap<String, String> = [
+        ("traceparent", &trace.traceparent),
+        ("tracestate", &trace.tracestate),
+        ("baggage", &trace.baggage),
+    ]
+    .into_iter()
+    .filter_map(|(key, value)| Some((key.to_owned(), value.clone()?)))
+    .collect();
     let cx = TraceContextPropagator::new().extract(&carrier);
+    let cx = BaggagePropagator::new().extract_with_context(&cx, &carrier);
     let _ = span.set_parent(cx);
 }
 

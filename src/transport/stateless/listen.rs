@@ -7,6 +7,8 @@
 
 use std::collections::HashSet;
 use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 
 use axum::body::Body;
@@ -153,6 +155,13 @@ pub(super) fn serve(state: &AppState, request: Request, meta: RequestMeta) -> Re
         }
     };
     let inner = &state.inner;
+    let Some(counted) = Counted::admit(&inner.listening, inner.config.stateless.max_listen_streams)
+    else {
+        let error = ErrorObject::internal(
+            "too many listen streams are open on this server (stateless.max_listen_streams); try again later",
+        );
+        return error_response(Some(request.id), error, StatusCode::SERVICE_UNAVAILABLE);
+    };
     // Subscribed before the acknowledgement is built: nothing that happens after the
     // client learns it is listening can be missed.
     let news = inner.server.news().subscribe();
@@ -180,6 +189,7 @@ pub(super) fn serve(state: &AppState, request: Request, meta: RequestMeta) -> Re
         shutdown: Box::pin(inner.shutdown.clone().cancelled_owned()),
         keepalive: ticks,
         done: false,
+        _counted: counted,
     };
     super::super::sse_response(Body::new(listening))
 }
@@ -222,6 +232,28 @@ struct Listening {
     shutdown: Pin<Box<WaitForCancellationFutureOwned>>,
     keepalive: Interval,
     done: bool,
+    _counted: Counted,
+}
+
+/// One open listen stream, counted while it lives.
+struct Counted(Arc<AtomicUsize>);
+
+impl Counted {
+    /// Counts one more stream, unless `max` are open.
+    fn admit(open: &Arc<AtomicUsize>, max: usize) -> Option<Self> {
+        let before = open.fetch_add(1, Ordering::AcqRel);
+        if before >= max {
+            open.fetch_sub(1, Ordering::AcqRel);
+            return None;
+        }
+        Some(Self(open.clone()))
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 impl Listening {

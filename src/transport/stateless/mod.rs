@@ -19,6 +19,7 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use serde_json::Value;
 use tokio::sync::mpsc;
+use tracing::Instrument;
 
 use super::AppState;
 use super::extract::{PROTOCOL_VERSION, SESSION_ID};
@@ -72,11 +73,18 @@ pub(super) async fn serve(state: &AppState, headers: &HeaderMap, message: Incomi
         Ok(meta) => meta,
         Err((error, status)) => return error_response(Some(request.id), error, status),
     };
-    super::continue_meta_trace(&span, &meta.trace);
+    // The request's own span, continuing the caller's trace from `params._meta` (this
+    // revision's place for it): the POST's span is already running, too late for a parent.
+    let handling = tracing::info_span!(
+        "mcp.stateless",
+        method = %request.method,
+        request_id = %request.id,
+    );
+    super::continue_meta_trace(&handling, &meta.trace);
     if Method::parse(&request.method) == Method::Listen {
-        return listen::serve(state, request, meta);
+        return handling.in_scope(|| listen::serve(state, request, meta));
     }
-    answer(state, request, meta).await
+    answer(state, request, meta).instrument(handling).await
 }
 
 /// The checks before a handler sees the request, in the order the spec's errors need:

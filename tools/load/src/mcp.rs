@@ -290,7 +290,10 @@ pub(crate) async fn echo(
         );
         let mut req = request(Method::POST, target, Some(session), Some(body))?;
         let headers = req.headers_mut();
-        headers.insert("mcp-method", hyper::header::HeaderValue::from_static("tools/call"));
+        headers.insert(
+            "mcp-method",
+            hyper::header::HeaderValue::from_static("tools/call"),
+        );
         headers.insert("mcp-name", hyper::header::HeaderValue::from_static("echo"));
         Messages::new(check(conn.send(req).await?).await?)
     } else {
