@@ -8,13 +8,12 @@ mod common;
 use std::time::Duration;
 
 use common::redis::RedisServer;
-use common::stateless::Stateless;
+use common::stateless::{Stateless, confirm_tool, wait_tool};
 use common::{Binary, SseReader, TestServer, within};
 use otpmcp::McpServer;
 use otpmcp::config::{BackendKind, Config};
 use otpmcp::handler::{ToolRegistry, tools::tool_fn};
-use otpmcp::protocol::client::Elicitation;
-use otpmcp::protocol::methods::{CallToolResult, ListKind, TaskSupport};
+use otpmcp::protocol::methods::{CallToolResult, ListKind};
 use otpmcp::tasks::LOST_REPLICA_MESSAGE;
 use serde_json::{Value, json};
 
@@ -22,35 +21,8 @@ fn tools() -> McpServer {
     let none = json!({"type": "object", "properties": {}});
     let mut tools = ToolRegistry::default();
     tools
-        .register(
-            tool_fn(
-                "confirm",
-                "Asks for a yes.",
-                none.clone(),
-                |_, ctx| async move {
-                    let form = json!({"type": "object", "properties": {"ok": {"type": "boolean"}}});
-                    let answer = ctx.elicit(Elicitation::form("Sure?", form)).await?;
-                    let ok = answer.content.and_then(|c| c.get("ok").cloned());
-                    Ok(CallToolResult::text(format!(
-                        "ok={}",
-                        ok.unwrap_or(Value::Null)
-                    )))
-                },
-            )
-            .with_task_support(TaskSupport::Optional),
-        )
-        .register(
-            tool_fn(
-                "wait",
-                "Works until cancelled.",
-                none.clone(),
-                |_, _| async {
-                    std::future::pending::<()>().await;
-                    Ok(CallToolResult::text("never"))
-                },
-            )
-            .with_task_support(TaskSupport::Optional),
-        )
+        .register(confirm_tool())
+        .register(wait_tool(Default::default()))
         .register(tool_fn(
             "touch",
             "Announces a tools list change.",

@@ -8,21 +8,13 @@ mod common;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use common::stateless::Stateless;
+use common::stateless::{Dropped, Stateless};
 use common::{SseReader, TestServer, within};
 use otpmcp::McpServer;
 use otpmcp::handler::builtin::Echo;
 use otpmcp::handler::{ToolRegistry, tools::tool_fn};
 use otpmcp::protocol::methods::{CallToolResult, LoggingLevel};
 use serde_json::{Value, json};
-
-struct Dropped(Arc<AtomicBool>);
-
-impl Drop for Dropped {
-    fn drop(&mut self) {
-        self.0.store(true, Ordering::SeqCst);
-    }
-}
 
 /// `echo`, `chatty` (logs at info and error, then answers after a while) and `slow`
 /// (reports progress, then waits until dropped).

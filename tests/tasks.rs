@@ -9,68 +9,29 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use common::stateless::{Stateless, TASKS};
+use common::stateless::{Stateless, TASKS, confirm_tool, wait_tool};
 use common::{TestServer, within};
 use otpmcp::McpServer;
 use otpmcp::handler::builtin::StreamEvents;
 use otpmcp::handler::{ToolRegistry, tools::tool_fn};
-use otpmcp::protocol::client::Elicitation;
 use otpmcp::protocol::methods::{CallToolResult, TaskSupport};
 use serde_json::{Value, json};
-
-/// Sets a flag when dropped: the handler's future was dropped (cancelled).
-struct Dropped(Arc<AtomicBool>);
-
-impl Drop for Dropped {
-    fn drop(&mut self) {
-        self.0.store(true, Ordering::SeqCst);
-    }
-}
 
 /// `stream_events` (optional, re-runnable), `confirm` (asks the user inside its task),
 /// `wait` (works until cancelled; reports being dropped), `must` (only as a task).
 fn server(dropped: Arc<AtomicBool>) -> McpServer {
-    let none = json!({"type": "object", "properties": {}});
     let mut tools = ToolRegistry::default();
     tools
         .register(StreamEvents)
+        .register(confirm_tool())
+        .register(wait_tool(dropped))
         .register(
             tool_fn(
-                "confirm",
-                "Asks for a yes.",
-                none.clone(),
-                |_, ctx| async move {
-                    let form = json!({"type": "object", "properties": {"ok": {"type": "boolean"}}});
-                    let answer = ctx.elicit(Elicitation::form("Sure?", form)).await?;
-                    let ok = answer.content.and_then(|c| c.get("ok").cloned());
-                    Ok(CallToolResult::text(format!(
-                        "ok={}",
-                        ok.unwrap_or(Value::Null)
-                    )))
-                },
+                "must",
+                "Only as a task.",
+                json!({"type": "object"}),
+                |_, _| async { Ok(CallToolResult::text("done")) },
             )
-            .with_task_support(TaskSupport::Optional),
-        )
-        .register(
-            tool_fn(
-                "wait",
-                "Works until cancelled.",
-                none.clone(),
-                move |_, _| {
-                    let guard = Dropped(dropped.clone());
-                    async move {
-                        let _guard = guard;
-                        std::future::pending::<()>().await;
-                        Ok(CallToolResult::text("never"))
-                    }
-                },
-            )
-            .with_task_support(TaskSupport::Optional),
-        )
-        .register(
-            tool_fn("must", "Only as a task.", none, |_, _| async {
-                Ok(CallToolResult::text("done"))
-            })
             .with_task_support(TaskSupport::Required),
         );
     McpServer::new(tools)

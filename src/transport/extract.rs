@@ -110,17 +110,22 @@ pub fn is_json_content(headers: &HeaderMap) -> bool {
         .is_some_and(|media| media.trim().eq_ignore_ascii_case("application/json"))
 }
 
+/// A header map of `pairs`, for tests.
+#[cfg(test)]
+pub(crate) fn header_map(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+    let mut h = HeaderMap::new();
+    for (k, v) in pairs {
+        h.append(*k, axum::http::HeaderValue::from_static(v));
+    }
+    h
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use axum::http::HeaderValue;
 
     fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
-        let mut h = HeaderMap::new();
-        for (k, v) in pairs {
-            h.append(*k, HeaderValue::from_static(v));
-        }
-        h
+        header_map(pairs)
     }
 
     #[test]

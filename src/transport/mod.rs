@@ -103,6 +103,14 @@ impl AppState {
         }
     }
 
+    /// What tells sessions and listen streams of changes.
+    fn announcer(&self) -> outbox::Announcer {
+        outbox::Announcer {
+            news: self.inner.server.news().clone(),
+            sessions: self.inner.sessions.clone(),
+        }
+    }
+
     /// Marks the start of shutdown (see [`AppState::open_stream`]).
     pub fn begin_closing(&self) {
         self.inner

@@ -31,8 +31,54 @@ pub(super) struct StreamOutbox {
     /// The client polls (2025-11-25), so its connection may be closed early.
     pub(super) polls: bool,
     pub(super) ready: StreamReady,
-    /// Where resource updates reach `subscriptions/listen` streams too.
+    pub(super) announce: Announcer,
+}
+
+/// Tells sessions and listen streams what changed: the same for a session's request and
+/// a stateless one.
+#[derive(Debug, Clone)]
+pub(super) struct Announcer {
     pub(super) news: NewsHub,
+    pub(super) sessions: SessionHandle,
+}
+
+impl Announcer {
+    /// Resource `uri` changed: listeners that named it, and subscribed sessions.
+    pub(super) async fn resource_updated(&self, uri: String) -> Result<usize, NotifyError> {
+        self.news
+            .publish(ServerNews::ResourceUpdated { uri: uri.clone() });
+        self.sessions
+            .notify_resource_updated(&uri)
+            .await
+            .map_err(|e| NotifyError(e.to_string()))
+    }
+
+    /// List `kind` changed: listeners that asked, and the sessions offered it.
+    pub(super) async fn list_changed(&self, kind: ListKind) -> Result<usize, NotifyError> {
+        self.news.publish(ServerNews::ListChanged { list: kind });
+        self.sessions
+            .list_changed(kind)
+            .await
+            .map_err(|e| NotifyError(e.to_string()))
+    }
+}
+
+/// A note as the JSON-RPC notification it becomes.
+pub(super) fn note_payload(note: Note) -> bytes::Bytes {
+    let notification = match note {
+        Note::Progress {
+            token,
+            progress,
+            total,
+            message,
+        } => progress_notification(token, progress, total, message),
+        Note::Log {
+            level,
+            logger,
+            data,
+        } => log_notification(level, logger.as_deref(), data),
+    };
+    Outgoing::Notification(notification).to_bytes()
 }
 
 impl StreamOutbox {
@@ -45,22 +91,8 @@ impl Outbox for StreamOutbox {
     fn notify(&self, note: Note) -> BoxFuture<'_, Result<(), NotifyError>> {
         Box::pin(async move {
             self.opened().await;
-            let notification = match note {
-                Note::Progress {
-                    token,
-                    progress,
-                    total,
-                    message,
-                } => progress_notification(token, progress, total, message),
-                Note::Log {
-                    level,
-                    logger,
-                    data,
-                } => log_notification(level, logger.as_deref(), data),
-            };
-            let payload = Outgoing::Notification(notification).to_bytes();
             self.store
-                .append(self.key, payload, false)
+                .append(self.key, note_payload(note), false)
                 .await
                 .map(|_| ())
                 .map_err(|e| NotifyError(e.to_string()))
@@ -97,24 +129,11 @@ impl Outbox for StreamOutbox {
     }
 
     fn resource_updated(&self, uri: String) -> BoxFuture<'_, Result<usize, NotifyError>> {
-        Box::pin(async move {
-            self.news
-                .publish(ServerNews::ResourceUpdated { uri: uri.clone() });
-            self.sessions
-                .notify_resource_updated(&uri)
-                .await
-                .map_err(|e| NotifyError(e.to_string()))
-        })
+        Box::pin(self.announce.resource_updated(uri))
     }
 
     fn list_changed(&self, kind: ListKind) -> BoxFuture<'_, Result<usize, NotifyError>> {
-        Box::pin(async move {
-            self.news.publish(ServerNews::ListChanged { list: kind });
-            self.sessions
-                .list_changed(kind)
-                .await
-                .map_err(|e| NotifyError(e.to_string()))
-        })
+        Box::pin(self.announce.list_changed(kind))
     }
 
     fn close_connection(&self) -> BoxFuture<'_, bool> {

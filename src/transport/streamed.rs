@@ -79,7 +79,7 @@ pub(super) async fn serve(
         timeout: inner.config.server.client_request_timeout,
         polls: touched.protocol_version >= ProtocolVersion::V2025_11_25,
         ready: ready.clone(),
-        news: inner.server.news().clone(),
+        announce: state.announcer(),
     });
     let ctx = RequestContext::new(McpServer::progress_token(&request), Some(outbox))
         .with_log_level(touched.log_level.clone())

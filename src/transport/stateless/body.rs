@@ -9,7 +9,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use tokio::sync::mpsc;
-use tokio::time::{Interval, MissedTickBehavior};
+use tokio::time::Interval;
 
 use crate::handler::BoxFuture;
 use crate::protocol::Outgoing;
@@ -90,11 +90,9 @@ impl Body for Answering {
             );
         }
         let every = this.every;
-        let keepalive = this.keepalive.get_or_insert_with(|| {
-            let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
-            ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
-            ticks
-        });
+        let keepalive = this
+            .keepalive
+            .get_or_insert_with(|| super::keepalive(every));
         if keepalive.poll_tick(cx).is_ready() {
             return Poll::Ready(Some(Ok(Frame::data(sse::comment("keepalive")))));
         }

@@ -146,16 +146,8 @@ fn decoded(value: Option<&str>) -> Result<Option<String>, ErrorObject> {
 mod tests {
     use super::*;
     use crate::protocol::meta::header_params;
-    use axum::http::HeaderValue;
+    use crate::transport::extract::header_map as headers;
     use serde_json::json;
-
-    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
-        let mut h = HeaderMap::new();
-        for (k, v) in pairs {
-            h.append(*k, HeaderValue::from_static(v));
-        }
-        h
-    }
 
     fn code(r: Result<(), ErrorObject>) -> Option<i64> {
         r.err().map(|e| e.code)

@@ -18,7 +18,7 @@ use bytes::Bytes;
 use http_body::{Frame, SizeHint};
 use serde_json::{Map, Value, json};
 use tokio::sync::broadcast;
-use tokio::time::{Interval, MissedTickBehavior};
+use tokio::time::Interval;
 use tokio_util::sync::WaitForCancellationFutureOwned;
 
 use super::{AppState, error_response};
@@ -175,9 +175,7 @@ pub(super) fn serve(state: &AppState, request: Request, meta: RequestMeta) -> Re
         },
         &tag,
     );
-    let keepalive = inner.config.sse.keepalive_interval;
-    let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + keepalive, keepalive);
-    ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let ticks = super::keepalive(inner.config.sse.keepalive_interval);
     let info = inner.server.info();
     let listening = Listening {
         pending: Some(ack),

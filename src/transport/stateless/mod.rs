@@ -23,15 +23,12 @@ use tracing::Instrument;
 
 use super::AppState;
 use super::extract::{PROTOCOL_VERSION, SESSION_ID};
+use super::outbox::{Announcer, note_payload};
 use crate::handler::{BoxFuture, ClientRequestError, Note, NotifyError, Outbox, RequestContext};
-use crate::news::{NewsHub, ServerNews};
 use crate::protocol::meta::{self, RequestMeta};
-use crate::protocol::methods::{
-    ListKind, Method, ServerRequest, log_notification, progress_notification,
-};
+use crate::protocol::methods::{ListKind, Method, ServerRequest};
 use crate::protocol::version::ProtocolVersion;
 use crate::protocol::{ErrorObject, Incoming, Outgoing, Request};
-use crate::session::SessionHandle;
 use body::Answering;
 
 /// True when a POST is a stateless request: its `MCP-Protocol-Version` names the
@@ -147,8 +144,7 @@ async fn answer(state: &AppState, request: Request, meta: RequestMeta) -> Respon
     let (tx, notes) = mpsc::channel(inner.config.sse.stream_buffer);
     let outbox = Arc::new(NoteOutbox {
         notes: tx,
-        news: inner.server.news().clone(),
-        sessions: inner.sessions.clone(),
+        announce: state.announcer(),
     });
     let ctx = RequestContext::new(meta.progress_token.clone(), Some(outbox))
         .with_client_capabilities(Arc::new(meta.client_capabilities.clone()))
@@ -164,6 +160,14 @@ async fn answer(state: &AppState, request: Request, meta: RequestMeta) -> Respon
         }
         None => super::sse_response(Body::new(answering)),
     }
+}
+
+/// Ticks every `every`, first after one `every`: SSE comments that keep a stateless
+/// stream's connection (and any proxy on its way) from idling out.
+fn keepalive(every: std::time::Duration) -> tokio::time::Interval {
+    let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    ticks
 }
 
 /// The HTTP status this revision gives a JSON-RPC answer: 404 for an unknown method, 400
@@ -203,29 +207,15 @@ fn json_response(body: Bytes, status: StatusCode) -> Response {
 /// inputs answer questions instead, where the method allows them).
 struct NoteOutbox {
     notes: mpsc::Sender<Bytes>,
-    news: NewsHub,
-    sessions: SessionHandle,
+    announce: Announcer,
 }
 
 impl Outbox for NoteOutbox {
     fn notify(&self, note: Note) -> BoxFuture<'_, Result<(), NotifyError>> {
         Box::pin(async move {
-            let notification = match note {
-                Note::Progress {
-                    token,
-                    progress,
-                    total,
-                    message,
-                } => progress_notification(token, progress, total, message),
-                Note::Log {
-                    level,
-                    logger,
-                    data,
-                } => log_notification(level, logger.as_deref(), data),
-            };
             // Bounded: a handler that sends faster than the client reads waits here.
             self.notes
-                .send(Outgoing::Notification(notification).to_bytes())
+                .send(note_payload(note))
                 .await
                 .map_err(|_| NotifyError("the client closed the response stream".into()))
         })
@@ -240,13 +230,7 @@ impl Outbox for NoteOutbox {
     }
 
     fn list_changed(&self, kind: ListKind) -> BoxFuture<'_, Result<usize, NotifyError>> {
-        Box::pin(async move {
-            self.news.publish(ServerNews::ListChanged { list: kind });
-            self.sessions
-                .list_changed(kind)
-                .await
-                .map_err(|e| NotifyError(e.to_string()))
-        })
+        Box::pin(self.announce.list_changed(kind))
     }
 
     fn close_connection(&self) -> BoxFuture<'_, bool> {
@@ -254,13 +238,6 @@ impl Outbox for NoteOutbox {
     }
 
     fn resource_updated(&self, uri: String) -> BoxFuture<'_, Result<usize, NotifyError>> {
-        Box::pin(async move {
-            self.news
-                .publish(ServerNews::ResourceUpdated { uri: uri.clone() });
-            self.sessions
-                .notify_resource_updated(&uri)
-                .await
-                .map_err(|e| NotifyError(e.to_string()))
-        })
+        Box::pin(self.announce.resource_updated(uri))
     }
 }
