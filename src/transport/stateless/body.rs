@@ -21,6 +21,8 @@ pub(super) struct Answering {
     notes: mpsc::Receiver<Bytes>,
     /// The answer, once the handler has given it (sent after the notes before it).
     answer: Option<Outgoing>,
+    /// A note taken while deciding between JSON and a stream: sent first.
+    first_note: Option<Bytes>,
     every: Duration,
     /// Made when the body first waits: most answers are JSON and never need one.
     keepalive: Option<Interval>,
@@ -36,19 +38,35 @@ impl Answering {
             work: Some(work),
             notes,
             answer: None,
+            first_note: None,
             every: keepalive,
             keepalive: None,
         }
     }
 
-    /// Polls the handler once, here. Its answer, if it gave one without a note before it
-    /// (the common case: a JSON body, no stream).
-    pub(super) async fn try_at_once(&mut self) -> Option<Outgoing> {
+    /// Runs the handler here until it answers, sends a note, or `grace` passes. Its
+    /// answer, if it came first (the common case: a JSON body, no stream); otherwise the
+    /// body streams, the note first.
+    pub(super) async fn answer_within(&mut self, grace: Duration) -> Option<Outgoing> {
         let work = self.work.as_mut()?;
-        let ready = std::future::poll_fn(|cx| Poll::Ready(work.as_mut().poll(cx))).await;
-        let Poll::Ready(answer) = ready else {
-            return None;
-        };
+        // Most handlers answer on the first poll: no timer for them.
+        if let Poll::Ready(answer) =
+            std::future::poll_fn(|cx| Poll::Ready(work.as_mut().poll(cx))).await
+        {
+            return self.answered(answer);
+        }
+        tokio::select! {
+            biased;
+            answer = work.as_mut() => self.answered(answer),
+            note = self.notes.recv() => {
+                self.first_note = note;
+                None
+            }
+            () = tokio::time::sleep(grace) => None,
+        }
+    }
+
+    fn answered(&mut self, answer: Outgoing) -> Option<Outgoing> {
         self.work = None;
         if self.notes.is_empty() {
             Some(answer)
@@ -68,6 +86,9 @@ impl Body for Answering {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
         let this = &mut *self;
+        if let Some(note) = this.first_note.take() {
+            return Poll::Ready(Some(Ok(Frame::data(sse::message(None, &note)))));
+        }
         // Notes first: everything the handler sent before its answer precedes it.
         if let Poll::Ready(Some(note)) = this.notes.poll_recv(cx) {
             return Poll::Ready(Some(Ok(Frame::data(sse::message(None, &note)))));
@@ -100,7 +121,10 @@ impl Body for Answering {
     }
 
     fn is_end_stream(&self) -> bool {
-        self.work.is_none() && self.answer.is_none() && self.notes.is_empty()
+        self.work.is_none()
+            && self.answer.is_none()
+            && self.first_note.is_none()
+            && self.notes.is_empty()
     }
 
     fn size_hint(&self) -> SizeHint {

@@ -136,9 +136,13 @@ fn check(
     Ok(meta)
 }
 
-/// Runs the handler. Answered at once and silent: a JSON body. Otherwise an SSE stream
-/// that carries its notes as they come and ends with the answer; the handler runs inside
-/// that stream's body, so a client that closes it cancels the request.
+/// How long a silent handler may take and still be answered with a JSON body: past it, or
+/// at its first note, the answer streams (with keep-alive comments while it works).
+const JSON_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Runs the handler. Answered within [`JSON_GRACE`] and silent: a JSON body. Otherwise an
+/// SSE stream that carries its notes as they come and ends with the answer; the handler
+/// runs inside that stream's body, so a client that closes it cancels the request.
 async fn answer(state: &AppState, request: Request, meta: RequestMeta) -> Response {
     let inner = &state.inner;
     let (tx, notes) = mpsc::channel(inner.config.sse.stream_buffer);
@@ -152,8 +156,9 @@ async fn answer(state: &AppState, request: Request, meta: RequestMeta) -> Respon
     let server = inner.server.clone();
     let work: BoxFuture<'static, Outgoing> =
         Box::pin(async move { server.handle_stateless(request, &meta, ctx).await });
-    let mut answering = Answering::new(work, notes, inner.config.sse.keepalive_interval);
-    match answering.try_at_once().await {
+    let keepalive = inner.config.sse.keepalive_interval;
+    let mut answering = Answering::new(work, notes, keepalive);
+    match answering.answer_within(keepalive.min(JSON_GRACE)).await {
         Some(answer) => {
             let status = status_of(&answer);
             json_response(answer.to_bytes(), status)
