@@ -135,8 +135,10 @@ impl McpServer {
     fn discover(&self) -> Value {
         let mut capabilities = self.capabilities();
         // Log messages are per request now (`logLevel`); list changes and resource updates
-        // reach `subscriptions/listen` streams.
-        capabilities["extensions"] = json!({ TASKS_EXTENSION: {} });
+        // reach `subscriptions/listen` streams. Tasks when the runtime runs them.
+        if self.tasks.is_some() {
+            capabilities["extensions"] = json!({ TASKS_EXTENSION: {} });
+        }
         let mut result = json!({
             "supportedVersions": ProtocolVersion::supported(),
             "capabilities": capabilities,
