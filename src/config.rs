@@ -343,7 +343,8 @@ impl Default for StatelessConfig {
 #[serde(default, deny_unknown_fields)]
 pub struct TasksConfig {
     /// How long a task (and its result) is kept from its creation (`ttlMs`); after it a
-    /// task that still works fails, and a finished one is dropped. Default `1h`.
+    /// task that still works is stopped, and its record, like a finished one's, dropped.
+    /// Default `1h`.
     #[serde(with = "human_duration")]
     pub ttl: Duration,
     /// The poll interval suggested to clients (`pollIntervalMs`). Default `1s`.

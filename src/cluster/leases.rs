@@ -157,6 +157,23 @@ impl Leases {
         self.link.breaker.guard("lease", call).await
     }
 
+    /// Claims entry `field` of lapsed replica `replica` for this replica, for three lease
+    /// times: of the replicas reaping at once, only the one that claims it first acts on
+    /// it (a task is run again, or failed, once). False if another has it, or Redis is
+    /// away.
+    pub async fn claim(&self, replica: u64, field: &str) -> bool {
+        let mut conn = self.link.commands.clone();
+        let ttl_ms = u64::try_from(self.ttl.as_millis().saturating_mul(3)).unwrap_or(u64::MAX);
+        let mut cmd = redis::cmd("SET");
+        cmd.arg(self.link.keys.claim(replica, field))
+            .arg(self.link.replica)
+            .arg("NX")
+            .arg("PX")
+            .arg(ttl_ms.max(1));
+        let call = cmd.query_async::<Option<String>>(&mut conn);
+        matches!(self.link.breaker.guard("lease", call).await, Ok(Some(_)))
+    }
+
     /// Clears an entry whose request was answered (or needs no answer); false if Redis
     /// could not be told (the entry stays for the next round).
     pub async fn settle(&self, replica: u64, field: &str) -> bool {
@@ -279,6 +296,11 @@ async fn reap(leases: &Leases, store: &EventStoreHandle, tasks: Option<&TaskHand
                 settled_all = false;
                 continue;
             };
+            // Another replica reaping at the same time has it, and settles the entry.
+            if !leases.claim(replica, &field).await {
+                settled_all = false;
+                continue;
+            }
             tasks.orphaned(id, replica).await;
             settled_all &= leases.settle(replica, &field).await;
             continue;

@@ -231,9 +231,7 @@ impl McpServer {
             Ended::Task(task, work) => {
                 let mut created = task.wire();
                 created["resultType"] = Value::from("task");
-                if let Some(tasks) = &self.tasks {
-                    task.run(tasks, work);
-                }
+                task.run(work);
                 Ok(created)
             }
         }

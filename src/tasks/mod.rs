@@ -16,9 +16,9 @@
 //! handlers it is given (the server builds them), and asks [`Rerun`] to build one again.
 
 pub mod record;
+mod registry;
 mod runner;
 
-use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -32,6 +32,7 @@ use crate::handler::{BoxFuture, Outbox};
 use crate::news::{NewsHub, ServerNews};
 use crate::protocol::{ErrorObject, Outgoing};
 use record::{TaskRecord, TaskStatus, TaskWork, new_task_id, now_ms};
+use registry::RegistryMsg;
 pub use runner::{TaskMsg, TaskOutbox};
 
 /// The message of a task whose replica was lost.
@@ -165,10 +166,34 @@ impl std::fmt::Debug for TaskHandle {
 }
 
 /// A task stored and registered, whose handler has not started running as one yet.
+/// Dropped without [`NewTask::run`] (the request that made it went away first), it ends
+/// `failed` and gives its place back.
 pub struct NewTask {
     record: TaskRecord,
-    mailbox: mpsc::Receiver<TaskMsg>,
+    /// Until it runs (then the runner's).
+    mailbox: Option<mpsc::Receiver<TaskMsg>>,
     sender: mpsc::Sender<TaskMsg>,
+    /// Until it runs: who cleans up if it never does.
+    tasks: Option<TaskHandle>,
+}
+
+impl Drop for NewTask {
+    fn drop(&mut self) {
+        let Some(tasks) = self.tasks.take() else {
+            return;
+        };
+        let mut record = self.record.clone();
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        runtime.spawn(async move {
+            let why = "the request that created this task went away before it started";
+            record.error = Some(ErrorObject::internal(why));
+            record.set(TaskStatus::Failed, Some(why.into()));
+            tasks.save(&record).await;
+            tasks.finished(&record.id).await;
+        });
+    }
 }
 
 impl NewTask {
@@ -183,47 +208,11 @@ impl NewTask {
     }
 
     /// Runs `work` as this task, in a process of its own.
-    pub fn run(self, tasks: &TaskHandle, work: BoxFuture<'static, Outgoing>) {
-        drop(self.sender);
-        tokio::spawn(runner::run(tasks.clone(), self.record, self.mailbox, work));
-    }
-}
-
-enum RegistryMsg {
-    Register {
-        id: String,
-        mailbox: mpsc::Sender<TaskMsg>,
-        reply: oneshot::Sender<bool>,
-    },
-    Unregister(String),
-    /// The mailbox of task `id`'s runner, if it runs here.
-    Mailbox {
-        id: String,
-        reply: oneshot::Sender<Option<mpsc::Sender<TaskMsg>>>,
-    },
-}
-
-/// The registry: which tasks run here, and their runners' mailboxes. Its own process;
-/// ends when every handle is gone.
-async fn registry(mut inbox: mpsc::Receiver<RegistryMsg>, max_running: usize) {
-    let mut running: HashMap<String, mpsc::Sender<TaskMsg>> = HashMap::new();
-    while let Some(msg) = inbox.recv().await {
-        match msg {
-            RegistryMsg::Register { id, mailbox, reply } => {
-                let room = running.len() < max_running;
-                if room {
-                    running.insert(id, mailbox);
-                }
-                let _ = reply.send(room);
-            }
-            RegistryMsg::Unregister(id) => {
-                running.remove(&id);
-            }
-            // The caller sends: the registry never waits on a runner.
-            RegistryMsg::Mailbox { id, reply } => {
-                let _ = reply.send(running.get(&id).cloned());
-            }
-        }
+    pub fn run(mut self, work: BoxFuture<'static, Outgoing>) {
+        let (Some(tasks), Some(mailbox)) = (self.tasks.take(), self.mailbox.take()) else {
+            return;
+        };
+        tokio::spawn(runner::run(tasks, self.record.clone(), mailbox, work));
     }
 }
 
@@ -231,7 +220,7 @@ impl TaskHandle {
     /// The tasks of this replica, stored through `store`, announced on `news`.
     pub fn new(store: EventStoreHandle, news: NewsHub, settings: TaskSettings) -> Self {
         let (tx, rx) = mpsc::channel(1024);
-        tokio::spawn(registry(rx, settings.max_running));
+        tokio::spawn(registry::run(rx, settings.max_running));
         Self {
             inner: Arc::new(Inner {
                 store,
@@ -324,8 +313,9 @@ impl TaskHandle {
         }
         Ok(NewTask {
             record,
-            mailbox,
+            mailbox: Some(mailbox),
             sender,
+            tasks: Some(self.clone()),
         })
     }
 
@@ -471,17 +461,18 @@ impl TaskHandle {
                 TaskStatus::Working,
                 Some("restarted after its replica was lost".into()),
             );
-            match self.start(record).await {
+            match self.start(record.clone()).await {
                 Ok(task) => {
                     tracing::warn!(task_id = %id, lost_replica = lost, "a task whose replica was lost runs again here");
                     let work = rerun.rerun(&work, task.outbox(None));
-                    task.run(self, work);
+                    task.run(work);
+                    return;
                 }
+                // No room here (tasks.max_running), or the store refused: it fails.
                 Err(e) => {
                     tracing::warn!(task_id = %id, error = %e, "could not run a lost task again")
                 }
             }
-            return;
         }
         record.input_requests.clear();
         record.error = Some(ErrorObject::internal(LOST_REPLICA_MESSAGE));

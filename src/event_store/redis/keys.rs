@@ -104,6 +104,11 @@ impl Keys {
         format!("{}:bus:task:{replica}", self.prefix)
     }
 
+    /// Who handles entry `field` of lapsed replica `replica`'s in-flight table.
+    pub fn claim(&self, replica: u64, field: &str) -> String {
+        format!("{}:claim:{replica}:{field}", self.prefix)
+    }
+
     /// A task's record.
     pub fn task(&self, id: &str) -> String {
         format!("{}:task:{id}", self.prefix)
