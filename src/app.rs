@@ -17,6 +17,7 @@ use std::time::Duration;
 use ractor::{Actor, ActorRef};
 use tokio::sync::oneshot;
 
+use crate::admin::{AdminServer, Probes};
 use crate::cluster::{Leases, NewsRelay, Router, TaskBus};
 use crate::config::Config;
 use crate::event_store::EventStoreHandle;
@@ -70,6 +71,10 @@ pub struct App {
     redis: Option<redis::RedisLink>,
     /// Tells the other replicas of this one's changes (Redis only).
     _relay: Option<NewsRelay>,
+    /// The health probes' listener, when `[admin] enabled`.
+    admin: Option<AdminServer>,
+    /// Set when shutdown begins (readiness turns 503).
+    draining: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// Starts the default server (`echo`, `stream_events`).
@@ -86,6 +91,15 @@ pub async fn start_with(config: Config, server: McpServer) -> Result<App, StartE
     let addr = socket
         .local_addr()
         .map_err(|source| StartError::Bind { addr, source })?;
+    let admin_socket = match config.admin.enabled {
+        true => {
+            let at = config.admin.bind;
+            let socket = std::net::TcpListener::bind(at)
+                .map_err(|source| StartError::Bind { addr: at, source })?;
+            Some(socket)
+        }
+        false => None,
+    };
     let config = Arc::new(config);
     let store_slot = slot("event store");
     let session_slot = slot("session manager");
@@ -149,6 +163,24 @@ pub async fn start_with(config: Config, server: McpServer) -> Result<App, StartE
     let (root, _) = Actor::spawn(None, RootSupervisor, args)
         .await
         .map_err(|e| StartError::Tree(e.to_string()))?;
+    let draining = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let admin = match admin_socket {
+        Some(socket) => {
+            let probes = Probes {
+                root: root.get_cell(),
+                listener: listener.clone(),
+                store: store.clone(),
+                redis: redis.clone(),
+                draining: draining.clone(),
+            };
+            let at = config.admin.bind;
+            Some(
+                AdminServer::start(socket, probes)
+                    .map_err(|source| StartError::Bind { addr: at, source })?,
+            )
+        }
+        None => None,
+    };
     tracing::info!(%addr, path = %config.sse.path, "otpmcp started");
     Ok(App {
         addr,
@@ -163,6 +195,8 @@ pub async fn start_with(config: Config, server: McpServer) -> Result<App, StartE
         listener,
         redis,
         _relay: relay,
+        admin,
+        draining,
     })
 }
 
@@ -183,6 +217,11 @@ impl App {
     /// This replica's number among those sharing the Redis (0 with the in-memory store).
     pub fn replica(&self) -> u64 {
         self.redis.as_ref().map_or(0, |r| r.replica)
+    }
+
+    /// Where the admin listener (`/healthz`, `/readyz`) listens, when `[admin] enabled`.
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin.as_ref().map(AdminServer::local_addr)
     }
 
     /// The MCP endpoint URL.
@@ -262,6 +301,8 @@ impl App {
 
     /// Stops the tree in order (see the module docs) and waits for it.
     pub async fn shutdown(self) {
+        self.draining
+            .store(true, std::sync::atomic::Ordering::SeqCst);
         // The listener's graceful wait plus time for each child to stop.
         let wait = self.shutdown_timeout + Duration::from_secs(30);
         let _ = self.root.call(SupervisorMsg::Shutdown, Some(wait)).await;

@@ -61,6 +61,8 @@ pub struct Config {
     pub stateless: StatelessConfig,
     /// Tasks (the `io.modelcontextprotocol/tasks` extension): lifetime, polling, limits.
     pub tasks: TasksConfig,
+    /// The admin listener: health and readiness probes.
+    pub admin: AdminConfig,
 }
 
 /// `[server]`: the listener, security checks and session limits.
@@ -334,6 +336,26 @@ impl Default for StatelessConfig {
             cache_scope: "public".into(),
             listen_backlog: 1024,
             max_listen_streams: 10_000,
+        }
+    }
+}
+
+/// `[admin]`: the admin listener (`/healthz`, `/readyz`), on a socket of its own.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AdminConfig {
+    /// Serve it. Default false: nothing listens beyond the MCP endpoint.
+    pub enabled: bool,
+    /// Where. Default `127.0.0.1:9464`: loopback, so the probes are not reachable from
+    /// the network unless you ask for it.
+    pub bind: SocketAddr,
+}
+
+impl Default for AdminConfig {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            bind: SocketAddr::from(([127, 0, 0, 1], 9464)),
         }
     }
 }

@@ -76,6 +76,7 @@
 //! - [`supervisor`]: the root supervisor: start order, restarts, escalation, stop order.
 //! - [`app`]: `start(Config)` and the running [`App`]; the stop order.
 
+pub mod admin;
 pub mod app;
 pub mod cluster;
 pub mod config;

@@ -22,6 +22,7 @@ const LAYERS: &[&[&str]] = &[
     &["transport"],
     &["cluster"],
     &["supervisor"],
+    &["admin"],
     &["app"],
 ];
 

@@ -1,0 +1,141 @@
+//! The admin listener: what an orchestrator asks of a running server, on a socket of its
+//! own (`[admin]`, off by default, loopback by default), apart from the MCP endpoint so
+//! that it is never exposed with it.
+//!
+//! - `GET /healthz`: liveness. 200 while the root supervisor runs; 503 once it stopped
+//!   (restart intensity exceeded, or shut down): restart the process.
+//! - `GET /readyz`: readiness. 200 when the server can take requests: not draining, the
+//!   HTTP listener up, the event store answering, and Redis reachable when configured.
+//!   Otherwise 503 with a JSON reason: send traffic elsewhere for now.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use ractor::{ActorCell, ActorStatus};
+use serde_json::json;
+
+use crate::event_store::EventStoreHandle;
+use crate::event_store::redis::RedisLink;
+use crate::ids::SessionId;
+use crate::rt::slot::Slot;
+use crate::transport::listener::ListenerMsg;
+
+/// Longest a readiness probe waits for the store or Redis to answer.
+pub const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// What the probes look at.
+#[derive(Clone, Debug)]
+pub struct Probes {
+    /// The root supervisor.
+    pub root: ActorCell,
+    /// The current HTTP listener.
+    pub listener: Slot<ListenerMsg>,
+    /// The event store.
+    pub store: EventStoreHandle,
+    /// Redis, when the store lives there.
+    pub redis: Option<RedisLink>,
+    /// Set when shutdown begins.
+    pub draining: Arc<AtomicBool>,
+}
+
+/// The running admin listener; stops when dropped.
+#[derive(Debug)]
+pub struct AdminServer {
+    addr: SocketAddr,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for AdminServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl AdminServer {
+    /// Serves the probes on `socket` (bound by the caller, so a bad address fails start-up).
+    pub fn start(socket: std::net::TcpListener, probes: Probes) -> std::io::Result<Self> {
+        socket.set_nonblocking(true)?;
+        let addr = socket.local_addr()?;
+        let listener = tokio::net::TcpListener::from_std(socket)?;
+        let router = Router::new()
+            .route("/healthz", get(healthz))
+            .route("/readyz", get(readyz))
+            .with_state(probes);
+        let task = tokio::spawn(async move {
+            if let Err(e) = axum::serve(listener, router).await {
+                tracing::error!(error = %e, "the admin listener stopped");
+            }
+        });
+        tracing::info!(%addr, "admin listener (healthz, readyz)");
+        Ok(Self { addr, task })
+    }
+
+    /// The address it listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+}
+
+fn json(status: StatusCode, body: serde_json::Value) -> Response {
+    let mut response = (status, body.to_string()).into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+async fn healthz(State(probes): State<Probes>) -> Response {
+    match probes.root.get_status() {
+        ActorStatus::Running => json(StatusCode::OK, json!({"status": "alive"})),
+        status => json(
+            StatusCode::SERVICE_UNAVAILABLE,
+            json!({"status": "stopped", "reason": format!("the root supervisor is {status:?}")}),
+        ),
+    }
+}
+
+async fn readyz(State(probes): State<Probes>) -> Response {
+    match unready(&probes).await {
+        None => json(StatusCode::OK, json!({"ready": true})),
+        Some(reason) => json(
+            StatusCode::SERVICE_UNAVAILABLE,
+            json!({"ready": false, "reason": reason}),
+        ),
+    }
+}
+
+/// Why the server cannot take requests now, if it cannot.
+async fn unready(probes: &Probes) -> Option<&'static str> {
+    if probes.draining.load(Ordering::SeqCst) {
+        return Some("draining: the server is shutting down");
+    }
+    if probes.root.get_status() != ActorStatus::Running {
+        return Some("the supervision tree has stopped");
+    }
+    if probes.listener.current().is_none() {
+        return Some("the HTTP listener is restarting");
+    }
+    // Any session will do: the question is whether the store answers at all.
+    let asked = probes.store.positions(SessionId::random());
+    if !matches!(tokio::time::timeout(PROBE_TIMEOUT, asked).await, Ok(Ok(_))) {
+        return Some("the event store does not answer");
+    }
+    if let Some(link) = &probes.redis {
+        let mut conn = link.commands.clone();
+        let cmd = redis::cmd("PING");
+        let ping = cmd.query_async::<String>(&mut conn);
+        let answered = tokio::time::timeout(PROBE_TIMEOUT, ping).await;
+        if !link.breaker.allows() || !matches!(answered, Ok(Ok(_))) {
+            return Some("redis is unreachable");
+        }
+    }
+    None
+}

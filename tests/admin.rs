@@ -1,0 +1,87 @@
+//! The admin listener (`[admin]`): off by default; when on, `/healthz` and `/readyz` on a
+//! socket of their own, readiness following the store, Redis and shutdown.
+
+mod common;
+
+use std::time::Duration;
+
+use common::redis::RedisServer;
+use common::{TestServer, eventually, within};
+use otpmcp::config::BackendKind;
+use serde_json::Value;
+
+async fn probe(addr: std::net::SocketAddr, path: &str) -> (u16, Value) {
+    let resp = within("a probe", reqwest::get(format!("http://{addr}{path}")))
+        .await
+        .unwrap_or_else(|e| panic!("GET {path}: {e}"));
+    let status = resp.status().as_u16();
+    let body = resp.text().await.unwrap_or_default();
+    (status, serde_json::from_str(&body).unwrap_or(Value::Null))
+}
+
+fn admin_on(c: &mut otpmcp::Config) {
+    c.admin.enabled = true;
+    c.admin.bind = "127.0.0.1:0".parse().unwrap_or(c.admin.bind);
+}
+
+#[tokio::test]
+async fn the_admin_listener_is_off_by_default() {
+    let server = TestServer::start(|_| {}).await;
+    assert_eq!(server.app.admin_addr(), None);
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn probes_answer_live_and_ready() {
+    let server = TestServer::start(admin_on).await;
+    let Some(admin) = server.app.admin_addr() else {
+        panic!("the admin listener is on");
+    };
+    assert!(admin.ip().is_loopback());
+    assert_ne!(admin, server.app.local_addr(), "a socket of its own");
+    assert_eq!(
+        probe(admin, "/healthz").await,
+        (200, serde_json::json!({"status": "alive"}))
+    );
+    assert_eq!(
+        probe(admin, "/readyz").await,
+        (200, serde_json::json!({"ready": true}))
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn readiness_fails_while_redis_is_away_and_returns_with_it() {
+    let mut redis = RedisServer::start_persistent();
+    let url = redis.url();
+    let server = TestServer::start(move |c| {
+        admin_on(c);
+        c.store.backend = BackendKind::Redis;
+        c.store.redis_url = url;
+        c.store.retry_interval = Duration::from_millis(200);
+    })
+    .await;
+    let Some(admin) = server.app.admin_addr() else {
+        panic!("the admin listener is on");
+    };
+    assert_eq!(probe(admin, "/readyz").await.0, 200);
+    redis.kill();
+    let reason = eventually("readiness to fail", || async {
+        let (status, body) = probe(admin, "/readyz").await;
+        (status == 503).then_some(body)
+    })
+    .await;
+    assert_eq!(reason["ready"], false);
+    assert!(
+        reason["reason"].as_str().is_some_and(|r| !r.is_empty()),
+        "{reason}"
+    );
+    // Alive all along: the process need not restart.
+    assert_eq!(probe(admin, "/healthz").await.0, 200);
+    redis.restart();
+    eventually("readiness to return", || async {
+        (probe(admin, "/readyz").await.0 == 200).then_some(())
+    })
+    .await;
+    server.shutdown().await;
+}
