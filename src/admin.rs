@@ -25,6 +25,7 @@ use crate::event_store::EventStoreHandle;
 use crate::event_store::redis::RedisLink;
 use crate::ids::SessionId;
 use crate::rt::slot::Slot;
+use crate::rt::task::OwnedTask;
 use crate::transport::listener::ListenerMsg;
 
 /// Longest a readiness probe waits for the store or Redis to answer.
@@ -49,13 +50,7 @@ pub struct Probes {
 #[derive(Debug)]
 pub struct AdminServer {
     addr: SocketAddr,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for AdminServer {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
+    _task: OwnedTask,
 }
 
 impl AdminServer {
@@ -68,13 +63,13 @@ impl AdminServer {
             .route("/healthz", get(healthz))
             .route("/readyz", get(readyz))
             .with_state(probes);
-        let task = tokio::spawn(async move {
+        let task = OwnedTask::spawn(async move {
             if let Err(e) = axum::serve(listener, router).await {
                 tracing::error!(error = %e, "the admin listener stopped");
             }
         });
         tracing::info!(%addr, "admin listener (healthz, readyz)");
-        Ok(Self { addr, task })
+        Ok(Self { addr, _task: task })
     }
 
     /// The address it listens on.

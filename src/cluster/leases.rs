@@ -17,6 +17,7 @@ use crate::event_store::{EventStoreHandle, StoreCallError, StoreError};
 use crate::handler::BoxFuture;
 use crate::ids::{SessionId, StreamKey, StreamNo};
 use crate::protocol::{ErrorObject, Outgoing, RequestId};
+use crate::rt::task::OwnedTask;
 use crate::tasks::TaskHandle;
 use crate::transport::{InFlight, InFlightError};
 
@@ -234,13 +235,7 @@ impl InFlight for Leases {
 /// supervisor; dropping the keeper stops it.
 #[derive(Debug)]
 pub struct LeaseKeeper {
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for LeaseKeeper {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
+    _task: OwnedTask,
 }
 
 impl LeaseKeeper {
@@ -251,7 +246,7 @@ impl LeaseKeeper {
             tracing::warn!(error = %e, "could not take this replica's lease yet");
         }
         Self {
-            task: tokio::spawn(keep(leases, store, tasks)),
+            _task: OwnedTask::spawn(keep(leases, store, tasks)),
         }
     }
 }

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::event_store::redis::RedisLink;
 use crate::handler::BoxFuture;
 use crate::news::{NewsHub, ServerNews};
+use crate::rt::task::OwnedTask;
 use crate::tasks::{TaskLeases, TaskSignal, TaskSignals};
 
 /// A change, as published on `P:bus:news`.
@@ -27,17 +28,6 @@ pub struct TaskMessage {
     pub task_id: String,
     /// What to tell it.
     pub signal: TaskSignal,
-}
-
-async fn publish(link: &RedisLink, channel: String, body: Vec<u8>) -> Result<(), String> {
-    let mut conn = link.commands.clone();
-    let mut cmd = redis::cmd("PUBLISH");
-    cmd.arg(channel).arg(body);
-    let call = cmd.query_async::<()>(&mut conn);
-    link.breaker
-        .guard("bus", call)
-        .await
-        .map_err(|e| e.to_string())
 }
 
 /// Sends task signals over the bus.
@@ -66,7 +56,10 @@ impl TaskSignals for TaskBus {
                 signal,
             };
             let body = serde_json::to_vec(&message).map_err(|e| e.to_string())?;
-            publish(&self.link, self.link.keys.task_channel(owner), body).await
+            self.link
+                .publish("bus", self.link.keys.task_channel(owner), body)
+                .await
+                .map_err(|e| e.to_string())
         })
     }
 }
@@ -89,20 +82,14 @@ impl TaskLeases for super::Leases {
 /// dropped, or when the hub is gone).
 #[derive(Debug)]
 pub struct NewsRelay {
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for NewsRelay {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
+    _task: OwnedTask,
 }
 
 impl NewsRelay {
     /// Relays what `hub` hears locally through `link`.
     pub fn start(hub: &NewsHub, link: RedisLink) -> Self {
         let mut heard = hub.subscribe();
-        let task = tokio::spawn(async move {
+        let task = OwnedTask::spawn(async move {
             loop {
                 match heard.recv().await {
                     Ok(item) if !item.remote => {
@@ -113,7 +100,7 @@ impl NewsRelay {
                         let Ok(body) = serde_json::to_vec(&message) else {
                             continue;
                         };
-                        if let Err(e) = publish(&link, link.keys.news_channel(), body).await {
+                        if let Err(e) = link.publish("bus", link.keys.news_channel(), body).await {
                             tracing::debug!(error = %e, "could not tell the other replicas of a change");
                         }
                     }
@@ -125,6 +112,6 @@ impl NewsRelay {
                 }
             }
         });
-        Self { task }
+        Self { _task: task }
     }
 }

@@ -38,8 +38,9 @@ pub struct TraceContext {
 pub struct RequestMeta {
     /// `io.modelcontextprotocol/protocolVersion`, as sent.
     pub protocol_version: String,
-    /// `io.modelcontextprotocol/clientCapabilities` (an object).
-    pub client_capabilities: Value,
+    /// `io.modelcontextprotocol/clientCapabilities` (an object), shared with the request's
+    /// context rather than copied.
+    pub client_capabilities: std::sync::Arc<Value>,
     /// `io.modelcontextprotocol/logLevel`, when the request opts in to log messages.
     pub log_level: Option<LoggingLevel>,
     /// `progressToken`, when the request wants progress.
@@ -76,6 +77,7 @@ impl RequestMeta {
             .get(CLIENT_CAPABILITIES)
             .filter(|c| c.is_object())
             .cloned()
+            .map(std::sync::Arc::new)
             .ok_or_else(|| missing(CLIENT_CAPABILITIES))?;
         let log_level = match meta.get(LOG_LEVEL) {
             None | Some(Value::Null) => None,

@@ -67,7 +67,7 @@ impl McpServer {
             (_, true, Some(tasks)) => {
                 let rerun = options.rerunnable.then(|| TaskWork {
                     params: salient(request.params.as_ref()),
-                    capabilities: meta.client_capabilities.clone(),
+                    capabilities: Value::clone(&meta.client_capabilities),
                     answers: Map::new(),
                 });
                 Ok(Some(TaskPlan {

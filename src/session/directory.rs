@@ -333,12 +333,8 @@ async fn publish(
     channel: String,
     msg: &SessionNews,
 ) -> Result<(), DirectoryError> {
-    let mut conn = link.commands.clone();
     let body = serde_json::to_vec(msg).unwrap_or_default();
-    let mut cmd = redis::cmd("PUBLISH");
-    cmd.arg(channel).arg(body);
-    let call = cmd.query_async::<()>(&mut conn);
-    link.breaker.guard("bus", call).await?;
+    link.publish("bus", channel, body).await?;
     Ok(())
 }
 

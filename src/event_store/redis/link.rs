@@ -127,6 +127,23 @@ impl Breaker {
     }
 }
 
+impl RedisLink {
+    /// Publishes `body` on pub/sub `channel`, through the breaker (`what` names the
+    /// caller in its warnings).
+    pub async fn publish(
+        &self,
+        what: &'static str,
+        channel: String,
+        body: impl redis::ToRedisArgs + Send + Sync,
+    ) -> redis::RedisResult<()> {
+        let mut conn = self.commands.clone();
+        let mut cmd = redis::cmd("PUBLISH");
+        cmd.arg(channel).arg(body);
+        let call = cmd.query_async::<()>(&mut conn);
+        self.breaker.guard(what, call).await
+    }
+}
+
 impl std::fmt::Debug for RedisLink {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RedisLink")

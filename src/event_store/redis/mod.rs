@@ -182,12 +182,10 @@ impl RedisStore {
         let Ok((link, _)) = self.conn() else {
             return false;
         };
-        let mut conn = link.commands.clone();
-        let mut cmd = redis::cmd("PUBLISH");
-        cmd.arg(link.keys.channel(key))
-            .arg(channel::encode_control(link.replica, flag));
-        let call = cmd.query_async::<()>(&mut conn);
-        link.breaker.guard("publish", call).await.is_ok()
+        let body = channel::encode_control(link.replica, flag);
+        link.publish("publish", link.keys.channel(key), body)
+            .await
+            .is_ok()
     }
 }
 

@@ -151,7 +151,7 @@ async fn answer(state: &AppState, request: Request, meta: RequestMeta) -> Respon
         announce: state.announcer(),
     });
     let ctx = RequestContext::new(meta.progress_token.clone(), Some(outbox))
-        .with_client_capabilities(Arc::new(meta.client_capabilities.clone()))
+        .with_client_capabilities(meta.client_capabilities.clone())
         .with_request_log_level(meta.log_level);
     let server = inner.server.clone();
     let work: BoxFuture<'static, Outgoing> =
