@@ -25,12 +25,13 @@ use crate::event_store::redis;
 use crate::handler::{PromptRegistry, ResourceRegistry, ToolRegistry};
 use crate::news::{NewsHub, ServerNews};
 use crate::protocol::methods::ListKind;
-use crate::rt::slot::{SlotError, slot};
+use crate::rt::slot::{Slot, SlotError, SlotWriter, slot};
 use crate::server::McpServer;
 use crate::server::stateless::StatelessSettings;
 use crate::session::{SessionError, SessionHandle, SessionId, SessionInfo};
 use crate::supervisor::{Child, Exit, RootSupervisor, SupervisorArgs, SupervisorMsg};
 use crate::tasks::{TaskHandle, TaskSettings};
+use crate::telemetry::metrics::{ActorName, MAILBOX_DEPTH};
 
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
@@ -101,8 +102,12 @@ pub async fn start_with(config: Config, server: McpServer) -> Result<App, StartE
         false => None,
     };
     let config = Arc::new(config);
-    let store_slot = slot("event store");
-    let session_slot = slot("session manager");
+    let store_slot = counted(slot("event store"), || {
+        MAILBOX_DEPTH.get(ActorName::EventStore).inc();
+    });
+    let session_slot = counted(slot("session manager"), || {
+        MAILBOX_DEPTH.get(ActorName::SessionManager).inc();
+    });
     let listener_slot = slot("http listener");
     let store = EventStoreHandle::new(store_slot.1.clone());
     let sessions = SessionHandle::new(session_slot.1.clone(), store.clone());
@@ -166,13 +171,15 @@ pub async fn start_with(config: Config, server: McpServer) -> Result<App, StartE
     let draining = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let admin = match admin_socket {
         Some(socket) => {
-            let probes = Probes {
-                root: root.get_cell(),
-                listener: listener.clone(),
-                store: store.clone(),
-                redis: redis.clone(),
-                draining: draining.clone(),
-            };
+            let probes = Probes::new(
+                root.clone(),
+                listener.clone(),
+                store.clone(),
+                redis.clone(),
+                draining.clone(),
+                sessions.clone(),
+                config.clone(),
+            );
             let at = config.admin.bind;
             Some(
                 AdminServer::start(socket, probes)
@@ -334,4 +341,12 @@ impl App {
             Child::HttpListener => self.listener.current().map(|a| a.get_id()),
         }
     }
+}
+
+/// A slot whose messages count into their actor's mailbox depth.
+fn counted<M: ractor::Message>(
+    (writer, slot): (SlotWriter<M>, Slot<M>),
+    on_send: fn(),
+) -> (SlotWriter<M>, Slot<M>) {
+    (writer, slot.counting(on_send))
 }

@@ -288,6 +288,29 @@ pub struct TelemetryConfig {
     pub otlp_endpoint: String,
     /// Log filter in `tracing` target syntax, e.g. `info,otpmcp=debug`. Default `info`.
     pub log_filter: String,
+    /// OTLP/HTTP metrics endpoint. Empty (default): beside the traces, the traces
+    /// endpoint with `/v1/traces` replaced by `/v1/metrics`; no export without either.
+    pub otlp_metrics_endpoint: String,
+    /// How often metrics are exported over OTLP. Default `10s`.
+    #[serde(with = "human_duration")]
+    pub metrics_interval: Duration,
+}
+
+impl TelemetryConfig {
+    /// Where metrics go over OTLP, if anywhere.
+    pub fn metrics_endpoint(&self) -> Option<String> {
+        if !self.otlp_metrics_endpoint.is_empty() {
+            return Some(self.otlp_metrics_endpoint.clone());
+        }
+        let traces = self.otlp_endpoint.trim_end_matches('/');
+        if traces.is_empty() {
+            return None;
+        }
+        Some(match traces.strip_suffix("/v1/traces") {
+            Some(base) => format!("{base}/v1/metrics"),
+            None => format!("{traces}/v1/metrics"),
+        })
+    }
 }
 
 impl Default for TelemetryConfig {
@@ -296,6 +319,8 @@ impl Default for TelemetryConfig {
             service_name: "otpmcp".into(),
             otlp_endpoint: String::new(),
             log_filter: "info".into(),
+            otlp_metrics_endpoint: String::new(),
+            metrics_interval: Duration::from_secs(10),
         }
     }
 }
@@ -340,7 +365,8 @@ impl Default for StatelessConfig {
     }
 }
 
-/// `[admin]`: the admin listener (`/healthz`, `/readyz`), on a socket of its own.
+/// `[admin]`: the admin listener (`/healthz`, `/readyz`, `/metrics`, `/dashboard`), on a
+/// socket of its own.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AdminConfig {
@@ -349,6 +375,12 @@ pub struct AdminConfig {
     /// Where. Default `127.0.0.1:9464`: loopback, so the probes are not reachable from
     /// the network unless you ask for it.
     pub bind: SocketAddr,
+    /// How often `/dashboard` gets a new snapshot. Default `1s`.
+    #[serde(with = "human_duration")]
+    pub dashboard_interval: Duration,
+    /// Snapshots kept for a dashboard that (re)connects: it gets those after its
+    /// `Last-Event-ID`, or all of them. Default 300 (five minutes at `1s`).
+    pub dashboard_history: usize,
 }
 
 impl Default for AdminConfig {
@@ -356,6 +388,8 @@ impl Default for AdminConfig {
         Self {
             enabled: false,
             bind: SocketAddr::from(([127, 0, 0, 1], 9464)),
+            dashboard_interval: Duration::from_secs(1),
+            dashboard_history: 300,
         }
     }
 }
@@ -453,6 +487,12 @@ impl Config {
         }
         if !matches!(self.stateless.cache_scope.as_str(), "public" | "private") {
             return invalid("stateless.cache_scope", "must be `public` or `private`");
+        }
+        if self.admin.dashboard_interval.is_zero() {
+            return invalid("admin.dashboard_interval", "must be more than zero");
+        }
+        if self.admin.dashboard_history == 0 {
+            return invalid("admin.dashboard_history", "must be at least 1");
         }
         if self.stateless.listen_backlog == 0 {
             return invalid("stateless.listen_backlog", "must be at least 1");

@@ -1,6 +1,7 @@
-//! Spans, checked in-process with OpenTelemetry's in-memory exporter: request spans,
-//! `transport_sse.handle_stream` with its replay attributes, actor message spans, errors on
-//! spans, and continuation of an incoming W3C traceparent.
+//! Spans, checked in-process with OpenTelemetry's in-memory exporter: MCP operation spans
+//! (named `{method} {tool}`), `transport_sse.handle_stream` and GET spans with their replay
+//! attributes, actor message spans, errors on spans, and continuation of an incoming W3C
+//! traceparent (from headers, and from `params._meta`).
 
 mod common;
 
@@ -70,30 +71,38 @@ async fn requests_streams_and_actor_messages_are_traced() {
     let spans = exporter.get_finished_spans().unwrap_or_default();
     let named = |name: &str| spans.iter().filter(|s| s.name == name).collect::<Vec<_>>();
 
-    let posts = named("mcp.post");
-    let call = posts
+    let call = spans
         .iter()
-        .find(|s| attr_str(s, "method").as_deref() == Some("tools/call"))
-        .unwrap_or_else(|| panic!("a span for the tools/call POST"));
+        .find(|s| s.name == "tools/call stream_events")
+        .unwrap_or_else(|| panic!("a SERVER span named after the method and tool"));
+    assert_eq!(call.span_kind, opentelemetry::trace::SpanKind::Server);
+    assert_eq!(
+        attr_str(call, "mcp.method.name").as_deref(),
+        Some("tools/call")
+    );
     assert_eq!(
         call.span_context.trace_id().to_string(),
         trace_id,
         "traceparent continued"
     );
-    assert_eq!(attr_str(call, "session_id"), client.session.clone());
-    let stateless = named("mcp.stateless");
-    let continued = stateless
+    assert_eq!(attr_str(call, "mcp.session.id"), client.session.clone());
+    let continued = spans
         .iter()
-        .find(|s| attr_str(s, "method").as_deref() == Some("tools/call"))
+        .find(|s| s.name == "tools/call echo")
         .unwrap_or_else(|| panic!("a span for the stateless tools/call"));
     assert_eq!(
         continued.span_context.trace_id().to_string(),
         meta_trace,
         "a stateless request's _meta.traceparent continued"
     );
+    assert_eq!(
+        attr_str(continued, "mcp.protocol.version").as_deref(),
+        Some("2026-07-28")
+    );
 
     let streams = named("transport_sse.handle_stream");
-    let invalid = streams
+    let gets = named("GET");
+    let invalid = gets
         .iter()
         .find(|s| attr_str(s, "replay").as_deref() == Some("invalid"))
         .unwrap_or_else(|| panic!("the invalid Last-Event-ID is on a span"));
@@ -101,7 +110,7 @@ async fn requests_streams_and_actor_messages_are_traced() {
         attr_str(invalid, "last_event_id").as_deref(),
         Some("invalid_xyz")
     );
-    let resumed = streams
+    let resumed = gets
         .iter()
         .find(|s| attr_str(s, "replay").as_deref() == Some("active"))
         .unwrap_or_else(|| panic!("the resume is on a span"));
@@ -124,9 +133,13 @@ async fn requests_streams_and_actor_messages_are_traced() {
         !named("session_manager.handle").is_empty(),
         "session messages are traced"
     );
-    let error = posts
-        .iter()
-        .find(|s| attr(s, "http.status").map(|v| v.as_str().into_owned()) == Some("404".into()))
+    let error = named("ping")
+        .into_iter()
+        .find(|s| attr_str(s, "error.type").as_deref() == Some("404"))
         .unwrap_or_else(|| panic!("the rejected request's span"));
-    assert!(attr_str(error, "error").is_some_and(|e| e.contains("session")));
+    assert_eq!(
+        error.status,
+        opentelemetry::trace::Status::error("Not Found: session not found"),
+        "the refusal is the span's status"
+    );
 }

@@ -8,6 +8,7 @@
 //! event), then clears the entry. A client resuming on any replica gets an answer instead
 //! of waiting forever.
 
+use crate::telemetry::metrics;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -107,8 +108,12 @@ impl Leases {
         cmd.arg(self.link.keys.inflight(self.link.replica))
             .arg(field)
             .arg(value);
-        let call = cmd.query_async(&mut conn);
-        self.link.breaker.guard("lease", call).await
+        let call = cmd.query_async::<i64>(&mut conn);
+        let added = self.link.breaker.guard("lease", call).await?;
+        if added > 0 {
+            metrics::LEASES_HELD.inc();
+        }
+        Ok(())
     }
 
     /// Clears `field` from this replica's in-flight table.
@@ -117,8 +122,11 @@ impl Leases {
         let mut cmd = redis::cmd("HDEL");
         cmd.arg(self.link.keys.inflight(self.link.replica))
             .arg(field);
-        let call = cmd.query_async::<()>(&mut conn);
+        let call = cmd.query_async::<i64>(&mut conn);
         let result = self.link.breaker.guard("lease", call).await;
+        if matches!(result, Ok(n) if n > 0) {
+            metrics::LEASES_HELD.dec_to_zero();
+        }
         if let Err(e) = result {
             // Harmless: if this replica's lease ever lapses, the reaper finds the request
             // ended (or the task finished) and changes nothing.
@@ -297,6 +305,7 @@ async fn reap(leases: &Leases, store: &EventStoreHandle, tasks: Option<&TaskHand
                 continue;
             }
             tasks.orphaned(id, replica).await;
+            metrics::REQUESTS_REAPED.inc();
             settled_all &= leases.settle(replica, &field).await;
             continue;
         }
@@ -311,6 +320,7 @@ async fn reap(leases: &Leases, store: &EventStoreHandle, tasks: Option<&TaskHand
             .await
         {
             Ok(Some(_)) => {
+                metrics::REQUESTS_REAPED.inc();
                 tracing::warn!(stream = ?orphan.key, lost_replica = replica, "a request whose replica was lost has its answer");
                 true
             }

@@ -6,8 +6,8 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use super::{
-    Appended, EventStore, MemoryStore, RedisStore, Replay, Retention, StoreError, StreamKey,
-    StreamNo, SweepStats,
+    Appended, EventStore, MemoryStore, Occupancy, RedisStore, Replay, Retention, StoreError,
+    StreamKey, StreamNo, SweepStats,
 };
 use crate::ids::SessionId;
 
@@ -93,6 +93,10 @@ impl EventStore for Backend {
 
     async fn positions(&self, session: SessionId) -> Vec<(StreamNo, u64)> {
         each!(self, s => s.positions(session).await)
+    }
+
+    fn occupancy(&self) -> Option<Occupancy> {
+        each!(self, s => s.occupancy())
     }
 
     fn set_retention(&mut self, retention: Retention) {

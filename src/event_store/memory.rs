@@ -9,14 +9,15 @@
 //! Size: half of this file is the unit tests of the retention arithmetic (TTL, caps,
 //! eviction, windows), kept beside the code they check.
 
+use crate::telemetry::metrics::{EVENTS_EVICTED, Eviction};
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
 use super::{
-    Appended, Event, EventStore, Replay, ReplayOutcome, Retention, StoreError, StreamKey, StreamNo,
-    SweepStats,
+    Appended, Event, EventStore, Occupancy, Replay, ReplayOutcome, Retention, StoreError,
+    StreamKey, StreamNo, SweepStats,
 };
 use crate::ids::SessionId;
 
@@ -217,10 +218,17 @@ impl MemoryStore {
             session.bytes += event.payload.len();
             // The newest event always stays, even alone over the byte budget, so the
             // stream's end can still be replayed.
-            while session.arrivals.len() > retention.max_session_events
-                || (session.bytes > retention.max_session_bytes && session.arrivals.len() > 1)
-            {
+            loop {
+                let reason = if session.arrivals.len() > retention.max_session_events {
+                    Eviction::Cap
+                } else if session.bytes > retention.max_session_bytes && session.arrivals.len() > 1
+                {
+                    Eviction::Bytes
+                } else {
+                    break;
+                };
                 session.evict_oldest();
+                EVENTS_EVICTED.inc(reason);
             }
         } else {
             log.evicted_through = seq;
@@ -268,6 +276,7 @@ impl MemoryStore {
             && now.saturating_duration_since(issued) > retention.replay_window
         {
             replay.outcome = ReplayOutcome::OutsideWindow;
+            EVENTS_EVICTED.add(Eviction::Window, log.end - after);
             return Ok(replay);
         }
         if log.evicted_through > after {
@@ -318,6 +327,7 @@ fn expire_log(log: &mut SessionLog, ttl: Duration, now: Instant) -> usize {
         log.evict_oldest();
         n += 1;
     }
+    EVENTS_EVICTED.add(Eviction::Ttl, n as u64);
     n
 }
 
@@ -397,6 +407,16 @@ impl EventStore for MemoryStore {
             .unwrap_or_default();
         out.sort_unstable();
         out
+    }
+
+    fn occupancy(&self) -> Option<Occupancy> {
+        let mut total = Occupancy::default();
+        for session in self.sessions.values() {
+            total.sessions += 1;
+            total.events += session.arrivals.len() as u64;
+            total.bytes += session.bytes as u64;
+        }
+        Some(total)
     }
 
     fn set_retention(&mut self, retention: Retention) {

@@ -145,6 +145,17 @@ impl Default for Retention {
     }
 }
 
+/// What the store holds now.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Occupancy {
+    /// Sessions it keeps events for.
+    pub sessions: u64,
+    /// Events retained.
+    pub events: u64,
+    /// Their payload bytes.
+    pub bytes: u64,
+}
+
 /// What a sweep removed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SweepStats {
@@ -251,6 +262,12 @@ pub trait EventStore: Send + Default + 'static {
 
     /// Configures retention; called once before use.
     fn set_retention(&mut self, retention: Retention);
+
+    /// What the store holds, when it can tell without a round trip (in memory); `None`
+    /// for a shared backend.
+    fn occupancy(&self) -> Option<Occupancy> {
+        None
+    }
 
     /// Starts hearing of events other processes store on `key` (a shared backend); the
     /// store actor calls it before replaying, so nothing falls between. A backend no other

@@ -67,6 +67,11 @@ impl PromptRegistry {
         self.prompts.is_empty()
     }
 
+    /// True when prompt `name` is registered.
+    pub fn contains(&self, name: &str) -> bool {
+        self.prompts.iter().any(|(d, _)| d.name == name)
+    }
+
     /// The prompts.
     pub fn list(&self) -> Vec<PromptDefinition> {
         self.prompts.iter().map(|(d, _)| d.clone()).collect()

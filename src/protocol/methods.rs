@@ -77,6 +77,31 @@ impl Method {
         }
     }
 
+    /// The method's name, as [`Method::parse`] reads it; `None` for [`Method::Unknown`].
+    pub fn name(self) -> Option<&'static str> {
+        Some(match self {
+            Self::Initialize => "initialize",
+            Self::Ping => "ping",
+            Self::ToolsList => "tools/list",
+            Self::ToolsCall => "tools/call",
+            Self::SetLevel => "logging/setLevel",
+            Self::ResourcesList => "resources/list",
+            Self::ResourceTemplatesList => "resources/templates/list",
+            Self::ResourcesRead => "resources/read",
+            Self::ResourcesSubscribe => "resources/subscribe",
+            Self::ResourcesUnsubscribe => "resources/unsubscribe",
+            Self::PromptsList => "prompts/list",
+            Self::PromptsGet => "prompts/get",
+            Self::Complete => "completion/complete",
+            Self::Discover => "server/discover",
+            Self::Listen => "subscriptions/listen",
+            Self::TasksGet => "tasks/get",
+            Self::TasksUpdate => "tasks/update",
+            Self::TasksCancel => "tasks/cancel",
+            Self::Unknown => return None,
+        })
+    }
+
     /// True for the methods a stateless (2026-07-28) request may not call: the session
     /// era's handshake and session state.
     pub fn is_session_only(self) -> bool {

@@ -39,6 +39,9 @@ pub struct SlotWriter<M: Message> {
 pub struct Slot<M: Message> {
     name: &'static str,
     rx: watch::Receiver<Option<ActorRef<M>>>,
+    /// Told of each message sent (the actor's mailbox depth counts them in; the actor
+    /// counts them out). A function, so that this layer knows nothing of metrics.
+    on_send: Option<fn()>,
 }
 
 impl<M: Message> Clone for Slot<M> {
@@ -46,6 +49,7 @@ impl<M: Message> Clone for Slot<M> {
         Self {
             name: self.name,
             rx: self.rx.clone(),
+            on_send: self.on_send,
         }
     }
 }
@@ -53,7 +57,12 @@ impl<M: Message> Clone for Slot<M> {
 /// A new empty slot for the actor called `name` (used in error messages).
 pub fn slot<M: Message>(name: &'static str) -> (SlotWriter<M>, Slot<M>) {
     let (tx, rx) = watch::channel(None);
-    (SlotWriter { tx }, Slot { name, rx })
+    let slot = Slot {
+        name,
+        rx,
+        on_send: None,
+    };
+    (SlotWriter { tx }, slot)
 }
 
 impl<M: Message> SlotWriter<M> {
@@ -64,6 +73,19 @@ impl<M: Message> SlotWriter<M> {
 }
 
 impl<M: Message> Slot<M> {
+    /// Calls `on_send` for every message sent through this slot (and its clones): the
+    /// actor's mailbox depth counts them in.
+    pub fn counting(mut self, on_send: fn()) -> Self {
+        self.on_send = Some(on_send);
+        self
+    }
+
+    fn sent(&self) {
+        if let Some(on_send) = self.on_send {
+            on_send();
+        }
+    }
+
     /// The actor as published now, if any.
     pub fn current(&self) -> Option<ActorRef<M>> {
         self.rx.borrow().clone()
@@ -75,6 +97,7 @@ impl<M: Message> Slot<M> {
         match self.current() {
             Some(actor) => actor
                 .send_message(msg)
+                .map(|()| self.sent())
                 .map_err(|_| SlotError::Unavailable(self.name)),
             None => Err(SlotError::Unavailable(self.name)),
         }
@@ -90,7 +113,10 @@ impl<M: Message> Slot<M> {
             let current = rx.borrow_and_update().clone();
             if let Some(actor) = current {
                 match actor.send_message(msg) {
-                    Ok(()) => return Ok(()),
+                    Ok(()) => {
+                        self.sent();
+                        return Ok(());
+                    }
                     Err(MessagingErr::SendErr(back)) => msg = back,
                     Err(_) => return Err(SlotError::Unavailable(self.name)),
                 }

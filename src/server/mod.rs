@@ -185,6 +185,17 @@ impl McpServer {
         self.tools.get().routing(name).cloned()
     }
 
+    /// True when `name` is a tool (`tools/call`) or prompt (`prompts/get`) this server
+    /// has: only those name a span or a metric series, so clients cannot mint new ones.
+    pub fn has_target(&self, method: crate::protocol::methods::Method, name: &str) -> bool {
+        use crate::protocol::methods::Method;
+        match method {
+            Method::ToolsCall => self.tools.get().routing(name).is_some(),
+            Method::PromptsGet => self.prompts.get().contains(name),
+            _ => false,
+        }
+    }
+
     /// Where changes are announced to `subscriptions/listen` streams.
     pub fn news(&self) -> &crate::news::NewsHub {
         &self.news

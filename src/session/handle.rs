@@ -194,6 +194,15 @@ impl SessionHandle {
         Ok(info)
     }
 
+    /// How many sessions live on this replica, and the `n` most recently active (without
+    /// their event positions).
+    pub async fn overview(&self, n: usize) -> Result<(usize, Vec<SessionInfo>), SessionError> {
+        Ok(self
+            .slot
+            .call(|reply| SessionMsg::Overview(n, reply), CALL_TIMEOUT)
+            .await?)
+    }
+
     /// Registers a request to the client (sampling, elicitation, roots): our id for it,
     /// and the channel its answer arrives on. The entry ends with the answer, the session,
     /// or when the receiver is dropped (checked at the next registration).

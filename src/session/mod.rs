@@ -100,6 +100,8 @@ pub struct SessionInfo {
     pub connected_at: SystemTime,
     /// How long ago that was.
     pub connected_for: Duration,
+    /// How long since its last request.
+    pub idle_for: Duration,
     /// Requests and streams open now.
     pub open: u32,
     /// Last event position of each stream that still has a record in the store.

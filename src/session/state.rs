@@ -1,5 +1,8 @@
 //! The session table: every live session's record. Pure data: the session manager actor
 //! owns it (lent by the supervisor so sessions survive a crash of the actor).
+//!
+//! Size: a third of this file is the unit tests of expiry, holds and request indexes,
+//! kept beside the code they check.
 
 use std::collections::HashMap;
 use std::sync::Weak;
@@ -297,14 +300,28 @@ impl SessionTable {
         }
     }
 
+    /// Every session with its record.
+    pub fn iter(&self) -> impl Iterator<Item = (SessionId, &SessionRecord)> {
+        self.sessions.iter().map(|(id, r)| (*id, r))
+    }
+
     /// Removes `id` and cancels its requests; false if it was not there.
     pub fn remove(&mut self, id: SessionId) -> bool {
         match self.sessions.remove(&id) {
             Some(record) => {
                 record.cancel.cancel();
+                ended(&record);
                 true
             }
             None => false,
+        }
+    }
+
+    /// Removes `id` that never became a session (its creation failed half-way): nothing
+    /// ran, so nothing is measured.
+    pub fn discard(&mut self, id: SessionId) {
+        if let Some(record) = self.sessions.remove(&id) {
+            record.cancel.cancel();
         }
     }
 
@@ -319,12 +336,21 @@ impl SessionTable {
             let keep = r.holds.open() > 0 || now.saturating_duration_since(last) <= timeout;
             if !keep {
                 r.cancel.cancel();
+                ended(r);
                 gone.push(*id);
             }
             keep
         });
         gone
     }
+}
+
+/// `mcp.server.session.duration`: one observation as a session leaves this replica.
+fn ended(record: &SessionRecord) {
+    crate::telemetry::session_ended(
+        record.init.protocol_version.as_str(),
+        record.started.elapsed(),
+    );
 }
 
 #[cfg(test)]

@@ -28,6 +28,11 @@ impl SseBody {
             actor: Some(actor),
         }
     }
+
+    /// A body reading `rx` that tells nobody when it is dropped (its sender notices).
+    pub fn detached(rx: mpsc::Receiver<Bytes>) -> Self {
+        Self { rx, actor: None }
+    }
 }
 
 impl http_body::Body for SseBody {

@@ -14,6 +14,9 @@
 pub mod body;
 pub mod sse;
 
+use crate::telemetry::metrics::{
+    CONNECTIONS_CUT, Cut, EVENTS_REPLAYED, REPLAYS, ReplayResult, STREAMS_OPEN, StreamKind, Tracked,
+};
 use std::fmt;
 use std::time::{Duration, Instant};
 
@@ -184,6 +187,8 @@ pub struct StreamArgs {
     pub span: tracing::Span,
     /// Keeps the session from expiring while the connection is open.
     pub hold: Option<SessionHold>,
+    /// What the stream serves, for `otpmcp_streams_open` and the resume counts.
+    pub kind: StreamKind,
 }
 
 /// Running state of a stream actor.
@@ -208,6 +213,8 @@ pub struct StreamState {
     hold: Option<SessionHold>,
     /// Events written without being stored (the store's backend was down).
     unstored: u64,
+    /// Counts in `otpmcp_streams_open` until released.
+    open: Option<Tracked>,
 }
 
 /// The stream actor.
@@ -301,7 +308,20 @@ impl Actor for StreamActor {
             idle_timer: None,
             hold: args.hold,
             unstored: 0,
+            open: Some(STREAMS_OPEN.track(args.kind)),
         };
+        if args.kind == StreamKind::Resume {
+            EVENTS_REPLAYED.add(missed as u64);
+            let result = match replay.outcome {
+                ReplayOutcome::Complete => Some(ReplayResult::Complete),
+                ReplayOutcome::Truncated { .. } => Some(ReplayResult::Truncated),
+                ReplayOutcome::OutsideWindow => Some(ReplayResult::OutsideWindow),
+                ReplayOutcome::Disabled => None,
+            };
+            if let Some(result) = result {
+                REPLAYS.inc(result);
+            }
+        }
 
         // Priming: the position the client may resume from if it loses us right away.
         let resume_from = match (args.after, replay.outcome) {
@@ -421,6 +441,7 @@ impl Actor for StreamActor {
             // Stopped from outside without a Close: the store superseded this connection
             // with a newer one on the same stream.
             let reason = CloseReason::Superseded;
+            CONNECTIONS_CUT.inc(Cut::Superseded);
             let _ = state.write(sse::retry(state.settings.retry));
             state.span.record("close_reason", reason.as_str());
             state.exit = Some(reason);
@@ -432,6 +453,11 @@ impl Actor for StreamActor {
 
 fn close(myself: &ActorRef<StreamMsg>, state: &mut StreamState, reason: CloseReason) {
     state.exit = Some(reason);
+    match reason {
+        CloseReason::SlowConsumer => CONNECTIONS_CUT.inc(Cut::SlowConsumer),
+        CloseReason::Superseded => CONNECTIONS_CUT.inc(Cut::Superseded),
+        _ => {}
+    }
     if reason.sends_retry() {
         // Best effort: a full buffer means the client will not read it anyway.
         let _ = state.write(sse::retry(state.settings.retry));
@@ -446,5 +472,6 @@ fn close(myself: &ActorRef<StreamMsg>, state: &mut StreamState, reason: CloseRea
 fn release(state: &mut StreamState) {
     state.tx = None;
     state.hold = None;
+    state.open = None;
     state.span = tracing::Span::none();
 }

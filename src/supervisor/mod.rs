@@ -27,6 +27,7 @@ use crate::rt::intensity::Intensity;
 use crate::rt::slot::{Slot, SlotWriter};
 use crate::server::McpServer;
 use crate::session::{SessionArgs, SessionHandle, SessionManager, SessionMsg, SessionTable};
+use crate::telemetry::metrics::{self, Label as _};
 use crate::transport::listener::ListenerMsg;
 use crate::transport::{HttpListener, ListenerArgs};
 
@@ -47,6 +48,14 @@ pub enum Child {
 }
 
 impl Child {
+    fn metric(self) -> metrics::ActorName {
+        match self {
+            Self::EventStore => metrics::ActorName::EventStore,
+            Self::SessionManager => metrics::ActorName::SessionManager,
+            Self::HttpListener => metrics::ActorName::HttpListener,
+        }
+    }
+
     fn name(self) -> &'static str {
         match self {
             Self::EventStore => "event_store",
@@ -70,6 +79,32 @@ pub enum Exit {
 pub enum SupervisorMsg {
     /// Stop the tree in order: listener (closing streams), sessions, store.
     Shutdown(RpcReplyPort<()>),
+    /// The tree as it stands now.
+    Tree(RpcReplyPort<Tree>),
+}
+
+/// The supervision tree as the root sees it.
+#[derive(Debug, Clone)]
+pub struct Tree {
+    /// Since the root started.
+    pub uptime: Duration,
+    /// The running children, in start order.
+    pub children: Vec<ChildView>,
+}
+
+/// One supervised child.
+#[derive(Debug, Clone)]
+pub struct ChildView {
+    /// `event_store`, `session_manager` or `http_listener`.
+    pub name: &'static str,
+    /// Its actor's state.
+    pub status: ractor::ActorStatus,
+    /// Since its current incarnation started.
+    pub uptime: Duration,
+    /// Times it was restarted.
+    pub restarts: u32,
+    /// Its own children (the listener's stream actors).
+    pub children: Vec<ActorCell>,
 }
 
 /// Everything the root needs to (re)start its children.
@@ -112,6 +147,11 @@ pub struct SupervisorState {
     keeper: Option<LeaseKeeper>,
     session_heir: Option<Heir<SessionTable>>,
     running: Vec<(Child, ActorCell)>,
+    /// When each running child's current incarnation started.
+    since: Vec<(Child, Instant)>,
+    /// Restarts of each child, by [`metrics::ActorName`] index.
+    restarts: [u32; 3],
+    started: Instant,
     /// Cancelled when the tree stops: every session's running requests end.
     cancel: tokio_util::sync::CancellationToken,
     intensity: Intensity,
@@ -228,7 +268,35 @@ impl SupervisorState {
         };
         self.running.retain(|(c, _)| *c != child);
         self.running.push((child, cell));
+        self.since.retain(|(c, _)| *c != child);
+        self.since.push((child, Instant::now()));
         Ok(())
+    }
+
+    /// The tree as it stands: each child's state, uptime and restarts.
+    fn tree(&self) -> Tree {
+        let children = self
+            .running
+            .iter()
+            .map(|(child, cell)| {
+                let since = self.since.iter().find(|(c, _)| c == child);
+                ChildView {
+                    name: child.name(),
+                    status: cell.get_status(),
+                    uptime: since.map(|(_, at)| at.elapsed()).unwrap_or_default(),
+                    restarts: self
+                        .restarts
+                        .get(child.metric().index())
+                        .copied()
+                        .unwrap_or(0),
+                    children: cell.get_children(),
+                }
+            })
+            .collect();
+        Tree {
+            uptime: self.started.elapsed(),
+            children,
+        }
     }
 
     fn unpublish(&self, child: Child) {
@@ -325,6 +393,9 @@ impl Actor for RootSupervisor {
         let s = &args.config.supervisor;
         let mut state = SupervisorState {
             intensity: Intensity::new(s.max_restarts, s.max_window),
+            since: Vec::new(),
+            restarts: [0; 3],
+            started: Instant::now(),
             config: args.config,
             socket: args.socket,
             server: args.server,
@@ -364,6 +435,9 @@ impl Actor for RootSupervisor {
         state: &mut SupervisorState,
     ) -> Result<(), ActorProcessingErr> {
         match msg {
+            SupervisorMsg::Tree(reply) => {
+                let _ = reply.send(state.tree());
+            }
             SupervisorMsg::Shutdown(reply) => {
                 state.stopping = true;
                 state
@@ -410,7 +484,17 @@ impl Actor for RootSupervisor {
         }
         state.unpublish(child);
         tracing::error!(child = child.name(), reason = %why, "supervised actor exited; restarting");
-        if let Err(escalation) = state.restart(child, myself.get_cell()).await {
+        // Whatever its mailbox held died with it.
+        metrics::MAILBOX_DEPTH.get(child.metric()).set(0);
+        let restarted = state.restart(child, myself.get_cell()).await;
+        if restarted.is_ok() {
+            metrics::ACTOR_RESTARTS.inc(child.metric());
+            if let Some(n) = state.restarts.get_mut(child.metric().index()) {
+                *n += 1;
+            }
+        }
+        if let Err(escalation) = restarted {
+            metrics::ESCALATIONS.inc();
             tracing::error!(reason = %escalation, "restart intensity exceeded; supervisor gives up");
             state.stopping = true;
             state

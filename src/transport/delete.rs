@@ -6,18 +6,12 @@ use axum::response::{IntoResponse, Response};
 use tracing::Instrument;
 
 use super::rejection::Rejection;
-use super::{AppState, continue_trace, extract, reject};
+use super::{AppState, extract, reject};
 use crate::session::SessionError;
 
 /// Terminates the session: 200, or 404 if it is unknown.
 pub(crate) async fn handle(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    let span = tracing::info_span!(
-        "mcp.delete",
-        session_id = tracing::field::Empty,
-        http.status = tracing::field::Empty,
-        error = tracing::field::Empty,
-    );
-    continue_trace(&span, &headers);
+    let span = super::trace::http_span("DELETE", &headers);
     async move {
         match terminate(&state, &headers).await {
             Ok(()) => StatusCode::OK.into_response(),
@@ -31,7 +25,7 @@ pub(crate) async fn handle(State(state): State<AppState>, headers: HeaderMap) ->
 async fn terminate(state: &AppState, headers: &HeaderMap) -> Result<(), Rejection> {
     state.inner.guard.check(headers)?;
     let id = extract::required_session_id(headers)?;
-    tracing::Span::current().record("session_id", tracing::field::display(id));
+    tracing::Span::current().record("mcp.session.id", tracing::field::display(id));
     extract::protocol_version(headers)?;
     state
         .inner

@@ -13,33 +13,20 @@
 //!   from the session check; only if it ends between that check and the store lookup does
 //!   the resume get 410).
 
+use crate::telemetry::metrics::{REPLAYS, ReplayResult};
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::Response;
 use tracing::Instrument;
-use tracing::field::Empty;
 
 use super::extract::{self, LastEventId};
 use super::rejection::Rejection;
-use super::{AppState, StreamOpenError, continue_trace, reject, session_rejection};
+use super::{AppState, Opening, StreamOpenError, reject, session_rejection};
 use crate::event_store::{StoreError, StreamKey, StreamNo};
 
 /// Handles GET on the MCP endpoint.
 pub(crate) async fn handle(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    let span = tracing::info_span!(
-        "transport_sse.handle_stream",
-        session_id = Empty,
-        last_event_id = Empty,
-        stream = Empty,
-        replay = Empty,
-        missed_events = Empty,
-        replay_outcome = Empty,
-        close_reason = Empty,
-        unstored_events = Empty,
-        http.status = Empty,
-        error = Empty,
-    );
-    continue_trace(&span, &headers);
+    let span = super::trace::http_span("GET", &headers);
     let stream_span = span.clone();
     async move {
         match open(&state, &headers, stream_span).await {
@@ -67,7 +54,7 @@ async fn open(
         ));
     }
     let session = extract::required_session_id(headers)?;
-    span.record("session_id", tracing::field::display(session));
+    span.record("mcp.session.id", tracing::field::display(session));
     extract::protocol_version(headers)?;
     let standalone = StreamKey::new(session, StreamNo::STANDALONE);
     let requested = if inner.config.sse.enable_replay {
@@ -83,6 +70,7 @@ async fn open(
         LastEventId::Malformed(text, why) => {
             span.record("last_event_id", text.as_str());
             span.record("replay", "invalid");
+            REPLAYS.inc(ReplayResult::UnknownId);
             tracing::warn!(last_event_id = %text, error = %why, "malformed Last-Event-ID; opening a live stream without replay");
             (standalone, None)
         }
@@ -95,6 +83,7 @@ async fn open(
                 }
                 None => {
                     span.record("replay", "invalid");
+                    REPLAYS.inc(ReplayResult::ForeignId);
                     tracing::warn!(last_event_id = %id, "Last-Event-ID belongs to another session; opening a live stream without replay");
                     (standalone, None)
                 }
@@ -122,13 +111,21 @@ async fn open(
         (touched, None)
     };
     let version = touched.protocol_version;
+    span.record("mcp.protocol.version", version.as_str());
     match state
-        .open_stream(key, version, after, create, hold, span.clone())
+        .open_stream(
+            key,
+            version,
+            Opening::get(after, create),
+            hold,
+            span.clone(),
+        )
         .await
     {
         Ok(response) => Ok(response),
         Err(StreamOpenError::Store(StoreError::FuturePosition(seq))) => {
             span.record("replay", "invalid");
+            REPLAYS.inc(ReplayResult::FuturePosition);
             tracing::warn!(
                 seq,
                 "Last-Event-ID is past the end of its stream; opening a live stream without replay"
@@ -139,10 +136,21 @@ async fn open(
                 .await
                 .map_err(session_rejection)?;
             state
-                .open_stream(standalone, version, None, true, Some(hold), span)
+                .open_stream(
+                    standalone,
+                    version,
+                    Opening::get(None, true),
+                    Some(hold),
+                    span,
+                )
                 .await
                 .map_err(|e| e.into_rejection(true))
         }
-        Err(e) => Err(e.into_rejection(create)),
+        Err(e) => {
+            if matches!(e, StreamOpenError::Store(StoreError::UnknownStream)) {
+                REPLAYS.inc(ReplayResult::UnknownId);
+            }
+            Err(e.into_rejection(create))
+        }
     }
 }

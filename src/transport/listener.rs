@@ -88,6 +88,7 @@ impl Actor for HttpListener {
     ) -> Result<ListenerState, ActorProcessingErr> {
         args.socket.set_nonblocking(true)?;
         let listener = tokio::net::TcpListener::from_std(args.socket)?;
+        let local = listener.local_addr().ok();
         let listener = GuardedListener::new(listener, args.config.server.write_timeout);
         let shutdown_timeout = args.config.server.shutdown_timeout;
         let state = AppState::new(
@@ -97,6 +98,7 @@ impl Actor for HttpListener {
             args.server,
             args.me,
             args.inflight,
+            local,
         );
         let app = router(state.clone());
         let (stop_tx, stop_rx) = oneshot::channel::<()>();

@@ -14,18 +14,17 @@ pub mod rejection;
 pub mod stall;
 pub mod stateless;
 pub mod streamed;
+mod trace;
 
+use crate::telemetry::metrics::StreamKind;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::http::{HeaderMap, HeaderValue, header};
+use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get as route;
-use opentelemetry::propagation::{Extractor, TextMapPropagator};
-use opentelemetry_sdk::propagation::{BaggagePropagator, TraceContextPropagator};
 use ractor::{Actor, ActorCell};
 use tokio::sync::mpsc;
-use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 use crate::config::Config;
 use crate::event_store::{EventStoreHandle, StreamKey};
@@ -65,6 +64,8 @@ struct Inner {
     /// Listen streams open now (`stateless.max_listen_streams` at most). An atomic: each
     /// stream counts itself in and out, nothing else reads it.
     listening: Arc<std::sync::atomic::AtomicUsize>,
+    /// The address the listener is bound to (`server.address` and `server.port`).
+    local: Option<std::net::SocketAddr>,
 }
 
 impl AppState {
@@ -76,6 +77,7 @@ impl AppState {
         server: Arc<McpServer>,
         listener: Slot<ListenerMsg>,
         inflight: Option<Arc<dyn InFlight>>,
+        local: Option<std::net::SocketAddr>,
     ) -> Self {
         let sse = &config.sse;
         let settings = StreamSettings {
@@ -99,6 +101,7 @@ impl AppState {
                 closing: std::sync::atomic::AtomicBool::new(false),
                 shutdown: tokio_util::sync::CancellationToken::new(),
                 listening: Arc::default(),
+                local,
             }),
         }
     }
@@ -137,11 +140,15 @@ impl AppState {
         &self,
         key: StreamKey,
         version: ProtocolVersion,
-        after: Option<u64>,
-        create: bool,
+        opening: Opening,
         hold: Option<SessionHold>,
         span: tracing::Span,
     ) -> Result<Response, StreamOpenError> {
+        let Opening {
+            after,
+            create,
+            kind,
+        } = opening;
         if self.is_closing() {
             return Err(Rejection::Unavailable("the server is shutting down".into()).into());
         }
@@ -160,6 +167,7 @@ impl AppState {
             },
             span,
             hold,
+            kind,
         };
         let (actor, _) = Actor::spawn_linked(None, StreamActor, args, parent)
             .await
@@ -172,6 +180,48 @@ impl AppState {
             ));
         }
         Ok(sse_response(axum::body::Body::new(SseBody::new(rx, actor))))
+    }
+}
+
+/// How a stream is opened: where its replay starts, whether the store creates it, and
+/// what it counts as.
+#[derive(Debug, Clone, Copy)]
+struct Opening {
+    after: Option<u64>,
+    create: bool,
+    kind: StreamKind,
+}
+
+impl Opening {
+    /// A new POST stream, from its start.
+    fn new_post() -> Self {
+        Self {
+            after: Some(0),
+            create: true,
+            kind: StreamKind::Post,
+        }
+    }
+
+    /// A POST stream whose events are stored already, from its start.
+    fn stored_post() -> Self {
+        Self {
+            create: false,
+            ..Self::new_post()
+        }
+    }
+
+    /// A GET: live (the standalone stream, created if need be), or a resume after `after`.
+    fn get(after: Option<u64>, create: bool) -> Self {
+        let kind = if after.is_some() {
+            StreamKind::Resume
+        } else {
+            StreamKind::Get
+        };
+        Self {
+            after,
+            create,
+            kind,
+        }
     }
 }
 
@@ -228,6 +278,14 @@ impl StreamOpenError {
 /// The HTTP answer to a session refusal.
 pub(crate) fn session_rejection(e: crate::session::SessionError) -> Rejection {
     use crate::session::SessionError;
+    use crate::telemetry::metrics::{Refusal, SESSIONS_REFUSED};
+    SESSIONS_REFUSED.inc(match e {
+        SessionError::NotFound => Refusal::Unknown,
+        SessionError::Full => Refusal::Full,
+        SessionError::Busy => Refusal::Busy,
+        SessionError::DuplicateRequest => Refusal::DuplicateRequest,
+        SessionError::Unreachable(_) | SessionError::Shared => Refusal::Unavailable,
+    });
     match e {
         SessionError::NotFound => Rejection::UnknownSession,
         SessionError::Full => Rejection::TooManySessions,
@@ -263,49 +321,9 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// Continues the caller's trace when the request carries a W3C `traceparent`.
-fn continue_trace(span: &tracing::Span, headers: &HeaderMap) {
-    if headers.contains_key("traceparent") {
-        let cx = TraceContextPropagator::new().extract(&HeaderExtractor(headers));
-        let _ = span.set_parent(cx);
-    }
-}
-
-/// Makes `span` continue the caller's trace from a stateless request's `params._meta`,
-/// where the 2026-07-28 revision carries it; call it before `span` is entered.
-fn continue_meta_trace(span: &tracing::Span, trace: &crate::protocol::meta::TraceContext) {
-    if trace.traceparent.is_none() && trace.baggage.is_none() {
-        return;
-    }
-    let carrier: std::collections::HashMap<String, String> = [
-        ("traceparent", &trace.traceparent),
-        ("tracestate", &trace.tracestate),
-        ("baggage", &trace.baggage),
-    ]
-    .into_iter()
-    .filter_map(|(key, value)| Some((key.to_owned(), value.clone()?)))
-    .collect();
-    let cx = TraceContextPropagator::new().extract(&carrier);
-    let cx = BaggagePropagator::new().extract_with_context(&cx, &carrier);
-    let _ = span.set_parent(cx);
-}
-
-struct HeaderExtractor<'a>(&'a HeaderMap);
-
-impl Extractor for HeaderExtractor<'_> {
-    fn get(&self, key: &str) -> Option<&str> {
-        self.0.get(key).and_then(|v| v.to_str().ok())
-    }
-    fn keys(&self) -> Vec<&str> {
-        self.0.keys().map(|k| k.as_str()).collect()
-    }
-}
-
 /// Records a rejection on the current span and turns it into a response.
 fn reject(rejection: Rejection) -> Response {
-    let span = tracing::Span::current();
-    span.record("http.status", rejection.status().as_u16());
-    span.record("error", tracing::field::display(&rejection));
+    trace::record_rejection(&rejection);
     tracing::info!(status = rejection.status().as_u16(), error = %rejection, "request rejected");
     rejection.into_response()
 }

@@ -14,12 +14,13 @@ use tracing::field::Empty;
 
 use super::extract::{self, SESSION_ID};
 use super::rejection::Rejection;
-use super::{AppState, continue_trace, reject, session_rejection};
+use super::{AppState, reject, session_rejection};
 use crate::handler::RequestContext;
 use crate::protocol::methods::{Method, notifications};
 use crate::protocol::{self, ErrorObject, Incoming, Notification, Outgoing, Request, RequestId};
 use crate::server::McpServer;
 use crate::session::SessionId;
+use crate::telemetry::operation::{Operation, Outcome};
 
 /// Handles POST on the MCP endpoint.
 pub(crate) async fn handle(
@@ -27,27 +28,59 @@ pub(crate) async fn handle(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let span = tracing::info_span!(
-        "mcp.post",
-        session_id = Empty,
-        method = Empty,
-        request_id = Empty,
-        stream = Empty,
-        http.status = Empty,
-        error = Empty,
-    );
-    continue_trace(&span, &headers);
+    let message = match admit(&state, &headers, body).await {
+        Ok(message) => message,
+        Err(r) => {
+            let span = super::trace::http_span("POST", &headers);
+            let _entered = span.enter();
+            return reject(r);
+        }
+    };
+    let inner = &state.inner;
+    let Some(op) = super::trace::operation(&inner.server, inner.local, &headers, &message) else {
+        // A client's answer to one of our requests: part of that request's trace.
+        let span = tracing::debug_span!("mcp.client_response", mcp.session.id = Empty);
+        return respond(&state, &headers, message)
+            .instrument(span)
+            .await
+            .unwrap_or_else(reject);
+    };
+    let span = op.span().clone();
+    let mut op = Some(op);
     async move {
-        match serve(&state, &headers, body).await {
-            Ok(response) => response,
-            Err(r) => reject(r),
+        let result = if super::stateless::is_stateless(&headers, &message) {
+            Ok(super::stateless::serve(&state, &headers, message, &mut op).await)
+        } else {
+            serve(&state, &headers, message, &mut op).await
+        };
+        match result {
+            Ok(response) => {
+                if let Some(op) = op {
+                    op.finish(Outcome::Ok);
+                }
+                response
+            }
+            Err(r) => {
+                if let Some(op) = op {
+                    let message = r.to_string();
+                    let status = r.status().as_u16();
+                    let response = reject(r);
+                    op.finish(Outcome::Rejected {
+                        status,
+                        message: &message,
+                    });
+                    return response;
+                }
+                reject(r)
+            }
         }
     }
     .instrument(span)
     .await
 }
 
-async fn serve(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Response, Rejection> {
+/// The checks every POST passes before its body is read as a JSON-RPC message.
+async fn admit(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Incoming, Rejection> {
     let inner = &state.inner;
     inner.guard.check(headers)?;
     if !extract::is_json_content(headers) {
@@ -60,55 +93,74 @@ async fn serve(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Resp
         ));
     }
     let body = read_body(headers, body, inner.config.server.max_body_bytes).await?;
-    let message = protocol::parse(&body).map_err(Rejection::JsonRpc)?;
-    if super::stateless::is_stateless(headers, &message) {
-        return Ok(super::stateless::serve(state, headers, message).await);
-    }
+    protocol::parse(&body).map_err(Rejection::JsonRpc)
+}
+
+/// A client's response to a request of ours (sampling, elicitation, roots).
+async fn respond(
+    state: &AppState,
+    headers: &HeaderMap,
+    message: Incoming,
+) -> Result<Response, Rejection> {
+    let inner = &state.inner;
+    let Incoming::Response { id, outcome } = message else {
+        return Err(Rejection::Unavailable("not a response".into()));
+    };
+    extract::protocol_version(headers)?;
+    let session = extract::required_session_id(headers)?;
+    tracing::Span::current().record("mcp.session.id", tracing::field::display(session));
+    inner
+        .sessions
+        .touch(session)
+        .await
+        .map_err(session_rejection)?;
+    // The answer goes to whichever handler asked; one that gave up, or an id we never
+    // sent, is logged and accepted (the client did nothing wrong).
+    inner
+        .sessions
+        .resolve_client_request(session, id, outcome)
+        .await
+        .map_err(session_rejection)?;
+    Ok(StatusCode::ACCEPTED.into_response())
+}
+
+/// Serves a request or notification of the session era; `op` is taken by whatever
+/// answers it, and left for the caller to end otherwise.
+async fn serve(
+    state: &AppState,
+    headers: &HeaderMap,
+    message: Incoming,
+    op: &mut Option<Operation>,
+) -> Result<Response, Rejection> {
+    let inner = &state.inner;
     extract::protocol_version(headers)?;
     let span = tracing::Span::current();
 
     let request = match message {
         Incoming::Request(request) => request,
         Incoming::Notification(note) => {
-            span.record("method", note.method.as_str());
             let session = extract::required_session_id(headers)?;
-            span.record("session_id", tracing::field::display(session));
-            inner
+            span.record("mcp.session.id", tracing::field::display(session));
+            let touched = inner
                 .sessions
                 .touch(session)
                 .await
                 .map_err(session_rejection)?;
+            if let Some(op) = op {
+                op.set_version(touched.protocol_version.as_str());
+            }
             on_notification(state, session, note).await;
             return Ok(StatusCode::ACCEPTED.into_response());
         }
-        Incoming::Response { id, outcome } => {
-            let session = extract::required_session_id(headers)?;
-            span.record("session_id", tracing::field::display(session));
-            span.record("request_id", tracing::field::display(&id));
-            inner
-                .sessions
-                .touch(session)
-                .await
-                .map_err(session_rejection)?;
-            // The answer goes to whichever handler asked; one that gave up, or an id we
-            // never sent, is logged and accepted (the client did nothing wrong).
-            inner
-                .sessions
-                .resolve_client_request(session, id, outcome)
-                .await
-                .map_err(session_rejection)?;
-            return Ok(StatusCode::ACCEPTED.into_response());
-        }
+        Incoming::Response { .. } => return respond(state, headers, message).await,
     };
-    span.record("method", request.method.as_str());
-    span.record("request_id", tracing::field::display(&request.id));
 
     if Method::parse(&request.method) == Method::Initialize {
-        return initialize(state, request).await;
+        return initialize(state, request, op).await;
     }
 
     let session = extract::required_session_id(headers)?;
-    span.record("session_id", tracing::field::display(session));
+    span.record("mcp.session.id", tracing::field::display(session));
     let server = inner.server.clone();
 
     if !inner.config.sse.enabled {
@@ -117,6 +169,9 @@ async fn serve(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Resp
             .hold(session, false, Some(request.id.clone()))
             .await
             .map_err(session_rejection)?;
+        if let Some(op) = op {
+            op.set_version(touched.protocol_version.as_str());
+        }
         apply_session_effects(state, session, &request).await?;
         let id = request.id.clone();
         let ctx = RequestContext::default()
@@ -134,10 +189,13 @@ async fn serve(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Resp
             },
         };
         drop(hold);
+        if let Some(op) = op.take() {
+            op.answered(&answer);
+        }
         return Ok(json_response(answer.to_bytes(), None));
     }
 
-    super::streamed::serve(state, session, request).await
+    super::streamed::serve(state, session, request, op).await
 }
 
 /// Requests that change session state, which the transport owns (`logging/setLevel`,
@@ -190,7 +248,11 @@ pub(super) async fn apply_session_effects(
     Ok(())
 }
 
-async fn initialize(state: &AppState, request: Request) -> Result<Response, Rejection> {
+async fn initialize(
+    state: &AppState,
+    request: Request,
+    op: &mut Option<Operation>,
+) -> Result<Response, Rejection> {
     let inner = &state.inner;
     let (result, new_session) = match inner.server.initialize(request.params) {
         Ok(pair) => pair,
@@ -199,17 +261,25 @@ async fn initialize(state: &AppState, request: Request) -> Result<Response, Reje
                 id: Some(request.id),
                 error,
             };
+            if let Some(op) = op.take() {
+                op.answered(&answer);
+            }
             let mut response = json_response(answer.to_bytes(), None);
             *response.status_mut() = StatusCode::BAD_REQUEST;
             return Ok(response);
         }
     };
+    let version = new_session.protocol_version.as_str();
     let session = inner
         .sessions
         .create(new_session)
         .await
         .map_err(session_rejection)?;
-    tracing::Span::current().record("session_id", tracing::field::display(session));
+    if let Some(op) = op {
+        op.span()
+            .record("mcp.session.id", tracing::field::display(session));
+        op.set_version(version);
+    }
     let answer = match serde_json::to_value(&result) {
         Ok(result) => Outgoing::Result {
             id: request.id,
@@ -220,6 +290,9 @@ async fn initialize(state: &AppState, request: Request) -> Result<Response, Reje
             error: ErrorObject::internal(e.to_string()),
         },
     };
+    if let Some(op) = op.take() {
+        op.answered(&answer);
+    }
     Ok(json_response(answer.to_bytes(), Some(session)))
 }
 

@@ -6,6 +6,7 @@
 //! hyper drops the connection and everything it holds. Idle connections are unaffected:
 //! the clock runs only while a write is pending.
 
+use crate::telemetry::metrics::{CONNECTIONS_CUT, Cut};
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
@@ -78,6 +79,7 @@ impl<T> StallGuard<T> {
             .stalled
             .get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
         ready!(timer.as_mut().poll(cx));
+        CONNECTIONS_CUT.inc(Cut::WriteStall);
         Poll::Ready(io::Error::new(
             io::ErrorKind::TimedOut,
             format!("the peer read nothing for {limit:?}"),

@@ -23,7 +23,7 @@ use tracing::field::Empty;
 use super::outbox::{StreamOutbox, StreamReady};
 use super::post::apply_session_effects;
 use super::rejection::Rejection;
-use super::{AppState, InFlight, session_rejection, sse_response};
+use super::{AppState, InFlight, Opening, session_rejection, sse_response};
 use crate::handler::{BoxFuture, RequestContext};
 use crate::ids::{SessionId, StreamKey};
 use crate::protocol::version::ProtocolVersion;
@@ -31,6 +31,7 @@ use crate::protocol::{ErrorObject, Outgoing, Request};
 use crate::server::McpServer;
 use crate::session::SessionHold;
 use crate::stream::sse;
+use crate::telemetry::operation::Operation;
 
 /// The handler's work: its answer, or `None` if it was cancelled (by the client, or because
 /// its session ended).
@@ -41,6 +42,7 @@ pub(super) async fn serve(
     state: &AppState,
     session: SessionId,
     request: Request,
+    op: &mut Option<Operation>,
 ) -> Result<Response, Rejection> {
     let inner = &state.inner;
     let span = tracing::Span::current();
@@ -49,6 +51,9 @@ pub(super) async fn serve(
         .hold(session, true, Some(request.id.clone()))
         .await
         .map_err(session_rejection)?;
+    if let Some(op) = op {
+        op.set_version(touched.protocol_version.as_str());
+    }
     let Some(stream) = touched.stream else {
         return Err(Rejection::Unavailable("no stream was allocated".into()));
     };
@@ -86,13 +91,19 @@ pub(super) async fn serve(
         .with_client_capabilities(touched.client_capabilities.clone());
     let server = inner.server.clone();
     let cancel = touched.cancel;
+    // Ends with the work: answered, or cancelled if it is dropped.
+    let op = op.take();
     let mut work: Work = Box::pin(async move {
-        tokio::select! {
+        let answer = tokio::select! {
             answer = run_guarded(&server, request, ctx) => Some(answer),
             // The client cancelled the request (no response is sent, as the spec asks), or
             // the session ended (DELETE, expiry, shutdown) and nobody could receive one.
             () = cancel.cancelled() => None,
+        };
+        if let (Some(op), Some(answer)) = (op, &answer) {
+            op.answered(answer);
         }
+        answer
     });
     let version = touched.protocol_version;
     if let Poll::Ready(outcome) = poll_once(&mut work).await {
@@ -104,7 +115,7 @@ pub(super) async fn serve(
     let stream_span = tracing::info_span!(
         parent: &span,
         "transport_sse.handle_stream",
-        session_id = %session,
+        mcp.session.id = %session,
         stream = stream.0,
         last_event_id = Empty,
         replay = "none",
@@ -114,7 +125,7 @@ pub(super) async fn serve(
         unstored_events = Empty,
     );
     let response = match state
-        .open_stream(key, version, Some(0), true, None, stream_span)
+        .open_stream(key, version, Opening::new_post(), None, stream_span)
         .await
     {
         Ok(response) => response,
@@ -198,7 +209,7 @@ async fn answer_inline(
                 Ok(Some(_)) => {
                     let span = tracing::Span::current();
                     return state
-                        .open_stream(key, version, Some(0), false, None, span)
+                        .open_stream(key, version, Opening::stored_post(), None, span)
                         .await
                         .map_err(|e| e.into_rejection(false));
                 }

@@ -11,7 +11,7 @@ use super::StoreMsg;
 use crate::event_store::feed::Subscriber;
 use crate::event_store::redis::StreamNews;
 use crate::event_store::redis::channel::{Admission, PushQueue};
-use crate::event_store::{Replay, StoreError};
+use crate::event_store::{Occupancy, Replay, StoreError};
 use crate::ids::{EventId, SessionId, StreamKey, StreamNo};
 use crate::rt::slot::{Slot, SlotError};
 
@@ -191,6 +191,11 @@ impl EventStoreHandle {
         self.slot
             .call(|reply| StoreMsg::Positions(session, reply), CALL_TIMEOUT)
             .await
+    }
+
+    /// What the store holds (in memory only; `None` on Redis).
+    pub async fn occupancy(&self) -> Result<Option<Occupancy>, SlotError> {
+        self.slot.call(StoreMsg::Occupancy, CALL_TIMEOUT).await
     }
 
     /// News from another replica about stream `key` (from the pub/sub feed). Never waits:

@@ -29,9 +29,10 @@ pub use subscribers::StoreTables;
 use super::feed::{self, FeedEnd};
 use super::redis::StreamNews;
 use super::redis::channel::{PendingLoss, QueuedPush};
-use super::{Appended, Control, EventStore, Replay, Retention, StoreError, UNCONFIRMED};
+use super::{Appended, Control, EventStore, Occupancy, Replay, Retention, StoreError, UNCONFIRMED};
 use crate::ids::{EventId, SessionId, StreamKey, StreamNo};
 use crate::rt::heir::Lent;
+use crate::telemetry::metrics::{ActorName, MAILBOX_DEPTH};
 use catch_up::CatchUp;
 
 /// Messages of the store actor. Built only by [`EventStoreHandle`] (and the actor's own
@@ -99,6 +100,8 @@ pub enum StoreMsg {
     ForgetSession(SessionId),
     /// Last positions of a session's streams.
     Positions(SessionId, RpcReplyPort<Vec<(StreamNo, u64)>>),
+    /// What the store holds (in memory only).
+    Occupancy(RpcReplyPort<Option<Occupancy>>),
     /// Store a task's record for a time (see [`EventStore::put_task`]).
     PutTask {
         /// The task's id.
@@ -138,6 +141,7 @@ impl StoreMsg {
             Self::OpenSession(..) => "open_session",
             Self::ForgetSession(..) => "forget_session",
             Self::Positions(..) => "positions",
+            Self::Occupancy(..) => "occupancy",
             Self::PutTask { .. } => "put_task",
             Self::GetTask(..) => "get_task",
             Self::Sweep => "sweep",
@@ -225,6 +229,14 @@ impl<B: EventStore> Actor for EventStoreActor<B> {
         msg: StoreMsg,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
+        // Counted in by the handle (its slot); the actor's own timers and the results of
+        // its detached appends never were.
+        if !matches!(
+            msg,
+            StoreMsg::Stored { .. } | StoreMsg::Sweep | StoreMsg::Resync | StoreMsg::FeedLost(_)
+        ) {
+            MAILBOX_DEPTH.get(ActorName::EventStore).dec_to_zero();
+        }
         let span = tracing::debug_span!("event_store.handle", msg = msg.name());
         handle(msg, state, &myself).instrument(span).await;
         Ok(())
@@ -296,6 +308,9 @@ async fn handle<B: EventStore>(
         StoreMsg::Resync => state.catch_up.run(tables, myself).await,
         StoreMsg::Positions(session, reply) => {
             let _ = reply.send(tables.backend.positions(session).await);
+        }
+        StoreMsg::Occupancy(reply) => {
+            let _ = reply.send(tables.backend.occupancy());
         }
         // Inline, in mailbox order: a task's writes land in the order its runner made
         // them. Tasks are written a few times in their life, so the round trip to Redis
@@ -381,7 +396,10 @@ async fn settle<B: EventStore>(
         // A duplicate is forwarded too: if the crash that caused the re-send fell between
         // storing and forwarding, this is its only delivery; otherwise it is skipped by
         // position.
-        Ok(Appended { event, .. }) => {
+        Ok(Appended { event, duplicate }) => {
+            if !duplicate {
+                crate::telemetry::metrics::EVENTS_APPENDED.inc();
+            }
             let id = event.id;
             tables.forward(key, event).await;
             Ok(Some(id))

@@ -9,6 +9,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
 use super::keys::Keys;
 use crate::config::StoreConfig;
+use crate::telemetry::metrics;
 
 /// Why Redis could not be set up at start-up.
 #[derive(Debug, thiserror::Error)]
@@ -105,13 +106,16 @@ impl Breaker {
                 "redis is unavailable (retrying shortly)",
             )));
         }
+        let started = std::time::Instant::now();
         let outcome = match tokio::time::timeout(self.timeout, call).await {
             Ok(outcome) => outcome,
             Err(_) => Err(timeout_error()),
         };
+        crate::telemetry::redis_roundtrip(started.elapsed());
         match outcome {
             Ok(v) => {
                 if self.reset() {
+                    metrics::REDIS_RECONNECTS.inc();
                     tracing::info!(what, "redis is reachable again");
                 }
                 Ok(v)

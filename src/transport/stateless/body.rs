@@ -14,6 +14,7 @@ use tokio::time::Interval;
 use crate::handler::BoxFuture;
 use crate::protocol::Outgoing;
 use crate::stream::sse;
+use crate::telemetry::metrics::{STREAMS_OPEN, StreamKind, Tracked};
 
 /// A stateless request being answered.
 pub(super) struct Answering {
@@ -26,6 +27,8 @@ pub(super) struct Answering {
     every: Duration,
     /// Made when the body first waits: most answers are JSON and never need one.
     keepalive: Option<Interval>,
+    /// Counts in `otpmcp_streams_open` once the answer streams.
+    open: Option<Tracked>,
 }
 
 impl Answering {
@@ -41,7 +44,14 @@ impl Answering {
             first_note: None,
             every: keepalive,
             keepalive: None,
+            open: None,
         }
+    }
+
+    /// The body as a stream: counted as open until it ends or is dropped.
+    pub(super) fn counted(mut self) -> Self {
+        self.open = Some(STREAMS_OPEN.track(StreamKind::Stateless));
+        self
     }
 
     /// Runs the handler here until it answers, sends a note, or `grace` passes. Its

@@ -5,6 +5,7 @@
 //! server shuts down it ends with the request's result; when the listener falls too far
 //! behind it ends without one, and the client listens again.
 
+use crate::telemetry::metrics::{STREAMS_OPEN, StreamKind, Tracked};
 use std::collections::HashSet;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -188,6 +189,7 @@ pub(super) fn serve(state: &AppState, request: Request, meta: RequestMeta) -> Re
         keepalive: ticks,
         done: false,
         _counted: counted,
+        _open: STREAMS_OPEN.track(StreamKind::Listen),
     };
     super::super::sse_response(Body::new(listening))
 }
@@ -231,6 +233,8 @@ struct Listening {
     keepalive: Interval,
     done: bool,
     _counted: Counted,
+    /// Counts in `otpmcp_streams_open`.
+    _open: Tracked,
 }
 
 /// One open listen stream, counted while it lives.

@@ -19,7 +19,6 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use serde_json::Value;
 use tokio::sync::mpsc;
-use tracing::Instrument;
 
 use super::AppState;
 use super::extract::{PROTOCOL_VERSION, SESSION_ID};
@@ -29,6 +28,7 @@ use crate::protocol::meta::{self, RequestMeta};
 use crate::protocol::methods::{ListKind, Method, ServerRequest};
 use crate::protocol::version::ProtocolVersion;
 use crate::protocol::{ErrorObject, Incoming, Outgoing, Request};
+use crate::telemetry::operation::Operation;
 use body::Answering;
 
 /// True when a POST is a stateless request: its `MCP-Protocol-Version` names the
@@ -48,8 +48,13 @@ pub(super) fn is_stateless(headers: &HeaderMap, message: &Incoming) -> bool {
     }
 }
 
-/// Serves one stateless message.
-pub(super) async fn serve(state: &AppState, headers: &HeaderMap, message: Incoming) -> Response {
+/// Serves one stateless message; `op` is taken by whatever answers it.
+pub(super) async fn serve(
+    state: &AppState,
+    headers: &HeaderMap,
+    message: Incoming,
+    op: &mut Option<Operation>,
+) -> Response {
     let request = match message {
         Incoming::Request(request) => request,
         // Nothing to answer: the stateless revision's only client notification is a
@@ -63,25 +68,24 @@ pub(super) async fn serve(state: &AppState, headers: &HeaderMap, message: Incomi
             return error_response(Some(id), error, StatusCode::BAD_REQUEST);
         }
     };
-    let span = tracing::Span::current();
-    span.record("method", request.method.as_str());
-    span.record("request_id", tracing::field::display(&request.id));
     let meta = match check(headers, &request, &state.inner.server) {
         Ok(meta) => meta,
-        Err((error, status)) => return error_response(Some(request.id), error, status),
+        Err((error, status)) => {
+            let answer = Outgoing::Error {
+                id: Some(request.id),
+                error,
+            };
+            if let Some(op) = op.take() {
+                op.answered(&answer);
+            }
+            return json_response(answer.to_bytes(), status);
+        }
     };
-    // The request's own span, continuing the caller's trace from `params._meta` (this
-    // revision's place for it): the POST's span is already running, too late for a parent.
-    let handling = tracing::info_span!(
-        "mcp.stateless",
-        method = %request.method,
-        request_id = %request.id,
-    );
-    super::continue_meta_trace(&handling, &meta.trace);
     if Method::parse(&request.method) == Method::Listen {
-        return handling.in_scope(|| listen::serve(state, request, meta));
+        // Its operation ends with the acknowledgement; the stream lives on.
+        return listen::serve(state, request, meta);
     }
-    answer(state, request, meta).instrument(handling).await
+    answer(state, request, meta, op.take()).await
 }
 
 /// The checks before a handler sees the request, in the order the spec's errors need:
@@ -143,7 +147,12 @@ const JSON_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
 /// Runs the handler. Answered within [`JSON_GRACE`] and silent: a JSON body. Otherwise an
 /// SSE stream that carries its notes as they come and ends with the answer; the handler
 /// runs inside that stream's body, so a client that closes it cancels the request.
-async fn answer(state: &AppState, request: Request, meta: RequestMeta) -> Response {
+async fn answer(
+    state: &AppState,
+    request: Request,
+    meta: RequestMeta,
+    op: Option<Operation>,
+) -> Response {
     let inner = &state.inner;
     let (tx, notes) = mpsc::channel(inner.config.sse.stream_buffer);
     let outbox = Arc::new(NoteOutbox {
@@ -154,8 +163,15 @@ async fn answer(state: &AppState, request: Request, meta: RequestMeta) -> Respon
         .with_client_capabilities(meta.client_capabilities.clone())
         .with_request_log_level(meta.log_level);
     let server = inner.server.clone();
-    let work: BoxFuture<'static, Outgoing> =
-        Box::pin(async move { server.handle_stateless(request, &meta, ctx).await });
+    // The operation ends with the answer, or as cancelled when the client closes the
+    // stream (which drops this).
+    let work: BoxFuture<'static, Outgoing> = Box::pin(async move {
+        let answer = server.handle_stateless(request, &meta, ctx).await;
+        if let Some(op) = op {
+            op.answered(&answer);
+        }
+        answer
+    });
     let keepalive = inner.config.sse.keepalive_interval;
     let mut answering = Answering::new(work, notes, keepalive);
     match answering.answer_within(keepalive.min(JSON_GRACE)).await {
@@ -163,7 +179,7 @@ async fn answer(state: &AppState, request: Request, meta: RequestMeta) -> Respon
             let status = status_of(&answer);
             json_response(answer.to_bytes(), status)
         }
-        None => super::sse_response(Body::new(answering)),
+        None => super::sse_response(Body::new(answering.counted())),
     }
 }
 

@@ -7,6 +7,11 @@
 //! - `GET /readyz`: readiness. 200 when the server can take requests: not draining, the
 //!   HTTP listener up, the event store answering, and Redis reachable when configured.
 //!   Otherwise 503 with a JSON reason: send traffic elsewhere for now.
+//! - `GET /metrics`: Prometheus text ([`metrics`]).
+//! - `GET /dashboard`: a live view of the tree, sessions, store and rates ([`dashboard`]).
+
+mod dashboard;
+mod metrics;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -18,14 +23,17 @@ use axum::extract::State;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use ractor::{ActorCell, ActorStatus};
+use ractor::{ActorCell, ActorRef, ActorStatus};
 use serde_json::json;
 
+use crate::config::Config;
 use crate::event_store::EventStoreHandle;
 use crate::event_store::redis::RedisLink;
 use crate::ids::SessionId;
 use crate::rt::slot::Slot;
 use crate::rt::task::OwnedTask;
+use crate::session::SessionHandle;
+use crate::supervisor::SupervisorMsg;
 use crate::transport::listener::ListenerMsg;
 
 /// Longest a readiness probe waits for the store or Redis to answer.
@@ -44,6 +52,41 @@ pub struct Probes {
     pub redis: Option<RedisLink>,
     /// Set when shutdown begins.
     pub draining: Arc<AtomicBool>,
+    /// The session manager.
+    pub sessions: SessionHandle,
+    /// The configuration (limits shown beside the figures).
+    pub config: Arc<Config>,
+    /// The dashboard's recorder, once started.
+    recorder: Option<dashboard::Recorder>,
+}
+
+impl Probes {
+    /// What the admin listener looks at.
+    pub fn new(
+        root: ActorRef<SupervisorMsg>,
+        listener: Slot<ListenerMsg>,
+        store: EventStoreHandle,
+        redis: Option<RedisLink>,
+        draining: Arc<AtomicBool>,
+        sessions: SessionHandle,
+        config: Arc<Config>,
+    ) -> Self {
+        let probes = Self {
+            root: root.get_cell(),
+            listener,
+            store,
+            redis,
+            draining,
+            sessions,
+            config,
+            recorder: None,
+        };
+        let recorder = dashboard::Recorder::start(probes.clone(), root);
+        Self {
+            recorder: Some(recorder),
+            ..probes
+        }
+    }
 }
 
 /// The running admin listener; stops when dropped.
@@ -62,13 +105,16 @@ impl AdminServer {
         let router = Router::new()
             .route("/healthz", get(healthz))
             .route("/readyz", get(readyz))
+            .route("/metrics", get(metrics::metrics))
+            .route("/dashboard", get(dashboard::page))
+            .route("/dashboard/events", get(dashboard::events))
             .with_state(probes);
         let task = OwnedTask::spawn(async move {
             if let Err(e) = axum::serve(listener, router).await {
                 tracing::error!(error = %e, "the admin listener stopped");
             }
         });
-        tracing::info!(%addr, "admin listener (healthz, readyz)");
+        tracing::info!(%addr, "admin listener (healthz, readyz, metrics, dashboard)");
         Ok(Self { addr, _task: task })
     }
 

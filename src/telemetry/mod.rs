@@ -1,9 +1,23 @@
-//! Logs and traces: a `tracing` subscriber with readable logs on stderr, plus OTLP/HTTP
-//! span export when `telemetry.otlp_endpoint` is set. [`TelemetryGuard`] flushes on drop.
+//! Logs, traces and metrics: a `tracing` subscriber with readable logs on stderr, plus
+//! OTLP/HTTP export of spans and metrics when `telemetry.otlp_endpoint` is set.
+//! [`TelemetryGuard`] flushes on drop.
+//!
+//! - [`metrics`]: the counters, gauges and histograms, in process-wide atomics.
+//! - [`operation`]: one MCP operation's SERVER span and duration, per the OpenTelemetry
+//!   MCP semantic conventions.
+//! - [`prometheus`]: the text exposition served on the admin listener's `/metrics`.
+
+pub mod metrics;
+pub mod operation;
+mod otlp;
+pub mod prometheus;
+
+use std::time::Duration;
 
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_otlp::WithExportConfig as _;
 use opentelemetry_sdk::Resource;
+use opentelemetry_sdk::metrics::SdkMeterProvider;
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use tracing_subscriber::filter::Targets;
 use tracing_subscriber::layer::SubscriberExt;
@@ -29,6 +43,7 @@ pub enum TelemetryError {
 #[derive(Debug, Default)]
 pub struct TelemetryGuard {
     provider: Option<SdkTracerProvider>,
+    meters: Option<SdkMeterProvider>,
 }
 
 impl TelemetryGuard {
@@ -43,6 +58,11 @@ impl TelemetryGuard {
         {
             eprintln!("otpmcp: flushing spans failed: {e}");
         }
+        if let Some(meters) = self.meters.take()
+            && let Err(e) = meters.shutdown()
+        {
+            eprintln!("otpmcp: flushing metrics failed: {e}");
+        }
     }
 }
 
@@ -50,6 +70,18 @@ impl Drop for TelemetryGuard {
     fn drop(&mut self) {
         self.flush();
     }
+}
+
+/// `mcp.server.session.duration`: a session of `version` ended after `took`.
+pub fn session_ended(version: &'static str, took: Duration) {
+    metrics::SESSION_DURATION.observe(version, || operation::OTHER, took);
+    otlp::session(version, took);
+}
+
+/// A round trip to Redis took `took`.
+pub fn redis_roundtrip(took: Duration) {
+    metrics::REDIS_ROUNDTRIP.observe(took);
+    otlp::redis(took);
 }
 
 /// Installs the global subscriber.
@@ -65,6 +97,15 @@ pub fn init(config: &TelemetryConfig) -> Result<TelemetryGuard, TelemetryError> 
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false);
+    let resource = || {
+        Resource::builder()
+            .with_service_name(config.service_name.clone())
+            .build()
+    };
+    let meters = match config.metrics_endpoint() {
+        Some(endpoint) => Some(otlp::start(&endpoint, config.metrics_interval, resource())?),
+        None => None,
+    };
     let provider = if config.otlp_endpoint.is_empty() {
         None
     } else {
@@ -76,11 +117,7 @@ pub fn init(config: &TelemetryConfig) -> Result<TelemetryGuard, TelemetryError> 
         Some(
             SdkTracerProvider::builder()
                 .with_batch_exporter(exporter)
-                .with_resource(
-                    Resource::builder()
-                        .with_service_name(config.service_name.clone())
-                        .build(),
-                )
+                .with_resource(resource())
                 .build(),
         )
     };
@@ -93,5 +130,5 @@ pub fn init(config: &TelemetryConfig) -> Result<TelemetryGuard, TelemetryError> 
         .with(filter)
         .try_init()
         .map_err(|_| TelemetryError::AlreadyInstalled)?;
-    Ok(TelemetryGuard { provider })
+    Ok(TelemetryGuard { provider, meters })
 }

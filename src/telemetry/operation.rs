@@ -1,0 +1,261 @@
+//! One MCP operation as the OpenTelemetry MCP semantic conventions describe it: a SERVER
+//! span named `{mcp.method.name} {target}`, and one observation of
+//! `mcp.server.operation.duration` when it ends, with the same attributes.
+//!
+//! The transport begins an [`Operation`] once it has parsed the message, and moves it
+//! with the work: it ends when the answer is known (stored, or sent as JSON), or as
+//! `cancelled` when the work is dropped unanswered.
+//!
+//! Series of the histogram are keyed by method, tool or prompt, protocol version and
+//! error type. Only registered tools and prompts name a series (the caller checks), and
+//! past [`super::metrics::MAX_SERIES`] new label sets share one `_OTHER` series, so memory stays bounded
+//! whatever clients send.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, LazyLock};
+use std::time::Instant;
+
+use opentelemetry::trace::SpanContext;
+use tracing::field::Empty;
+use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+
+use super::metrics::Series;
+use crate::protocol::Outgoing;
+
+/// The conventions' value for anything outside a bounded set.
+pub const OTHER: &str = "_OTHER";
+
+/// What an operation is about, beyond its method.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Target {
+    /// Nothing low-cardinality to name.
+    None,
+    /// A registered tool (`tools/call`).
+    Tool(Arc<str>),
+    /// A registered prompt (`prompts/get`).
+    Prompt(Arc<str>),
+}
+
+/// How an operation ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome<'a> {
+    /// Answered with a result.
+    Ok,
+    /// A tool answered with `isError: true`.
+    ToolError,
+    /// Answered with a JSON-RPC error.
+    Error {
+        /// Its code.
+        code: i64,
+        /// Its message (the span status description).
+        message: &'a str,
+    },
+    /// Refused at the HTTP level before any answer (unknown session, too busy, ...).
+    Rejected {
+        /// The HTTP status.
+        status: u16,
+        /// Why.
+        message: &'a str,
+    },
+    /// Dropped unanswered (the client cancelled, or its session or stream ended).
+    Cancelled,
+}
+
+/// The labels of one series.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct OperationLabels {
+    /// `mcp.method.name`.
+    pub method: &'static str,
+    /// `gen_ai.tool.name` or `gen_ai.prompt.name`.
+    pub target: Target,
+    /// `mcp.protocol.version`.
+    pub version: &'static str,
+    /// `error.type`, when it failed.
+    pub error: Option<Arc<str>>,
+    /// `rpc.response.status_code`, when it failed with a JSON-RPC error.
+    pub code: Option<i64>,
+}
+
+/// The series of `mcp.server.operation.duration`.
+pub static OPERATIONS: LazyLock<Series<OperationLabels>> = LazyLock::new(Series::default);
+
+/// Where an operation begins.
+#[derive(Debug, Clone)]
+pub struct Start<'a> {
+    /// The method as sent (named in the span only when known).
+    pub method: &'a str,
+    /// The method if it is one we know (`None`: `_OTHER`).
+    pub known: Option<&'static str>,
+    /// Its target, if registered.
+    pub target: Target,
+    /// The JSON-RPC id, for requests.
+    pub request_id: Option<String>,
+    /// The negotiated or requested protocol version, when known now.
+    pub version: Option<&'static str>,
+    /// The address the request arrived on.
+    pub local: Option<SocketAddr>,
+    /// The parent: the caller's context from `params._meta`, else from HTTP headers.
+    pub parent: Option<opentelemetry::Context>,
+    /// The HTTP request's context, linked when `params._meta` gave the parent.
+    pub link: Option<SpanContext>,
+}
+
+/// An operation under way: its span, and its clock for the histogram.
+#[derive(Debug)]
+pub struct Operation {
+    span: tracing::Span,
+    started: Instant,
+    method: &'static str,
+    target: Target,
+    version: &'static str,
+    done: bool,
+}
+
+impl Operation {
+    /// Opens the span (not yet entered: the caller instruments its work with it).
+    pub fn begin(start: Start<'_>) -> Self {
+        let method = start.known.unwrap_or(OTHER);
+        let name = match &start.target {
+            Target::Tool(t) | Target::Prompt(t) => format!("{method} {t}"),
+            Target::None => method.to_owned(),
+        };
+        let span = tracing::info_span!(
+            "mcp.server",
+            otel.name = %name,
+            otel.kind = "server",
+            otel.status_code = Empty,
+            otel.status_description = Empty,
+            mcp.method.name = method,
+            mcp.session.id = Empty,
+            mcp.protocol.version = start.version,
+            mcp.resource.uri = Empty,
+            jsonrpc.request.id = start.request_id,
+            gen_ai.tool.name = Empty,
+            gen_ai.operation.name = Empty,
+            gen_ai.prompt.name = Empty,
+            error.type = Empty,
+            rpc.response.status_code = Empty,
+            http.response.status_code = Empty,
+            network.transport = "tcp",
+            network.protocol.name = "http",
+            network.protocol.version = "1.1",
+            server.address = Empty,
+            server.port = Empty,
+            stream = Empty,
+        );
+        match &start.target {
+            Target::Tool(t) => {
+                span.record("gen_ai.tool.name", &**t);
+                span.record("gen_ai.operation.name", "execute_tool");
+            }
+            Target::Prompt(p) => {
+                span.record("gen_ai.prompt.name", &**p);
+            }
+            Target::None => {}
+        }
+        if let Some(local) = start.local {
+            span.record("server.address", tracing::field::display(local.ip()));
+            span.record("server.port", local.port());
+        }
+        if let Some(parent) = start.parent {
+            let _ = span.set_parent(parent);
+        }
+        if let Some(link) = start.link {
+            span.add_link(link);
+        }
+        Self {
+            span,
+            started: Instant::now(),
+            method,
+            target: start.target,
+            version: start.version.unwrap_or(OTHER),
+            done: false,
+        }
+    }
+
+    /// The span, to instrument the work with and record on.
+    pub fn span(&self) -> &tracing::Span {
+        &self.span
+    }
+
+    /// Sets the protocol version once the session says which.
+    pub fn set_version(&mut self, version: &'static str) {
+        self.version = version;
+        self.span.record("mcp.protocol.version", version);
+    }
+
+    /// Ends the operation with `answer`: a JSON-RPC error, a tool's `isError`, or success.
+    pub fn answered(self, answer: &Outgoing) {
+        let outcome = match answer {
+            Outgoing::Error { error, .. } => Outcome::Error {
+                code: error.code,
+                message: &error.message,
+            },
+            Outgoing::Result { result, .. }
+                if result.get("isError").and_then(serde_json::Value::as_bool) == Some(true) =>
+            {
+                Outcome::ToolError
+            }
+            _ => Outcome::Ok,
+        };
+        self.finish(outcome);
+    }
+
+    /// Ends the operation: the span's error attributes and status, and the histogram.
+    pub fn finish(mut self, outcome: Outcome<'_>) {
+        self.end(outcome);
+    }
+
+    fn end(&mut self, outcome: Outcome<'_>) {
+        if std::mem::replace(&mut self.done, true) {
+            return;
+        }
+        let span = &self.span;
+        let (error, code): (Option<Arc<str>>, Option<i64>) = match outcome {
+            Outcome::Ok => (None, None),
+            Outcome::ToolError => (Some("tool_error".into()), None),
+            Outcome::Error { code, message } => {
+                span.record("rpc.response.status_code", code.to_string());
+                span.record("otel.status_description", message);
+                (Some(code.to_string().into()), Some(code))
+            }
+            Outcome::Rejected { status, message } => {
+                span.record("http.response.status_code", status);
+                span.record("otel.status_description", message);
+                (Some(status.to_string().into()), None)
+            }
+            Outcome::Cancelled => (Some("cancelled".into()), None),
+        };
+        if let Some(error) = &error {
+            span.record("error.type", &**error);
+            span.record("otel.status_code", "ERROR");
+        }
+        let labels = OperationLabels {
+            method: self.method,
+            target: self.target.clone(),
+            version: self.version,
+            error,
+            code,
+        };
+        let version = self.version;
+        let took = self.started.elapsed();
+        super::otlp::operation(&labels, took);
+        OPERATIONS.observe(
+            labels,
+            || OperationLabels {
+                method: OTHER,
+                target: Target::None,
+                version,
+                error: None,
+                code: None,
+            },
+            took,
+        );
+    }
+}
+
+impl Drop for Operation {
+    fn drop(&mut self) {
+        self.end(Outcome::Cancelled);
+    }
+}

@@ -1,0 +1,176 @@
+//! Where an HTTP request's trace comes from and which span it gets.
+//!
+//! An MCP message gets the SERVER span of [`Operation`] (the OpenTelemetry MCP
+//! conventions). Its parent is the caller's context from `params._meta` when there is
+//! one (`traceparent`, `tracestate`, `baggage`: the conventions' place for it, and the
+//! 2026-07-28 revision's only one), with the HTTP request's context linked; otherwise the
+//! HTTP headers' context. GET and DELETE, which carry no MCP message, get an HTTP server
+//! span continuing the headers' context; so does a POST refused before its body parsed.
+
+use std::net::SocketAddr;
+
+use axum::http::HeaderMap;
+use opentelemetry::propagation::{Extractor, TextMapPropagator};
+use opentelemetry::trace::TraceContextExt as _;
+use opentelemetry_sdk::propagation::{BaggagePropagator, TraceContextPropagator};
+use serde_json::Value;
+use tracing::field::Empty;
+use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+
+use super::extract::PROTOCOL_VERSION;
+use super::rejection::Rejection;
+use crate::protocol::Incoming;
+use crate::protocol::methods::Method;
+use crate::protocol::version::ProtocolVersion;
+use crate::server::McpServer;
+use crate::telemetry::operation::{Operation, Start, Target};
+
+/// The operation of an incoming request or notification (`None` for a client's response,
+/// which belongs to the server's own request).
+pub(super) fn operation(
+    server: &McpServer,
+    local: Option<SocketAddr>,
+    headers: &HeaderMap,
+    message: &Incoming,
+) -> Option<Operation> {
+    let (method, params, request_id) = match message {
+        Incoming::Request(r) => (r.method.as_str(), r.params.as_ref(), Some(r.id.to_string())),
+        Incoming::Notification(n) => (n.method.as_str(), n.params.as_ref(), None),
+        Incoming::Response { .. } => return None,
+    };
+    let parsed = Method::parse(method);
+    // Notifications are not methods we route, but the conventions name them all.
+    let known = parsed.name().or_else(|| {
+        method
+            .starts_with("notifications/")
+            .then(|| known_notification(method))
+            .flatten()
+    });
+    let name = params.and_then(|p| p.get("name")).and_then(Value::as_str);
+    let target = match name {
+        Some(name) if server.has_target(parsed, name) => match parsed {
+            Method::ToolsCall => Target::Tool(name.into()),
+            _ => Target::Prompt(name.into()),
+        },
+        _ => Target::None,
+    };
+    let version = headers
+        .get(PROTOCOL_VERSION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<ProtocolVersion>().ok())
+        .map(ProtocolVersion::as_str);
+    let http = from_headers(headers);
+    let (parent, link) = match from_meta(params) {
+        Some(meta) => {
+            let link = http
+                .as_ref()
+                .map(|cx| cx.span().span_context().clone())
+                .filter(|sc| sc.is_valid());
+            (Some(meta), link)
+        }
+        None => (http, None),
+    };
+    let op = Operation::begin(Start {
+        method,
+        known,
+        target,
+        request_id,
+        version,
+        local,
+        parent,
+        link,
+    });
+    if parsed == Method::ResourcesRead
+        && let Some(uri) = params.and_then(|p| p.get("uri")).and_then(Value::as_str)
+    {
+        op.span().record("mcp.resource.uri", uri);
+    }
+    Some(op)
+}
+
+/// The conventions' notification names (the only ones that name a span or series).
+fn known_notification(method: &str) -> Option<&'static str> {
+    [
+        "notifications/cancelled",
+        "notifications/initialized",
+        "notifications/message",
+        "notifications/progress",
+        "notifications/roots/list_changed",
+    ]
+    .into_iter()
+    .find(|n| *n == method)
+}
+
+/// The HTTP server span of a request that carries no MCP message (GET, DELETE), or whose
+/// body could not be read as one: `{verb}`, continuing the headers' trace.
+pub(super) fn http_span(verb: &'static str, headers: &HeaderMap) -> tracing::Span {
+    let span = tracing::info_span!(
+        "mcp.http",
+        otel.name = verb,
+        otel.kind = "server",
+        otel.status_code = Empty,
+        http.request.method = verb,
+        http.response.status_code = Empty,
+        error.type = Empty,
+        mcp.session.id = Empty,
+        mcp.protocol.version = Empty,
+        network.transport = "tcp",
+        network.protocol.name = "http",
+        last_event_id = Empty,
+        stream = Empty,
+        replay = Empty,
+        missed_events = Empty,
+        replay_outcome = Empty,
+        close_reason = Empty,
+        unstored_events = Empty,
+    );
+    if let Some(cx) = from_headers(headers) {
+        let _ = span.set_parent(cx);
+    }
+    span
+}
+
+/// Records a refusal on the current span (an HTTP span, or an operation's).
+pub(super) fn record_rejection(rejection: &Rejection) {
+    let span = tracing::Span::current();
+    let status = rejection.status().as_u16();
+    span.record("http.response.status_code", status);
+    span.record("error.type", status.to_string());
+    span.record("otel.status_code", "ERROR");
+}
+
+/// The caller's context from W3C headers, if it sent any.
+fn from_headers(headers: &HeaderMap) -> Option<opentelemetry::Context> {
+    if !headers.contains_key("traceparent") {
+        return None;
+    }
+    let carrier = HeaderExtractor(headers);
+    let cx = TraceContextPropagator::new().extract(&carrier);
+    let cx = BaggagePropagator::new().extract_with_context(&cx, &carrier);
+    cx.span().span_context().is_valid().then_some(cx)
+}
+
+/// The caller's context from `params._meta`, if it put one there.
+fn from_meta(params: Option<&Value>) -> Option<opentelemetry::Context> {
+    let meta = params?.get("_meta")?.as_object()?;
+    meta.get("traceparent")?;
+    let carrier: std::collections::HashMap<String, String> =
+        ["traceparent", "tracestate", "baggage"]
+            .into_iter()
+            .filter_map(|key| Some((key.to_owned(), meta.get(key)?.as_str()?.to_owned())))
+            .collect();
+    let cx = TraceContextPropagator::new().extract(&carrier);
+    let cx = BaggagePropagator::new().extract_with_context(&cx, &carrier);
+    cx.span().span_context().is_valid().then_some(cx)
+}
+
+struct HeaderExtractor<'a>(&'a HeaderMap);
+
+impl Extractor for HeaderExtractor<'_> {
+    fn get(&self, key: &str) -> Option<&str> {
+        self.0.get(key).and_then(|v| v.to_str().ok())
+    }
+    fn keys(&self) -> Vec<&str> {
+        self.0.keys().map(|k| k.as_str()).collect()
+    }
+}
