@@ -108,7 +108,9 @@ pub async fn start_with(config: Config, server: McpServer) -> Result<App, StartE
     let session_slot = counted(slot("session manager"), || {
         MAILBOX_DEPTH.get(ActorName::SessionManager).inc();
     });
-    let listener_slot = slot("http listener");
+    let listener_slot = counted(slot("http listener"), || {
+        MAILBOX_DEPTH.get(ActorName::HttpListener).inc();
+    });
     let store = EventStoreHandle::new(store_slot.1.clone());
     let sessions = SessionHandle::new(session_slot.1.clone(), store.clone());
     let news = NewsHub::new(config.stateless.listen_backlog);

@@ -32,6 +32,8 @@ const PAGE: &str = include_str!("dashboard.html");
 
 /// Most sessions a snapshot lists (the most recently active).
 const SESSIONS_SHOWN: usize = 20;
+/// Most open streams a snapshot lists per session.
+const STREAMS_PER_SESSION: usize = 8;
 /// Most stream actors a snapshot lists under the listener.
 const STREAMS_SHOWN: usize = 200;
 
@@ -199,7 +201,15 @@ async fn snapshot(probes: &Probes, root: &ActorRef<SupervisorMsg>, seq: u64) -> 
     let mut shown = Vec::with_capacity(recent.len());
     for info in recent {
         let short: String = info.id.to_string().chars().take(8).collect();
-        let positions = tokio::time::timeout(timeout, probes.store.positions(info.id)).await;
+        // Only sessions with something open have open streams; a session's finished
+        // streams (thousands, under load) are not listed.
+        let positions = match info.open {
+            0 => Ok(Ok(Vec::new())),
+            _ => {
+                let asked = probes.store.open_streams(info.id, STREAMS_PER_SESSION);
+                tokio::time::timeout(timeout, asked).await
+            }
+        };
         let streams: Vec<Value> = match positions {
             Ok(Ok(positions)) => positions
                 .into_iter()

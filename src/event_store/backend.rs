@@ -95,6 +95,10 @@ impl EventStore for Backend {
         each!(self, s => s.positions(session).await)
     }
 
+    fn open_streams(&self, session: SessionId, limit: usize) -> Vec<(StreamNo, u64)> {
+        each!(self, s => s.open_streams(session, limit))
+    }
+
     fn occupancy(&self) -> Option<Occupancy> {
         each!(self, s => s.occupancy())
     }

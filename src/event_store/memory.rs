@@ -409,6 +409,23 @@ impl EventStore for MemoryStore {
         out
     }
 
+    fn open_streams(&self, session: SessionId, limit: usize) -> Vec<(StreamNo, u64)> {
+        let mut out: Vec<_> = self
+            .sessions
+            .get(&session)
+            .map(|s| {
+                s.streams
+                    .iter()
+                    .filter(|(_, l)| !l.completed)
+                    .map(|(n, l)| (*n, l.end))
+                    .collect()
+            })
+            .unwrap_or_default();
+        out.sort_unstable_by(|a, b| b.cmp(a));
+        out.truncate(limit);
+        out
+    }
+
     fn occupancy(&self) -> Option<Occupancy> {
         let mut total = Occupancy::default();
         for session in self.sessions.values() {

@@ -269,6 +269,14 @@ pub trait EventStore: Send + Default + 'static {
         None
     }
 
+    /// Up to `limit` of `session`'s streams still open (not completed), newest first, with
+    /// their last positions, when the store can tell without a round trip (in memory);
+    /// empty for a shared backend.
+    fn open_streams(&self, session: SessionId, limit: usize) -> Vec<(StreamNo, u64)> {
+        let _ = (session, limit);
+        Vec::new()
+    }
+
     /// Starts hearing of events other processes store on `key` (a shared backend); the
     /// store actor calls it before replaying, so nothing falls between. A backend no other
     /// process writes to has nothing to do.

@@ -77,6 +77,10 @@ pub struct ToolRegistry {
 /// tool's definition is built anew each time it is asked for).
 #[derive(Debug, Clone, Default)]
 pub struct ToolRouting {
+    /// The tool's name, shared by the spans and metric series that name it.
+    pub name: Arc<str>,
+    /// Its operation's span name, `tools/call {name}`.
+    pub span_name: Arc<str>,
     /// The arguments its `Mcp-Param-*` headers mirror.
     pub header_params: Arc<[HeaderParam]>,
     /// How it runs as a task.
@@ -95,6 +99,8 @@ impl ToolRegistry {
         let definition = tool.definition();
         let name = definition.name;
         let routing = ToolRouting {
+            name: name.as_str().into(),
+            span_name: format!("tools/call {name}").into(),
             header_params: header_params(&definition.input_schema).into(),
             tasks: definition.tasks,
         };

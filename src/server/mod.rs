@@ -185,14 +185,25 @@ impl McpServer {
         self.tools.get().routing(name).cloned()
     }
 
-    /// True when `name` is a tool (`tools/call`) or prompt (`prompts/get`) this server
-    /// has: only those name a span or a metric series, so clients cannot mint new ones.
-    pub fn has_target(&self, method: crate::protocol::methods::Method, name: &str) -> bool {
+    /// When `name` is a tool (`tools/call`) or prompt (`prompts/get`) this server has: its
+    /// name and its operation's span name. Only those name a span or a metric series, so
+    /// clients cannot mint new ones.
+    pub fn target(
+        &self,
+        method: crate::protocol::methods::Method,
+        name: &str,
+    ) -> Option<(Arc<str>, Arc<str>)> {
         use crate::protocol::methods::Method;
         match method {
-            Method::ToolsCall => self.tools.get().routing(name).is_some(),
-            Method::PromptsGet => self.prompts.get().contains(name),
-            _ => false,
+            Method::ToolsCall => {
+                let tools = self.tools.get();
+                let routing = tools.routing(name)?;
+                Some((routing.name.clone(), routing.span_name.clone()))
+            }
+            Method::PromptsGet if self.prompts.get().contains(name) => {
+                Some((name.into(), format!("prompts/get {name}").into()))
+            }
+            _ => None,
         }
     }
 

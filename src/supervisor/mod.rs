@@ -275,9 +275,11 @@ impl SupervisorState {
 
     /// The tree as it stands: each child's state, uptime and restarts.
     fn tree(&self) -> Tree {
-        let children = self
-            .running
-            .iter()
+        let mut running: Vec<&(Child, ActorCell)> = self.running.iter().collect();
+        // In start order, whichever restarted last.
+        running.sort_by_key(|(child, _)| child.metric().index());
+        let children = running
+            .into_iter()
             .map(|(child, cell)| {
                 let since = self.since.iter().find(|(c, _)| c == child);
                 ChildView {

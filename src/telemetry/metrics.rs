@@ -11,9 +11,7 @@
 //! Figures that an actor owns (live sessions, store occupancy, mailbox depth) are not
 //! kept here: they are asked of their owner at scrape time (see `crate::admin`).
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 /// A monotonic count.
@@ -253,59 +251,9 @@ impl Histogram {
     }
 }
 
-/// Most label sets a [`Series`] keeps apart.
-pub const MAX_SERIES: usize = 1024;
-
-/// Histograms by label set, bounded.
-#[derive(Debug)]
-pub struct Series<K> {
-    // A read lock per observation: uncontended reads cost two atomic operations, and a
-    // write happens once per new label set. An actor would cost a message per request.
-    map: RwLock<HashMap<K, Arc<Histogram>>>,
-}
-
-impl<K> Default for Series<K> {
-    fn default() -> Self {
-        Self {
-            map: RwLock::new(HashMap::new()),
-        }
-    }
-}
-
-impl<K: Clone + Eq + std::hash::Hash> Series<K> {
-    /// Records `value` in `key`'s histogram; past [`MAX_SERIES`] label sets, in
-    /// `overflow`'s.
-    pub fn observe(&self, key: K, overflow: impl FnOnce() -> K, value: Duration) {
-        let found = self.map.read().ok().and_then(|map| map.get(&key).cloned());
-        if let Some(h) = found {
-            h.observe(value);
-            return;
-        }
-        let Ok(mut map) = self.map.write() else {
-            return;
-        };
-        let key = if map.len() >= MAX_SERIES && !map.contains_key(&key) {
-            overflow()
-        } else {
-            key
-        };
-        map.entry(key)
-            .or_insert_with(|| Arc::new(Histogram::new(MCP_BOUNDS)))
-            .observe(value);
-    }
-
-    /// Every series with its histogram.
-    pub fn each(&self) -> Vec<(K, Arc<Histogram>)> {
-        self.map
-            .read()
-            .map(|map| map.iter().map(|(k, h)| (k.clone(), h.clone())).collect())
-            .unwrap_or_default()
-    }
-}
-
 /// `mcp.server.session.duration`, by protocol version.
-pub static SESSION_DURATION: std::sync::LazyLock<Series<&'static str>> =
-    std::sync::LazyLock::new(Series::default);
+pub static SESSION_DURATION: std::sync::LazyLock<super::series::Series<&'static str>> =
+    std::sync::LazyLock::new(super::series::Series::default);
 
 /// Bucket bounds of the MCP duration histograms, as the semantic conventions advise.
 pub const MCP_BOUNDS: &[f64] = &[
@@ -478,18 +426,6 @@ mod tests {
         assert_eq!(h.cumulative(), vec![1, 2, 3]);
         assert_eq!(h.count(), 3);
         assert!((h.sum() - 5.6).abs() < 1e-9);
-    }
-
-    #[test]
-    fn series_beyond_the_cap_share_one() {
-        let series: Series<u32> = Series::default();
-        for key in 0..(MAX_SERIES as u32 + 10) {
-            series.observe(key, || u32::MAX, Duration::from_millis(1));
-        }
-        let all = series.each();
-        assert_eq!(all.len(), MAX_SERIES + 1);
-        let overflow = all.iter().find(|(k, _)| *k == u32::MAX);
-        assert_eq!(overflow.map(|(_, h)| h.count()), Some(10));
     }
 
     #[test]

@@ -5,12 +5,15 @@
 //! - [`metrics`]: the counters, gauges and histograms, in process-wide atomics.
 //! - [`operation`]: one MCP operation's SERVER span and duration, per the OpenTelemetry
 //!   MCP semantic conventions.
+//! - [`series`]: histograms by label sets not known in advance, bounded.
 //! - [`prometheus`]: the text exposition served on the admin listener's `/metrics`.
 
+mod fields;
 pub mod metrics;
 pub mod operation;
 mod otlp;
 pub mod prometheus;
+pub mod series;
 
 use std::time::Duration;
 
@@ -94,6 +97,7 @@ pub fn init(config: &TelemetryConfig) -> Result<TelemetryGuard, TelemetryError> 
                 TelemetryError::Filter(e.to_string())
             })?;
     let fmt = tracing_subscriber::fmt::layer()
+        .fmt_fields(fields::LogFields)
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false);

@@ -8,7 +8,7 @@
 //!
 //! Series of the histogram are keyed by method, tool or prompt, protocol version and
 //! error type. Only registered tools and prompts name a series (the caller checks), and
-//! past [`super::metrics::MAX_SERIES`] new label sets share one `_OTHER` series, so memory stays bounded
+//! past [`super::series::MAX_SERIES`] new label sets share one `_OTHER` series, so memory stays bounded
 //! whatever clients send.
 
 use std::net::SocketAddr;
@@ -19,8 +19,8 @@ use opentelemetry::trace::SpanContext;
 use tracing::field::Empty;
 use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 
-use super::metrics::Series;
-use crate::protocol::Outgoing;
+use super::series::Series;
+use crate::protocol::{Outgoing, RequestId};
 
 /// The conventions' value for anything outside a bounded set.
 pub const OTHER: &str = "_OTHER";
@@ -88,8 +88,10 @@ pub struct Start<'a> {
     pub known: Option<&'static str>,
     /// Its target, if registered.
     pub target: Target,
+    /// The span's name when it has a target (`tools/call echo`), made once per target.
+    pub span_name: Option<Arc<str>>,
     /// The JSON-RPC id, for requests.
-    pub request_id: Option<String>,
+    pub request_id: Option<&'a RequestId>,
     /// The negotiated or requested protocol version, when known now.
     pub version: Option<&'static str>,
     /// The address the request arrived on.
@@ -115,13 +117,17 @@ impl Operation {
     /// Opens the span (not yet entered: the caller instruments its work with it).
     pub fn begin(start: Start<'_>) -> Self {
         let method = start.known.unwrap_or(OTHER);
-        let name = match &start.target {
-            Target::Tool(t) | Target::Prompt(t) => format!("{method} {t}"),
-            Target::None => method.to_owned(),
+        let name: &str = start.span_name.as_deref().unwrap_or(method);
+        let (tool, prompt) = match &start.target {
+            Target::Tool(t) => (Some(&**t), None),
+            Target::Prompt(p) => (None, Some(&**p)),
+            Target::None => (None, None),
         };
+        // Everything known now is given now: each later `record` costs every layer a
+        // visit.
         let span = tracing::info_span!(
             "mcp.server",
-            otel.name = %name,
+            otel.name = name,
             otel.kind = "server",
             otel.status_code = Empty,
             otel.status_description = Empty,
@@ -129,34 +135,20 @@ impl Operation {
             mcp.session.id = Empty,
             mcp.protocol.version = start.version,
             mcp.resource.uri = Empty,
-            jsonrpc.request.id = start.request_id,
-            gen_ai.tool.name = Empty,
-            gen_ai.operation.name = Empty,
-            gen_ai.prompt.name = Empty,
+            jsonrpc.request.id = start.request_id.map(tracing::field::display),
+            gen_ai.tool.name = tool,
+            gen_ai.operation.name = tool.map(|_| "execute_tool"),
+            gen_ai.prompt.name = prompt,
             error.type = Empty,
             rpc.response.status_code = Empty,
             http.response.status_code = Empty,
             network.transport = "tcp",
             network.protocol.name = "http",
             network.protocol.version = "1.1",
-            server.address = Empty,
-            server.port = Empty,
+            server.address = start.local.map(|a| tracing::field::display(a.ip())),
+            server.port = start.local.map(|a| a.port()),
             stream = Empty,
         );
-        match &start.target {
-            Target::Tool(t) => {
-                span.record("gen_ai.tool.name", &**t);
-                span.record("gen_ai.operation.name", "execute_tool");
-            }
-            Target::Prompt(p) => {
-                span.record("gen_ai.prompt.name", &**p);
-            }
-            Target::None => {}
-        }
-        if let Some(local) = start.local {
-            span.record("server.address", tracing::field::display(local.ip()));
-            span.record("server.port", local.port());
-        }
         if let Some(parent) = start.parent {
             let _ = span.set_parent(parent);
         }
@@ -180,8 +172,10 @@ impl Operation {
 
     /// Sets the protocol version once the session says which.
     pub fn set_version(&mut self, version: &'static str) {
-        self.version = version;
-        self.span.record("mcp.protocol.version", version);
+        if self.version != version {
+            self.version = version;
+            self.span.record("mcp.protocol.version", version);
+        }
     }
 
     /// Ends the operation with `answer`: a JSON-RPC error, a tool's `isError`, or success.

@@ -2,6 +2,7 @@
 //! restart reuses the same port), and parents the stream actors. Stream actors are
 //! temporary: their exits are expected and never restart anything.
 
+use crate::telemetry::metrics::{ActorName, MAILBOX_DEPTH};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -135,6 +136,10 @@ impl Actor for HttpListener {
             ListenerMsg::Shutdown(_) => "shutdown",
             ListenerMsg::InjectPanic => "inject_panic",
         };
+        // Counted in by the slot; its own serve task's report never was.
+        if !matches!(msg, ListenerMsg::ServeEnded(_)) {
+            MAILBOX_DEPTH.get(ActorName::HttpListener).dec_to_zero();
+        }
         let span = tracing::debug_span!("http_listener.handle", msg = name);
         handle(myself, msg, state).instrument(span).await
     }

@@ -34,7 +34,7 @@ pub(super) fn operation(
     message: &Incoming,
 ) -> Option<Operation> {
     let (method, params, request_id) = match message {
-        Incoming::Request(r) => (r.method.as_str(), r.params.as_ref(), Some(r.id.to_string())),
+        Incoming::Request(r) => (r.method.as_str(), r.params.as_ref(), Some(&r.id)),
         Incoming::Notification(n) => (n.method.as_str(), n.params.as_ref(), None),
         Incoming::Response { .. } => return None,
     };
@@ -47,12 +47,12 @@ pub(super) fn operation(
             .flatten()
     });
     let name = params.and_then(|p| p.get("name")).and_then(Value::as_str);
-    let target = match name {
-        Some(name) if server.has_target(parsed, name) => match parsed {
-            Method::ToolsCall => Target::Tool(name.into()),
-            _ => Target::Prompt(name.into()),
-        },
-        _ => Target::None,
+    let (target, span_name) = match name.and_then(|name| server.target(parsed, name)) {
+        Some((name, span_name)) if parsed == Method::ToolsCall => {
+            (Target::Tool(name), Some(span_name))
+        }
+        Some((name, span_name)) => (Target::Prompt(name), Some(span_name)),
+        None => (Target::None, None),
     };
     let version = headers
         .get(PROTOCOL_VERSION)
@@ -74,6 +74,7 @@ pub(super) fn operation(
         method,
         known,
         target,
+        span_name,
         request_id,
         version,
         local,

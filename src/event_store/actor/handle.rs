@@ -198,6 +198,21 @@ impl EventStoreHandle {
         self.slot.call(StoreMsg::Occupancy, CALL_TIMEOUT).await
     }
 
+    /// Up to `limit` of a session's open streams, newest first, with their last positions
+    /// (in memory only; empty on Redis).
+    pub async fn open_streams(
+        &self,
+        session: SessionId,
+        limit: usize,
+    ) -> Result<Vec<(StreamNo, u64)>, SlotError> {
+        self.slot
+            .call(
+                |reply| StoreMsg::OpenStreams(session, limit, reply),
+                CALL_TIMEOUT,
+            )
+            .await
+    }
+
     /// News from another replica about stream `key` (from the pub/sub feed). Never waits:
     /// it runs on the Redis connection's task. Bounded: past
     /// [`crate::event_store::redis::channel::MAX_QUEUED_PUSHES`] waiting pushes it is

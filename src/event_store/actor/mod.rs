@@ -102,6 +102,8 @@ pub enum StoreMsg {
     Positions(SessionId, RpcReplyPort<Vec<(StreamNo, u64)>>),
     /// What the store holds (in memory only).
     Occupancy(RpcReplyPort<Option<Occupancy>>),
+    /// A session's open streams, newest first, at most this many (in memory only).
+    OpenStreams(SessionId, usize, RpcReplyPort<Vec<(StreamNo, u64)>>),
     /// Store a task's record for a time (see [`EventStore::put_task`]).
     PutTask {
         /// The task's id.
@@ -142,6 +144,7 @@ impl StoreMsg {
             Self::ForgetSession(..) => "forget_session",
             Self::Positions(..) => "positions",
             Self::Occupancy(..) => "occupancy",
+            Self::OpenStreams(..) => "open_streams",
             Self::PutTask { .. } => "put_task",
             Self::GetTask(..) => "get_task",
             Self::Sweep => "sweep",
@@ -311,6 +314,9 @@ async fn handle<B: EventStore>(
         }
         StoreMsg::Occupancy(reply) => {
             let _ = reply.send(tables.backend.occupancy());
+        }
+        StoreMsg::OpenStreams(session, limit, reply) => {
+            let _ = reply.send(tables.backend.open_streams(session, limit));
         }
         // Inline, in mailbox order: a task's writes land in the order its runner made
         // them. Tasks are written a few times in their life, so the round trip to Redis
