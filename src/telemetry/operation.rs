@@ -96,10 +96,6 @@ pub struct Start<'a> {
     pub version: Option<&'static str>,
     /// The address the request arrived on.
     pub local: Option<SocketAddr>,
-    /// The parent: the caller's context from `params._meta`, else from HTTP headers.
-    pub parent: Option<opentelemetry::Context>,
-    /// The HTTP request's context, linked when `params._meta` gave the parent.
-    pub link: Option<SpanContext>,
 }
 
 /// An operation under way: its span, and its clock for the histogram.
@@ -149,12 +145,6 @@ impl Operation {
             server.port = start.local.map(|a| a.port()),
             stream = Empty,
         );
-        if let Some(parent) = start.parent {
-            let _ = span.set_parent(parent);
-        }
-        if let Some(link) = start.link {
-            span.add_link(link);
-        }
         Self {
             span,
             started: Instant::now(),
@@ -162,6 +152,16 @@ impl Operation {
             target: start.target,
             version: start.version.unwrap_or(OTHER),
             done: false,
+        }
+    }
+
+    /// Makes the span continue the caller's trace `parent` (from `params._meta`, else the
+    /// HTTP headers), linking `link` (the HTTP request's context when `_meta` gave the
+    /// parent). Before the span is first entered.
+    pub fn follow(&self, parent: opentelemetry::Context, link: Option<SpanContext>) {
+        let _ = self.span.set_parent(parent);
+        if let Some(link) = link {
+            self.span.add_link(link);
         }
     }
 

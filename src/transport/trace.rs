@@ -59,17 +59,6 @@ pub(super) fn operation(
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<ProtocolVersion>().ok())
         .map(ProtocolVersion::as_str);
-    let http = from_headers(headers);
-    let (parent, link) = match from_meta(params) {
-        Some(meta) => {
-            let link = http
-                .as_ref()
-                .map(|cx| cx.span().span_context().clone())
-                .filter(|sc| sc.is_valid());
-            (Some(meta), link)
-        }
-        None => (http, None),
-    };
     let op = Operation::begin(Start {
         method,
         known,
@@ -78,9 +67,25 @@ pub(super) fn operation(
         request_id,
         version,
         local,
-        parent,
-        link,
     });
+    // A span the filter turned off has no parent to find.
+    if !op.span().is_disabled() {
+        let http = from_headers(headers);
+        match from_meta(params) {
+            Some(meta) => {
+                let link = http
+                    .as_ref()
+                    .map(|cx| cx.span().span_context().clone())
+                    .filter(|sc| sc.is_valid());
+                op.follow(meta, link);
+            }
+            None => {
+                if let Some(http) = http {
+                    op.follow(http, None);
+                }
+            }
+        }
+    }
     if parsed == Method::ResourcesRead
         && let Some(uri) = params.and_then(|p| p.get("uri")).and_then(Value::as_str)
     {
