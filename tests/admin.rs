@@ -6,7 +6,7 @@ mod common;
 use std::time::Duration;
 
 use common::redis::RedisServer;
-use common::{TestServer, eventually, within};
+use common::{TestServer, admin_on, eventually, within};
 use otpmcp::config::BackendKind;
 use serde_json::Value;
 
@@ -17,11 +17,6 @@ async fn probe(addr: std::net::SocketAddr, path: &str) -> (u16, Value) {
     let status = resp.status().as_u16();
     let body = resp.text().await.unwrap_or_default();
     (status, serde_json::from_str(&body).unwrap_or(Value::Null))
-}
-
-fn admin_on(c: &mut otpmcp::Config) {
-    c.admin.enabled = true;
-    c.admin.bind = "127.0.0.1:0".parse().unwrap_or(c.admin.bind);
 }
 
 #[tokio::test]

@@ -9,42 +9,14 @@ mod common;
 use std::process::Stdio;
 use std::time::Duration;
 
-use common::{SseReader, TestServer, within};
+use common::{SseReader, TestServer, admin_on, sse_get, within};
 use otpmcp::supervisor::Child;
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
-fn admin_on(c: &mut otpmcp::Config) {
-    c.admin.enabled = true;
-    c.admin.bind = "127.0.0.1:0".parse().unwrap_or(c.admin.bind);
+fn dashboard_on(c: &mut otpmcp::Config) {
+    admin_on(c);
     c.admin.dashboard_interval = Duration::from_millis(200);
-}
-
-fn admin(server: &TestServer) -> std::net::SocketAddr {
-    server
-        .app
-        .admin_addr()
-        .unwrap_or_else(|| panic!("the admin listener is on"))
-}
-
-async fn feed(url: &str, last_event_id: Option<&str>) -> SseReader {
-    let mut req = reqwest::Client::new()
-        .get(url)
-        .header("accept", "text/event-stream");
-    if let Some(id) = last_event_id {
-        req = req.header("last-event-id", id);
-    }
-    let resp = within("the feed", req.send())
-        .await
-        .unwrap_or_else(|e| panic!("GET {url}: {e}"));
-    assert_eq!(resp.status(), 200);
-    assert_eq!(
-        resp.headers()
-            .get("content-type")
-            .and_then(|v| v.to_str().ok()),
-        Some("text/event-stream")
-    );
-    SseReader::new(resp)
 }
 
 /// The next snapshot on `reader`: its id and content.
@@ -67,12 +39,12 @@ async fn snapshot(reader: &mut SseReader) -> (u64, Value) {
 
 #[tokio::test]
 async fn the_feed_resumes_after_its_last_event_id() {
-    let server = TestServer::start(admin_on).await;
+    let server = TestServer::start(dashboard_on).await;
     let mut client = server.client();
     client.initialize().await;
-    let url = format!("http://{}/dashboard/events", admin(&server));
+    let url = server.admin_url("/dashboard/events");
 
-    let mut first = feed(&url, None).await;
+    let mut first = sse_get(&url, None).await;
     let retry = first.next().await.and_then(|f| f.retry);
     assert_eq!(retry, Some(1000), "a retry hint first");
     // The first connection gets the history first: snapshots from before the session.
@@ -101,7 +73,7 @@ async fn the_feed_resumes_after_its_last_event_id() {
     assert!(snap["cluster"].is_null());
 
     // Reconnecting with the first id replays what came after it, in order.
-    let mut again = feed(&url, Some(&a.to_string())).await;
+    let mut again = sse_get(&url, Some(&a.to_string())).await;
     let _retry = again.next().await;
     let (next, _) = snapshot(&mut again).await;
     assert_eq!(next, a + 1, "nothing after {a} is missed");
@@ -112,13 +84,10 @@ async fn the_feed_resumes_after_its_last_event_id() {
 
 #[tokio::test]
 async fn the_page_is_self_contained() {
-    let server = TestServer::start(admin_on).await;
-    let resp = within(
-        "the page",
-        reqwest::get(format!("http://{}/dashboard", admin(&server))),
-    )
-    .await
-    .unwrap_or_else(|e| panic!("GET /dashboard: {e}"));
+    let server = TestServer::start(dashboard_on).await;
+    let resp = within("the page", reqwest::get(server.admin_url("/dashboard")))
+        .await
+        .unwrap_or_else(|e| panic!("GET /dashboard: {e}"));
     assert_eq!(resp.status(), 200);
     let csp = resp
         .headers()
@@ -137,7 +106,7 @@ async fn the_page_is_self_contained() {
 
 #[tokio::test]
 async fn in_a_browser_the_tree_renders_and_a_restart_shows_without_a_reload() {
-    let server = TestServer::start(admin_on).await;
+    let server = TestServer::start(dashboard_on).await;
     let mut client = server.client();
     client.initialize().await;
     let open = common::Client::send(client.get(None)).await;
@@ -151,7 +120,7 @@ async fn in_a_browser_the_tree_renders_and_a_restart_shows_without_a_reload() {
     let mut driver = tokio::process::Command::new(format!("{root}/.cache/py/bin/python"))
         .arg(format!("{root}/tests/browser/dashboard.py"))
         .arg("--url")
-        .arg(format!("http://{}/dashboard", admin(&server)))
+        .arg(server.admin_url("/dashboard"))
         .arg("--screenshot")
         .arg(&shot)
         .stdin(Stdio::piped())
@@ -178,13 +147,7 @@ async fn in_a_browser_the_tree_renders_and_a_restart_shows_without_a_reload() {
     assert_eq!(rendered, "rendered restarts=0", "the tree renders");
     // Some traffic for the rates and the screenshot.
     for text in ["a", "b", "c"] {
-        let echo = client
-            .ask(
-                "tools/call",
-                serde_json::json!({"name": "echo", "arguments": {"text": text}}),
-            )
-            .await;
-        assert_eq!(echo["result"]["content"][0]["text"], text);
+        client.echo(text).await;
     }
     assert!(server.app.inject_panic(Child::EventStore).is_ok());
     stdin

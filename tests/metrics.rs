@@ -5,20 +5,12 @@
 mod common;
 
 use common::stateless::Stateless;
-use common::{TestServer, within};
+use common::{TestServer, admin_on, within};
 use otpmcp::supervisor::Child;
 use serde_json::json;
 
-fn admin_on(c: &mut otpmcp::Config) {
-    c.admin.enabled = true;
-    c.admin.bind = "127.0.0.1:0".parse().unwrap_or(c.admin.bind);
-}
-
 async fn scrape(server: &TestServer) -> String {
-    let Some(admin) = server.app.admin_addr() else {
-        panic!("the admin listener is on");
-    };
-    let resp = within("a scrape", reqwest::get(format!("http://{admin}/metrics")))
+    let resp = within("a scrape", reqwest::get(server.admin_url("/metrics")))
         .await
         .unwrap_or_else(|e| panic!("GET /metrics: {e}"));
     assert_eq!(resp.status(), 200);
@@ -68,13 +60,7 @@ async fn the_exposition_counts_operations_sessions_resumes_and_restarts() {
 
     let mut client = server.client();
     client.initialize().await;
-    let echo = client
-        .ask(
-            "tools/call",
-            json!({"name": "echo", "arguments": {"text": "hi"}}),
-        )
-        .await;
-    assert_eq!(echo["result"]["content"][0]["text"], "hi", "{echo}");
+    client.echo("hi").await;
     let missing = client
         .ask("tools/call", json!({"name": "no_such_tool"}))
         .await;
@@ -257,4 +243,66 @@ async fn refused_sessions_are_counted_by_reason() {
         Some(1.0)
     );
     server.shutdown().await;
+}
+
+#[tokio::test]
+async fn on_redis_the_round_trips_breaker_and_leases_are_exposed_and_the_dashboard_lists_replicas()
+{
+    let redis = common::redis::RedisServer::start();
+    let url = redis.url();
+    let server = TestServer::start(move |c| {
+        admin_on(c);
+        c.store.backend = otpmcp::config::BackendKind::Redis;
+        c.store.redis_url = url;
+    })
+    .await;
+    let mut client = server.client();
+    client.initialize().await;
+    client.echo("r").await;
+    let text = scrape(&server).await;
+    assert!(
+        sample(&text, "otpmcp_redis_roundtrip_seconds_count", &[]).is_some_and(|n| n >= 1.0),
+        "{text}"
+    );
+    assert_eq!(sample(&text, "otpmcp_redis_breaker_open", &[]), Some(0.0));
+    assert_eq!(
+        sample(&text, "otpmcp_leases_held", &[]),
+        Some(0.0),
+        "the call ended"
+    );
+    assert_eq!(
+        sample(&text, "otpmcp_redis_reconnects_total", &[]),
+        Some(0.0)
+    );
+    assert_eq!(
+        sample(&text, "otpmcp_store_events", &[]),
+        None,
+        "Redis does not count"
+    );
+
+    // The dashboard's snapshots name the replicas sharing Redis.
+    let mut feed = common::sse_get(&server.admin_url("/dashboard/events"), None).await;
+    let snapshot = loop {
+        let frame = feed
+            .next()
+            .await
+            .unwrap_or_else(|| panic!("the feed ended"));
+        if frame.event.as_deref() == Some("snapshot") {
+            break frame.json().unwrap_or_default();
+        }
+    };
+    assert_eq!(snapshot["backend"], "redis");
+    let replicas = snapshot["cluster"]["replicas"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        replicas
+            .iter()
+            .any(|r| r["self"] == true && r["id"] == server.app.replica()),
+        "{snapshot}"
+    );
+    drop(feed);
+    server.shutdown().await;
+    drop(redis);
 }

@@ -29,6 +29,34 @@ pub fn test_config() -> Config {
     c
 }
 
+/// Turns the admin listener on, on a free loopback port.
+pub fn admin_on(c: &mut Config) {
+    c.admin.enabled = true;
+    c.admin.bind = "127.0.0.1:0".parse().unwrap_or(c.admin.bind);
+}
+
+/// An SSE stream at `url` (resumed after `last_event_id`), which must answer 200 with
+/// `text/event-stream`.
+pub async fn sse_get(url: &str, last_event_id: Option<&str>) -> SseReader {
+    let mut req = reqwest::Client::new()
+        .get(url)
+        .header("accept", "text/event-stream");
+    if let Some(id) = last_event_id {
+        req = req.header("last-event-id", id);
+    }
+    let resp = within("an SSE stream", req.send())
+        .await
+        .unwrap_or_else(|e| panic!("GET {url}: {e}"));
+    assert_eq!(resp.status(), 200, "GET {url}");
+    assert_eq!(
+        resp.headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok()),
+        Some("text/event-stream")
+    );
+    SseReader::new(resp)
+}
+
 /// A running server.
 pub struct TestServer {
     pub app: App,
@@ -53,6 +81,14 @@ impl TestServer {
 
     pub fn client(&self) -> Client {
         Client::new(&self.url)
+    }
+
+    /// The URL of `path` on the admin listener, which must be on.
+    pub fn admin_url(&self, path: &str) -> String {
+        let Some(admin) = self.app.admin_addr() else {
+            panic!("the admin listener is on");
+        };
+        format!("http://{admin}{path}")
     }
 
     pub async fn shutdown(self) {
@@ -434,6 +470,17 @@ impl Client {
             Some("text/event-stream")
         );
         SseReader::new(resp)
+    }
+
+    /// `tools/call echo(text)`, checking that `text` comes back.
+    pub async fn echo(&self, text: &str) {
+        let answer = self
+            .ask(
+                "tools/call",
+                json!({"name": "echo", "arguments": {"text": text}}),
+            )
+            .await;
+        assert_eq!(answer["result"]["content"][0]["text"], text, "{answer}");
     }
 
     /// Resumes with GET and `Last-Event-ID`, expecting 200.
