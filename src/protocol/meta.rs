@@ -22,17 +22,6 @@ pub const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 /// The tasks extension's identifier (capability key under `extensions`).
 pub const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
 
-/// W3C trace context carried in `params._meta` (the stateless revision's place for it).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct TraceContext {
-    /// `traceparent`.
-    pub traceparent: Option<String>,
-    /// `tracestate`.
-    pub tracestate: Option<String>,
-    /// `baggage`.
-    pub baggage: Option<String>,
-}
-
 /// The per-request `_meta` of a stateless request.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RequestMeta {
@@ -45,8 +34,6 @@ pub struct RequestMeta {
     pub log_level: Option<LoggingLevel>,
     /// `progressToken`, when the request wants progress.
     pub progress_token: Option<Value>,
-    /// Trace context to continue.
-    pub trace: TraceContext,
 }
 
 /// True when `params._meta` names a protocol revision: the request means to be stateless.
@@ -89,17 +76,13 @@ impl RequestMeta {
             .get("progressToken")
             .filter(|t| t.is_string() || t.is_i64() || t.is_u64())
             .cloned();
-        let text = |key: &str| meta.get(key).and_then(Value::as_str).map(str::to_owned);
+        // Its trace context (`traceparent`, `tracestate`, `baggage`) is read by the
+        // transport, for every request of either era (`transport/trace.rs`).
         Ok(Self {
             protocol_version,
             client_capabilities,
             log_level,
             progress_token,
-            trace: TraceContext {
-                traceparent: text("traceparent"),
-                tracestate: text("tracestate"),
-                baggage: text("baggage"),
-            },
         })
     }
 
@@ -172,7 +155,6 @@ mod tests {
         assert_eq!(meta.log_level, Some(LoggingLevel::Warning));
         assert_eq!(meta.progress_token, Some(json!(7)));
         assert!(meta.declares_tasks());
-        assert!(meta.trace.traceparent.is_some());
         assert!(names_version(Some(&params)));
 
         for bad in [

@@ -28,7 +28,7 @@ use crate::protocol::meta::{self, RequestMeta};
 use crate::protocol::methods::{ListKind, Method, ServerRequest};
 use crate::protocol::version::ProtocolVersion;
 use crate::protocol::{ErrorObject, Incoming, Outgoing, Request};
-use crate::telemetry::operation::Operation;
+use crate::telemetry::operation::{Operation, Outcome};
 use body::Answering;
 
 /// True when a POST is a stateless request: its `MCP-Protocol-Version` names the
@@ -82,8 +82,19 @@ pub(super) async fn serve(
         }
     };
     if Method::parse(&request.method) == Method::Listen {
-        // Its operation ends with the acknowledgement; the stream lives on.
-        return listen::serve(state, request, meta);
+        // Its operation ends with the acknowledgement (the stream lives on), or with the
+        // refusal.
+        let response = listen::serve(state, request, meta);
+        if let Some(op) = op.take() {
+            match response.status() {
+                StatusCode::OK => op.finish(Outcome::Ok),
+                status => op.finish(Outcome::Rejected {
+                    status: status.as_u16(),
+                    message: "subscriptions/listen refused",
+                }),
+            }
+        }
+        return response;
     }
     answer(state, request, meta, op.take()).await
 }
