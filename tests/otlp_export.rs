@@ -13,7 +13,6 @@ use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
 use opentelemetry_proto::tonic::trace::v1::Span;
 use opentelemetry_proto::tonic::trace::v1::span::SpanKind;
-use prost::Message as _;
 use serde_json::json;
 use tokio::sync::mpsc;
 
@@ -30,27 +29,11 @@ async fn collector() -> (String, mpsc::UnboundedReceiver<Export>) {
     let app = axum::Router::new()
         .route(
             "/v1/traces",
-            post(move |body: axum::body::Bytes| {
-                let tx = traces.clone();
-                async move {
-                    let decoded = ExportTraceServiceRequest::decode(body)
-                        .unwrap_or_else(|e| panic!("not an OTLP trace export: {e}"));
-                    let _ = tx.send(Export::Traces(decoded));
-                    ""
-                }
-            }),
+            post(move |body| receive(traces.clone(), body, Export::Traces)),
         )
         .route(
             "/v1/metrics",
-            post(move |body: axum::body::Bytes| {
-                let tx = tx.clone();
-                async move {
-                    let decoded = ExportMetricsServiceRequest::decode(body)
-                        .unwrap_or_else(|e| panic!("not an OTLP metrics export: {e}"));
-                    let _ = tx.send(Export::Metrics(decoded));
-                    ""
-                }
-            }),
+            post(move |body| receive(tx.clone(), body, Export::Metrics)),
         );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
@@ -60,6 +43,17 @@ async fn collector() -> (String, mpsc::UnboundedReceiver<Export>) {
         let _ = axum::serve(listener, app).await;
     });
     (format!("http://{addr}"), rx)
+}
+
+/// Decodes one export request as `M` and passes it on.
+async fn receive<M: prost::Message + Default>(
+    tx: mpsc::UnboundedSender<Export>,
+    body: axum::body::Bytes,
+    wrap: fn(M) -> Export,
+) -> &'static str {
+    let decoded = M::decode(body).unwrap_or_else(|e| panic!("not an OTLP export: {e}"));
+    let _ = tx.send(wrap(decoded));
+    ""
 }
 
 fn attr<'a>(span: &'a Span, key: &str) -> Option<&'a any_value::Value> {

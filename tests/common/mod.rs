@@ -48,6 +48,11 @@ pub async fn sse_get(url: &str, last_event_id: Option<&str>) -> SseReader {
         .await
         .unwrap_or_else(|e| panic!("GET {url}: {e}"));
     assert_eq!(resp.status(), 200, "GET {url}");
+    sse_reader(resp)
+}
+
+/// Reads `resp`, which must be an SSE stream.
+pub fn sse_reader(resp: reqwest::Response) -> SseReader {
     assert_eq!(
         resp.headers()
             .get("content-type")
@@ -463,13 +468,7 @@ impl Client {
             json!({"jsonrpc": "2.0", "id": self.id(), "method": "tools/call", "params": params});
         let resp = Self::send(self.post(&body)).await;
         assert_eq!(resp.status(), 200, "tools/call");
-        assert_eq!(
-            resp.headers()
-                .get("content-type")
-                .and_then(|v| v.to_str().ok()),
-            Some("text/event-stream")
-        );
-        SseReader::new(resp)
+        sse_reader(resp)
     }
 
     /// `tools/call echo(text)`, checking that `text` comes back.
