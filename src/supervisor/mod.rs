@@ -345,11 +345,15 @@ impl SupervisorState {
             .map_err(|e| format!("{} could not restart: {e}", child.name()))
     }
 
-    async fn stop_children(&mut self) {
-        // Running requests end first, so nothing keeps writing while the tree stops.
-        self.cancel.cancel();
-        // Reverse start order: the listener first (no new work, streams closed with a
-        // retry hint), then sessions, then the store everything else wrote to.
+    async fn stop_children(&mut self, drain: bool) {
+        // Reverse start order: the listener first (it drains: no new work, running
+        // requests finish, then streams close with a retry hint), then sessions, then the
+        // store everything else wrote to. What still runs is cancelled once the streams are
+        // closed, so nothing keeps writing while the tree stops. An escalation does not
+        // wait for requests: the tree is failing.
+        if !drain {
+            self.cancel.cancel();
+        }
         if let Some(listener) = self.listener_slot.current() {
             let _ = self
                 .listener_slot
@@ -360,6 +364,7 @@ impl SupervisorState {
                 .await;
             let _ = listener.get_cell().wait(Some(CHILD_STOP_WAIT)).await;
         }
+        self.cancel.cancel();
         for child in [
             Child::HttpListener,
             Child::SessionManager,
@@ -443,7 +448,7 @@ impl Actor for RootSupervisor {
             SupervisorMsg::Shutdown(reply) => {
                 state.stopping = true;
                 state
-                    .stop_children()
+                    .stop_children(true)
                     .instrument(tracing::info_span!("supervisor.shutdown"))
                     .await;
                 if let Some(exit) = state.exit.take() {
@@ -500,7 +505,7 @@ impl Actor for RootSupervisor {
             tracing::error!(reason = %escalation, "restart intensity exceeded; supervisor gives up");
             state.stopping = true;
             state
-                .stop_children()
+                .stop_children(false)
                 .instrument(tracing::info_span!("supervisor.escalate", reason = %escalation))
                 .await;
             if let Some(exit) = state.exit.take() {

@@ -2,6 +2,9 @@
 //! restart reuses the same port), and parents the stream actors. Stream actors are
 //! temporary: their exits are expected and never restart anything.
 
+/// How long connections get to end once their streams were closed, past the drain.
+const STREAMS_CLOSE_GRACE: std::time::Duration = std::time::Duration::from_millis(500);
+
 use crate::telemetry::metrics::{ActorName, MAILBOX_DEPTH};
 use std::sync::Arc;
 use std::time::Duration;
@@ -173,19 +176,33 @@ async fn handle(
                 }
             }
             ListenerMsg::Shutdown(reply) => {
+                // The drain: no new requests or streams (503 with Retry-After), and the
+                // running requests get until `shutdown_timeout` to finish, their streams
+                // ending as usual. Then every stream still open is closed with the retry
+                // hint, before anything is cancelled (the supervisor cancels what still
+                // runs only after this), so no cancellation can end a stream first.
+                let deadline = tokio::time::Instant::now() + state.shutdown_timeout;
                 state.app.begin_closing();
                 if let Some(stop) = state.stop_accepting.take() {
                     let _ = stop.send(());
+                }
+                if tokio::time::timeout_at(deadline, state.app.requests_finished())
+                    .await
+                    .is_err()
+                {
+                    tracing::warn!(
+                        "requests still running after shutdown_timeout; closing their streams"
+                    );
                 }
                 for child in myself.get_children() {
                     let _ = child.send_message(StreamMsg::Close(CloseReason::Shutdown));
                 }
                 if let Some(task) = state.serve.0.take() {
                     let abort = task.abort_handle();
-                    if tokio::time::timeout(state.shutdown_timeout, task)
-                        .await
-                        .is_err()
-                    {
+                    // Closed streams end their connections at once; a little grace for
+                    // those past the deadline.
+                    let until = deadline.max(tokio::time::Instant::now() + STREAMS_CLOSE_GRACE);
+                    if tokio::time::timeout_at(until, task).await.is_err() {
                         // Connection tasks are axum's own; the stall timeout ends any that
                         // are stuck on a client that stopped reading.
                         tracing::warn!(

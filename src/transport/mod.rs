@@ -66,6 +66,51 @@ struct Inner {
     listening: Arc<std::sync::atomic::AtomicUsize>,
     /// The address the listener is bound to (`server.address` and `server.port`).
     local: Option<std::net::SocketAddr>,
+    /// Requests whose handler runs in a task of its own (an SSE-streamed POST), which a
+    /// drain waits for.
+    running: Arc<Running>,
+}
+
+/// The requests running now; a drain waits for the count to reach zero.
+#[derive(Debug, Default)]
+struct Running {
+    count: std::sync::atomic::AtomicUsize,
+    idle: tokio::sync::Notify,
+}
+
+/// One running request, counted until dropped.
+#[derive(Debug)]
+struct RunningRequest(Arc<Running>);
+
+impl Running {
+    fn start(self: &Arc<Self>) -> RunningRequest {
+        self.count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        RunningRequest(self.clone())
+    }
+
+    /// Resolves once nothing runs.
+    async fn finished(&self) {
+        loop {
+            let idle = self.idle.notified();
+            if self.count.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+                return;
+            }
+            idle.await;
+        }
+    }
+}
+
+impl Drop for RunningRequest {
+    fn drop(&mut self) {
+        if self
+            .0
+            .count
+            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst)
+            == 1
+        {
+            self.0.idle.notify_waiters();
+        }
+    }
 }
 
 impl AppState {
@@ -102,6 +147,7 @@ impl AppState {
                 shutdown: tokio_util::sync::CancellationToken::new(),
                 listening: Arc::default(),
                 local,
+                running: Arc::default(),
             }),
         }
     }
@@ -124,6 +170,19 @@ impl AppState {
 
     fn is_closing(&self) -> bool {
         self.inner.closing.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Refuses new work once the drain has begun.
+    fn admit(&self) -> Result<(), Rejection> {
+        if self.is_closing() {
+            return Err(Rejection::Draining);
+        }
+        Ok(())
+    }
+
+    /// Resolves once every request running in a task of its own has ended.
+    pub async fn requests_finished(&self) {
+        self.inner.running.finished().await;
     }
 
     /// The stream actors' parent: the current listener incarnation.
@@ -149,9 +208,7 @@ impl AppState {
             create,
             kind,
         } = opening;
-        if self.is_closing() {
-            return Err(Rejection::Unavailable("the server is shutting down".into()).into());
-        }
+        self.admit()?;
         let parent = self.stream_parent()?;
         let (tx, rx) = mpsc::channel(self.inner.config.sse.stream_buffer);
         let args = StreamArgs {

@@ -37,6 +37,15 @@ pub(crate) async fn handle(
         }
     };
     let inner = &state.inner;
+    // A drain refuses new requests; answers and notifications (a cancellation, a reply a
+    // running handler waits for) still arrive.
+    if matches!(message, Incoming::Request(_))
+        && let Err(r) = state.admit()
+    {
+        let span = super::trace::http_span("POST", &headers);
+        let _entered = span.enter();
+        return reject(r);
+    }
     let Some(op) = super::trace::operation(&inner.server, inner.local, &headers, &message) else {
         // A client's answer to one of our requests: part of that request's trace.
         let span = tracing::debug_span!("mcp.client_response", mcp.session.id = Empty);

@@ -53,6 +53,10 @@ pub enum Rejection {
     /// 503: an actor of the runtime is down (restarting or shutting down).
     #[error("Service Unavailable: {0}")]
     Unavailable(String),
+    /// 503 with `Retry-After`: the server drains before it stops; another replica, or this
+    /// one restarted, takes the request.
+    #[error("Service Unavailable: the server is shutting down; retry shortly")]
+    Draining,
 }
 
 impl Rejection {
@@ -71,7 +75,9 @@ impl Rejection {
             Self::StreamsDisabled => StatusCode::METHOD_NOT_ALLOWED,
             Self::StreamGone => StatusCode::GONE,
             Self::TooBusy => StatusCode::TOO_MANY_REQUESTS,
-            Self::TooManySessions | Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::TooManySessions | Self::Unavailable(_) | Self::Draining => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
         }
     }
 }
@@ -81,6 +87,7 @@ impl IntoResponse for Rejection {
     /// so clients show the message.
     fn into_response(self) -> Response {
         let status = self.status();
+        let draining = self == Self::Draining;
         let body = match self {
             Self::JsonRpc(failure) => Outgoing::Error {
                 id: failure.id,
@@ -96,6 +103,12 @@ impl IntoResponse for Rejection {
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
         );
+        if draining {
+            // A load balancer's health check moves traffic away within about this.
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
         if status == StatusCode::METHOD_NOT_ALLOWED {
             response
                 .headers_mut()

@@ -70,6 +70,7 @@ pub(super) async fn serve(
         key,
         inflight,
         hold,
+        _running: inner.running.start(),
     };
     if let Err(e) = apply_session_effects(state, session, &request).await {
         ended.finish().await;
@@ -137,6 +138,7 @@ pub(super) async fn serve(
     };
     let _ = ready.set(());
     let store = inner.store.clone();
+    let closing = state.clone();
     tokio::spawn(
         async move {
             match work.await {
@@ -144,6 +146,13 @@ pub(super) async fn serve(
                     if let Err(e) = store.append(key, answer.to_bytes(), true).await {
                         tracing::error!(error = %e, "could not store the response; the client will not receive it");
                     }
+                }
+                None if closing.is_closing() => {
+                    // Stopped by shutdown after the drain: another replica answers it
+                    // (with Redis), or the client retries after restart.
+                    tracing::debug!("request stopped by shutdown");
+                    ended.abandon();
+                    return;
                 }
                 None => {
                     tracing::debug!("request cancelled");
@@ -159,11 +168,13 @@ pub(super) async fn serve(
     Ok(response)
 }
 
-/// What a request gives back when it ends: its lease and its hold on the session.
+/// What a request gives back when it ends: its lease, its hold on the session, and its
+/// place among the requests a drain waits for.
 struct Ended {
     key: StreamKey,
     inflight: Option<Arc<dyn InFlight>>,
     hold: SessionHold,
+    _running: super::RunningRequest,
 }
 
 impl Ended {
@@ -171,6 +182,12 @@ impl Ended {
         if let Some(inflight) = &self.inflight {
             inflight.end(self.key).await;
         }
+        drop(self.hold);
+    }
+
+    /// Ends a request that shutdown stopped unanswered: its lease entry stays, so once
+    /// this replica's lease is released another replica answers it.
+    fn abandon(self) {
         drop(self.hold);
     }
 }
