@@ -65,3 +65,59 @@ async fn configured_hosts_are_allowed_and_protection_can_be_turned_off() {
     assert_eq!(any.status(), 200);
     open.shutdown().await;
 }
+
+/// Sends `request` as raw bytes on a new connection and returns the status line's code.
+async fn raw_status(server: &TestServer, request: String) -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = server.app.local_addr();
+    let mut conn = common::within("a connection", tokio::net::TcpStream::connect(addr))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    conn.write_all(request.as_bytes())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut head = [0u8; 12];
+    common::within("a status line", conn.read_exact(&mut head))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    String::from_utf8_lossy(&head[9..12]).parse().unwrap_or(0)
+}
+
+#[tokio::test]
+async fn a_repeated_header_the_server_decides_by_gets_400() {
+    let server = TestServer::start(|_| {}).await;
+    let mut client = server.client();
+    client.initialize().await;
+    let session = client.session_id().to_string();
+    let host = server.app.local_addr().to_string();
+    let body = r#"{"jsonrpc":"2.0","id":9,"method":"ping"}"#;
+    let post = |extra: &str| {
+        format!(
+            "POST /mcp HTTP/1.1\r\nhost: {host}\r\ncontent-type: application/json\r\n\
+             accept: application/json, text/event-stream\r\nmcp-protocol-version: 2025-11-25\r\n\
+             mcp-session-id: {session}\r\n{extra}content-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        )
+    };
+    assert_eq!(
+        raw_status(&server, post("")).await,
+        200,
+        "the request itself is fine"
+    );
+    for extra in [
+        format!("mcp-session-id: {session}\r\n"),
+        "mcp-session-id: 0123456789abcdef0123456789abcdef\r\n".to_owned(),
+        "mcp-protocol-version: 2025-06-18\r\n".to_owned(),
+        "origin: http://localhost\r\norigin: http://evil.example\r\n".to_owned(),
+        format!("host: {host}\r\n"),
+        "content-type: text/plain\r\n".to_owned(),
+    ] {
+        assert_eq!(raw_status(&server, post(&extra)).await, 400, "{extra:?}");
+    }
+    let get = format!(
+        "GET /mcp HTTP/1.1\r\nhost: {host}\r\naccept: text/event-stream\r\n\
+         mcp-session-id: {session}\r\nlast-event-id: a\r\nlast-event-id: b\r\nconnection: close\r\n\r\n"
+    );
+    assert_eq!(raw_status(&server, get).await, 400, "two Last-Event-IDs");
+    server.shutdown().await;
+}

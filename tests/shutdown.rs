@@ -88,7 +88,9 @@ async fn shutdown_lets_running_requests_finish_first() {
     assert!(answer.get("result").is_some(), "{answer}");
     let progress = rest.iter().filter(|f| f.progress().is_some()).count();
     assert!(progress >= 4, "every progress note: {rest:?}");
-    within("shutdown", stopping).await.unwrap_or_else(|e| panic!("{e}"));
+    within("shutdown", stopping)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
 }
 
 fn otpmcp() -> Command {

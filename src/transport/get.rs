@@ -71,7 +71,9 @@ async fn open(
             span.record("last_event_id", text.as_str());
             span.record("replay", "invalid");
             REPLAYS.inc(ReplayResult::UnknownId);
-            tracing::warn!(last_event_id = %text, error = %why, "malformed Last-Event-ID; opening a live stream without replay");
+            // Debug, not warn: any client can send one per request (counted in
+            // otpmcp_replays_total{outcome="unknown_id"}).
+            tracing::debug!(last_event_id = %text, error = %why, "malformed Last-Event-ID; opening a live stream without replay");
             (standalone, None)
         }
         LastEventId::Valid(id) => {
@@ -84,7 +86,7 @@ async fn open(
                 None => {
                     span.record("replay", "invalid");
                     REPLAYS.inc(ReplayResult::ForeignId);
-                    tracing::warn!(last_event_id = %id, "Last-Event-ID belongs to another session; opening a live stream without replay");
+                    tracing::debug!(last_event_id = %id, "Last-Event-ID belongs to another session; opening a live stream without replay");
                     (standalone, None)
                 }
             }
@@ -126,7 +128,7 @@ async fn open(
         Err(StreamOpenError::Store(StoreError::FuturePosition(seq))) => {
             span.record("replay", "invalid");
             REPLAYS.inc(ReplayResult::FuturePosition);
-            tracing::warn!(
+            tracing::debug!(
                 seq,
                 "Last-Event-ID is past the end of its stream; opening a live stream without replay"
             );

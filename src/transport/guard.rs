@@ -1,4 +1,5 @@
-//! DNS-rebinding protection: `Host` and `Origin` allow-lists (ports ignored).
+//! DNS-rebinding protection: `Host` and `Origin` allow-lists (ports ignored); and no
+//! header the server decides by may come twice.
 
 use axum::http::{HeaderMap, header};
 
@@ -31,9 +32,13 @@ impl Guard {
         }
     }
 
-    /// Refuses a request whose `Origin` or `Host` is not allowed. A request without
-    /// `Origin` (any non-browser client) passes the origin check.
+    /// Refuses a request that repeats a header the server decides by, or whose `Origin`
+    /// or `Host` is not allowed. A request without `Origin` (any non-browser client)
+    /// passes the origin check.
     pub fn check(&self, headers: &HeaderMap) -> Result<(), Rejection> {
+        if let Some(name) = repeated(headers) {
+            return Err(Rejection::DuplicateHeader(name));
+        }
         if !self.enabled {
             return Ok(());
         }
@@ -80,6 +85,28 @@ fn origin_without_port(origin: &str) -> String {
         }
         None => origin.to_owned(),
     }
+}
+
+/// Headers that must come at most once: with two, which one wins would be a silent
+/// choice (a proxy may read the first, we the other).
+const SINGLE: [&str; 6] = [
+    "mcp-session-id",
+    "mcp-protocol-version",
+    "origin",
+    "host",
+    "content-type",
+    "last-event-id",
+];
+
+/// The first of [`SINGLE`] that `headers` repeats.
+fn repeated(headers: &HeaderMap) -> Option<&'static str> {
+    // Most requests have a dozen headers: comparing the count is the cheap test.
+    if headers.len() == headers.keys_len() {
+        return None;
+    }
+    SINGLE
+        .into_iter()
+        .find(|name| headers.get_all(*name).iter().nth(1).is_some())
 }
 
 #[cfg(test)]

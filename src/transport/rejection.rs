@@ -41,6 +41,9 @@ pub enum Rejection {
     /// 410: `Last-Event-ID` names a POST stream whose history is gone.
     #[error("Gone: the stream named by Last-Event-ID has expired or never existed")]
     StreamGone,
+    /// 400: a header the server decides by came more than once.
+    #[error("Bad Request: the {0} header must not be repeated")]
+    DuplicateHeader(&'static str),
     /// 400: the id of a request still running in this session was used again.
     #[error("Bad Request: a running request of this session already uses this id")]
     DuplicateRequestId,
@@ -66,6 +69,7 @@ impl Rejection {
             Self::MissingSession
             | Self::UnsupportedVersion(_)
             | Self::JsonRpc(_)
+            | Self::DuplicateHeader(_)
             | Self::DuplicateRequestId => StatusCode::BAD_REQUEST,
             Self::UnknownSession => StatusCode::NOT_FOUND,
             Self::NotAcceptable(_) => StatusCode::NOT_ACCEPTABLE,
