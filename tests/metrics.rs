@@ -226,7 +226,11 @@ async fn refused_sessions_are_counted_by_reason() {
         c.server.max_sessions = 1;
     })
     .await;
-    server.client().initialize().await;
+    let mut busy = server.client();
+    busy.initialize().await;
+    // An open stream keeps it busy: it cannot make room.
+    let stream = common::Client::send(busy.get(None)).await;
+    assert_eq!(stream.status(), 200);
     let full = common::Client::send(server.client().post(&json!({
         "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
             "protocolVersion": "2025-11-25", "capabilities": {},
@@ -242,6 +246,7 @@ async fn refused_sessions_are_counted_by_reason() {
         ),
         Some(1.0)
     );
+    drop(stream);
     server.shutdown().await;
 }
 

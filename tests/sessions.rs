@@ -100,16 +100,85 @@ async fn a_session_with_an_open_stream_does_not_expire() {
     server.shutdown().await;
 }
 
+fn initialize_body() -> serde_json::Value {
+    json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "x", "version": "0"}}})
+}
+
+async fn ping_status(client: &Client) -> u16 {
+    let ping = json!({"jsonrpc": "2.0", "id": client.id(), "method": "ping"});
+    Client::send(client.post(&ping)).await.status().as_u16()
+}
+
 #[tokio::test]
-async fn initialize_beyond_max_sessions_gets_503() {
-    let server = TestServer::start(|c| c.server.max_sessions = 2).await;
-    for _ in 0..2 {
-        server.client().initialize().await;
+async fn at_max_sessions_the_least_recently_used_idle_session_makes_room() {
+    let server = TestServer::start(|c| c.server.max_sessions = 3).await;
+    let mut clients = Vec::new();
+    for _ in 0..3 {
+        let mut client = server.client();
+        client.initialize().await;
+        clients.push(client);
     }
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
-        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "x", "version": "0"}}});
-    let resp = Client::send(server.client().post(&body)).await;
+    // The first is used last, so the second is the least recently used.
+    assert_eq!(ping_status(&clients[0]).await, 200);
+    let mut newcomer = server.client();
+    newcomer.initialize().await;
+    assert_eq!(ping_status(&clients[1]).await, 404, "its session made room");
+    for client in [&clients[0], &clients[2], &newcomer] {
+        assert_eq!(ping_status(client).await, 200);
+    }
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn when_every_session_is_busy_initialize_gets_503_with_retry_after() {
+    let server = TestServer::start(|c| c.server.max_sessions = 2).await;
+    let mut streams = Vec::new();
+    for _ in 0..2 {
+        let mut client = server.client();
+        client.initialize().await;
+        // An open stream keeps a session busy.
+        let stream = Client::send(client.get(None)).await;
+        assert_eq!(stream.status(), 200);
+        streams.push((client, stream));
+    }
+    let resp = Client::send(server.client().post(&initialize_body())).await;
     assert_eq!(resp.status(), 503);
+    assert_eq!(
+        resp.headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok()),
+        Some("1")
+    );
+    for (client, _) in &streams {
+        assert_eq!(ping_status(client).await, 200, "busy sessions are kept");
+    }
+    server.shutdown().await;
+}
+
+/// The flood that used to lock everyone out: clients that initialize and never DELETE.
+#[tokio::test]
+async fn a_flood_of_sessions_never_sent_delete_does_not_lock_out_a_new_client() {
+    let server = TestServer::start(|c| c.server.max_sessions = 100).await;
+    let http = reqwest::Client::new();
+    for _ in 0..1000 {
+        let resp = Client::send(
+            http.post(&server.url)
+                .header("content-type", "application/json")
+                .header("accept", common::ACCEPT_BOTH)
+                .body(initialize_body().to_string()),
+        )
+        .await;
+        assert_eq!(resp.status(), 200);
+    }
+    let mut client = server.client();
+    client.initialize().await;
+    assert_eq!(ping_status(&client).await, 200);
+    assert_eq!(
+        server.app.sessions().overview(0).await.map(|(n, _)| n),
+        Ok(100),
+        "never more than max_sessions"
+    );
     server.shutdown().await;
 }
 

@@ -101,8 +101,6 @@ pub(super) async fn terminate(
     if !(found && state.table.remove(id)) {
         return Err(SessionError::NotFound);
     }
-    tracing::debug!(session_id = %id, "session terminated by client");
-    crate::telemetry::metrics::SESSIONS_DELETED.inc();
     forget(&state.store, id).await;
     let news = SessionNews::SessionEnded { session: id };
     if let Err(e) = state.directory.broadcast(&news).await {

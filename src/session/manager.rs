@@ -268,7 +268,12 @@ async fn handle(msg: SessionMsg, state: &mut SessionManagerState) {
             }
         }
         SessionMsg::Terminate(id, reply) => {
-            let _ = reply.send(terminate(state, id, now).await);
+            let ended = terminate(state, id, now).await;
+            if ended.is_ok() {
+                tracing::debug!(session_id = %id, "session terminated by client");
+                metrics::SESSIONS_DELETED.inc();
+            }
+            let _ = reply.send(ended);
         }
         SessionMsg::Info(id, reply) => {
             let info = state.table.get(id).map(|record| info_of(id, record));
@@ -323,6 +328,25 @@ fn info_of(id: SessionId, record: &super::record::SessionRecord) -> SessionInfo 
     }
 }
 
+/// At `max_sessions`, ends the least recently used idle session (nothing running, no
+/// stream open) so that a new client is served: a client that never sends DELETE must not
+/// lock others out. Its client gets 404 on its next request and initializes again, as the
+/// spec says. `Full` (503) only when every session is busy.
+async fn make_room(state: &mut SessionManagerState, now: Instant) -> Result<(), SessionError> {
+    let Some(victim) = state.table.least_recently_used_idle() else {
+        return Err(SessionError::Full);
+    };
+    match terminate(state, victim, now).await {
+        Ok(()) => {
+            tracing::info!(session_id = %victim, "max_sessions reached: the least recently used idle session was ended");
+            metrics::SESSIONS_EVICTED.inc();
+            Ok(())
+        }
+        Err(SessionError::Shared) => Err(SessionError::Shared),
+        Err(_) => Err(SessionError::Full),
+    }
+}
+
 /// A new session: in the table, registered with the store, shared (with Redis) and given
 /// its block of stream numbers; or nothing at all if any of that fails.
 async fn create(
@@ -331,7 +355,7 @@ async fn create(
     now: Instant,
 ) -> Result<SessionId, SessionError> {
     if state.table.len() >= state.max_sessions {
-        return Err(SessionError::Full);
+        make_room(state, now).await?;
     }
     let id = state
         .table

@@ -325,14 +325,20 @@ impl SessionTable {
         }
     }
 
+    /// The session with nothing open that was used least recently, if any.
+    pub fn least_recently_used_idle(&self) -> Option<SessionId> {
+        self.sessions
+            .iter()
+            .filter(|(_, r)| r.holds.open() == 0)
+            .min_by_key(|(_, r)| last_used(r))
+            .map(|(id, _)| *id)
+    }
+
     /// Removes and returns the sessions idle for longer than `timeout` with nothing open.
     pub fn expire(&mut self, timeout: Duration, now: Instant) -> Vec<SessionId> {
         let mut gone = Vec::new();
         self.sessions.retain(|id, r| {
-            let last = r
-                .holds
-                .released_at()
-                .map_or(r.last_seen, |at| at.max(r.last_seen));
+            let last = last_used(r);
             let keep = r.holds.open() > 0 || now.saturating_duration_since(last) <= timeout;
             if !keep {
                 r.cancel.cancel();
@@ -343,6 +349,15 @@ impl SessionTable {
         });
         gone
     }
+}
+
+/// When `record` was last used: its last request, or the end of its last request or
+/// stream, whichever came later.
+fn last_used(record: &SessionRecord) -> Instant {
+    record
+        .holds
+        .released_at()
+        .map_or(record.last_seen, |at| at.max(record.last_seen))
 }
 
 /// `mcp.server.session.duration`: one observation as a session leaves this replica.

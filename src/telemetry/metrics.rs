@@ -382,6 +382,8 @@ pub static SESSIONS_CREATED: Counter = Counter::new();
 pub static SESSIONS_EXPIRED: Counter = Counter::new();
 /// Sessions ended by the client's DELETE.
 pub static SESSIONS_DELETED: Counter = Counter::new();
+/// Idle sessions ended to make room for a new one at `server.max_sessions`.
+pub static SESSIONS_EVICTED: Counter = Counter::new();
 /// Requests refused for their session, by reason.
 pub static SESSIONS_REFUSED: Counters<Refusal, 5> = Counters::new();
 /// SSE streams open now, by kind.

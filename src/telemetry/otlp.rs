@@ -148,6 +148,11 @@ fn observe(meter: &Meter) {
         "Sessions ended by DELETE.",
         || metrics::SESSIONS_DELETED.get(),
     );
+    counter(
+        "otpmcp.sessions.evicted",
+        "Idle sessions ended to make room at server.max_sessions.",
+        || metrics::SESSIONS_EVICTED.get(),
+    );
     counter("otpmcp.events.appended", "Events stored.", || {
         metrics::EVENTS_APPENDED.get()
     });

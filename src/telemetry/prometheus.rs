@@ -53,6 +53,11 @@ pub fn render(owned: &Owned) -> String {
         "Sessions ended by the client's DELETE.",
         &metrics::SESSIONS_DELETED,
     );
+    out.counter(
+        "otpmcp_sessions_evicted_total",
+        "Idle sessions ended to make room for a new one at server.max_sessions.",
+        &metrics::SESSIONS_EVICTED,
+    );
     out.counters(
         "otpmcp_sessions_refused_total",
         "Requests refused for their session, by reason.",

@@ -50,8 +50,8 @@ pub enum Rejection {
     /// 429: `server.max_open_per_session` reached.
     #[error("Too Many Requests: this session has too many requests and streams open")]
     TooBusy,
-    /// 503: `server.max_sessions` reached.
-    #[error("Service Unavailable: too many sessions")]
+    /// 503 with `Retry-After`: `server.max_sessions` reached and every session busy.
+    #[error("Service Unavailable: too many sessions, all of them busy; retry shortly")]
     TooManySessions,
     /// 503: an actor of the runtime is down (restarting or shutting down).
     #[error("Service Unavailable: {0}")]
@@ -91,7 +91,7 @@ impl IntoResponse for Rejection {
     /// so clients show the message.
     fn into_response(self) -> Response {
         let status = self.status();
-        let draining = self == Self::Draining;
+        let retry_after = matches!(self, Self::Draining | Self::TooManySessions);
         let body = match self {
             Self::JsonRpc(failure) => Outgoing::Error {
                 id: failure.id,
@@ -107,8 +107,8 @@ impl IntoResponse for Rejection {
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
         );
-        if draining {
-            // A load balancer's health check moves traffic away within about this.
+        if retry_after {
+            // A load balancer moves traffic away, or a session frees up, within about this.
             response
                 .headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
