@@ -108,6 +108,18 @@ pub struct ServerConfig {
     /// How long shutdown waits for open connections to finish. Default `10s`.
     #[serde(with = "human_duration")]
     pub shutdown_timeout: Duration,
+    /// How long a connection may take to send a request's head: from when the server
+    /// waits for one (a new connection, or an idle keep-alive one) to its last header.
+    /// Default `10s`. Past it the connection is closed: silent, slowloris and idle
+    /// connections do not hold a file descriptor for ever.
+    #[serde(with = "human_duration")]
+    pub header_timeout: Duration,
+    /// How long a request's body may take to arrive. Default `30s`; past it, 408.
+    #[serde(with = "human_duration")]
+    pub body_timeout: Duration,
+    /// Most connections open at once. Default 4096. Past it a new connection is answered
+    /// 503 with `Retry-After` and closed, so file descriptors stay for the ones served.
+    pub max_connections: usize,
 }
 
 impl Default for ServerConfig {
@@ -133,6 +145,9 @@ impl Default for ServerConfig {
             write_timeout: Duration::from_secs(30),
             client_request_timeout: Duration::from_secs(300),
             shutdown_timeout: Duration::from_secs(10),
+            header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(30),
+            max_connections: 4096,
         }
     }
 }
@@ -488,6 +503,9 @@ impl Config {
         if !matches!(self.stateless.cache_scope.as_str(), "public" | "private") {
             return invalid("stateless.cache_scope", "must be `public` or `private`");
         }
+        if self.server.max_connections == 0 {
+            return invalid("server.max_connections", "must be at least 1");
+        }
         if self.admin.dashboard_interval.is_zero() {
             return invalid("admin.dashboard_interval", "must be more than zero");
         }
@@ -506,7 +524,7 @@ impl Config {
                 "and tasks.max_running must be at least 1",
             );
         }
-        let non_zero: [(&'static str, Duration); 16] = [
+        let non_zero: [(&'static str, Duration); 18] = [
             ("tasks.ttl", self.tasks.ttl),
             ("tasks.poll_interval", self.tasks.poll_interval),
             (
@@ -518,6 +536,8 @@ impl Config {
                 self.server.client_request_timeout,
             ),
             ("server.write_timeout", self.server.write_timeout),
+            ("server.header_timeout", self.server.header_timeout),
+            ("server.body_timeout", self.server.body_timeout),
             ("sse.keepalive_interval", s.keepalive_interval),
             ("sse.stream_timeout", s.stream_timeout),
             ("sse.event_ttl", s.event_ttl),

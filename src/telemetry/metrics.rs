@@ -398,6 +398,8 @@ pub static EVENTS_EVICTED: Counters<Eviction, 4> = Counters::new();
 pub static REPLAYS: Counters<ReplayResult, 6> = Counters::new();
 /// Connections the server cut, by reason.
 pub static CONNECTIONS_CUT: Counters<Cut, 3> = Counters::new();
+/// Connections answered 503 and closed at `server.max_connections`.
+pub static CONNECTIONS_REFUSED: Counter = Counter::new();
 /// Restarts of each supervised actor.
 pub static ACTOR_RESTARTS: Counters<ActorName, 3> = Counters::new();
 /// Messages queued for each actor through its handle and not yet handled (approximate:

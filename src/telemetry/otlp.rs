@@ -153,6 +153,11 @@ fn observe(meter: &Meter) {
         "Idle sessions ended to make room at server.max_sessions.",
         || metrics::SESSIONS_EVICTED.get(),
     );
+    counter(
+        "otpmcp.connections.refused",
+        "Connections refused at server.max_connections.",
+        || metrics::CONNECTIONS_REFUSED.get(),
+    );
     counter("otpmcp.events.appended", "Events stored.", || {
         metrics::EVENTS_APPENDED.get()
     });

@@ -100,6 +100,11 @@ pub fn render(owned: &Owned) -> String {
         "Last-Event-ID resumes, by outcome.",
         &metrics::REPLAYS,
     );
+    out.counter(
+        "otpmcp_connections_refused_total",
+        "Connections answered 503 and closed at server.max_connections.",
+        &metrics::CONNECTIONS_REFUSED,
+    );
     out.counters(
         "otpmcp_connections_cut_total",
         "Connections the server cut, by reason.",

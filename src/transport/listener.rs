@@ -14,7 +14,6 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tracing::Instrument;
 
-use super::stall::GuardedListener;
 use super::{AppState, router};
 use crate::config::Config;
 use crate::event_store::EventStoreHandle;
@@ -93,7 +92,7 @@ impl Actor for HttpListener {
         args.socket.set_nonblocking(true)?;
         let listener = tokio::net::TcpListener::from_std(args.socket)?;
         let local = listener.local_addr().ok();
-        let listener = GuardedListener::new(listener, args.config.server.write_timeout);
+        let limits = super::serve::Limits::from_config(&args.config.server);
         let shutdown_timeout = args.config.server.shutdown_timeout;
         let state = AppState::new(
             args.config,
@@ -108,17 +107,9 @@ impl Actor for HttpListener {
         let (stop_tx, stop_rx) = oneshot::channel::<()>();
         let me = myself.clone();
         let task = tokio::spawn(async move {
-            let result = axum::serve(listener, app)
-                .with_graceful_shutdown(async move {
-                    let _ = stop_rx.await;
-                })
-                .await;
-            let why = match result {
-                Ok(()) => "accept loop finished".to_owned(),
-                Err(e) => format!("accept loop failed: {e}"),
-            };
+            super::serve::serve(listener, app, limits, stop_rx).await;
             // Only heard if we did not ask for it (the actor is gone after a shutdown).
-            let _ = me.send_message(ListenerMsg::ServeEnded(why));
+            let _ = me.send_message(ListenerMsg::ServeEnded("accept loop finished".to_owned()));
         });
         Ok(ListenerState {
             app: state,

@@ -11,6 +11,7 @@ pub mod listener;
 mod outbox;
 pub mod post;
 pub mod rejection;
+mod serve;
 pub mod stall;
 pub mod stateless;
 pub mod streamed;

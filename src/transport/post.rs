@@ -101,7 +101,13 @@ async fn admit(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Inco
             "POST requires Accept listing both application/json and text/event-stream",
         ));
     }
-    let body = read_body(headers, body, inner.config.server.max_body_bytes).await?;
+    let server = &inner.config.server;
+    let body = tokio::time::timeout(
+        server.body_timeout,
+        read_body(headers, body, server.max_body_bytes),
+    )
+    .await
+    .map_err(|_| Rejection::BodyTimeout)??;
     protocol::parse(&body).map_err(Rejection::JsonRpc)
 }
 

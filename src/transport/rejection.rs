@@ -23,6 +23,9 @@ pub enum Rejection {
     /// 415: the body is not `application/json`.
     #[error("Unsupported Media Type: Content-Type must be application/json")]
     UnsupportedMediaType,
+    /// 408: the body did not arrive within `server.body_timeout`.
+    #[error("Request Timeout: the body did not arrive in time")]
+    BodyTimeout,
     /// 413: the body exceeds `server.max_body_bytes`.
     #[error("Payload Too Large: the body exceeds {0} bytes")]
     PayloadTooLarge(usize),
@@ -75,6 +78,7 @@ impl Rejection {
             Self::NotAcceptable(_) => StatusCode::NOT_ACCEPTABLE,
             Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
             Self::ForbiddenOrigin(_) | Self::ForbiddenHost(_) => StatusCode::FORBIDDEN,
             Self::StreamsDisabled => StatusCode::METHOD_NOT_ALLOWED,
             Self::StreamGone => StatusCode::GONE,

@@ -1,4 +1,4 @@
-//! Accepted connections: TCP_NODELAY, and a write-stall timeout.
+//! A write-stall timeout for accepted connections.
 //!
 //! A client that stops reading leaves hyper blocked on a socket write with the response's
 //! buffered frames pinned in memory, for as long as the client likes: hyper has no write
@@ -14,45 +14,7 @@ use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::{TcpListener, TcpStream};
 use tokio::time::Sleep;
-
-/// Accepts connections with Nagle off and a write-stall timeout.
-#[derive(Debug)]
-pub struct GuardedListener {
-    inner: TcpListener,
-    write_timeout: Duration,
-}
-
-impl GuardedListener {
-    /// Wraps a bound listener.
-    pub fn new(inner: TcpListener, write_timeout: Duration) -> Self {
-        Self {
-            inner,
-            write_timeout,
-        }
-    }
-}
-
-impl axum::serve::Listener for GuardedListener {
-    type Io = StallGuard<TcpStream>;
-    type Addr = std::net::SocketAddr;
-
-    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        // axum's own accept loop: retries, and backs off on resource exhaustion.
-        let (tcp, addr) = axum::serve::Listener::accept(&mut self.inner).await;
-        // SSE frames are small writes; with Nagle on, each waits for the peer's delayed
-        // ACK (~40 ms).
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::warn!(error = %e, "could not set TCP_NODELAY");
-        }
-        (StallGuard::new(tcp, self.write_timeout), addr)
-    }
-
-    fn local_addr(&self) -> io::Result<Self::Addr> {
-        self.inner.local_addr()
-    }
-}
 
 /// An I/O stream whose writes fail after `limit` without progress.
 #[derive(Debug)]
