@@ -117,6 +117,9 @@ pub struct ServerConfig {
     /// How long a request's body may take to arrive. Default `30s`; past it, 408.
     #[serde(with = "human_duration")]
     pub body_timeout: Duration,
+    /// Longest `progressToken` a request may carry, in bytes (it is copied into every
+    /// progress notification). Default 256; past it, -32602.
+    pub max_progress_token_bytes: usize,
     /// Most connections open at once. Default 4096. Past it a new connection is answered
     /// 503 with `Retry-After` and closed, so file descriptors stay for the ones served.
     pub max_connections: usize,
@@ -148,6 +151,7 @@ impl Default for ServerConfig {
             header_timeout: Duration::from_secs(10),
             body_timeout: Duration::from_secs(30),
             max_connections: 4096,
+            max_progress_token_bytes: 256,
         }
     }
 }

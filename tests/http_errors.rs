@@ -210,3 +210,30 @@ async fn an_oversized_client_description_is_refused_at_initialize() {
     assert_eq!(v["error"]["code"], -32602);
     server.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_progress_token_longer_than_the_limit_is_refused_with_its_id() {
+    let server = TestServer::start(|c| c.server.max_progress_token_bytes = 64).await;
+    let mut client = server.client();
+    client.initialize().await;
+    let long = "t".repeat(65);
+    let call = json!({"jsonrpc": "2.0", "id": 77, "method": "tools/call", "params": {
+        "name": "echo", "arguments": {"text": "x"}, "_meta": {"progressToken": long}}});
+    let resp = Client::send(client.post(&call)).await;
+    assert_eq!(resp.status(), 400);
+    let body: serde_json::Value =
+        serde_json::from_slice(&resp.bytes().await.unwrap_or_default()).unwrap_or_default();
+    assert_eq!(body["id"], 77);
+    assert_eq!(body["error"]["code"], -32602);
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("max_progress_token_bytes")),
+        "{body}"
+    );
+    // At the limit it is fine.
+    let ok = json!({"jsonrpc": "2.0", "id": 78, "method": "tools/call", "params": {
+        "name": "echo", "arguments": {"text": "x"}, "_meta": {"progressToken": "t".repeat(64)}}});
+    assert_eq!(Client::send(client.post(&ok)).await.status(), 200);
+    server.shutdown().await;
+}

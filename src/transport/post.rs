@@ -108,7 +108,34 @@ async fn admit(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Inco
     )
     .await
     .map_err(|_| Rejection::BodyTimeout)??;
-    protocol::parse(&body).map_err(Rejection::JsonRpc)
+    let message = protocol::parse(&body).map_err(Rejection::JsonRpc)?;
+    check_progress_token(&message, server.max_progress_token_bytes)?;
+    Ok(message)
+}
+
+/// Refuses a request whose `progressToken` is longer than `max` bytes: the token is copied
+/// into every progress notification, so a long one multiplies into memory held for the
+/// stream (a 1 MB token once took 270 MB).
+fn check_progress_token(message: &Incoming, max: usize) -> Result<(), Rejection> {
+    let Incoming::Request(request) = message else {
+        return Ok(());
+    };
+    let token = request
+        .params
+        .as_ref()
+        .and_then(|p| p.get("_meta"))
+        .and_then(|m| m.get("progressToken"))
+        .and_then(|t| t.as_str());
+    match token {
+        Some(token) if token.len() > max => Err(Rejection::JsonRpc(protocol::ParseFailure {
+            id: Some(request.id.clone()),
+            error: ErrorObject::invalid_params(format!(
+                "progressToken is {} bytes; at most {max} are accepted (server.max_progress_token_bytes)",
+                token.len()
+            )),
+        })),
+        _ => Ok(()),
+    }
 }
 
 /// A client's response to a request of ours (sampling, elicitation, roots).
