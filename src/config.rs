@@ -190,6 +190,12 @@ pub struct SseConfig {
     /// newest event always stays). Default 16 MiB. Without it, large tool outputs times
     /// `max_session_events` can reach gigabytes per session.
     pub max_session_bytes: usize,
+    /// Most events the in-memory store keeps across all sessions; past it the oldest of
+    /// any session go first, down to nine tenths. Default 1,000,000.
+    pub max_total_events: usize,
+    /// Most payload bytes the in-memory store keeps across all sessions, likewise.
+    /// Default 256 MiB: with the per-session caps alone, 10,000 sessions could keep 160 GiB.
+    pub max_total_bytes: usize,
     /// Interval of the store's sweep of expired events. Default `5m`.
     #[serde(with = "human_duration")]
     pub cleanup_interval: Duration,
@@ -213,6 +219,8 @@ impl Default for SseConfig {
             replay_window: Duration::from_secs(86_400),
             max_session_events: 10_000,
             max_session_bytes: 16 * 1024 * 1024,
+            max_total_events: 1_000_000,
+            max_total_bytes: 256 * 1024 * 1024,
             cleanup_interval: Duration::from_secs(300),
             enable_replay: true,
             stream_buffer: 256,
@@ -506,6 +514,12 @@ impl Config {
         }
         if !matches!(self.stateless.cache_scope.as_str(), "public" | "private") {
             return invalid("stateless.cache_scope", "must be `public` or `private`");
+        }
+        if self.sse.max_total_events == 0 || self.sse.max_total_bytes == 0 {
+            return invalid(
+                "sse.max_total_events",
+                "and sse.max_total_bytes must be at least 1",
+            );
         }
         if self.server.max_connections == 0 {
             return invalid("server.max_connections", "must be at least 1");

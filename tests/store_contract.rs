@@ -25,6 +25,8 @@ fn retention(max_events: usize) -> Retention {
         max_session_events: max_events,
         max_session_bytes: usize::MAX,
         max_tasks: 3,
+        max_total_events: usize::MAX,
+        max_total_bytes: usize::MAX,
     }
 }
 

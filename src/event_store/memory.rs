@@ -10,7 +10,8 @@
 //! eviction, windows), kept beside the code they check.
 
 use crate::telemetry::metrics::{EVENTS_EVICTED, Eviction};
-use std::collections::{HashMap, VecDeque};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -27,8 +28,25 @@ use crate::ids::SessionId;
 pub struct MemoryStore {
     retention: Retention,
     sessions: HashMap<SessionId, SessionLog>,
+    /// Events and bytes held across every session, against `sse.max_total_*`.
+    totals: Totals,
     /// Task records with the instant each expires.
     tasks: HashMap<String, (Bytes, Instant)>,
+}
+
+/// Events and bytes held across every session.
+#[derive(Debug, Default, Clone, Copy)]
+struct Totals {
+    events: usize,
+    bytes: usize,
+}
+
+impl Totals {
+    /// Accounts for a session that held `before` and now holds `after` (events, bytes).
+    fn apply(&mut self, before: (usize, usize), after: (usize, usize)) {
+        self.events = (self.events + after.0).saturating_sub(before.0);
+        self.bytes = (self.bytes + after.1).saturating_sub(before.1);
+    }
 }
 
 #[derive(Debug, Default)]
@@ -125,7 +143,50 @@ impl MemoryStore {
         Self {
             retention,
             sessions: HashMap::new(),
+            totals: Totals::default(),
             tasks: HashMap::new(),
+        }
+    }
+
+    /// Events and payload bytes `session` holds.
+    fn size_of(&self, session: SessionId) -> (usize, usize) {
+        self.sessions
+            .get(&session)
+            .map_or((0, 0), |s| (s.arrivals.len(), s.bytes))
+    }
+
+    /// Past `sse.max_total_events` or `sse.max_total_bytes`, evicts the oldest events of
+    /// any session until the store is back under nine tenths of both: one pass over the
+    /// sessions per batch, not per event.
+    fn enforce_totals(&mut self) {
+        let (max_events, max_bytes) = (
+            self.retention.max_total_events,
+            self.retention.max_total_bytes,
+        );
+        if self.totals.events <= max_events && self.totals.bytes <= max_bytes {
+            return;
+        }
+        let (low_events, low_bytes) = (max_events / 10 * 9, max_bytes / 10 * 9);
+        let mut oldest: BinaryHeap<Reverse<(Instant, SessionId)>> = self
+            .sessions
+            .iter()
+            .filter_map(|(id, s)| Some(Reverse((s.oldest_at()?, *id))))
+            .collect();
+        while self.totals.events > low_events || self.totals.bytes > low_bytes {
+            let Some(Reverse((_, id))) = oldest.pop() else {
+                break;
+            };
+            let Some(log) = self.sessions.get_mut(&id) else {
+                continue;
+            };
+            let before = (log.arrivals.len(), log.bytes);
+            log.evict_oldest();
+            let after = (log.arrivals.len(), log.bytes);
+            if let Some(at) = log.oldest_at() {
+                oldest.push(Reverse((at, id)));
+            }
+            self.totals.apply(before, after);
+            EVENTS_EVICTED.inc(Eviction::Total);
         }
     }
 
@@ -141,10 +202,14 @@ impl MemoryStore {
 
     fn expire(&mut self, session: SessionId, now: Instant) -> usize {
         let ttl = self.retention.event_ttl;
+        let before = self.size_of(session);
         let Some(log) = self.sessions.get_mut(&session) else {
             return 0;
         };
-        expire_log(log, ttl, now)
+        let n = expire_log(log, ttl, now);
+        let after = self.size_of(session);
+        self.totals.apply(before, after);
+        n
     }
 
     /// [`EventStore::open_session`].
@@ -165,6 +230,22 @@ impl MemoryStore {
 
     /// [`EventStore::append`] at time `now`.
     pub fn append_at(
+        &mut self,
+        key: StreamKey,
+        payload: Bytes,
+        last: bool,
+        nonce: u64,
+        now: Instant,
+    ) -> Result<Appended, StoreError> {
+        let before = self.size_of(key.session);
+        let appended = self.append_to_session(key, payload, last, nonce, now);
+        let after = self.size_of(key.session);
+        self.totals.apply(before, after);
+        self.enforce_totals();
+        appended
+    }
+
+    fn append_to_session(
         &mut self,
         key: StreamKey,
         payload: Bytes,
@@ -311,8 +392,10 @@ impl MemoryStore {
         let mut stats = SweepStats::default();
         for log in self.sessions.values_mut() {
             let before = log.streams.len();
+            let size = (log.arrivals.len(), log.bytes);
             stats.expired_events += expire_log(log, ttl, now);
             stats.dropped_streams += before - log.streams.len();
+            self.totals.apply(size, (log.arrivals.len(), log.bytes));
         }
         stats
     }
@@ -369,7 +452,9 @@ impl EventStore for MemoryStore {
     }
 
     async fn forget_session(&mut self, session: SessionId) {
+        let size = self.size_of(session);
         self.sessions.remove(&session);
+        self.totals.apply(size, (0, 0));
     }
 
     async fn sweep(&mut self) -> SweepStats {
@@ -453,6 +538,8 @@ mod tests {
             max_session_events: max,
             max_session_bytes: usize::MAX,
             max_tasks: 10,
+            max_total_events: usize::MAX,
+            max_total_bytes: usize::MAX,
         }
     }
 
@@ -571,6 +658,39 @@ mod tests {
             ReplayOutcome::Complete,
             "nothing after 2 is missing"
         );
+    }
+
+    #[tokio::test]
+    async fn the_store_wide_budget_evicts_the_oldest_of_any_session() {
+        let t = Instant::now();
+        let mut store = MemoryStore::new(Retention {
+            max_total_events: 10,
+            ..retention(100)
+        });
+        let old = StreamKey::new(SessionId::random(), StreamNo(1));
+        let new = StreamKey::new(SessionId::random(), StreamNo(1));
+        fill(&mut store, old, 1..=6, t);
+        fill(&mut store, new, 1..=4, t + Duration::from_secs(1));
+        assert_eq!(store.len(), 10, "at the budget, nothing goes");
+        fill(&mut store, new, 5..=5, t + Duration::from_secs(2));
+        assert_eq!(store.len(), 9, "past it, down to nine tenths");
+        let r = store
+            .replay_after_at(old, Some(0), t + Duration::from_secs(2))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(r.outcome, ReplayOutcome::Truncated { missing: 2 });
+        assert_eq!(payloads(&r), ["e3", "e4", "e5", "e6"], "the oldest went");
+        let r = store
+            .replay_after_at(new, Some(0), t + Duration::from_secs(2))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            r.outcome,
+            ReplayOutcome::Complete,
+            "the newer session is untouched"
+        );
+        // Forgetting a session gives its share back.
+        store.forget_session(old.session).await;
+        fill(&mut store, new, 6..=10, t + Duration::from_secs(3));
+        assert_eq!(store.len(), 10);
     }
 
     #[test]

@@ -128,6 +128,10 @@ pub struct Retention {
     pub max_session_bytes: usize,
     /// Task records kept at once by the in-memory store (`tasks.max_tasks`).
     pub max_tasks: usize,
+    /// Events kept across all sessions by the in-memory store (`max_total_events`).
+    pub max_total_events: usize,
+    /// Payload bytes kept across all sessions by the in-memory store (`max_total_bytes`).
+    pub max_total_bytes: usize,
 }
 
 impl Default for Retention {
@@ -141,6 +145,8 @@ impl Default for Retention {
             max_session_events: sse.max_session_events,
             max_session_bytes: sse.max_session_bytes,
             max_tasks: crate::config::TasksConfig::default().max_tasks,
+            max_total_events: sse.max_total_events,
+            max_total_bytes: sse.max_total_bytes,
         }
     }
 }

@@ -209,6 +209,8 @@ impl SupervisorState {
                         max_session_events: sse.max_session_events,
                         max_session_bytes: sse.max_session_bytes,
                         max_tasks: self.config.tasks.max_tasks,
+                        max_total_events: sse.max_total_events,
+                        max_total_bytes: sse.max_total_bytes,
                     },
                     cleanup_interval: sse.cleanup_interval,
                     retry_interval: self.config.store.retry_interval,

@@ -331,6 +331,8 @@ label!(
         Cap => "cap",
         /// Over `max_session_bytes`.
         Bytes => "bytes",
+        /// Over `max_total_events` or `max_total_bytes` (the whole store's budget).
+        Total => "total",
     }
 );
 
@@ -393,7 +395,7 @@ pub static EVENTS_APPENDED: Counter = Counter::new();
 /// Events sent again on a resume.
 pub static EVENTS_REPLAYED: Counter = Counter::new();
 /// Events dropped (or no longer served), by reason.
-pub static EVENTS_EVICTED: Counters<Eviction, 4> = Counters::new();
+pub static EVENTS_EVICTED: Counters<Eviction, 5> = Counters::new();
 /// Resumes, by outcome.
 pub static REPLAYS: Counters<ReplayResult, 6> = Counters::new();
 /// Connections the server cut, by reason.
