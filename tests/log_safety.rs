@@ -4,43 +4,24 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read};
-use std::process::{Command, Stdio};
+use std::io::Read;
 
 use common::{Client, within};
 use serde_json::json;
 
 #[tokio::test]
 async fn client_strings_are_escaped_and_session_ids_shortened_in_the_log() {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_otpmcp"))
-        .args([
-            "--config",
-            concat!(env!("CARGO_MANIFEST_DIR"), "/config/test.toml"),
-        ])
-        .current_dir(std::env::temp_dir())
-        .env("OTPMCP__TELEMETRY__LOG_FILTER", "info,otpmcp=debug")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("spawn: {e}"));
-    let stdout = child.stdout.take().unwrap_or_else(|| panic!("stdout"));
-    let mut stderr = child.stderr.take().unwrap_or_else(|| panic!("stderr"));
-    let line = within(
-        "the URL line",
-        tokio::task::spawn_blocking(move || {
-            let mut line = String::new();
-            let _ = BufReader::new(stdout).read_line(&mut line);
-            line
-        }),
+    let mut binary = common::Binary::start_logging(
+        &[],
+        &[("OTPMCP__TELEMETRY__LOG_FILTER", "info,otpmcp=debug")],
     )
-    .await
-    .unwrap_or_default();
-    let url = line
-        .trim()
-        .strip_prefix("otpmcp serving MCP at ")
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .to_owned();
+    .await;
+    let mut stderr = binary
+        .child
+        .stderr
+        .take()
+        .unwrap_or_else(|| panic!("stderr"));
+    let url = binary.url.clone();
     // Everything the process logs, read until it exits.
     let log = tokio::task::spawn_blocking(move || {
         let mut all = String::new();
@@ -65,19 +46,7 @@ async fn client_strings_are_escaped_and_session_ids_shortened_in_the_log() {
             .await;
     assert_eq!(lost.status(), 404);
 
-    let sent = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap_or_else(|e| panic!("kill: {e}"));
-    assert!(sent.success());
-    let status = within(
-        "the process to exit",
-        tokio::task::spawn_blocking(move || child.wait()),
-    )
-    .await
-    .unwrap_or_else(|e| panic!("{e}"))
-    .unwrap_or_else(|e| panic!("{e}"));
-    assert!(status.success());
+    assert_eq!(binary.terminate().await, Some(0));
     let log = within("the log", log).await.unwrap_or_default();
 
     assert!(!log.is_empty(), "the server logged");

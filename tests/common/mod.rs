@@ -151,6 +151,15 @@ pub struct Binary {
 
 impl Binary {
     pub async fn start(args: &[&str], env: &[(&str, &str)]) -> Self {
+        Self::spawn(args, env, std::process::Stdio::null()).await
+    }
+
+    /// Like [`Binary::start`], with its stderr (the log) readable at `child.stderr`.
+    pub async fn start_logging(args: &[&str], env: &[(&str, &str)]) -> Self {
+        Self::spawn(args, env, std::process::Stdio::piped()).await
+    }
+
+    async fn spawn(args: &[&str], env: &[(&str, &str)], stderr: std::process::Stdio) -> Self {
         use std::io::BufRead;
         let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_otpmcp"))
             .args([
@@ -162,7 +171,7 @@ impl Binary {
             .current_dir(std::env::temp_dir())
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
+            .stderr(stderr)
             .spawn()
             .unwrap_or_else(|e| panic!("spawn: {e}"));
         let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
