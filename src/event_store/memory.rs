@@ -166,7 +166,8 @@ impl MemoryStore {
         if self.totals.events <= max_events && self.totals.bytes <= max_bytes {
             return;
         }
-        let (low_events, low_bytes) = (max_events / 10 * 9, max_bytes / 10 * 9);
+        // Nine tenths, rounded up: a small budget still keeps all but what it must drop.
+        let (low_events, low_bytes) = (max_events - max_events / 10, max_bytes - max_bytes / 10);
         let mut oldest: BinaryHeap<Reverse<(Instant, SessionId)>> = self
             .sessions
             .iter()
