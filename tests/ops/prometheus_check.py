@@ -3,17 +3,20 @@
     python3 prometheus_check.py --metrics-url URL [--metrics-url URL ...] \
         --dashboard deploy/grafana/otpmcp.json --workdir DIR [--redis]
 
-Starts Prometheus (env PROMETHEUS, else `prometheus` on the PATH) on a free loopback port,
-scraping every URL each second, waits until every target is up and scraped a few times,
-then runs each expression of the dashboard as an instant query until it returns data or
-the deadline passes. Without --redis, expressions about Redis are not checked. Prints one
-line per expression (`ok`, `EMPTY`, `ERROR`, `n/a`) and exits 1 if any failed. Standard
-library only; waits by polling conditions, each bounded by the deadline.
+Starts Prometheus (env PROMETHEUS, else `prometheus` on the PATH, else /usr/bin/prometheus)
+on a free loopback port, scraping every URL each second, waits until every target is up and
+scraped a few times, then runs each expression of the dashboard (Grafana's variables
+replaced) as an instant query until it returns data or the deadline passes; a NaN sample
+(histogram_quantile over zero rates) is data. Without --redis, expressions about Redis are
+not checked. Prints the Prometheus version, then one line per expression in dashboard order
+(`ok`, `EMPTY`, `ERROR`, `n/a`), and exits 1 if any failed. Standard library only; waits by
+polling conditions, each stage (start, checks) bounded by its own deadline.
 """
 
 import argparse
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -23,10 +26,16 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-DEADLINE = 90
+DEADLINE = 60  # seconds, per stage
 POLL = 0.25
 REDIS_ONLY = ("otpmcp_redis_", "otpmcp_leases_held")
-VARIABLES = {"$__rate_interval": "1m", "$__interval": "1m", "$__range": "5m"}
+VARIABLES = {"rate_interval": "1m", "interval": "1m", "range": "5m"}
+VARIABLE = re.compile(r"\$(?:__(rate_interval|interval|range)\b|\{__(rate_interval|interval|range)\})")
+
+
+def promql(expr):
+    """The expression as Prometheus takes it: `$__rate_interval` (or `${__rate_interval}`) etc. replaced."""
+    return VARIABLE.sub(lambda m: VARIABLES[m.group(1) or m.group(2)], expr)
 
 
 def free_port():
@@ -59,16 +68,26 @@ def query(base, expr):
         with urllib.request.urlopen(url, timeout=5) as resp:
             body = json.load(resp)
     except urllib.error.HTTPError as e:
-        body = json.loads(e.read() or b"{}")
-    except (urllib.error.URLError, OSError) as e:
+        # Prometheus answers a bad query with 400 and a JSON error.
+        try:
+            body = json.loads(e.read() or b"{}")
+        except ValueError:
+            return "error", f"HTTP {e.code}"
+    except (urllib.error.URLError, OSError, ValueError) as e:
         return "error", str(e)
     if body.get("status") != "success":
         return "error", body.get("error", "no status")
     return ("ok", "") if body["data"]["result"] else ("empty", "")
 
 
-def wait_for(what, check, deadline):
+class Exited(Exception):
+    """Prometheus stopped on its own."""
+
+
+def wait_for(what, check, deadline, server):
     while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise Exited(f"prometheus exited ({server.returncode}) while waiting for {what}")
         if check():
             return
         time.sleep(POLL)
@@ -84,8 +103,13 @@ def main():
     args = parser.parse_args()
 
     binary = os.environ.get("PROMETHEUS") or shutil.which("prometheus") or "/usr/bin/prometheus"
-    version = subprocess.run([binary, "--version"], capture_output=True, text=True)
-    print((version.stdout or version.stderr).splitlines()[0], flush=True)
+    try:
+        version = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        print(f"ERROR no prometheus ({binary}): {e}; scripts/test installs Debian's", flush=True)
+        return 1
+    print(((version.stdout or version.stderr).splitlines() or [f"{binary}: no version"])[0],
+          flush=True)
 
     targets, paths = [], set()
     for url in args.metrics_url:
@@ -106,10 +130,13 @@ def main():
     base = f"http://127.0.0.1:{port}"
     log_path = os.path.join(args.workdir, "prometheus.log")
     log = open(log_path, "w")
+    # Quiet (warnings and errors only) and small (an hour kept, few queries at once).
     server = subprocess.Popen(
         [binary, f"--config.file={config}",
          f"--storage.tsdb.path={os.path.join(args.workdir, 'data')}",
-         f"--web.listen-address=127.0.0.1:{port}"],
+         f"--web.listen-address=127.0.0.1:{port}",
+         "--log.level=warn", "--storage.tsdb.retention.time=1h",
+         "--query.max-concurrency=4", "--web.max-connections=16"],
         stdout=log, stderr=subprocess.STDOUT)
     failed = True
     try:
@@ -123,10 +150,11 @@ def main():
                 return False
             return len(active) == len(targets) and all(t["health"] == "up" for t in active)
 
-        wait_for("every target up", all_up, deadline)
+        wait_for("every target up", all_up, deadline, server)
         # rate() over 1m needs a few samples of every target.
         wait_for("five scrapes of every target",
-                 lambda: query(base, "min(count_over_time(up[1m])) >= 5")[0] == "ok", deadline)
+                 lambda: query(base, "min(count_over_time(up[1m])) >= 5")[0] == "ok", deadline,
+                 server)
 
         with open(args.dashboard) as f:
             dashboard = json.load(f)
@@ -136,17 +164,19 @@ def main():
             if not args.redis and any(k in expr for k in REDIS_ONLY):
                 results[expr] = ("n/a", "")
                 continue
+            results[expr] = ("empty", "not queried")
             pending.append(expr)
         if not pending:
-            sys.exit("the dashboard has no expressions")
+            print("ERROR the dashboard has no expressions to check", flush=True)
+            return 1
         # The servers are under load meanwhile: an expression empty now may fill later.
+        deadline = time.monotonic() + DEADLINE
         while pending and time.monotonic() < deadline:
+            if server.poll() is not None:
+                raise Exited(f"prometheus exited ({server.returncode}) during the checks")
             still = []
             for expr in pending:
-                promql = expr
-                for var, value in VARIABLES.items():
-                    promql = promql.replace(var, value)
-                results[expr] = query(base, promql)
+                results[expr] = query(base, promql(expr))
                 if results[expr][0] != "ok":
                     still.append(expr)
             pending = still
@@ -157,7 +187,9 @@ def main():
             print(f"{line} {expr}" + (f": {message}" if message else ""), flush=True)
         failed = any(o in ("empty", "error") for o, _ in results.values())
     except TimeoutError as e:
-        print(f"ERROR waiting for {e}", flush=True)
+        print(f"ERROR waiting for {e} ({DEADLINE} s)", flush=True)
+    except Exited as e:
+        print(f"ERROR {e}", flush=True)
     finally:
         server.terminate()
         try:
