@@ -204,6 +204,10 @@ async fn the_exposition_counts_operations_sessions_resumes_and_restarts() {
         Some(10_000.0)
     );
     assert_eq!(
+        sample(&text, "otpmcp_store_total_events_limit", &[]),
+        Some(1_000_000.0)
+    );
+    assert_eq!(
         sample(
             &text,
             "otpmcp_sessions_refused_total",

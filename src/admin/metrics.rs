@@ -39,6 +39,8 @@ pub(super) async fn owned(probes: &Probes) -> Owned {
         },
         session_events_limit: sse.max_session_events as u64,
         session_bytes_limit: sse.max_session_bytes as u64,
+        total_events_limit: sse.max_total_events as u64,
+        total_bytes_limit: sse.max_total_bytes as u64,
         redis: probes.redis.as_ref().map(|link| RedisFigures {
             breaker_open: !link.breaker.allows(),
         }),

@@ -22,6 +22,10 @@ pub struct Owned {
     pub session_events_limit: u64,
     /// `sse.max_session_bytes`.
     pub session_bytes_limit: u64,
+    /// `sse.max_total_events`: events the in-memory store keeps across sessions.
+    pub total_events_limit: u64,
+    /// `sse.max_total_bytes`: payload bytes it keeps across sessions.
+    pub total_bytes_limit: u64,
     /// With Redis: whether the breaker is open, and the leases this replica holds.
     pub redis: Option<RedisFigures>,
 }
@@ -143,6 +147,18 @@ pub fn render(owned: &Owned) -> String {
         "sse.max_session_bytes: payload bytes kept per session.",
         owned.session_bytes_limit,
     );
+    if owned.store.is_some() {
+        out.gauge(
+            "otpmcp_store_total_events_limit",
+            "sse.max_total_events: events kept across all sessions.",
+            owned.total_events_limit,
+        );
+        out.gauge(
+            "otpmcp_store_total_bytes_limit",
+            "sse.max_total_bytes: payload bytes kept across all sessions.",
+            owned.total_bytes_limit,
+        );
+    }
     out.counter(
         "otpmcp_requests_reaped_total",
         "Requests and tasks of lost replicas answered or taken over here.",
