@@ -86,6 +86,12 @@ pub struct ServerConfig {
     /// Most sessions alive at once; `initialize` beyond it gets 503. Default 10000.
     /// Without a cap, a client looping on `initialize` grows memory without bound.
     pub max_sessions: usize,
+    /// Most sessions one client address may have on this replica; 0 (the default) means
+    /// no cap. At it, `initialize` from that address ends the address's own least recently
+    /// used idle session, or gets 429 with `Retry-After` when all of them are busy, so one
+    /// address cannot take the table from everyone else. Clients behind one NAT or proxy
+    /// share an address: size it for them.
+    pub max_sessions_per_client: u32,
     /// Most requests in progress plus streams open per session; beyond it a request gets
     /// 429. Default 64. Without it, one client can start unbounded work that outlives its
     /// connections.
@@ -143,6 +149,7 @@ impl Default for ServerConfig {
             .into(),
             max_body_bytes: 4 * 1024 * 1024,
             max_sessions: 10_000,
+            max_sessions_per_client: 0,
             max_open_per_session: 64,
             session_timeout: Duration::from_secs(30 * 60),
             write_timeout: Duration::from_secs(30),

@@ -182,6 +182,74 @@ async fn a_flood_of_sessions_never_sent_delete_does_not_lock_out_a_new_client() 
     server.shutdown().await;
 }
 
+/// A client connecting from `ip` (any 127.0.0.0/8 address reaches a loopback server).
+fn client_from(server: &TestServer, ip: [u8; 4]) -> Client {
+    let mut client = server.client();
+    client.http = reqwest::Client::builder()
+        .local_address(std::net::IpAddr::from(ip))
+        .build()
+        .unwrap_or_else(|e| panic!("client bound to {ip:?}: {e}"));
+    client
+}
+
+#[tokio::test]
+async fn at_max_sessions_per_client_an_address_makes_room_among_its_own_sessions() {
+    let server = TestServer::start(|c| {
+        c.server.max_sessions = 100;
+        c.server.max_sessions_per_client = 2;
+    })
+    .await;
+    let mut bystander = client_from(&server, [127, 0, 0, 1]);
+    bystander.initialize().await;
+    let mut own = Vec::new();
+    for _ in 0..3 {
+        let mut client = client_from(&server, [127, 0, 0, 2]);
+        client.initialize().await;
+        own.push(client);
+    }
+    assert_eq!(
+        ping_status(&own[0]).await,
+        404,
+        "its oldest idle session made room"
+    );
+    assert_eq!(ping_status(&own[1]).await, 200);
+    assert_eq!(ping_status(&own[2]).await, 200);
+    assert_eq!(
+        ping_status(&bystander).await,
+        200,
+        "another address is untouched"
+    );
+
+    // Both of its sessions busy: the address is refused, the others are not.
+    let mut streams = Vec::new();
+    for client in &own[1..] {
+        let stream = Client::send(client.get(None)).await;
+        assert_eq!(stream.status(), 200);
+        streams.push(stream);
+    }
+    let refused = Client::send(client_from(&server, [127, 0, 0, 2]).post(&initialize_body())).await;
+    assert_eq!(refused.status(), 429);
+    assert_eq!(
+        refused
+            .headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok()),
+        Some("1")
+    );
+    let mut other = client_from(&server, [127, 0, 0, 3]);
+    other.initialize().await;
+    assert_eq!(ping_status(&other).await, 200);
+    // The refusal is counted under its own reason.
+    use otpmcp::telemetry::metrics::{Refusal, SESSIONS_REFUSED};
+    let refusals = SESSIONS_REFUSED
+        .each()
+        .find(|(reason, _)| *reason == Refusal::ClientFull)
+        .map(|(_, n)| n);
+    assert!(refusals.is_some_and(|n| n >= 1), "counted: {refusals:?}");
+    drop(streams);
+    server.shutdown().await;
+}
+
 #[tokio::test]
 async fn session_info_reports_version_client_and_last_event_per_stream() {
     let server = TestServer::start(|_| {}).await;

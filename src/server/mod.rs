@@ -319,6 +319,7 @@ impl McpServer {
             protocol_version: version,
             client_capabilities: std::sync::Arc::new(params.capabilities),
             client_info: params.client_info,
+            client: None,
         };
         Ok((result, session))
     }

@@ -385,6 +385,7 @@ fn parse(fields: &std::collections::HashMap<String, String>) -> Option<StoredSes
             client_capabilities: std::sync::Arc::new(client_capabilities),
             client_info,
             lists,
+            client: None,
         },
         connected_at: UNIX_EPOCH + Duration::from_millis(at),
         log_level,

@@ -127,6 +127,8 @@ pub struct SessionArgs {
     pub max_sessions: usize,
     /// `server.max_open_per_session`.
     pub max_open_per_session: u32,
+    /// `server.max_sessions_per_client` (0: no cap).
+    pub max_sessions_per_client: u32,
     /// Parent of every session's cancellation token; cancelled at shutdown.
     pub root_cancel: tokio_util::sync::CancellationToken,
     /// How often to look for idle sessions.
@@ -143,6 +145,7 @@ pub struct SessionManagerState {
     pub(super) session_timeout: Duration,
     pub(super) max_sessions: usize,
     max_open_per_session: u32,
+    max_sessions_per_client: u32,
     pub(super) root_cancel: tokio_util::sync::CancellationToken,
     sweeper: tokio::task::JoinHandle<()>,
     pub(super) directory: Directory,
@@ -172,6 +175,7 @@ impl Actor for SessionManager {
             session_timeout: args.session_timeout,
             max_sessions: args.max_sessions,
             max_open_per_session: args.max_open_per_session,
+            max_sessions_per_client: args.max_sessions_per_client,
             root_cancel: args.root_cancel,
             sweeper,
         })
@@ -328,22 +332,36 @@ fn info_of(id: SessionId, record: &super::record::SessionRecord) -> SessionInfo 
     }
 }
 
-/// At `max_sessions`, ends the least recently used idle session (nothing running, no
-/// stream open) so that a new client is served: a client that never sends DELETE must not
-/// lock others out. Its client gets 404 on its next request and initializes again, as the
-/// spec says. `Full` (503) only when every session is busy.
-async fn make_room(state: &mut SessionManagerState, now: Instant) -> Result<(), SessionError> {
-    let Some(victim) = state.table.least_recently_used_idle() else {
-        return Err(SessionError::Full);
+/// At a cap, ends the least recently used idle session (nothing running, no stream open)
+/// so that a new client is served: a client that never sends DELETE must not lock others
+/// out. Its client gets 404 on its next request and initializes again, as the spec says.
+/// `full` only when every session is busy.
+///
+/// With `client`, the cap is that address's (`max_sessions_per_client`) and only its own
+/// sessions are candidates: one address looping on `initialize` churns its own sessions,
+/// never another client's.
+async fn make_room(
+    state: &mut SessionManagerState,
+    client: Option<std::net::IpAddr>,
+    full: SessionError,
+    now: Instant,
+) -> Result<(), SessionError> {
+    let Some(victim) = state.table.least_recently_used_idle(client) else {
+        return Err(full);
     };
     match terminate(state, victim, now).await {
         Ok(()) => {
-            tracing::info!(session_id = %victim, "max_sessions reached: the least recently used idle session was ended");
+            let cap = if client.is_some() {
+                "max_sessions_per_client"
+            } else {
+                "max_sessions"
+            };
+            tracing::info!(session_id = %victim, cap, "a cap was reached: the least recently used idle session was ended");
             metrics::SESSIONS_EVICTED.inc();
             Ok(())
         }
         Err(SessionError::Shared) => Err(SessionError::Shared),
-        Err(_) => Err(SessionError::Full),
+        Err(_) => Err(full),
     }
 }
 
@@ -354,8 +372,14 @@ async fn create(
     init: NewSession,
     now: Instant,
 ) -> Result<SessionId, SessionError> {
+    if let Some(client) = init.client
+        && state.max_sessions_per_client > 0
+        && state.table.sessions_of(client) >= state.max_sessions_per_client
+    {
+        make_room(state, Some(client), SessionError::ClientFull, now).await?;
+    }
     if state.table.len() >= state.max_sessions {
-        make_room(state, now).await?;
+        make_room(state, None, SessionError::Full, now).await?;
     }
     let id = state
         .table

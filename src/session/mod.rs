@@ -45,9 +45,12 @@ pub enum SessionError {
     /// Unknown, expired or terminated.
     #[error("session not found")]
     NotFound,
-    /// `max_sessions` are alive already.
+    /// `max_sessions` are alive already, all of them busy.
     #[error("too many sessions")]
     Full,
+    /// This client address has `max_sessions_per_client` sessions, all of them busy.
+    #[error("too many sessions from this client address")]
+    ClientFull,
     /// `max_open_per_session` requests and streams are open already.
     #[error("too many requests and streams open in this session")]
     Busy,

@@ -26,6 +26,10 @@ pub struct NewSession {
     /// The lists whose capability the server announced at `initialize`; only these get
     /// `list_changed` notifications.
     pub lists: Vec<crate::protocol::methods::ListKind>,
+    /// The address the client connected from, for `server.max_sessions_per_client`.
+    /// `None` for a session loaded from another replica: the cap counts the sessions
+    /// created here.
+    pub client: Option<std::net::IpAddr>,
 }
 
 /// A client's answer to a request the server sent it.

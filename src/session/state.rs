@@ -5,6 +5,7 @@
 //! kept beside the code they check.
 
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::sync::Weak;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -55,6 +56,9 @@ pub struct SessionTable {
     /// allocates and part of its ids for requests to clients, so replicas sharing a
     /// session never allocate the same one.
     replica: u64,
+    /// How many sessions each client address created here (`max_sessions_per_client`);
+    /// an address leaves the map with its last session.
+    per_client: HashMap<IpAddr, u32>,
 }
 
 impl SessionTable {
@@ -125,6 +129,9 @@ impl SessionTable {
         let mut id = SessionId::random();
         while self.sessions.contains_key(&id) {
             id = SessionId::random();
+        }
+        if let Some(client) = init.client {
+            *self.per_client.entry(client).or_default() += 1;
         }
         self.sessions
             .insert(id, SessionRecord::new(init, SystemTime::now(), cancel, now));
@@ -311,10 +318,16 @@ impl SessionTable {
             Some(record) => {
                 record.cancel.cancel();
                 ended(&record);
+                left(&mut self.per_client, record.init.client);
                 true
             }
             None => false,
         }
+    }
+
+    /// Sessions that client address `client` created here and that are still alive.
+    pub fn sessions_of(&self, client: IpAddr) -> u32 {
+        self.per_client.get(&client).copied().unwrap_or(0)
     }
 
     /// Removes `id` that never became a session (its creation failed half-way): nothing
@@ -322,14 +335,17 @@ impl SessionTable {
     pub fn discard(&mut self, id: SessionId) {
         if let Some(record) = self.sessions.remove(&id) {
             record.cancel.cancel();
+            left(&mut self.per_client, record.init.client);
         }
     }
 
-    /// The session with nothing open that was used least recently, if any.
-    pub fn least_recently_used_idle(&self) -> Option<SessionId> {
+    /// The session with nothing open that was used least recently, if any; with
+    /// `client`, among the sessions that address created.
+    pub fn least_recently_used_idle(&self, client: Option<IpAddr>) -> Option<SessionId> {
         self.sessions
             .iter()
             .filter(|(_, r)| r.holds.open() == 0)
+            .filter(|(_, r)| client.is_none() || r.init.client == client)
             .min_by_key(|(_, r)| last_used(r))
             .map(|(id, _)| *id)
     }
@@ -337,6 +353,7 @@ impl SessionTable {
     /// Removes and returns the sessions idle for longer than `timeout` with nothing open.
     pub fn expire(&mut self, timeout: Duration, now: Instant) -> Vec<SessionId> {
         let mut gone = Vec::new();
+        let mut clients = Vec::new();
         self.sessions.retain(|id, r| {
             let last = last_used(r);
             let keep = r.holds.open() > 0 || now.saturating_duration_since(last) <= timeout;
@@ -344,9 +361,13 @@ impl SessionTable {
                 r.cancel.cancel();
                 ended(r);
                 gone.push(*id);
+                clients.extend(r.init.client);
             }
             keep
         });
+        for client in clients {
+            left(&mut self.per_client, Some(client));
+        }
         gone
     }
 }
@@ -358,6 +379,19 @@ fn last_used(record: &SessionRecord) -> Instant {
         .holds
         .released_at()
         .map_or(record.last_seen, |at| at.max(record.last_seen))
+}
+
+/// Counts a session of `client` out of `per_client`.
+fn left(per_client: &mut HashMap<IpAddr, u32>, client: Option<IpAddr>) {
+    let Some(client) = client else {
+        return;
+    };
+    if let Some(n) = per_client.get_mut(&client) {
+        *n = n.saturating_sub(1);
+        if *n == 0 {
+            per_client.remove(&client);
+        }
+    }
 }
 
 /// `mcp.server.session.duration`: one observation as a session leaves this replica.
@@ -380,6 +414,7 @@ mod tests {
             client_capabilities: Default::default(),
             lists: Vec::new(),
             client_info: Value::Null,
+            client: None,
         }
     }
 

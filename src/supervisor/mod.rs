@@ -235,6 +235,7 @@ impl SupervisorState {
                     session_timeout: timeout,
                     max_sessions: self.config.server.max_sessions,
                     max_open_per_session: self.config.server.max_open_per_session,
+                    max_sessions_per_client: self.config.server.max_sessions_per_client,
                     root_cancel: self.cancel.clone(),
                     // Often enough that expiry is late by at most a quarter of the timeout
                     // (and never later than the store's own sweep period).

@@ -109,6 +109,8 @@ impl<L: Label, const N: usize> Default for Counters<L, N> {
 impl<L: Label, const N: usize> Counters<L, N> {
     /// All zero.
     pub const fn new() -> Self {
+        // A label added without growing `N` would be counted nowhere.
+        const { assert!(N == L::ALL.len(), "N must be the number of label values") };
         Self {
             counts: [const { Counter::new() }; N],
             _label: std::marker::PhantomData,
@@ -154,6 +156,8 @@ impl<L: Label, const N: usize> Default for Gauges<L, N> {
 impl<L: Label, const N: usize> Gauges<L, N> {
     /// All zero.
     pub const fn new() -> Self {
+        // A label added without growing `N` would be counted nowhere.
+        const { assert!(N == L::ALL.len(), "N must be the number of label values") };
         Self {
             values: [const { Gauge::new() }; N],
             _label: std::marker::PhantomData,
@@ -293,6 +297,8 @@ label!(
     Refusal, "reason", {
         /// `max_sessions` reached.
         Full => "full",
+        /// `max_sessions_per_client` reached.
+        ClientFull => "client_full",
         /// Unknown, expired or ended session id.
         Unknown => "unknown",
         /// `max_open_per_session` reached.
@@ -387,7 +393,7 @@ pub static SESSIONS_DELETED: Counter = Counter::new();
 /// Idle sessions ended to make room for a new one at `server.max_sessions`.
 pub static SESSIONS_EVICTED: Counter = Counter::new();
 /// Requests refused for their session, by reason.
-pub static SESSIONS_REFUSED: Counters<Refusal, 5> = Counters::new();
+pub static SESSIONS_REFUSED: Counters<Refusal, 6> = Counters::new();
 /// SSE streams open now, by kind.
 pub static STREAMS_OPEN: Gauges<StreamKind, 5> = Gauges::new();
 /// Events stored.

@@ -340,6 +340,7 @@ pub(crate) fn session_rejection(e: crate::session::SessionError) -> Rejection {
     SESSIONS_REFUSED.inc(match e {
         SessionError::NotFound => Refusal::Unknown,
         SessionError::Full => Refusal::Full,
+        SessionError::ClientFull => Refusal::ClientFull,
         SessionError::Busy => Refusal::Busy,
         SessionError::DuplicateRequest => Refusal::DuplicateRequest,
         SessionError::Unreachable(_) | SessionError::Shared => Refusal::Unavailable,
@@ -347,6 +348,7 @@ pub(crate) fn session_rejection(e: crate::session::SessionError) -> Rejection {
     match e {
         SessionError::NotFound => Rejection::UnknownSession,
         SessionError::Full => Rejection::TooManySessions,
+        SessionError::ClientFull => Rejection::TooManyClientSessions,
         SessionError::Busy => Rejection::TooBusy,
         SessionError::DuplicateRequest => Rejection::DuplicateRequestId,
         SessionError::Unreachable(e) => Rejection::Unavailable(e.to_string()),

@@ -6,6 +6,9 @@
 //!   otherwise the answer is one JSON body.
 
 use axum::body::{Body, Bytes};
+use std::net::IpAddr;
+
+use axum::Extension;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -14,6 +17,7 @@ use tracing::field::Empty;
 
 use super::extract::{self, SESSION_ID};
 use super::rejection::Rejection;
+use super::serve::ClientAddr;
 use super::{AppState, reject, session_rejection};
 use crate::handler::RequestContext;
 use crate::protocol::methods::{Method, notifications};
@@ -25,9 +29,11 @@ use crate::telemetry::operation::{Operation, Outcome};
 /// Handles POST on the MCP endpoint.
 pub(crate) async fn handle(
     State(state): State<AppState>,
+    client: Option<Extension<ClientAddr>>,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
+    let client = client.map(|Extension(ClientAddr(addr))| addr.ip());
     let message = match admit(&state, &headers, body).await {
         Ok(message) => message,
         Err(r) => {
@@ -60,7 +66,7 @@ pub(crate) async fn handle(
         let result = if super::stateless::is_stateless(&headers, &message) {
             Ok(super::stateless::serve(&state, &headers, message, &mut op).await)
         } else {
-            serve(&state, &headers, message, &mut op).await
+            serve(&state, &headers, client, message, &mut op).await
         };
         match result {
             Ok(response) => {
@@ -171,6 +177,7 @@ async fn respond(
 async fn serve(
     state: &AppState,
     headers: &HeaderMap,
+    client: Option<IpAddr>,
     message: Incoming,
     op: &mut Option<Operation>,
 ) -> Result<Response, Rejection> {
@@ -198,7 +205,7 @@ async fn serve(
     };
 
     if Method::parse(&request.method) == Method::Initialize {
-        return initialize(state, request, op).await;
+        return initialize(state, request, client, op).await;
     }
 
     let session = extract::required_session_id(headers)?;
@@ -293,10 +300,11 @@ pub(super) async fn apply_session_effects(
 async fn initialize(
     state: &AppState,
     request: Request,
+    client: Option<IpAddr>,
     op: &mut Option<Operation>,
 ) -> Result<Response, Rejection> {
     let inner = &state.inner;
-    let (result, new_session) = match inner.server.initialize(request.params) {
+    let (result, mut new_session) = match inner.server.initialize(request.params) {
         Ok(pair) => pair,
         Err(error) => {
             let answer = Outgoing::Error {
@@ -311,6 +319,7 @@ async fn initialize(
             return Ok(response);
         }
     };
+    new_session.client = client;
     let version = new_session.protocol_version.as_str();
     let session = inner
         .sessions

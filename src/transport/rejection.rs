@@ -56,6 +56,12 @@ pub enum Rejection {
     /// 503 with `Retry-After`: `server.max_sessions` reached and every session busy.
     #[error("Service Unavailable: too many sessions, all of them busy; retry shortly")]
     TooManySessions,
+    /// 429 with `Retry-After`: `server.max_sessions_per_client` reached and every session
+    /// of this client address busy.
+    #[error(
+        "Too Many Requests: too many sessions from this address, all of them busy; retry shortly"
+    )]
+    TooManyClientSessions,
     /// 503: an actor of the runtime is down (restarting or shutting down).
     #[error("Service Unavailable: {0}")]
     Unavailable(String),
@@ -82,7 +88,7 @@ impl Rejection {
             Self::ForbiddenOrigin(_) | Self::ForbiddenHost(_) => StatusCode::FORBIDDEN,
             Self::StreamsDisabled => StatusCode::METHOD_NOT_ALLOWED,
             Self::StreamGone => StatusCode::GONE,
-            Self::TooBusy => StatusCode::TOO_MANY_REQUESTS,
+            Self::TooBusy | Self::TooManyClientSessions => StatusCode::TOO_MANY_REQUESTS,
             Self::TooManySessions | Self::Unavailable(_) | Self::Draining => {
                 StatusCode::SERVICE_UNAVAILABLE
             }
@@ -95,7 +101,10 @@ impl IntoResponse for Rejection {
     /// so clients show the message.
     fn into_response(self) -> Response {
         let status = self.status();
-        let retry_after = matches!(self, Self::Draining | Self::TooManySessions);
+        let retry_after = matches!(
+            self,
+            Self::Draining | Self::TooManySessions | Self::TooManyClientSessions
+        );
         let body = match self {
             Self::JsonRpc(failure) => Outgoing::Error {
                 id: failure.id,

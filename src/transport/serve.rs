@@ -13,6 +13,7 @@
 //! Shutdown stops accepting and lets the open connections finish (hyper's graceful
 //! shutdown); the listener actor decides how long to wait.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -20,9 +21,9 @@ use std::time::Duration;
 use axum::Router;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
-use hyper_util::service::TowerToHyperService;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
+use tower_service::Service;
 
 use super::stall::StallGuard;
 use crate::config::ServerConfig;
@@ -36,6 +37,11 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 const REFUSAL: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nretry-after: 1\r\n\
 content-type: text/plain\r\ncontent-length: 34\r\nconnection: close\r\n\r\n\
 too many connections; retry later\n";
+
+/// The address a request's connection came from, as a request extension: the per-client
+/// session cap counts by it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ClientAddr(pub(crate) SocketAddr);
 
 /// The limits the loop applies, from `[server]`.
 #[derive(Debug, Clone, Copy)]
@@ -65,9 +71,9 @@ pub(super) async fn serve(
     let graceful = GracefulShutdown::new();
     let open = Arc::new(AtomicUsize::new(0));
     loop {
-        let tcp = tokio::select! {
+        let (tcp, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((tcp, _)) => tcp,
+                Ok(accepted) => accepted,
                 Err(e) => {
                     tracing::warn!(error = %e, "accept failed");
                     tokio::time::sleep(ACCEPT_BACKOFF).await;
@@ -88,7 +94,13 @@ pub(super) async fn serve(
         builder
             .timer(TokioTimer::new())
             .header_read_timeout(limits.header_timeout);
-        let conn = builder.serve_connection(io, TowerToHyperService::new(app.clone()));
+        let app = app.clone();
+        let service = hyper::service::service_fn(move |mut request| {
+            request.extensions_mut().insert(ClientAddr(peer));
+            // A clone per request, as hyper-util's adapter does: the router is an `Arc`.
+            app.clone().call(request)
+        });
+        let conn = builder.serve_connection(io, service);
         let conn = graceful.watch(conn);
         tokio::spawn(async move {
             let _slot = slot;
