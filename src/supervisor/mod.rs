@@ -197,7 +197,11 @@ impl SupervisorState {
         let sse = &self.config.sse;
         let cell = match child {
             Child::EventStore => {
-                let tables = store.unwrap_or_else(|| StoreTables::new(self.new_backend()));
+                let tables = store.unwrap_or_else(|| {
+                    let mut tables = StoreTables::new(self.new_backend());
+                    tables.set_max_per_stream(sse.max_connections_per_stream);
+                    tables
+                });
                 let (tables, heir) = lend(tables);
                 self.store_heir = Some(heir);
                 let args = StoreArgs {

@@ -1,14 +1,15 @@
 //! A connection subscribing to a stream: one message that follows the stream, replays what
 //! the connection missed and registers it for what comes next, so nothing falls between
-//! the replay and the live feed. Each stream has at most one local subscriber: the newest
-//! connection wins, here and (through an announcement) on other replicas.
+//! the replay and the live feed. The newest connection to a stream becomes its active one,
+//! here and (through an announcement) on other replicas; older ones are parked or closed
+//! (see [`super::subscribers`]).
 
 use ractor::{ActorRef, RpcReplyPort};
 
 use super::StoreMsg;
 use super::catch_up::CatchUp;
 use super::subscribers::{StoreTables, Subscriber};
-use crate::event_store::feed::{self, SUPERSEDED};
+use crate::event_store::feed;
 use crate::event_store::{EventStore, Replay, ReplayOutcome, StoreError, StreamKey};
 
 /// What a connection asks for.
@@ -71,20 +72,13 @@ pub(super) async fn subscribe<B: EventStore>(
     }
     match &result {
         Ok(replay) if !replay.completed => {
-            let id = subscriber.get_id();
             let mut sub = Subscriber::new(subscriber, replay.position);
             sub.position_known = position_known;
             sub.followed = following;
             sub.on_feed = on_feed;
             // Newest connection wins across replicas too: tell the others.
             sub.awaiting_announce = !new_post_stream && tables.backend.announce(key).await;
-            let previous = tables.subscribers.insert(key, sub);
-            // A re-sent Subscribe from the same actor must not close itself.
-            if let Some(old) = previous.filter(|old| old.feed.get_id() != id) {
-                // A stop, not a message: ractor handles it before the events already
-                // queued for the old connection, which the new one gets by replay.
-                old.feed.stop(Some(SUPERSEDED.to_owned()));
-            }
+            tables.insert(key, sub);
             if !following {
                 catch_up.schedule(myself);
             }

@@ -1,8 +1,18 @@
-//! The store actor's tables: the backend, and the local connection following each stream
-//! with what it was given so far. Forwarding puts events back in order per stream: a
+//! The store actor's tables: the backend, and the local connections following each stream
+//! with what they were given so far. Forwarding puts events back in order per stream: a
 //! duplicate is skipped, a gap (events of another replica not heard of yet) is filled from
 //! the store first, and what cannot be filled closes the connection so that its resume
 //! reads the store.
+//!
+//! One connection per stream is active and gets every event. On a request stream an older
+//! connection is parked when a newer one arrives, instead of being closed: it gets only the
+//! stream's last event (the response), and the newest parked connection becomes active
+//! again if the active one leaves. Closing the older one made clients that reconnect a
+//! stream in the background while also resuming it (the Python SDK) close each other in
+//! turn, and the resume never got its answer. At most `max_per_stream` connections follow
+//! a stream; past it the oldest parked one is closed with a `retry:` hint (superseded). The
+//! standalone stream never ends, so a parked connection would only wait: there the newer
+//! connection supersedes the older at once.
 
 use std::collections::{HashMap, VecDeque};
 
@@ -12,20 +22,36 @@ use ractor::ActorId;
 use crate::event_store::feed::{self, Feed, FeedEnd};
 use crate::event_store::{Event, EventStore, ReplayOutcome, StreamKey};
 
+/// Connections one stream may have on a replica unless configured
+/// (`sse.max_connections_per_stream`).
+pub const DEFAULT_MAX_PER_STREAM: usize = 4;
+
 /// What the store actor keeps across its own restarts: the backend and who is listening.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct StoreTables<B> {
     /// The events.
     pub backend: B,
     pub(super) subscribers: HashMap<StreamKey, Subscriber>,
+    /// Most connections (active and parked) following one stream.
+    max_per_stream: usize,
 }
 
-/// The local connection following a stream.
+impl<B: EventStore + Default> Default for StoreTables<B> {
+    fn default() -> Self {
+        Self::new(B::default())
+    }
+}
+
+/// The local connections following a stream.
 #[derive(Debug)]
 pub(super) struct Subscriber {
-    pub(super) feed: feed::Subscriber,
-    /// Position of the last event it was given (by replay or forwarding): events at or
-    /// before it are duplicates, events after the next one mean some went missing.
+    /// The active connection; `None` once a newer one on another replica took over.
+    pub(super) feed: Option<feed::Subscriber>,
+    /// Older connections, oldest first: they get only the stream's last event.
+    parked: Vec<Parked>,
+    /// Position of the last event the active connection was given (by replay or
+    /// forwarding): events at or before it are duplicates, events after the next one mean
+    /// some went missing.
     pub(super) forwarded: u64,
     /// `forwarded` is real. False for a live-only stream opened while the backend was
     /// down: its position is taken from the first event heard, with no gap filled (the
@@ -45,16 +71,57 @@ pub(super) struct Subscriber {
     unstored: VecDeque<u64>,
 }
 
+/// An older connection on a stream, and the position it had been given when a newer one
+/// took over.
+#[derive(Debug)]
+struct Parked {
+    feed: feed::Subscriber,
+    position: u64,
+}
+
 impl Subscriber {
     pub(super) fn new(feed: feed::Subscriber, forwarded: u64) -> Self {
         Self {
-            feed,
+            feed: Some(feed),
+            parked: Vec::new(),
             forwarded,
             position_known: true,
             followed: true,
             on_feed: true,
             awaiting_announce: false,
             unstored: VecDeque::new(),
+        }
+    }
+
+    /// Whether the active connection is `id`.
+    fn is_active(&self, id: ActorId) -> bool {
+        self.feed.as_ref().is_some_and(|f| f.get_id() == id)
+    }
+
+    /// Parks the active connection behind the connections already parked, then closes
+    /// the oldest parked ones beyond `max_parked` (superseded).
+    fn park_active(&mut self, max_parked: usize) {
+        if let Some(feed) = self.feed.take() {
+            self.parked.push(Parked {
+                feed,
+                position: self.forwarded,
+            });
+        }
+        let excess = self.parked.len().saturating_sub(max_parked);
+        for old in self.parked.drain(..excess) {
+            old.feed.stop(Some(feed::SUPERSEDED.to_owned()));
+        }
+    }
+
+    /// Every connection of the stream, active first.
+    fn connections(&self) -> impl Iterator<Item = &feed::Subscriber> {
+        self.feed.iter().chain(self.parked.iter().map(|p| &p.feed))
+    }
+
+    /// Closes every connection at once, without the events queued for them.
+    fn stop_all(&self) {
+        for feed in self.connections() {
+            feed.stop(Some(feed::SUPERSEDED.to_owned()));
         }
     }
 }
@@ -75,11 +142,40 @@ impl<B: EventStore> StoreTables<B> {
         Self {
             backend,
             subscribers: HashMap::new(),
+            max_per_stream: DEFAULT_MAX_PER_STREAM,
         }
     }
 
-    /// Gives `event` to the local connection following its stream, in order: a duplicate
-    /// is skipped, and a gap is filled from the store first.
+    /// Sets `sse.max_connections_per_stream` (at least 1).
+    pub fn set_max_per_stream(&mut self, max: usize) {
+        self.max_per_stream = max.max(1);
+    }
+
+    /// Registers `new` as the active connection of `key`. On a request stream the
+    /// connections already there stay, parked; on the standalone stream they are closed.
+    pub(super) fn insert(&mut self, key: StreamKey, mut new: Subscriber) {
+        let Some(mut previous) = self.subscribers.remove(&key) else {
+            self.subscribers.insert(key, new);
+            return;
+        };
+        // A re-sent Subscribe from the same actor must not park or close itself.
+        let new_id = new.feed.as_ref().map(|f| f.get_id());
+        if new_id.is_some_and(|id| previous.is_active(id)) {
+            previous.feed = None;
+        }
+        if key.stream.is_standalone() {
+            // A stop, not a message: ractor handles it before the events already queued
+            // for the old connection, which the new one gets by replay.
+            previous.stop_all();
+        } else {
+            previous.park_active(self.max_per_stream - 1);
+            new.parked = previous.parked;
+        }
+        self.subscribers.insert(key, new);
+    }
+
+    /// Gives `event` to the connections following its stream, in order: a duplicate is
+    /// skipped, and a gap is filled from the store first.
     pub(super) async fn forward(&mut self, key: StreamKey, event: Event) {
         let Some(sub) = self.subscribers.get_mut(&key) else {
             return;
@@ -95,7 +191,8 @@ impl<B: EventStore> StoreTables<B> {
         }
         let mut batch = Vec::new();
         let mut skipped = 0;
-        if seq > forwarded + 1 {
+        // Parked connections wait only for the last event: no gap to fill for them.
+        if seq > forwarded + 1 && sub.feed.is_some() {
             match self.backend.replay_after(key, Some(forwarded)).await {
                 Ok(replay) if replay.outcome == ReplayOutcome::Complete => {
                     let (events, removed) = self.already_delivered_removed(key, replay.events);
@@ -157,32 +254,88 @@ impl<B: EventStore> StoreTables<B> {
         }
     }
 
-    /// Sends events after the subscriber's position, in order.
-    pub(super) async fn send_batch(&mut self, key: StreamKey, batch: Vec<Event>) {
-        let Some(sub) = self.subscribers.get_mut(&key) else {
-            return;
-        };
-        let mut ended = false;
-        for event in batch {
-            if event.id.seq <= sub.forwarded {
-                continue;
+    /// Sends events after the active connection's position, in order; the last event goes
+    /// to the parked connections too. An active connection found gone hands over to the
+    /// newest parked one, which gets what it missed from the store.
+    pub(super) async fn send_batch(&mut self, key: StreamKey, mut batch: Vec<Event>) {
+        loop {
+            let Some(sub) = self.subscribers.get_mut(&key) else {
+                return;
+            };
+            let mut gone = false;
+            for event in batch {
+                if event.id.seq <= sub.forwarded {
+                    continue;
+                }
+                sub.forwarded = event.id.seq;
+                if event.last {
+                    for parked in &sub.parked {
+                        let _ = parked.feed.send_message(Feed::Event(event.clone()));
+                    }
+                    if let Some(feed) = &sub.feed {
+                        let _ = feed.send_message(Feed::Event(event));
+                    }
+                    // Nothing more will be forwarded on this stream.
+                    self.drop_subscriber(key).await;
+                    return;
+                }
+                if let Some(feed) = &sub.feed
+                    && feed.send_message(Feed::Event(event)).is_err()
+                {
+                    gone = true;
+                    break;
+                }
             }
-            sub.forwarded = event.id.seq;
-            let last = event.last;
-            if sub.feed.send_message(Feed::Event(event)).is_err() || last {
-                ended = true;
-                break;
+            if !gone {
+                return;
+            }
+            match self.promote(key).await {
+                Some(missed) => batch = missed,
+                None => return,
             }
         }
-        if ended {
-            // Gone, or nothing more will be forwarded on this stream.
+    }
+
+    /// The active connection left: the newest parked one takes over and gets what it
+    /// missed (returned, to be sent); with none parked, the stream is no longer followed.
+    async fn promote(&mut self, key: StreamKey) -> Option<Vec<Event>> {
+        let sub = self.subscribers.get_mut(&key)?;
+        sub.feed = None;
+        let Some(next) = sub.parked.pop() else {
+            self.drop_subscriber(key).await;
+            return None;
+        };
+        sub.feed = Some(next.feed);
+        sub.forwarded = next.position;
+        sub.unstored.clear();
+        match self.backend.replay_after(key, Some(next.position)).await {
+            Ok(replay) if replay.outcome == ReplayOutcome::Complete => Some(replay.events),
+            _ => {
+                // What it missed cannot be read now: it resumes from the store.
+                if let Some(feed) = self.subscribers.get_mut(&key).and_then(|s| s.feed.take()) {
+                    let _ = feed.send_message(Feed::End(FeedEnd::Polling));
+                }
+                self.vacated(key).await;
+                None
+            }
+        }
+    }
+
+    /// Forgets the stream if nobody follows it any more.
+    async fn vacated(&mut self, key: StreamKey) {
+        if self
+            .subscribers
+            .get(&key)
+            .is_some_and(|s| s.feed.is_none() && s.parked.is_empty())
+        {
             self.drop_subscriber(key).await;
         }
     }
 
     /// Delivers an event the backend could not store to the stream's connection, live
-    /// only. `unconfirmed`: the append may still have been stored, so it is remembered and
-    /// not delivered again if a gap fill reads it back.
+    /// only (the last one to the parked connections too). `unconfirmed`: the append may
+    /// still have been stored, so it is remembered and not delivered again if a gap fill
+    /// reads it back.
     pub(super) async fn deliver_unstored(
         &mut self,
         key: StreamKey,
@@ -199,51 +352,77 @@ impl<B: EventStore> StoreTables<B> {
             }
             sub.unstored.push_back(payload_hash(&payload));
         }
-        if sub
-            .feed
-            .send_message(Feed::Unstored { payload, last })
-            .is_err()
-            || last
-        {
+        if last {
+            for feed in sub.connections() {
+                let payload = payload.clone();
+                let _ = feed.send_message(Feed::Unstored { payload, last });
+            }
             self.drop_subscriber(key).await;
+            return;
+        }
+        let sent = sub
+            .feed
+            .as_ref()
+            .is_none_or(|feed| feed.send_message(Feed::Unstored { payload, last }).is_ok());
+        if !sent {
+            // Unstored events cannot be replayed to a successor: it resumes from the store.
+            sub.feed = None;
+            if let Some(missed) = self.promote(key).await {
+                self.send_batch(key, missed).await;
+            }
         }
     }
 
-    /// Forgets the stream's connection and stops hearing of the stream.
+    /// Forgets the stream's connections and stops hearing of the stream.
     pub(super) async fn drop_subscriber(&mut self, key: StreamKey) {
         if self.subscribers.remove(&key).is_some_and(|sub| sub.on_feed) {
             self.backend.unfollow(key).await;
         }
     }
 
-    /// Drops `subscriber` if it still follows `key` (a newer connection may have
-    /// superseded it).
+    /// `subscriber` left the stream: if it was the active connection, the newest parked
+    /// one takes over.
     pub(super) async fn unsubscribe(&mut self, key: StreamKey, subscriber: ActorId) {
-        if self
-            .subscribers
-            .get(&key)
-            .is_some_and(|s| s.feed.get_id() == subscriber)
-        {
-            self.drop_subscriber(key).await;
+        let Some(sub) = self.subscribers.get_mut(&key) else {
+            return;
+        };
+        if sub.is_active(subscriber) {
+            if let Some(missed) = self.promote(key).await {
+                self.send_batch(key, missed).await;
+            }
+            return;
         }
+        sub.parked.retain(|p| p.feed.get_id() != subscriber);
+        self.vacated(key).await;
     }
 
-    /// Tells the stream's connection to close; true if one was open.
+    /// Tells the stream's connections to close; true if one was open.
     pub(super) async fn close_subscriber(&mut self, key: StreamKey, end: FeedEnd) -> bool {
-        let open = self
-            .subscribers
-            .get(&key)
-            .is_some_and(|sub| sub.feed.send_message(Feed::End(end)).is_ok());
+        // Every connection is told, so no short-circuiting.
+        let told = self.subscribers.get(&key).map_or(0, |sub| {
+            sub.connections()
+                .filter(|feed| feed.send_message(Feed::End(end)).is_ok())
+                .count()
+        });
         self.drop_subscriber(key).await;
-        open
+        told > 0
     }
 
-    /// Stops the stream's connection: a newer one (on another replica) took over.
+    /// A newer connection on another replica took over the stream: the local active one is
+    /// parked (a request stream) or stopped (the standalone stream).
     pub(super) async fn supersede(&mut self, key: StreamKey) {
-        if let Some(sub) = self.subscribers.get(&key) {
-            sub.feed.stop(Some(feed::SUPERSEDED.to_owned()));
+        let max_parked = self.max_per_stream - 1;
+        let Some(sub) = self.subscribers.get_mut(&key) else {
+            return;
+        };
+        if key.stream.is_standalone() {
+            sub.stop_all();
+            self.drop_subscriber(key).await;
+            return;
         }
-        self.drop_subscriber(key).await;
+        // Still followed, so that the parked connections hear the last event.
+        sub.park_active(max_parked);
+        self.vacated(key).await;
     }
 
     /// Closes every connection of `session` (it ended).
@@ -386,5 +565,93 @@ mod tests {
         tables.forward(key, last.event).await;
         assert_eq!(next_seq(&mut rx).await, Some(2));
         assert!(tables.subscribers.is_empty());
+    }
+
+    async fn append(tables: &mut StoreTables<MemoryStore>, key: StreamKey, last: bool) -> Event {
+        let nonce = rand_nonce();
+        match tables
+            .backend
+            .append(key, Bytes::from_static(b"{}"), last, nonce)
+            .await
+        {
+            Ok(appended) => appended.event,
+            Err(e) => panic!("append: {e}"),
+        }
+    }
+
+    fn rand_nonce() -> u64 {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static NEXT: AtomicU64 = AtomicU64::new(1 << 32);
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// True once the sink behind `rx` stopped (its sender went with its state).
+    async fn stopped(rx: &mut mpsc::UnboundedReceiver<Feed>) -> bool {
+        matches!(
+            tokio::time::timeout(Duration::from_secs(5), rx.recv()).await,
+            Ok(None)
+        )
+    }
+
+    #[tokio::test]
+    async fn an_older_connection_is_parked_and_gets_only_the_last_event() {
+        let (mut tables, key, _) = tables_with(2).await;
+        let (older, mut older_rx) = sink().await;
+        let (newer, mut newer_rx) = sink().await;
+        tables.insert(key, Subscriber::new(older, 2));
+        tables.insert(key, Subscriber::new(newer, 2));
+        let third = append(&mut tables, key, false).await;
+        tables.forward(key, third).await;
+        assert_eq!(next_seq(&mut newer_rx).await, Some(3));
+        let last = append(&mut tables, key, true).await;
+        tables.forward(key, last).await;
+        assert_eq!(next_seq(&mut newer_rx).await, Some(4));
+        assert_eq!(next_seq(&mut older_rx).await, Some(4), "the response only");
+        assert!(tables.subscribers.is_empty());
+    }
+
+    #[tokio::test]
+    async fn when_the_active_connection_leaves_the_newest_parked_one_takes_over() {
+        let (mut tables, key, _) = tables_with(2).await;
+        let (oldest, mut oldest_rx) = sink().await;
+        let (older, mut older_rx) = sink().await;
+        let (newer, _newer_rx) = sink().await;
+        let newer_id = newer.get_id();
+        tables.insert(key, Subscriber::new(oldest, 2));
+        tables.insert(key, Subscriber::new(older, 2));
+        tables.insert(key, Subscriber::new(newer, 2));
+        let third = append(&mut tables, key, false).await;
+        tables.forward(key, third).await;
+        tables.unsubscribe(key, newer_id).await;
+        assert_eq!(next_seq(&mut older_rx).await, Some(3), "what it missed");
+        let fourth = append(&mut tables, key, false).await;
+        tables.forward(key, fourth).await;
+        assert_eq!(next_seq(&mut older_rx).await, Some(4));
+        assert!(oldest_rx.try_recv().is_err(), "still parked");
+    }
+
+    #[tokio::test]
+    async fn past_the_cap_the_oldest_parked_connection_is_closed() {
+        let (mut tables, key, _) = tables_with(1).await;
+        tables.set_max_per_stream(2);
+        let (a, mut a_rx) = sink().await;
+        let (b, mut b_rx) = sink().await;
+        let (c, _c_rx) = sink().await;
+        for feed in [a, b, c] {
+            tables.insert(key, Subscriber::new(feed, 1));
+        }
+        assert!(stopped(&mut a_rx).await, "the oldest is superseded");
+        assert!(b_rx.try_recv().is_err(), "the next is parked");
+    }
+
+    #[tokio::test]
+    async fn on_the_standalone_stream_a_newer_connection_closes_the_older() {
+        let (mut tables, _, _) = tables_with(0).await;
+        let key = StreamKey::new(SessionId::random(), StreamNo::STANDALONE);
+        let (older, mut older_rx) = sink().await;
+        let (newer, _newer_rx) = sink().await;
+        tables.insert(key, Subscriber::new(older, 0));
+        tables.insert(key, Subscriber::new(newer, 0));
+        assert!(stopped(&mut older_rx).await);
     }
 }

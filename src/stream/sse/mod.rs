@@ -1,7 +1,12 @@
-//! Server-Sent Events framing: pure functions from values to wire bytes.
+//! Server-Sent Events framing: pure functions from values to wire bytes; [`parse`] reads
+//! them back.
 //!
 //! Every frame is built with one allocation sized up front, because frames are built once
 //! per event per connection on the hot path.
+
+pub mod parse;
+
+pub use parse::{Block, ParseError, Parser};
 
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -51,14 +56,8 @@ pub fn retry(retry: Duration) -> Bytes {
 /// ignored by every SSE parser.
 pub fn comment(text: &str) -> Bytes {
     let mut out = String::with_capacity(text.len() + 4);
-    for line in text.lines() {
-        out.push_str(": ");
-        out.push_str(line);
-        out.push('\n');
-    }
-    if text.is_empty() {
-        out.push_str(":\n");
-    }
+    // A CR ends a line in SSE too: left inside a comment, it would start a field.
+    push_lines(&mut out, ": ", text);
     out.push('\n');
     Bytes::from(out)
 }
@@ -71,13 +70,18 @@ fn push_id(out: &mut String, id: Option<&EventId>) {
     }
 }
 
-/// Writes `data` as `data:` lines. SSE ends a line at CR, LF or CRLF, so each becomes a
-/// line break here; compact JSON has none, so this is one line in practice. The breaks are
-/// found byte by byte (they are ASCII, so never inside a character).
+/// Writes `data` as `data:` lines.
 fn push_data(out: &mut String, data: &str) {
-    let mut rest = data;
+    push_lines(out, "data: ", data);
+}
+
+/// Writes each line of `text` after `prefix`. SSE ends a line at CR, LF or CRLF, so each
+/// becomes a line break here; compact JSON has none, so this is one line in practice. The
+/// breaks are found byte by byte (they are ASCII, so never inside a character).
+fn push_lines(out: &mut String, prefix: &str, text: &str) {
+    let mut rest = text;
     loop {
-        out.push_str("data: ");
+        out.push_str(prefix);
         match rest.bytes().position(|b| b == b'\n' || b == b'\r') {
             Some(i) => {
                 out.push_str(&rest[..i]);
@@ -124,8 +128,9 @@ mod tests {
             ),
             (retry(Duration::from_millis(250)), "retry: 250\n\n"),
             (comment("ping"), ": ping\n\n"),
-            (comment(""), ":\n\n"),
+            (comment(""), ": \n\n"),
             (comment("a\nb"), ": a\n: b\n\n"),
+            (comment("a\rdata: x"), ": a\n: data: x\n\n"),
         ];
         for (got, want) in cases {
             assert_eq!(std::str::from_utf8(&got).ok(), Some(want));
