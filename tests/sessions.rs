@@ -358,9 +358,11 @@ async fn requests_abandoned_mid_flight_release_their_hold() {
     server.shutdown().await;
 }
 
+/// A resume holds a slot while it is open, like any stream: 100 concurrent resumes of one
+/// large stream once each replayed it in full.
 #[tokio::test]
-async fn resuming_a_running_requests_stream_takes_no_extra_slot() {
-    let server = TestServer::start(|c| c.server.max_open_per_session = 2).await;
+async fn every_open_resume_counts_against_max_open_per_session() {
+    let server = TestServer::start(|c| c.server.max_open_per_session = 3).await;
     let mut client = server.client();
     client.initialize().await;
     let mut call = client
@@ -372,16 +374,24 @@ async fn resuming_a_running_requests_stream_takes_no_extra_slot() {
         .await;
     let priming = call.next().await.and_then(|f| f.id).unwrap_or_default();
     drop(call);
-    for _ in 0..3 {
+    let mut open = Vec::new();
+    for _ in 0..2 {
         let mut resumed = client.resume(&priming).await;
         assert!(resumed.next().await.is_some());
+        open.push(resumed);
     }
-    let _standalone = client.resume("none").await;
+    let refused = Client::send(client.get(Some(&priming))).await;
     assert_eq!(
-        Client::send(ping(&client)).await.status(),
+        refused.status(),
         429,
-        "the two slots: call + standalone"
+        "the call and two resumes fill the three slots"
     );
+    drop(open);
+    // Closed resumes give their slots back.
+    eventually("the resumes' slots to be free", || async {
+        (Client::send(client.get(Some(&priming))).await.status() == 200).then_some(())
+    })
+    .await;
     server.shutdown().await;
 }
 

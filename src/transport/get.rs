@@ -94,24 +94,15 @@ async fn open(
     };
     span.record("stream", key.stream.0);
 
-    // The standalone stream counts against the session's open requests and streams. A
-    // POST stream being resumed does not: its request already counts while it runs.
+    // Every open stream counts against the session's open requests and streams, a resume
+    // too: otherwise one client could open any number of replays of one large stream.
     let create = key.stream.is_standalone();
-    let (touched, hold) = if create {
-        let (touched, hold) = inner
-            .sessions
-            .hold(session, false, None)
-            .await
-            .map_err(session_rejection)?;
-        (touched, Some(hold))
-    } else {
-        let touched = inner
-            .sessions
-            .touch(session)
-            .await
-            .map_err(session_rejection)?;
-        (touched, None)
-    };
+    let (touched, hold) = inner
+        .sessions
+        .hold(session, false, None)
+        .await
+        .map_err(session_rejection)?;
+    let hold = Some(hold);
     let version = touched.protocol_version;
     span.record("mcp.protocol.version", version.as_str());
     match state
