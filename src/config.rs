@@ -212,6 +212,13 @@ pub struct SseConfig {
     /// Frames buffered per connection before the client counts as too slow and the
     /// connection is closed (it resumes from the store). Default 256.
     pub stream_buffer: usize,
+    /// Bytes buffered per connection, within `stream_buffer` frames. A replay is written
+    /// as the client reads it, within this budget; a live event that does not fit (or
+    /// live events waiting behind a replay past it) make the client too slow: the
+    /// connection is closed and the client resumes from the store. One event larger than
+    /// the budget still goes out alone. Default 256 KiB. Without it, a resume of a 16 MiB
+    /// stream that the client does not read held all 16 MiB in frames.
+    pub stream_buffer_bytes: usize,
     /// Most connections following one request stream on a replica. A newer connection
     /// becomes the active one; older ones are parked and get only the stream's last event
     /// (the response). Past this many, the oldest parked one is closed with a `retry:`
@@ -237,6 +244,7 @@ impl Default for SseConfig {
             cleanup_interval: Duration::from_secs(300),
             enable_replay: true,
             stream_buffer: 256,
+            stream_buffer_bytes: 256 * 1024,
             max_connections_per_stream: 4,
         }
     }
@@ -592,6 +600,9 @@ impl Config {
         }
         if s.max_connections_per_stream == 0 {
             return invalid("sse.max_connections_per_stream", "must be at least 1");
+        }
+        if s.stream_buffer_bytes == 0 {
+            return invalid("sse.stream_buffer_bytes", "must be at least 1");
         }
         if s.stream_buffer == 0 {
             return invalid("sse.stream_buffer", "must be at least 1");

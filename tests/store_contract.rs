@@ -151,6 +151,33 @@ async fn replays_exactly_the_events_after_the_position(maker: Maker) {
     assert_eq!(store.positions(key.session).await, [(StreamNo(1), 10)]);
 }
 
+async fn a_replay_is_read_a_page_at_a_time(maker: Maker) {
+    let mut store = maker.store(retention(100)).await;
+    let key = StreamKey::new(SessionId::random(), StreamNo(1));
+    store.open_session(key.session).await;
+    fill(&mut store, key, 1..=10).await;
+    let mut read = Vec::new();
+    let mut after = 0;
+    loop {
+        let page = store
+            .replay_page(key, Some(after), 4)
+            .await
+            .unwrap_or_else(|e| panic!("page after {after}: {e}"));
+        assert!(page.events.len() <= 4, "at most a page");
+        assert_eq!(page.position, 10, "the stream's end, whatever the page");
+        read.extend(payloads(&page));
+        match page.events.last() {
+            Some(last) if last.id.seq < page.position => after = last.id.seq,
+            _ => break,
+        }
+    }
+    let all: Vec<String> = (1..=10).map(|i| format!("e{i}")).collect();
+    assert_eq!(read, all);
+    let opened = StreamKey::new(key.session, StreamNo(2));
+    let empty = store.open_and_replay(opened, Some(0), 4).await;
+    assert!(empty.is_ok_and(|r| r.events.is_empty() && r.position == 0));
+}
+
 async fn streams_and_sessions_are_isolated(maker: Maker) {
     let mut store = maker.store(retention(100)).await;
     let s = SessionId::random();
@@ -443,6 +470,7 @@ macro_rules! contract {
 contract!(
     a_resent_append_is_stored_once,
     replays_exactly_the_events_after_the_position,
+    a_replay_is_read_a_page_at_a_time,
     streams_and_sessions_are_isolated,
     the_session_cap_evicts_oldest_first_and_reports_the_gap,
     the_byte_budget_evicts_oldest_first_but_keeps_the_newest,

@@ -268,3 +268,51 @@ async fn clients_before_2025_11_25_get_no_priming_event_and_no_idle_close_before
     assert_eq!(t.result_text().as_deref(), Some("streamed 2 events"));
     server.shutdown().await;
 }
+
+/// A replay much larger than the connection's buffer (8 frames, 16 KiB) is written as the
+/// client reads it, a page at a time: all of it arrives, in order, and the connection is
+/// not cut as too slow. Before, a replay was queued whole and overflowed the buffer.
+#[tokio::test]
+async fn a_replay_larger_than_the_buffer_is_paced_by_the_reader() {
+    use otpmcp::telemetry::metrics::{CONNECTIONS_CUT, Cut};
+    let server = TestServer::start(|c| {
+        c.sse.stream_buffer = 8;
+        c.sse.stream_buffer_bytes = 16 * 1024;
+    })
+    .await;
+    let mut client = server.client();
+    client.initialize().await;
+    let count = 9_000;
+    let mut call = client
+        .call_stream(
+            "stream_events",
+            json!({"count": count, "interval_ms": 0}),
+            Some("t"),
+        )
+        .await;
+    let first = call.next().await.and_then(|f| f.id).unwrap_or_default();
+    drop(call);
+    server
+        .wait_for_response_stored(client.session_id(), 1, count)
+        .await;
+    let cut = || {
+        CONNECTIONS_CUT
+            .each()
+            .find(|(cut, _)| *cut == Cut::SlowConsumer)
+            .map_or(0, |(_, n)| n)
+    };
+    let before = cut();
+    let mut t = Transcript::default();
+    let mut resumed = client.resume(&first).await;
+    for f in resumed.rest().await {
+        t.add(&f);
+    }
+    assert_eq!(
+        t.progress,
+        (1..=count).collect::<Vec<u64>>(),
+        "every event, in order"
+    );
+    assert_eq!(t.result_text().as_deref(), Some("streamed 9000 events"));
+    assert_eq!(cut(), before, "not cut as a slow consumer");
+    server.shutdown().await;
+}

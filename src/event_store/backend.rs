@@ -20,6 +20,16 @@ pub enum Backend {
     Redis(Box<RedisStore>),
 }
 
+impl Backend {
+    /// In Redis through `redis`, sessions kept there for `session_ttl`; in memory without.
+    pub fn new(redis: Option<super::redis::RedisLink>, session_ttl: Duration) -> Self {
+        match redis {
+            Some(link) => Self::Redis(Box::new(RedisStore::new(link, session_ttl))),
+            None => Self::Memory(MemoryStore::default()),
+        }
+    }
+}
+
 impl Default for Backend {
     fn default() -> Self {
         Self::Memory(MemoryStore::default())
@@ -63,16 +73,18 @@ impl EventStore for Backend {
         &mut self,
         key: StreamKey,
         after: Option<u64>,
+        max: usize,
     ) -> Result<Replay, StoreError> {
-        each!(self, s => s.open_and_replay(key, after).await)
+        each!(self, s => s.open_and_replay(key, after, max).await)
     }
 
-    async fn replay_after(
+    async fn replay_page(
         &mut self,
         key: StreamKey,
         after: Option<u64>,
+        max: usize,
     ) -> Result<Replay, StoreError> {
-        each!(self, s => s.replay_after(key, after).await)
+        each!(self, s => s.replay_page(key, after, max).await)
     }
 
     async fn forget_session(&mut self, session: SessionId) {

@@ -336,6 +336,17 @@ impl MemoryStore {
         after: Option<u64>,
         now: Instant,
     ) -> Result<Replay, StoreError> {
+        self.replay_page_at(key, after, usize::MAX, now)
+    }
+
+    /// [`EventStore::replay_page`] at time `now`.
+    pub fn replay_page_at(
+        &mut self,
+        key: StreamKey,
+        after: Option<u64>,
+        max: usize,
+        now: Instant,
+    ) -> Result<Replay, StoreError> {
         self.expire(key.session, now);
         let retention = self.retention;
         let log = self
@@ -383,6 +394,7 @@ impl MemoryStore {
         replay.events = log
             .events
             .range(skip..)
+            .take(max)
             .map(|e| Event {
                 id: key.event_id(e.seq),
                 payload: e.payload.clone(),
@@ -439,12 +451,13 @@ impl EventStore for MemoryStore {
         self.append_at(key, payload, last, nonce, Instant::now())
     }
 
-    async fn replay_after(
+    async fn replay_page(
         &mut self,
         key: StreamKey,
         after: Option<u64>,
+        max: usize,
     ) -> Result<Replay, StoreError> {
-        self.replay_after_at(key, after, Instant::now())
+        self.replay_page_at(key, after, max, Instant::now())
     }
 
     async fn complete_stream(&mut self, key: StreamKey) {

@@ -98,6 +98,10 @@ impl ReplayOutcome {
     }
 }
 
+/// Events a connection is given at a time when it resumes: the rest of its replay is read
+/// as its client takes these, so a resume of a long stream holds a page, not the stream.
+pub const REPLAY_PAGE: usize = 256;
+
 /// The answer to [`EventStore::replay_after`].
 #[derive(Debug, Clone)]
 pub struct Replay {
@@ -221,26 +225,40 @@ pub trait EventStore: Send + Default + 'static {
     /// may be appended and a resume replays what there is, then closes.
     fn complete_stream(&mut self, key: StreamKey) -> impl Future<Output = ()> + Send;
 
-    /// [`EventStore::open_stream`] then [`EventStore::replay_after`]; a backend that can
+    /// [`EventStore::open_stream`] then [`EventStore::replay_page`]; a backend that can
     /// do both in one step (one round trip to Redis) overrides it.
     fn open_and_replay(
         &mut self,
         key: StreamKey,
         after: Option<u64>,
+        max: usize,
     ) -> impl Future<Output = Result<Replay, StoreError>> + Send {
         async move {
             self.open_stream(key).await?;
-            self.replay_after(key, after).await
+            self.replay_page(key, after, max).await
         }
     }
 
-    /// Events of `key` strictly after position `after`, oldest first. With `after = None`
-    /// nothing is replayed; only the stream's current end is reported.
+    /// Events of `key` strictly after position `after`, oldest first, at most `max` of
+    /// them: when fewer than the stream holds, the last one returned is before
+    /// [`Replay::position`] and the rest is read by asking again after it. With
+    /// `after = None` nothing is replayed; only the stream's current end is reported.
+    fn replay_page(
+        &mut self,
+        key: StreamKey,
+        after: Option<u64>,
+        max: usize,
+    ) -> impl Future<Output = Result<Replay, StoreError>> + Send;
+
+    /// Every event of `key` strictly after `after` ([`EventStore::replay_page`] without a
+    /// bound).
     fn replay_after(
         &mut self,
         key: StreamKey,
         after: Option<u64>,
-    ) -> impl Future<Output = Result<Replay, StoreError>> + Send;
+    ) -> impl Future<Output = Result<Replay, StoreError>> + Send {
+        self.replay_page(key, after, usize::MAX)
+    }
 
     /// Drops everything of `session`.
     fn forget_session(&mut self, session: SessionId) -> impl Future<Output = ()> + Send;

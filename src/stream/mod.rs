@@ -12,28 +12,27 @@
 //! client reconnects and resumes on its own.
 
 pub mod body;
+pub mod pipe;
 pub mod sse;
+mod state;
 
 use crate::telemetry::metrics::{
-    CONNECTIONS_CUT, Cut, EVENTS_REPLAYED, REPLAYS, ReplayResult, STREAMS_OPEN, StreamKind, Tracked,
+    CONNECTIONS_CUT, Cut, EVENTS_REPLAYED, REPLAYS, ReplayResult, STREAMS_OPEN, StreamKind,
 };
 use std::fmt;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
-use tokio::sync::mpsc;
-use tokio::task::AbortHandle;
+use tracing::Instrument;
 
-use crate::event_store::{Event, EventStoreHandle, Feed, FeedEnd, ReplayOutcome, StoreCallError};
+use crate::event_store::{EventStoreHandle, Feed, FeedEnd, ReplayOutcome, StoreCallError};
 use crate::ids::StreamKey;
 use crate::session::SessionHold;
 
 pub use body::SseBody;
-
-/// Replayed frames are coalesced into writes of about this size, so a long replay neither
-/// fills the bounded buffer frame by frame nor becomes one huge allocation.
-const REPLAY_CHUNK: usize = 64 * 1024;
+pub use pipe::{PipeTx, pipe};
+pub use state::StreamState;
 
 /// Why a stream actor stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,6 +111,8 @@ pub enum StreamMsg {
     IdleCheck,
     /// The HTTP body was dropped.
     ClientGone,
+    /// The body took enough of what was queued: the rest of a replay can follow.
+    Drained,
     /// Close on purpose, with a `retry:` hint where it applies.
     Close(CloseReason),
 }
@@ -125,6 +126,7 @@ impl StreamMsg {
             Self::Ping => "ping",
             Self::IdleCheck => "idle_check",
             Self::ClientGone => "client_gone",
+            Self::Drained => "drained",
             Self::Close(_) => "close",
         }
     }
@@ -166,6 +168,9 @@ pub struct StreamSettings {
     /// Close the stream after `idle` without events. Not for a POST stream of a client
     /// older than 2025-11-25: it does not poll back, so it would lose the response.
     pub close_idle: bool,
+    /// The pipe's byte budget (`stream_buffer_bytes`): also the most live events may wait
+    /// behind a replay.
+    pub buffer_bytes: usize,
 }
 
 /// Start-up arguments of a stream actor.
@@ -178,7 +183,7 @@ pub struct StreamArgs {
     /// Create the stream if the store does not know it (new POST and GET streams).
     pub create: bool,
     /// The bounded buffer toward the HTTP body.
-    pub tx: mpsc::Sender<Bytes>,
+    pub tx: PipeTx,
     /// The event store.
     pub store: EventStoreHandle,
     /// Timings.
@@ -191,78 +196,9 @@ pub struct StreamArgs {
     pub kind: StreamKind,
 }
 
-/// Running state of a stream actor.
-#[derive(Debug)]
-pub struct StreamState {
-    key: StreamKey,
-    /// `None` once closed. Released explicitly, not left to drop: ractor hands a stopped
-    /// actor's state to its supervisor inside the exit event, so anything left here would
-    /// live on (keeping the HTTP body open) until the listener reads that event.
-    tx: Option<mpsc::Sender<Bytes>>,
-    store: EventStoreHandle,
-    settings: StreamSettings,
-    span: tracing::Span,
-    /// Position of the last event written; live events at or before it are duplicates of
-    /// the replay and skipped.
-    position: u64,
-    last_activity: Instant,
-    exit: Option<CloseReason>,
-    subscribed: bool,
-    ping_timer: Option<AbortHandle>,
-    idle_timer: Option<AbortHandle>,
-    hold: Option<SessionHold>,
-    /// Events written without being stored (the store's backend was down).
-    unstored: u64,
-    /// Counts in `otpmcp_streams_open` until released.
-    open: Option<Tracked>,
-}
-
 /// The stream actor.
 #[derive(Debug, Default)]
 pub struct StreamActor;
-
-impl StreamState {
-    fn write(&mut self, frame: Bytes) -> Result<(), CloseReason> {
-        let Some(tx) = &self.tx else {
-            return Err(CloseReason::ClientGone);
-        };
-        tx.try_send(frame).map_err(|e| match e {
-            mpsc::error::TrySendError::Full(_) => CloseReason::SlowConsumer,
-            mpsc::error::TrySendError::Closed(_) => CloseReason::ClientGone,
-        })
-    }
-
-    fn frame(&self, event: &Event) -> Bytes {
-        sse::message(self.settings.with_ids.then_some(&event.id), &event.payload)
-    }
-
-    fn deliver(&mut self, event: &Event) -> Result<(), CloseReason> {
-        if event.id.seq <= self.position {
-            return Ok(());
-        }
-        self.write(self.frame(event))?;
-        self.position = event.id.seq;
-        self.last_activity = Instant::now();
-        if event.last {
-            return Err(CloseReason::Completed);
-        }
-        Ok(())
-    }
-}
-
-impl StreamState {
-    fn deliver_unstored(&mut self, payload: &[u8], last: bool) -> Result<(), CloseReason> {
-        self.write(sse::message(None, payload))?;
-        self.last_activity = Instant::now();
-        self.unstored += 1;
-        self.span.record("unstored_events", self.unstored);
-        tracing::debug!(parent: &self.span, "event delivered live but not stored; it cannot be replayed");
-        if last {
-            return Err(CloseReason::Completed);
-        }
-        Ok(())
-    }
-}
 
 /// Why a stream could not start.
 #[derive(Debug, thiserror::Error)]
@@ -294,23 +230,19 @@ impl Actor for StreamActor {
         if replay.outcome == ReplayOutcome::OutsideWindow {
             tracing::warn!(parent: &span, "Last-Event-ID is older than the replay window; live only");
         }
-        let mut state = StreamState {
+        let kind = args.kind;
+        let mut state = StreamState::new(state::Parts {
             key: args.key,
-            tx: Some(args.tx),
+            tx: args.tx,
+            budget: args.settings.buffer_bytes,
             store: args.store,
             settings: args.settings,
             span,
-            position: 0,
-            last_activity: Instant::now(),
-            exit: None,
-            subscribed: !replay.completed,
-            ping_timer: None,
-            idle_timer: None,
             hold: args.hold,
-            unstored: 0,
-            open: Some(STREAMS_OPEN.track(args.kind)),
-        };
-        if args.kind == StreamKind::Resume {
+            open: STREAMS_OPEN.track(kind),
+        });
+        state.subscribed = !replay.completed;
+        if kind == StreamKind::Resume {
             EVENTS_REPLAYED.add(missed as u64);
             let result = match replay.outcome {
                 ReplayOutcome::Complete => Some(ReplayResult::Complete),
@@ -329,38 +261,22 @@ impl Actor for StreamActor {
             _ => replay.position,
         };
         let priming_id = args.key.event_id(resume_from);
-        let mut chunk = BytesMut::new();
+        let mut opening = BytesMut::new();
         if state.settings.priming {
-            chunk.extend_from_slice(&sse::priming(
+            opening.extend_from_slice(&sse::priming(
                 state.settings.with_ids.then_some(&priming_id),
                 state.settings.retry,
             ));
         }
         if let ReplayOutcome::Truncated { missing } = replay.outcome {
-            chunk.extend_from_slice(&sse::comment(&format!(
+            opening.extend_from_slice(&sse::comment(&format!(
                 "otpmcp: {missing} events were evicted before this replay"
             )));
         }
         state.position = resume_from;
-        let mut outcome = Ok(());
-        for event in &replay.events {
-            chunk.extend_from_slice(&state.frame(event));
-            state.position = event.id.seq;
-            if chunk.len() >= REPLAY_CHUNK {
-                outcome = state.write(chunk.split().freeze());
-                if outcome.is_err() {
-                    break;
-                }
-            }
-        }
-        if outcome.is_ok() && !chunk.is_empty() {
-            outcome = state.write(chunk.freeze());
-        }
-        state.exit = match outcome {
-            Err(reason) => Some(reason),
-            Ok(()) if replay.completed => Some(CloseReason::Completed),
-            Ok(()) => None,
-        };
+        let finish = replay.completed.then_some(CloseReason::Completed);
+        let started = state.start(opening.freeze(), replay, finish);
+        state.exit = read_pages(&mut state, started).await.err();
         if state.exit.is_none() {
             let keepalive = state.settings.keepalive;
             let ping = myself.send_interval(keepalive, || StreamMsg::Ping);
@@ -394,28 +310,13 @@ impl Actor for StreamActor {
         if state.exit.is_some() {
             return Ok(());
         }
-        let _span =
-            tracing::debug_span!(parent: &state.span, "stream.handle", msg = msg.name()).entered();
+        let span = tracing::debug_span!(parent: &state.span, "stream.handle", msg = msg.name());
         let result = match msg {
-            StreamMsg::Feed(Feed::Event(event)) => state.deliver(&event),
-            StreamMsg::Feed(Feed::Unstored { payload, last }) => {
-                state.deliver_unstored(&payload, last)
+            StreamMsg::Drained => {
+                let pumped = span.in_scope(|| state.pump());
+                read_pages(state, pumped).instrument(span).await
             }
-            StreamMsg::Feed(Feed::End(end)) => Err(end.into()),
-            StreamMsg::Ping => state.write(sse::comment("ping")),
-            StreamMsg::IdleCheck => {
-                let idle = state.last_activity.elapsed();
-                let limit = state.settings.idle_timeout;
-                if idle >= limit {
-                    Err(CloseReason::IdleTimeout)
-                } else {
-                    let timer = myself.send_after(limit - idle, || StreamMsg::IdleCheck);
-                    state.idle_timer = Some(timer.abort_handle());
-                    Ok(())
-                }
-            }
-            StreamMsg::ClientGone => Err(CloseReason::ClientGone),
-            StreamMsg::Close(reason) => Err(reason),
+            other => span.in_scope(|| handle_now(&myself, state, other)),
         };
         if let Err(reason) = result {
             close(&myself, state, reason);
@@ -446,9 +347,52 @@ impl Actor for StreamActor {
             state.span.record("close_reason", reason.as_str());
             state.exit = Some(reason);
         }
-        release(state);
+        state.release();
         Ok(())
     }
+}
+
+/// What a message other than [`StreamMsg::Drained`] does, at once.
+fn handle_now(
+    myself: &ActorRef<StreamMsg>,
+    state: &mut StreamState,
+    msg: StreamMsg,
+) -> Result<(), CloseReason> {
+    match msg {
+        StreamMsg::Feed(Feed::Event(event)) => state.deliver(event),
+        StreamMsg::Feed(Feed::Unstored { payload, last }) => state.deliver_unstored(payload, last),
+        StreamMsg::Feed(Feed::End(end)) => state.end(end.into()),
+        StreamMsg::Ping => state.ping(),
+        StreamMsg::Drained => state.pump(),
+        StreamMsg::IdleCheck => {
+            let idle = state.last_activity.elapsed();
+            let limit = state.settings.idle_timeout;
+            if idle >= limit {
+                Err(CloseReason::IdleTimeout)
+            } else {
+                let timer = myself.send_after(limit - idle, || StreamMsg::IdleCheck);
+                state.idle_timer = Some(timer.abort_handle());
+                Ok(())
+            }
+        }
+        StreamMsg::ClientGone => Err(CloseReason::ClientGone),
+        StreamMsg::Close(reason) => Err(reason),
+    }
+}
+
+/// Reads the replay's next pages from the store while the connection has room for them.
+/// The actor waits meanwhile: the feed's messages queue behind, in order.
+async fn read_pages(
+    state: &mut StreamState,
+    mut pumped: Result<(), CloseReason>,
+) -> Result<(), CloseReason> {
+    while pumped.is_ok()
+        && let Some(after) = state.page_wanted()
+    {
+        let page = state.store.read_page(state.key, after).await;
+        pumped = state.add_page(page);
+    }
+    pumped
 }
 
 fn close(myself: &ActorRef<StreamMsg>, state: &mut StreamState, reason: CloseReason) {
@@ -464,14 +408,6 @@ fn close(myself: &ActorRef<StreamMsg>, state: &mut StreamState, reason: CloseRea
     }
     state.span.record("close_reason", reason.as_str());
     tracing::debug!(parent: &state.span, reason = reason.as_str(), position = state.position, "stream closed");
-    release(state);
+    state.release();
     myself.stop(Some(reason.as_str().to_owned()));
-}
-
-/// Ends the HTTP body, lets the session expire again and ends the stream's span.
-fn release(state: &mut StreamState) {
-    state.tx = None;
-    state.hold = None;
-    state.open = None;
-    state.span = tracing::Span::none();
 }

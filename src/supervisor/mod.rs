@@ -19,9 +19,7 @@ use crate::cluster::{LeaseKeeper, Leases};
 use crate::config::Config;
 use crate::event_store::actor::{StoreArgs, StoreTables};
 use crate::event_store::redis::RedisLink;
-use crate::event_store::{
-    Backend, EventStoreActor, EventStoreHandle, MemoryStore, RedisStore, Retention, StoreMsg,
-};
+use crate::event_store::{Backend, EventStoreActor, EventStoreHandle, Retention, StoreMsg};
 use crate::rt::heir::{Heir, lend};
 use crate::rt::intensity::Intensity;
 use crate::rt::slot::{Slot, SlotWriter};
@@ -168,14 +166,9 @@ impl SupervisorState {
         EventStoreHandle::new(self.store_slot.clone())
     }
 
-    fn new_backend(&self) -> Backend {
-        match &self.redis {
-            Some(link) => Backend::Redis(Box::new(RedisStore::new(
-                link.clone(),
-                self.config.server.session_timeout,
-            ))),
-            None => Backend::Memory(MemoryStore::default()),
-        }
+    fn new_tables(&self) -> StoreTables<Backend> {
+        let backend = Backend::new(self.redis.clone(), self.config.server.session_timeout);
+        StoreTables::new(backend).with_max_per_stream(self.config.sse.max_connections_per_stream)
     }
 
     fn leases(&self) -> Option<Leases> {
@@ -197,11 +190,7 @@ impl SupervisorState {
         let sse = &self.config.sse;
         let cell = match child {
             Child::EventStore => {
-                let tables = store.unwrap_or_else(|| {
-                    let mut tables = StoreTables::new(self.new_backend());
-                    tables.set_max_per_stream(sse.max_connections_per_stream);
-                    tables
-                });
+                let tables = store.unwrap_or_else(|| self.new_tables());
                 let (tables, heir) = lend(tables);
                 self.store_heir = Some(heir);
                 let args = StoreArgs {

@@ -25,7 +25,6 @@ use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get as route;
 use ractor::{Actor, ActorCell};
-use tokio::sync::mpsc;
 
 use crate::config::Config;
 use crate::event_store::{EventStoreHandle, StreamKey};
@@ -133,6 +132,7 @@ impl AppState {
             with_ids: sse.enable_replay,
             priming: true,
             close_idle: true,
+            buffer_bytes: sse.stream_buffer_bytes,
         };
         Self {
             inner: Arc::new(Inner {
@@ -211,7 +211,8 @@ impl AppState {
         } = opening;
         self.admit()?;
         let parent = self.stream_parent()?;
-        let (tx, rx) = mpsc::channel(self.inner.config.sse.stream_buffer);
+        let sse = &self.inner.config.sse;
+        let (tx, rx) = crate::stream::pipe(sse.stream_buffer, sse.stream_buffer_bytes);
         let args = StreamArgs {
             key,
             after,

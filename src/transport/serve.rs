@@ -33,6 +33,12 @@ use crate::telemetry::metrics::CONNECTIONS_REFUSED;
 /// trying again, so that it does not spin.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 
+/// hyper's own buffer per connection, for reading a request head and for the frames it
+/// takes from a body before the socket accepts them. Its default (about 400 KiB) would
+/// come on top of `sse.stream_buffer_bytes` for every client that stops reading; a head
+/// larger than this is refused (431).
+const WRITE_BUFFER: usize = 64 * 1024;
+
 /// What a connection past `max_connections` is told before it is closed.
 const REFUSAL: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nretry-after: 1\r\n\
 content-type: text/plain\r\ncontent-length: 34\r\nconnection: close\r\n\r\n\
@@ -93,7 +99,8 @@ pub(super) async fn serve(
         let mut builder = hyper::server::conn::http1::Builder::new();
         builder
             .timer(TokioTimer::new())
-            .header_read_timeout(limits.header_timeout);
+            .header_read_timeout(limits.header_timeout)
+            .max_buf_size(WRITE_BUFFER);
         let app = app.clone();
         let service = hyper::service::service_fn(move |mut request| {
             request.extensions_mut().insert(ClientAddr(peer));

@@ -118,6 +118,16 @@ impl EventStoreHandle {
         Ok(result?)
     }
 
+    /// The next page of a replay: up to [`crate::event_store::REPLAY_PAGE`] events of
+    /// `key` after `after`.
+    pub async fn read_page(&self, key: StreamKey, after: u64) -> Result<Replay, StoreCallError> {
+        let result = self
+            .slot
+            .call(|reply| StoreMsg::ReadPage(key, after, reply), CALL_TIMEOUT)
+            .await?;
+        Ok(result?)
+    }
+
     /// Stops forwarding `key` to `subscriber`; best effort (a restarted store has no
     /// stale subscriber to remove only if it lost its tables).
     pub fn unsubscribe(&self, key: StreamKey, subscriber: ActorId) {

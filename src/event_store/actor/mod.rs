@@ -68,6 +68,8 @@ pub enum StoreMsg {
         reply: RpcReplyPort<Result<Option<EventId>, StoreError>>,
     },
     /// Open a stream (if new), replay after a position and become its live subscriber.
+    /// The replay is the first [`crate::event_store::REPLAY_PAGE`] events; the connection
+    /// reads the rest with [`StoreMsg::ReadPage`] as its client takes them.
     Subscribe {
         /// Stream to follow.
         key: StreamKey,
@@ -80,6 +82,9 @@ pub enum StoreMsg {
         /// The replay.
         reply: RpcReplyPort<Result<Replay, StoreError>>,
     },
+    /// The next page of a replay: up to [`crate::event_store::REPLAY_PAGE`] events of a
+    /// stream after a position.
+    ReadPage(StreamKey, u64, RpcReplyPort<Result<Replay, StoreError>>),
     /// Stop forwarding to `subscriber` (if it is still the stream's subscriber).
     Unsubscribe {
         /// The stream.
@@ -137,6 +142,7 @@ impl StoreMsg {
             Self::Append { .. } => "append",
             Self::Stored { .. } => "stored",
             Self::Subscribe { .. } => "subscribe",
+            Self::ReadPage(..) => "read_page",
             Self::Unsubscribe { .. } => "unsubscribe",
             Self::Disconnect(..) => "disconnect",
             Self::Complete(..) => "complete",
@@ -284,6 +290,13 @@ async fn handle<B: EventStore>(
                 subscriber,
             };
             subscribe::subscribe(tables, &mut state.catch_up, myself, request, reply).await;
+        }
+        StoreMsg::ReadPage(key, after, reply) => {
+            let page = tables
+                .backend
+                .replay_page(key, Some(after), crate::event_store::REPLAY_PAGE)
+                .await;
+            let _ = reply.send(page);
         }
         StoreMsg::Unsubscribe { key, subscriber } => tables.unsubscribe(key, subscriber).await,
         StoreMsg::Complete(key, reply) => {

@@ -9,8 +9,8 @@ use ractor::{ActorRef, RpcReplyPort};
 use super::StoreMsg;
 use super::catch_up::CatchUp;
 use super::subscribers::{StoreTables, Subscriber};
-use crate::event_store::feed;
 use crate::event_store::{EventStore, Replay, ReplayOutcome, StoreError, StreamKey};
+use crate::event_store::{REPLAY_PAGE, feed};
 
 /// What a connection asks for.
 #[derive(Debug)]
@@ -53,9 +53,12 @@ pub(super) async fn subscribe<B: EventStore>(
             || tables.backend.follow(key).await.is_ok());
     let following = new_post_stream || on_feed;
     let mut result = if create {
-        tables.backend.open_and_replay(key, after).await
+        tables
+            .backend
+            .open_and_replay(key, after, REPLAY_PAGE)
+            .await
     } else {
-        tables.backend.replay_after(key, after).await
+        tables.backend.replay_page(key, after, REPLAY_PAGE).await
     };
     let mut position_known = true;
     if create && matches!(result, Err(StoreError::Backend(_))) {

@@ -199,7 +199,7 @@ impl EventStore for RedisStore {
     }
 
     async fn open_stream(&mut self, key: StreamKey) -> Result<(), StoreError> {
-        self.replay(key, None, true).await.map(|_| ())
+        self.replay(key, None, true, 0).await.map(|_| ())
     }
 
     async fn append(
@@ -235,20 +235,22 @@ impl EventStore for RedisStore {
         }
     }
 
-    async fn replay_after(
+    async fn replay_page(
         &mut self,
         key: StreamKey,
         after: Option<u64>,
+        max: usize,
     ) -> Result<Replay, StoreError> {
-        self.replay(key, after, false).await
+        self.replay(key, after, false, max).await
     }
 
     async fn open_and_replay(
         &mut self,
         key: StreamKey,
         after: Option<u64>,
+        max: usize,
     ) -> Result<Replay, StoreError> {
-        self.replay(key, after, true).await
+        self.replay(key, after, true, max).await
     }
 
     async fn forget_session(&mut self, session: SessionId) {

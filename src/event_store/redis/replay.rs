@@ -46,6 +46,7 @@ impl RedisStore {
         key: StreamKey,
         after: Option<u64>,
         create: bool,
+        max: usize,
     ) -> Result<Replay, StoreError> {
         let (link, scripts) = self.conn()?;
         let keys = &link.keys;
@@ -92,6 +93,9 @@ impl RedisStore {
             cmd.arg(keys.events_prefix(s) + &key.stream.0.to_string())
                 .arg(format!("({after}-{}", u64::MAX))
                 .arg("+");
+            if max < usize::MAX {
+                cmd.arg("COUNT").arg(max);
+            }
             let call = cmd.query_async::<Value>(&mut conn);
             let entries = match link.breaker.guard("replay", call).await {
                 Ok(Value::Array(entries)) => entries,

@@ -35,6 +35,75 @@ pub fn message(id: Option<&EventId>, data: &[u8]) -> Bytes {
     Bytes::from(out)
 }
 
+/// Payloads at least this large are framed around, not copied ([`framed`]).
+const SHARE_FROM: usize = 4096;
+
+/// A message frame as it goes to the connection: one buffer, or the payload itself
+/// between the lines before it and the blank line after it.
+#[derive(Debug, Clone)]
+pub enum Framed {
+    /// The whole frame in one buffer.
+    Whole(Bytes),
+    /// `head` + `data` + the blank line: the payload is shared, not copied.
+    Around {
+        /// `id:`, `event:` and `data: `.
+        head: Bytes,
+        /// The payload, as stored.
+        data: Bytes,
+    },
+}
+
+impl Framed {
+    /// The trailer of [`Framed::Around`].
+    pub const TAIL: &'static [u8] = b"\n\n";
+
+    /// Bytes on the wire.
+    pub fn len(&self) -> usize {
+        match self {
+            Self::Whole(b) => b.len(),
+            Self::Around { head, data } => head.len() + data.len() + Self::TAIL.len(),
+        }
+    }
+
+    /// Never empty; here for `len`'s sake.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// Appends the frame to `out`.
+    pub fn copy_to(&self, out: &mut bytes::BytesMut) {
+        match self {
+            Self::Whole(b) => out.extend_from_slice(b),
+            Self::Around { head, data } => {
+                out.extend_from_slice(head);
+                out.extend_from_slice(data);
+                out.extend_from_slice(Self::TAIL);
+            }
+        }
+    }
+}
+
+/// [`message`], without copying a large payload that fits on one `data:` line (valid
+/// UTF-8 without CR or LF, as the JSON we serialize always is): a large tool output held
+/// by the store is then not copied again for every connection that receives it.
+pub fn framed(id: Option<&EventId>, data: &Bytes) -> Framed {
+    let one_line = data.len() >= SHARE_FROM
+        && !data.iter().any(|b| *b == b'\n' || *b == b'\r')
+        && std::str::from_utf8(data).is_ok();
+    if !one_line {
+        return Framed::Whole(message(id, data));
+    }
+    let mut head = String::with_capacity(64);
+    push_id(&mut head, id);
+    head.push_str("event: ");
+    head.push_str(EVENT_MESSAGE);
+    head.push_str("\ndata: ");
+    Framed::Around {
+        head: Bytes::from(head),
+        data: data.clone(),
+    }
+}
+
 /// The priming frame a stream starts with: the position the client can resume from, with
 /// empty data (an SSE parser dispatches it as an empty message, which MCP clients skip)
 /// and the reconnection delay.
@@ -135,5 +204,28 @@ mod tests {
         for (got, want) in cases {
             assert_eq!(std::str::from_utf8(&got).ok(), Some(want));
         }
+    }
+
+    #[test]
+    fn a_large_one_line_payload_is_framed_around_and_reads_the_same() {
+        let Ok(id) = "00000001-2-3".parse::<EventId>() else {
+            panic!("a valid id");
+        };
+        let large = Bytes::from(format!("{{\"a\":\"{}\"}}", "x".repeat(5000)));
+        let framed = framed(Some(&id), &large);
+        let Framed::Around { data, .. } = &framed else {
+            panic!("shared, not copied");
+        };
+        assert_eq!(data.as_ptr(), large.as_ptr());
+        let mut wire = bytes::BytesMut::new();
+        framed.copy_to(&mut wire);
+        assert_eq!(wire.len(), framed.len());
+        assert_eq!(wire.freeze(), message(Some(&id), &large));
+        let broken = Bytes::from(format!("a\n{}", "x".repeat(5000)));
+        assert!(matches!(framed_of(&broken), Framed::Whole(_)));
+    }
+
+    fn framed_of(data: &Bytes) -> Framed {
+        framed(None, data)
     }
 }
