@@ -285,6 +285,16 @@ pub struct StoreConfig {
     /// Default `1s`.
     #[serde(with = "human_duration")]
     pub retry_interval: Duration,
+    /// Both connections to Redis are pinged this often; one that does not answer within
+    /// `command_timeout` trips the breaker and is replaced. Default `5s`. Without it, a
+    /// connection dropped silently by a NAT or a firewall (half-open) is never noticed:
+    /// commands time out for ever and the pub/sub feed goes quiet.
+    #[serde(with = "human_duration")]
+    pub ping_interval: Duration,
+    /// TCP keepalive on the connections to Redis: probes start after this much silence,
+    /// so the kernel notices a peer that vanished. Default `15s`.
+    #[serde(with = "human_duration")]
+    pub tcp_keepalive: Duration,
     /// A replica renews its lease on its running requests this often; another replica
     /// answers them with an error once the lease is `lease_ttl` old. Default `10s`.
     #[serde(with = "human_duration")]
@@ -300,6 +310,8 @@ impl Default for StoreConfig {
             connect_timeout: Duration::from_secs(2),
             command_timeout: Duration::from_secs(2),
             retry_interval: Duration::from_secs(1),
+            ping_interval: Duration::from_secs(5),
+            tcp_keepalive: Duration::from_secs(15),
             lease_ttl: Duration::from_secs(10),
         }
     }
@@ -564,7 +576,7 @@ impl Config {
                 "and tasks.max_running must be at least 1",
             );
         }
-        let non_zero: [(&'static str, Duration); 18] = [
+        let non_zero: [(&'static str, Duration); 20] = [
             ("tasks.ttl", self.tasks.ttl),
             ("tasks.poll_interval", self.tasks.poll_interval),
             (
@@ -588,6 +600,8 @@ impl Config {
             ("store.connect_timeout", self.store.connect_timeout),
             ("store.command_timeout", self.store.command_timeout),
             ("store.retry_interval", self.store.retry_interval),
+            ("store.ping_interval", self.store.ping_interval),
+            ("store.tcp_keepalive", self.store.tcp_keepalive),
             ("store.lease_ttl", self.store.lease_ttl),
         ];
         for (key, value) in non_zero {

@@ -323,7 +323,7 @@ async fn cluster(probes: &Probes) -> Value {
     let Some(link) = &probes.redis else {
         return Value::Null;
     };
-    let mut conn = link.commands.clone();
+    let mut conn = link.commands();
     let mut cmd = redis::cmd("ZRANGE");
     cmd.arg(link.keys.replicas()).arg(0).arg(-1);
     let call = cmd.query_async::<Vec<u64>>(&mut conn);

@@ -170,7 +170,7 @@ async fn unready(probes: &Probes) -> Option<&'static str> {
         return Some("the event store does not answer");
     }
     if let Some(link) = &probes.redis {
-        let mut conn = link.commands.clone();
+        let mut conn = link.commands();
         let cmd = redis::cmd("PING");
         let ping = cmd.query_async::<String>(&mut conn);
         let answered = tokio::time::timeout(PROBE_TIMEOUT, ping).await;

@@ -103,7 +103,7 @@ impl Leases {
     }
 
     async fn hold_as(&self, field: &str, value: &str) -> redis::RedisResult<()> {
-        let mut conn = self.link.commands.clone();
+        let mut conn = self.link.commands();
         let mut cmd = redis::cmd("HSET");
         cmd.arg(self.link.keys.inflight(self.link.replica))
             .arg(field)
@@ -118,7 +118,7 @@ impl Leases {
 
     /// Clears `field` from this replica's in-flight table.
     pub(super) async fn drop_field(&self, field: String) {
-        let mut conn = self.link.commands.clone();
+        let mut conn = self.link.commands();
         let mut cmd = redis::cmd("HDEL");
         cmd.arg(self.link.keys.inflight(self.link.replica))
             .arg(field);
@@ -136,7 +136,7 @@ impl Leases {
 
     /// Renews our lease; returns the replicas whose lease has lapsed.
     pub async fn renew(&self) -> redis::RedisResult<Vec<u64>> {
-        let mut conn = self.link.commands.clone();
+        let mut conn = self.link.commands();
         let ttl_ms = u64::try_from(self.ttl.as_millis()).unwrap_or(u64::MAX);
         let mut invocation = self.renew.key(self.link.keys.replicas());
         invocation
@@ -159,7 +159,7 @@ impl Leases {
 
     /// The entries still registered for replica `replica` (field, value).
     pub async fn entries(&self, replica: u64) -> redis::RedisResult<Vec<(String, String)>> {
-        let mut conn = self.link.commands.clone();
+        let mut conn = self.link.commands();
         let mut cmd = redis::cmd("HGETALL");
         cmd.arg(self.link.keys.inflight(replica));
         let call = cmd.query_async::<Vec<(String, String)>>(&mut conn);
@@ -171,7 +171,7 @@ impl Leases {
     /// it (a task is run again, or failed, once). False if another has it, or Redis is
     /// away.
     pub async fn claim(&self, replica: u64, field: &str) -> bool {
-        let mut conn = self.link.commands.clone();
+        let mut conn = self.link.commands();
         let ttl_ms = u64::try_from(self.ttl.as_millis().saturating_mul(3)).unwrap_or(u64::MAX);
         let mut cmd = redis::cmd("SET");
         cmd.arg(self.link.keys.claim(replica, field))
@@ -186,7 +186,7 @@ impl Leases {
     /// Clears an entry whose request was answered (or needs no answer); false if Redis
     /// could not be told (the entry stays for the next round).
     pub async fn settle(&self, replica: u64, field: &str) -> bool {
-        let mut conn = self.link.commands.clone();
+        let mut conn = self.link.commands();
         let mut cmd = redis::cmd("HDEL");
         cmd.arg(self.link.keys.inflight(replica)).arg(field);
         let call = cmd.query_async::<()>(&mut conn);
@@ -195,7 +195,7 @@ impl Leases {
 
     /// Forgets a lapsed replica once none of its requests is left.
     pub async fn retire(&self, replica: u64) {
-        let mut conn = self.link.commands.clone();
+        let mut conn = self.link.commands();
         let script = redis::Script::new(RETIRE);
         let mut invocation = script.key(self.link.keys.replicas());
         invocation
@@ -210,7 +210,7 @@ impl Leases {
     /// Lets our lease lapse now (clean shutdown): another replica answers at once any
     /// request of ours whose end did not reach Redis, and nobody waits `lease_ttl`.
     pub async fn release(&self) {
-        let mut conn = self.link.commands.clone();
+        let mut conn = self.link.commands();
         let mut cmd = redis::cmd("ZADD");
         cmd.arg(self.link.keys.replicas())
             .arg(0)

@@ -80,7 +80,7 @@ impl Directory {
             .unwrap_or_default()
             .as_millis()
             .to_string();
-        let mut conn = link.commands.clone();
+        let mut conn = link.commands();
         let mut cmd = redis::cmd("HSET");
         cmd.arg(link.keys.session(id))
             .arg("version")
@@ -104,7 +104,7 @@ impl Directory {
         let Self::Redis(link) = self else {
             return Ok(None);
         };
-        let mut conn = link.commands.clone();
+        let mut conn = link.commands();
         let script = redis::Script::new(RESERVE);
         let mut invocation = script.key(link.keys.session(id));
         invocation.arg(format!("block:{}", link.replica)).arg(BLOCK);
@@ -120,7 +120,7 @@ impl Directory {
         let Self::Redis(link) = self else {
             return Ok(None);
         };
-        let mut conn = link.commands.clone();
+        let mut conn = link.commands();
         let mut pipe = redis::pipe();
         pipe.cmd("HGETALL")
             .arg(link.keys.session(id))
@@ -165,7 +165,7 @@ impl Directory {
                 .arg(ms)
                 .ignore();
         }
-        let mut conn = link.commands.clone();
+        let mut conn = link.commands();
         let alive: Vec<u8> = link
             .breaker
             .guard("session directory", pipe.query_async(&mut conn))
@@ -184,7 +184,7 @@ impl Directory {
         let Self::Redis(link) = self else {
             return Ok(());
         };
-        let mut conn = link.commands.clone();
+        let mut conn = link.commands();
         let script = redis::Script::new(SET_IF_EXISTS);
         let mut invocation = script.key(link.keys.session(id));
         invocation.arg(field).arg(value);
@@ -220,7 +220,7 @@ impl Directory {
             .arg(link.keys.subscribers(uri))
             .arg(id.to_string())
             .ignore();
-        let mut conn = link.commands.clone();
+        let mut conn = link.commands();
         let call = pipe.query_async::<()>(&mut conn);
         link.breaker.guard("session directory", call).await?;
         Ok(())
@@ -243,7 +243,7 @@ impl Directory {
         for id in gone {
             cmd.arg(id.to_string());
         }
-        let mut conn = link.commands.clone();
+        let mut conn = link.commands();
         let call = cmd.query_async::<()>(&mut conn);
         link.breaker.guard("session directory", call).await?;
         Ok(())
@@ -254,7 +254,7 @@ impl Directory {
         let Self::Redis(link) = self else {
             return Ok(());
         };
-        let mut conn = link.commands.clone();
+        let mut conn = link.commands();
         let mut cmd = redis::cmd("SMEMBERS");
         cmd.arg(link.keys.session_subscriptions(id));
         let call = cmd.query_async::<Vec<String>>(&mut conn);
@@ -281,7 +281,7 @@ impl Directory {
         let Self::Redis(link) = self else {
             return Ok(None);
         };
-        let mut conn = link.commands.clone();
+        let mut conn = link.commands();
         let mut cmd = redis::cmd("SMEMBERS");
         cmd.arg(link.keys.subscribers(uri));
         let call = cmd.query_async::<Vec<String>>(&mut conn);

@@ -11,6 +11,7 @@ use otpmcp::{App, McpServer};
 use serde_json::{Value, json};
 
 pub mod redis;
+pub mod relay;
 pub mod stateless;
 
 /// Longest any single wait in a test may take before the test fails.

@@ -1,7 +1,8 @@
-//! Catching up after the pub/sub feed lost messages (its connection dropped, or too many
-//! pushes waited): once the feed is back, every followed stream is read from the store
-//! after the position its connection was given, so nothing another replica stored
-//! meanwhile is missed. Only a shared backend (Redis) ever needs it.
+//! Catching up after the pub/sub feed lost messages (its connection dropped or was
+//! replaced, or too many pushes waited): once the feed is back, every followed stream is
+//! followed again and read from the store after the position its connection was given, so
+//! nothing another replica stored meanwhile is missed. Only a shared backend (Redis) ever
+//! needs it.
 
 use std::time::Duration;
 
@@ -62,22 +63,23 @@ impl CatchUp {
 /// The backend failed during a catch-up: try again later.
 struct Retry;
 
-/// Re-follows what was not followed, then sends every connection what its stream got
-/// since; returns how many events that was.
+/// Follows every stream again, then sends every connection what its stream got since;
+/// returns how many events that was.
 async fn catch_up<B: EventStore>(tables: &mut StoreTables<B>) -> Result<usize, Retry> {
-    let followed: Vec<(StreamKey, u64, bool, bool)> = tables
+    let followed: Vec<(StreamKey, u64, bool)> = tables
         .subscribers
         .iter()
-        .map(|(key, sub)| (*key, sub.forwarded, sub.followed, sub.position_known))
+        .map(|(key, sub)| (*key, sub.forwarded, sub.position_known))
         .collect();
     let mut caught_up = 0;
-    for (key, forwarded, is_followed, position_known) in followed {
-        if !is_followed {
-            tables.backend.follow(key).await.map_err(|_| Retry)?;
-            if let Some(sub) = tables.subscribers.get_mut(&key) {
-                sub.followed = true;
-                sub.on_feed = true;
-            }
+    for (key, forwarded, position_known) in followed {
+        // Every stream, not only those whose `follow` failed: a pub/sub connection that
+        // was replaced (it stopped answering) lost all its subscriptions. Subscribing
+        // again where nothing was lost does nothing.
+        tables.backend.follow(key).await.map_err(|_| Retry)?;
+        if let Some(sub) = tables.subscribers.get_mut(&key) {
+            sub.followed = true;
+            sub.on_feed = true;
         }
         if let Some(sub) = tables.subscribers.get_mut(&key) {
             // Announcements lost with the feed will not come back.

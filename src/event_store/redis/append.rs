@@ -35,7 +35,7 @@ impl AppendJob {
             retention: r,
             session_ttl,
         } = self;
-        let mut conn = link.commands.clone();
+        let mut conn = link.commands();
         let mut invocation = session_script(&scripts.append, &link, key.session);
         invocation
             .arg(key.stream.0)

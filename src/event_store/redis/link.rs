@@ -1,15 +1,28 @@
 //! The connections to Redis that the store, the session directory and the leases share:
 //! one for commands and scripts, one for pub/sub, this replica's number, and the breaker
 //! that makes an outage cost callers nothing.
+//!
+//! A connection that stops answering without closing (a NAT or a firewall that forgot it:
+//! half-open) is never noticed by redis-rs, which reconnects only when the socket fails.
+//! Two things catch it: TCP keepalive on every socket, and a heartbeat that pings both
+//! connections every `store.ping_interval`. A ping that gets no answer within
+//! `store.command_timeout` trips the breaker and replaces the connection with a new one;
+//! callers take the current connection each time ([`RedisLink::commands`]). A new pub/sub
+//! connection has lost every subscription, so the router is told that the feed was lost:
+//! the store follows its streams again and reads back what they missed.
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::io::tcp::{TcpSettings, socket2::TcpKeepalive};
+use tokio::sync::watch;
 
+pub use super::breaker::Breaker;
+use super::breaker::timeout_error;
 use super::keys::Keys;
 use crate::config::StoreConfig;
-use crate::telemetry::metrics;
+use crate::rt::task::OwnedTask;
 
 /// Why Redis could not be set up at start-up.
 #[derive(Debug, thiserror::Error)]
@@ -24,13 +37,14 @@ pub enum ConnectError {
     },
 }
 
+/// Receives every pub/sub message (the cluster's router); runs on redis-rs's connection
+/// task, so it must not block.
+type Route = Arc<dyn Fn(redis::PushInfo) + Send + Sync>;
+
 /// The connections to Redis and who we are among the replicas.
 #[derive(Clone)]
 pub struct RedisLink {
-    /// Commands and scripts (never blocking ones).
-    pub commands: ConnectionManager,
-    /// Pub/sub only; resubscribes by itself after a reconnect.
-    pub pubsub: ConnectionManager,
+    conns: Arc<Conns>,
     /// Key names.
     pub keys: Arc<Keys>,
     /// This replica's number, unique among all replicas that ever used this Redis.
@@ -41,97 +55,26 @@ pub struct RedisLink {
     pub breaker: Breaker,
 }
 
-/// Shared by everything that talks to Redis: after a failed command, Redis is not tried
-/// again for `retry_interval`, so an outage costs each caller nothing instead of a timeout
-/// (which would stall the actor making the call, and everyone queued behind it).
-#[derive(Debug, Clone)]
-pub struct Breaker {
-    epoch: std::time::Instant,
-    /// `store.command_timeout`: no call through the breaker waits longer, not even for a
-    /// connection being re-established.
-    timeout: Duration,
-    /// Milliseconds since `epoch` until which Redis is not tried (0: closed).
-    open_until: Arc<std::sync::atomic::AtomicU64>,
-    retry: Duration,
-}
-
-impl Breaker {
-    /// A closed breaker that stays open `retry` after each failure and fails calls that
-    /// take longer than `timeout`.
-    pub fn new(retry: Duration, timeout: Duration) -> Self {
-        Self {
-            epoch: std::time::Instant::now(),
-            timeout,
-            open_until: Arc::default(),
-            retry,
-        }
-    }
-
-    fn now_ms(&self) -> u64 {
-        u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
-    }
-
-    /// Whether Redis may be tried now.
-    pub fn allows(&self) -> bool {
-        self.now_ms() >= self.open_until.load(std::sync::atomic::Ordering::Relaxed)
-    }
-
-    /// Records a failure; returns true if it starts an outage (worth a warning).
-    pub fn trip(&self) -> bool {
-        let until = self.now_ms() + u64::try_from(self.retry.as_millis()).unwrap_or(u64::MAX);
-        let before = self
-            .open_until
-            .swap(until, std::sync::atomic::Ordering::Relaxed);
-        before == 0
-    }
-
-    /// Records a success; returns true if it ends an outage.
-    pub fn reset(&self) -> bool {
-        self.open_until.load(std::sync::atomic::Ordering::Relaxed) != 0
-            && self
-                .open_until
-                .swap(0, std::sync::atomic::Ordering::Relaxed)
-                != 0
-    }
-
-    /// Runs a Redis call unless the breaker is open; trips it on failure.
-    pub async fn guard<T>(
-        &self,
-        what: &'static str,
-        call: impl std::future::Future<Output = redis::RedisResult<T>>,
-    ) -> redis::RedisResult<T> {
-        if !self.allows() {
-            return Err(redis::RedisError::from((
-                redis::ErrorKind::Io,
-                "redis is unavailable (retrying shortly)",
-            )));
-        }
-        let started = std::time::Instant::now();
-        let outcome = match tokio::time::timeout(self.timeout, call).await {
-            Ok(outcome) => outcome,
-            Err(_) => Err(timeout_error()),
-        };
-        crate::telemetry::redis_roundtrip(started.elapsed());
-        match outcome {
-            Ok(v) => {
-                if self.reset() {
-                    metrics::REDIS_RECONNECTS.inc();
-                    tracing::info!(what, "redis is reachable again");
-                }
-                Ok(v)
-            }
-            Err(e) => {
-                if self.trip() {
-                    tracing::warn!(what, error = %e, retry_in = ?self.retry,
-                        "redis failed; events are delivered live without being stored until it is back");
-                }
-                Err(e)
-            }
-        }
-    }
+/// The current connections, which the heartbeat replaces when they stop answering. A
+/// `watch` cell, as for actor slots: readers clone the current value, never wait.
+struct Conns {
+    commands: watch::Sender<ConnectionManager>,
+    pubsub: watch::Sender<ConnectionManager>,
+    /// Pings both; stops when the last link goes.
+    _heartbeat: OwnedTask,
 }
 
 impl RedisLink {
+    /// The connection for commands and scripts (never blocking ones).
+    pub fn commands(&self) -> ConnectionManager {
+        self.conns.commands.borrow().clone()
+    }
+
+    /// The pub/sub connection; it resubscribes by itself after a reconnect.
+    pub fn pubsub(&self) -> ConnectionManager {
+        self.conns.pubsub.borrow().clone()
+    }
+
     /// Publishes `body` on pub/sub `channel`, through the breaker (`what` names the
     /// caller in its warnings).
     pub async fn publish(
@@ -140,7 +83,7 @@ impl RedisLink {
         channel: String,
         body: impl redis::ToRedisArgs + Send + Sync,
     ) -> redis::RedisResult<()> {
-        let mut conn = self.commands.clone();
+        let mut conn = self.commands();
         let mut cmd = redis::cmd("PUBLISH");
         cmd.arg(channel).arg(body);
         let call = cmd.query_async::<()>(&mut conn);
@@ -176,6 +119,54 @@ fn manager_config(config: &StoreConfig) -> ConnectionManagerConfig {
         .set_max_delay(config.retry_interval.max(Duration::from_millis(100)))
 }
 
+/// What it takes to open the connections again.
+struct Opener {
+    client: redis::Client,
+    config: StoreConfig,
+    route: Route,
+    /// This replica's own channels, subscribed on every new pub/sub connection.
+    channels: Vec<String>,
+}
+
+impl Opener {
+    async fn commands(&self) -> redis::RedisResult<ConnectionManager> {
+        let open =
+            ConnectionManager::new_with_config(self.client.clone(), manager_config(&self.config));
+        tokio::time::timeout(self.config.connect_timeout, open)
+            .await
+            .map_err(|_| timeout_error())?
+    }
+
+    async fn pubsub(&self) -> redis::RedisResult<ConnectionManager> {
+        let route = self.route.clone();
+        let push = move |info: redis::PushInfo| {
+            route(info);
+            Ok::<(), std::convert::Infallible>(())
+        };
+        let config = manager_config(&self.config)
+            .set_push_sender(push)
+            .set_automatic_resubscription();
+        let open = ConnectionManager::new_with_config(self.client.clone(), config);
+        let mut pubsub = tokio::time::timeout(self.config.connect_timeout, open)
+            .await
+            .map_err(|_| timeout_error())??;
+        pubsub.subscribe(&self.channels).await?;
+        Ok(pubsub)
+    }
+}
+
+/// TCP keepalive: a peer that vanished is noticed by the kernel after about
+/// `idle` + 3 × `idle` / 3 of silence, even on a connection nobody writes to.
+fn tcp_settings(idle: Duration) -> TcpSettings {
+    let keepalive = TcpKeepalive::new()
+        .with_time(idle)
+        .with_interval((idle / 3).max(Duration::from_secs(1)))
+        .with_retries(3);
+    TcpSettings::default()
+        .set_nodelay(true)
+        .set_keepalive(keepalive)
+}
+
 /// Connects both connections, takes a replica number and subscribes to this replica's
 /// channels. `on_push`, given this replica's number and the key names, makes the function
 /// that receives every pub/sub message (the cluster's router); it runs on redis-rs's
@@ -200,16 +191,18 @@ where
         .redis_settings()
         .clone()
         .set_protocol(redis::ProtocolVersion::RESP3);
-    info = info.set_redis_settings(settings);
+    info = info
+        .set_redis_settings(settings)
+        .set_tcp_settings(tcp_settings(config.tcp_keepalive));
     let client = redis::Client::open(info).map_err(err)?;
     let keys = Arc::new(Keys::new(&config.key_prefix));
-    let mut commands = tokio::time::timeout(
-        config.connect_timeout,
-        ConnectionManager::new_with_config(client.clone(), manager_config(config)),
-    )
-    .await
-    .map_err(|_| err(timeout_error()))?
-    .map_err(err)?;
+    let mut opener = Opener {
+        client,
+        config: config.clone(),
+        route: Arc::new(|_| {}),
+        channels: Vec::new(),
+    };
+    let mut commands = opener.commands().await.map_err(err)?;
     // A number no live replica holds: live ones keep the counter above theirs, but if
     // Redis lost its data they may not have done so yet.
     let mut replica: u64 = 0;
@@ -229,48 +222,106 @@ where
             break;
         }
     }
-    let route = on_push(replica, keys.clone());
-    let push = move |info: redis::PushInfo| {
-        route(info);
-        Ok::<(), std::convert::Infallible>(())
-    };
-    let mut pubsub = tokio::time::timeout(
-        config.connect_timeout,
-        ConnectionManager::new_with_config(
-            client,
-            manager_config(config)
-                .set_push_sender(push)
-                .set_automatic_resubscription(),
-        ),
-    )
-    .await
-    .map_err(|_| err(timeout_error()))?
-    .map_err(err)?;
-    pubsub
-        .subscribe(&[
-            keys.replica_channel(replica),
-            keys.broadcast_channel(),
-            keys.news_channel(),
-            keys.task_channel(replica),
-        ])
-        .await
-        .map_err(err)?;
+    opener.route = Arc::new(on_push(replica, keys.clone()));
+    opener.channels = vec![
+        keys.replica_channel(replica),
+        keys.broadcast_channel(),
+        keys.news_channel(),
+        keys.task_channel(replica),
+    ];
+    let pubsub = opener.pubsub().await.map_err(err)?;
+    let breaker = Breaker::new(config.retry_interval, config.command_timeout);
+    let conns = Arc::new_cyclic(|conns| Conns {
+        commands: watch::Sender::new(commands),
+        pubsub: watch::Sender::new(pubsub),
+        _heartbeat: OwnedTask::spawn(heartbeat(conns.clone(), opener, breaker.clone())),
+    });
     tracing::info!(replica, redis = %url, "joined the replicas sharing this Redis");
     Ok(RedisLink {
-        commands,
-        pubsub,
+        conns,
         keys,
         replica,
         unstored: Arc::default(),
-        breaker: Breaker::new(config.retry_interval, config.command_timeout),
+        breaker,
     })
 }
 
-fn timeout_error() -> redis::RedisError {
-    redis::RedisError::from(std::io::Error::new(
-        std::io::ErrorKind::TimedOut,
-        "connection timed out",
-    ))
+/// Which connection a heartbeat is about.
+#[derive(Debug, Clone, Copy)]
+enum Which {
+    Commands,
+    PubSub,
+}
+
+/// Pings both connections every `store.ping_interval`, together; replaces each that does
+/// not answer within `store.command_timeout`.
+async fn heartbeat(conns: Weak<Conns>, opener: Opener, breaker: Breaker) {
+    let mut tick = tokio::time::interval(opener.config.ping_interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        let Some(current) = conns.upgrade() else {
+            return;
+        };
+        let (commands, pubsub) = (
+            current.commands.borrow().clone(),
+            current.pubsub.borrow().clone(),
+        );
+        drop(current);
+        let timeout = opener.config.command_timeout;
+        let (commands_ok, pubsub_ok) = tokio::join!(ping(commands, timeout), ping(pubsub, timeout));
+        for (which, answered) in [(Which::Commands, commands_ok), (Which::PubSub, pubsub_ok)] {
+            if answered {
+                continue;
+            }
+            if breaker.trip() {
+                tracing::warn!(connection = ?which, "redis did not answer a ping in time; connecting again");
+            }
+            replace(&conns, &opener, which).await;
+        }
+    }
+}
+
+/// Whether `conn` answers a PING within `timeout`.
+async fn ping(mut conn: ConnectionManager, timeout: Duration) -> bool {
+    let cmd = redis::cmd("PING");
+    let ping = cmd.query_async::<String>(&mut conn);
+    matches!(tokio::time::timeout(timeout, ping).await, Ok(Ok(_)))
+}
+
+/// Opens a new connection in place of `which`. A connection that was merely slow, or a
+/// Redis that is down, costs one more attempt at the next ping.
+async fn replace(conns: &Weak<Conns>, opener: &Opener, which: Which) {
+    let opened = match which {
+        Which::Commands => opener.commands().await,
+        Which::PubSub => opener.pubsub().await,
+    };
+    let fresh = match opened {
+        Ok(fresh) => fresh,
+        Err(e) => {
+            tracing::debug!(connection = ?which, error = %e, "could not connect to redis yet");
+            return;
+        }
+    };
+    let Some(current) = conns.upgrade() else {
+        return;
+    };
+    match which {
+        Which::Commands => {
+            current.commands.send_replace(fresh);
+        }
+        Which::PubSub => {
+            current.pubsub.send_replace(fresh);
+            // Its subscriptions to streams are gone with the old one: the store follows
+            // them again and reads back what they missed.
+            (opener.route)(redis::PushInfo {
+                kind: redis::PushKind::Disconnection,
+                data: Vec::new(),
+            });
+        }
+    }
+    tracing::info!(connection = ?which, "a new redis connection replaces one that stopped answering");
 }
 
 #[cfg(test)]

@@ -17,6 +17,7 @@
 //! connection comes back by itself.
 
 mod append;
+pub mod breaker;
 pub mod channel;
 pub mod keys;
 pub mod link;
@@ -167,7 +168,7 @@ impl RedisStore {
         arg: String,
     ) -> Result<Value, StoreError> {
         let (link, scripts) = self.conn()?;
-        let mut conn = link.commands.clone();
+        let mut conn = link.commands();
         let mut invocation = session_script(&scripts.session, &link, session);
         invocation
             .arg(op)
@@ -282,7 +283,7 @@ impl EventStore for RedisStore {
         let ttl = millis(self.retention.event_ttl);
         self.sweeping = Some(tokio::spawn(async move {
             let (mut gone, mut expired) = (Vec::new(), 0);
-            let mut conn = link.commands.clone();
+            let mut conn = link.commands();
             for session in sessions {
                 let mut invocation = session_script(&scripts.session, &link, session);
                 invocation.arg("sweep").arg("").arg(ttl);
@@ -306,7 +307,7 @@ impl EventStore for RedisStore {
         if !link.breaker.allows() {
             return Vec::new();
         }
-        let mut conn = link.commands.clone();
+        let mut conn = link.commands();
         let mut invocation = session_script(&self.scripts.session, &link, session);
         invocation.arg("positions").arg("").arg(0);
         let call = invocation.invoke_async::<Value>(&mut conn);
@@ -328,7 +329,7 @@ impl EventStore for RedisStore {
 
     async fn put_task(&mut self, id: &str, record: Bytes, ttl: Duration) -> Result<(), StoreError> {
         let (link, _) = self.conn()?;
-        let mut conn = link.commands.clone();
+        let mut conn = link.commands();
         let mut cmd = redis::cmd("SET");
         cmd.arg(link.keys.task(id))
             .arg(record.as_ref())
@@ -343,7 +344,7 @@ impl EventStore for RedisStore {
 
     async fn get_task(&mut self, id: &str) -> Result<Option<Bytes>, StoreError> {
         let (link, _) = self.conn()?;
-        let mut conn = link.commands.clone();
+        let mut conn = link.commands();
         let mut cmd = redis::cmd("GET");
         cmd.arg(link.keys.task(id));
         let call = cmd.query_async::<Option<Vec<u8>>>(&mut conn);
@@ -356,7 +357,7 @@ impl EventStore for RedisStore {
 
     async fn follow(&mut self, key: StreamKey) -> Result<(), StoreError> {
         let (link, _) = self.conn()?;
-        let mut pubsub = link.pubsub.clone();
+        let mut pubsub = link.pubsub();
         let call = pubsub.subscribe(link.keys.channel(key));
         link.breaker
             .guard("subscribe", call)
@@ -380,7 +381,7 @@ impl EventStore for RedisStore {
         let Ok((link, _)) = self.conn() else {
             return;
         };
-        let mut pubsub = link.pubsub.clone();
+        let mut pubsub = link.pubsub();
         let call = pubsub.unsubscribe(link.keys.channel(key));
         let _ = link.breaker.guard("unsubscribe", call).await;
     }
@@ -393,7 +394,7 @@ impl EventStore for RedisStore {
         let Ok((link, _)) = self.conn() else {
             return false;
         };
-        let mut pubsub = link.pubsub.clone();
+        let mut pubsub = link.pubsub();
         let ping = redis::cmd("PING");
         let call = ping.query_async::<String>(&mut pubsub);
         link.breaker.guard("ping", call).await.is_ok()

@@ -52,7 +52,7 @@ impl RedisStore {
         let keys = &link.keys;
         let s = key.session;
         let r = self.retention;
-        let mut conn = link.commands.clone();
+        let mut conn = link.commands();
         let mut invocation = session_script(&scripts.replay, &link, s);
         invocation
             .arg(key.stream.0)
