@@ -270,6 +270,13 @@ pub struct StoreConfig {
     /// Redis URL, e.g. `redis://127.0.0.1:6379/0` or `redis://:password@host:6379`.
     /// Default `redis://127.0.0.1:6379`.
     pub redis_url: String,
+    /// `redis_url` (and `redis_nodes`) are nodes of a Redis Cluster: connect with the
+    /// cluster client, which finds the other nodes and routes each command by its keys.
+    /// Default false.
+    pub redis_cluster: bool,
+    /// More seed nodes of the cluster, besides `redis_url` (any one that answers is
+    /// enough). Default none.
+    pub redis_nodes: Vec<String>,
     /// Prefix of every Redis key and channel, so several deployments can share one Redis.
     /// Default `otpmcp`.
     pub key_prefix: String,
@@ -306,6 +313,8 @@ impl Default for StoreConfig {
         Self {
             backend: BackendKind::Memory,
             redis_url: "redis://127.0.0.1:6379".into(),
+            redis_cluster: false,
+            redis_nodes: Vec::new(),
             key_prefix: "otpmcp".into(),
             connect_timeout: Duration::from_secs(2),
             command_timeout: Duration::from_secs(2),
@@ -442,6 +451,9 @@ pub struct AdminConfig {
     /// Snapshots kept for a dashboard that (re)connects: it gets those after its
     /// `Last-Event-ID`, or all of them. Default 300 (five minutes at `1s`).
     pub dashboard_history: usize,
+    /// Serve `POST /fault/panic/{child}`, which makes an actor panic, for soaks and
+    /// drills. Default false. Anyone who reaches the admin listener can then crash actors.
+    pub fault_injection: bool,
 }
 
 impl Default for AdminConfig {
@@ -451,6 +463,7 @@ impl Default for AdminConfig {
             bind: SocketAddr::from(([127, 0, 0, 1], 9464)),
             dashboard_interval: Duration::from_secs(1),
             dashboard_history: 300,
+            fault_injection: false,
         }
     }
 }
@@ -530,6 +543,24 @@ impl Config {
                 .source(Some(env)),
         );
         let config: Config = builder.build()?.try_deserialize()?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// A configuration from the text of a TOML file alone (no `sys.toml`, no
+    /// environment), validated.
+    ///
+    /// ```
+    /// let config = otpmcp::Config::from_toml("[server]\nmax_sessions = 5").unwrap();
+    /// assert_eq!(config.server.max_sessions, 5);
+    /// assert!(otpmcp::Config::from_toml("[server]\nmax_session = 5").is_err());
+    /// ```
+    pub fn from_toml(text: &str) -> Result<Self, ConfigError> {
+        let source = config::File::from_str(text, config::FileFormat::Toml);
+        let config: Config = config::Config::builder()
+            .add_source(source)
+            .build()?
+            .try_deserialize()?;
         config.validate()?;
         Ok(config)
     }

@@ -81,6 +81,8 @@ pub mod app;
 pub mod cluster;
 pub mod config;
 pub mod event_store;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod handler;
 pub mod ids;
 pub mod news;

@@ -24,6 +24,7 @@ const LAYERS: &[&[&str]] = &[
     &["supervisor"],
     &["admin"],
     &["app"],
+    &["fuzzing"],
 ];
 
 /// Files that wire everything and may name any module.

@@ -1,23 +1,33 @@
-//! Model-based test of the in-memory event store: random sequences of appends, replays,
-//! completions, forgotten sessions, sweeps and clock steps, under random retention
-//! limits, checked after every step against a model of what was appended. Whatever the
-//! store evicted, a replay must return the events it still has, exactly as appended, in
-//! order, up to the stream's end; say `complete` only when none is missing, and count the
-//! missing ones when it says `truncated`; and the store-wide accounting must match what
-//! the store holds and stay within its budgets. proptest shrinks any failure to a minimal
-//! sequence.
+//! Model-based test of the event store, both backends: random sequences of appends,
+//! replays (whole, or a page at a time), completions, forgotten sessions, sweeps and (in
+//! memory) clock steps, under random retention limits, checked after every step against a
+//! model of what was appended. Whatever the store evicted, a replay must return the events
+//! it still has, exactly as appended, in order, up to the stream's end (or the page's);
+//! say `complete` only when none is missing, and count the missing ones when it says
+//! `truncated`. In memory, the store-wide accounting must also match what the store holds
+//! and stay within its budgets. proptest shrinks any failure to a minimal sequence.
 //!
-//! `PROPTEST_CASES` sets the number of cases (CI runs the default below).
+//! The Redis store runs on a redis-server of the test's own, each case under its own key
+//! prefix, on Redis's clock: no clock steps, and a time to live no case outlives.
+//!
+//! `PROPTEST_CASES` sets the number of cases (CI runs the defaults below).
+
+mod common;
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use common::redis::RedisServer;
+use otpmcp::config::{BackendKind, StoreConfig};
+use otpmcp::event_store::redis::connect;
 use otpmcp::event_store::{
-    EventStore, MemoryStore, ReplayOutcome, Retention, StoreError, StreamKey, StreamNo,
+    EventStore, MemoryStore, RedisStore, Replay, ReplayOutcome, Retention, StoreError, StreamKey,
+    StreamNo,
 };
 use otpmcp::session::SessionId;
 use proptest::prelude::*;
+use proptest::test_runner::{Config as RunnerConfig, TestRunner};
 
 const SESSIONS: usize = 3;
 const STREAMS: u64 = 3;
@@ -33,6 +43,8 @@ enum Op {
         session: usize,
         stream: u64,
         back: u64,
+        /// Read at most this many events (a page), or all of them.
+        page: Option<usize>,
     },
     Complete {
         session: usize,
@@ -53,8 +65,8 @@ fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         6 => (session.clone(), stream.clone(), 1usize..60)
             .prop_map(|(session, stream, size)| Op::Append { session, stream, size }),
-        3 => (session.clone(), stream.clone(), 0u64..12)
-            .prop_map(|(session, stream, back)| Op::Replay { session, stream, back }),
+        3 => (session.clone(), stream.clone(), 0u64..12, proptest::option::of(1usize..5))
+            .prop_map(|(session, stream, back, page)| Op::Replay { session, stream, back, page }),
         1 => (session.clone(), stream).prop_map(|(session, stream)| Op::Complete { session, stream }),
         1 => session.prop_map(|session| Op::Forget { session }),
         1 => Just(Op::Sweep),
@@ -77,12 +89,68 @@ fn retention() -> impl Strategy<Value = Retention> {
     )
 }
 
+/// Redis keeps no store-wide totals (its `maxmemory` bounds it) and runs on its own clock:
+/// per-session limits only, and times no case reaches.
+fn redis_retention() -> impl Strategy<Value = Retention> {
+    (2usize..16, 40usize..600).prop_map(|(session_events, session_bytes)| Retention {
+        enabled: true,
+        event_ttl: Duration::from_secs(3600),
+        replay_window: Duration::from_secs(3600),
+        max_session_events: session_events,
+        max_session_bytes: session_bytes,
+        max_tasks: 10,
+        max_total_events: usize::MAX,
+        max_total_bytes: usize::MAX,
+    })
+}
+
 /// What was appended: per stream, every payload by position (1-based), and whether the
 /// stream ended.
 #[derive(Default)]
 struct Model {
     sessions: Vec<SessionId>,
     streams: HashMap<StreamKey, (Vec<Bytes>, bool)>,
+}
+
+/// A replay after `after` of a stream that holds `log`, as the contract says: the events
+/// the store still has, exactly as appended, consecutive, up to the stream's end (or the
+/// page's), and what is missing before them said and counted.
+fn check_replay(
+    replay: &Replay,
+    log: &[Bytes],
+    completed: bool,
+    after: u64,
+    page: Option<usize>,
+) -> Result<(), TestCaseError> {
+    let end = log.len() as u64;
+    prop_assert_eq!(replay.position, end);
+    prop_assert_eq!(replay.completed, completed);
+    let seqs: Vec<u64> = replay.events.iter().map(|e| e.id.seq).collect();
+    for (i, event) in replay.events.iter().enumerate() {
+        prop_assert_eq!(&event.payload, &log[(event.id.seq - 1) as usize]);
+        if i > 0 {
+            prop_assert_eq!(event.id.seq, seqs[i - 1] + 1, "consecutive");
+        }
+    }
+    if let Some(max) = page {
+        prop_assert!(seqs.len() <= max, "at most a page");
+    }
+    if let Some(&last) = seqs.last()
+        && page.is_none_or(|max| seqs.len() < max)
+    {
+        prop_assert_eq!(last, end, "up to the end");
+    }
+    let first = seqs.first().copied().unwrap_or(end + 1);
+    match replay.outcome {
+        ReplayOutcome::Complete => prop_assert_eq!(first, after + 1, "none missing"),
+        ReplayOutcome::Truncated { missing } => {
+            prop_assert!(missing > 0);
+            prop_assert_eq!(first, after + missing + 1, "missing counted");
+        }
+        ReplayOutcome::OutsideWindow => prop_assert!(seqs.is_empty()),
+        ReplayOutcome::Disabled => prop_assert!(false, "replay is enabled"),
+    }
+    Ok(())
 }
 
 fn run(retention: Retention, ops: Vec<Op>) -> Result<(), TestCaseError> {
@@ -127,6 +195,7 @@ fn run(retention: Retention, ops: Vec<Op>) -> Result<(), TestCaseError> {
                 session,
                 stream,
                 back,
+                page,
             } => {
                 let key = StreamKey::new(model.sessions[session], StreamNo(stream));
                 let Some((log, completed)) = model.streams.get(&key) else {
@@ -138,36 +207,16 @@ fn run(retention: Retention, ops: Vec<Op>) -> Result<(), TestCaseError> {
                 };
                 let end = log.len() as u64;
                 let after = end.saturating_sub(back);
-                let replay = match store.replay_after_at(key, Some(after), now) {
-                    Ok(replay) => replay,
-                    // A stream whose every event expired after it ended is dropped.
-                    Err(StoreError::UnknownStream) if *completed || log.is_empty() => continue,
-                    Err(e) => {
-                        return Err(TestCaseError::fail(format!("{key:?} after {after}: {e}")));
-                    }
-                };
-                prop_assert_eq!(replay.position, end);
-                prop_assert_eq!(replay.completed, *completed);
-                let seqs: Vec<u64> = replay.events.iter().map(|e| e.id.seq).collect();
-                for (i, event) in replay.events.iter().enumerate() {
-                    prop_assert_eq!(&event.payload, &log[(event.id.seq - 1) as usize]);
-                    if i > 0 {
-                        prop_assert_eq!(event.id.seq, seqs[i - 1] + 1, "consecutive");
-                    }
-                }
-                if let Some(&last) = seqs.last() {
-                    prop_assert_eq!(last, end, "up to the end");
-                }
-                let first = seqs.first().copied().unwrap_or(end + 1);
-                match replay.outcome {
-                    ReplayOutcome::Complete => prop_assert_eq!(first, after + 1, "none missing"),
-                    ReplayOutcome::Truncated { missing } => {
-                        prop_assert!(missing > 0);
-                        prop_assert_eq!(first, after + missing + 1, "missing counted");
-                    }
-                    ReplayOutcome::OutsideWindow => prop_assert!(seqs.is_empty()),
-                    ReplayOutcome::Disabled => prop_assert!(false, "replay is enabled"),
-                }
+                let replay =
+                    match store.replay_page_at(key, Some(after), page.unwrap_or(usize::MAX), now) {
+                        Ok(replay) => replay,
+                        // A stream whose every event expired after it ended is dropped.
+                        Err(StoreError::UnknownStream) if *completed || log.is_empty() => continue,
+                        Err(e) => {
+                            return Err(TestCaseError::fail(format!("{key:?} after {after}: {e}")));
+                        }
+                    };
+                check_replay(&replay, log, *completed, after, page)?;
             }
             Op::Complete { session, stream } => {
                 let key = StreamKey::new(model.sessions[session], StreamNo(stream));
@@ -208,9 +257,7 @@ fn run(retention: Retention, ops: Vec<Op>) -> Result<(), TestCaseError> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(
-        std::env::var("PROPTEST_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(300)
-    ))]
+    #![proptest_config(ProptestConfig::with_cases(cases(300)))]
 
     #[test]
     fn the_memory_store_agrees_with_the_model(
@@ -218,5 +265,133 @@ proptest! {
         ops in proptest::collection::vec(op(), 1..120),
     ) {
         run(retention, ops)?;
+    }
+}
+
+/// The same sequence against the Redis store, under `prefix` on `server`.
+async fn run_redis(
+    server: &RedisServer,
+    prefix: String,
+    retention: Retention,
+    ops: Vec<Op>,
+) -> Result<(), TestCaseError> {
+    let config = StoreConfig {
+        backend: BackendKind::Redis,
+        redis_url: server.url(),
+        key_prefix: prefix,
+        ..StoreConfig::default()
+    };
+    let link = connect(&config, |_, _| |_| {})
+        .await
+        .map_err(|e| TestCaseError::fail(e.to_string()))?;
+    let mut store = RedisStore::new(link, Duration::from_secs(3600));
+    store.set_retention(retention);
+    let mut model = Model::default();
+    for _ in 0..SESSIONS {
+        let id = SessionId::random();
+        store.open_session(id).await;
+        model.sessions.push(id);
+    }
+    let mut nonce = 0u64;
+    for op in ops {
+        match op {
+            Op::Append {
+                session,
+                stream,
+                size,
+            } => {
+                let key = StreamKey::new(model.sessions[session], StreamNo(stream));
+                nonce += 1;
+                let payload = Bytes::from(format!("{nonce:0>width$}", width = size));
+                let (log, completed) = model.streams.entry(key).or_default();
+                if *completed {
+                    continue;
+                }
+                let appended = store
+                    .append(key, payload.clone(), false, nonce)
+                    .await
+                    .map_err(|e| TestCaseError::fail(e.to_string()))?;
+                log.push(payload);
+                prop_assert_eq!(appended.event.id.seq, log.len() as u64);
+                prop_assert!(!appended.duplicate);
+            }
+            Op::Replay {
+                session,
+                stream,
+                back,
+                page,
+            } => {
+                let key = StreamKey::new(model.sessions[session], StreamNo(stream));
+                let Some((log, completed)) = model.streams.get(&key) else {
+                    prop_assert_eq!(
+                        store.replay_after(key, Some(0)).await.err(),
+                        Some(StoreError::UnknownStream)
+                    );
+                    continue;
+                };
+                let after = (log.len() as u64).saturating_sub(back);
+                let replay = match store
+                    .replay_page(key, Some(after), page.unwrap_or(usize::MAX))
+                    .await
+                {
+                    Ok(replay) => replay,
+                    // A finished stream whose every event was evicted is forgotten.
+                    Err(StoreError::UnknownStream) if *completed || log.is_empty() => continue,
+                    Err(e) => {
+                        return Err(TestCaseError::fail(format!("{key:?} after {after}: {e}")));
+                    }
+                };
+                check_replay(&replay, log, *completed, after, page)?;
+            }
+            Op::Complete { session, stream } => {
+                let key = StreamKey::new(model.sessions[session], StreamNo(stream));
+                if let Some((_, completed)) = model.streams.get_mut(&key) {
+                    store.complete_stream(key).await;
+                    *completed = true;
+                }
+            }
+            Op::Forget { session } => {
+                let old = model.sessions[session];
+                store.forget_session(old).await;
+                model.streams.retain(|k, _| k.session != old);
+                let id = SessionId::random();
+                store.open_session(id).await;
+                model.sessions[session] = id;
+            }
+            Op::Sweep => {
+                store.sweep().await;
+            }
+            // Redis keeps its own time: nothing to step.
+            Op::Advance { .. } => {}
+        }
+    }
+    Ok(())
+}
+
+fn cases(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(default)
+}
+
+#[test]
+fn the_redis_store_agrees_with_the_model() {
+    let server = RedisServer::start();
+    let rt = tokio::runtime::Runtime::new().unwrap_or_else(|e| panic!("runtime: {e}"));
+    let config = RunnerConfig {
+        // A failure is printed, shrunk, with the case to add by hand; nothing is saved.
+        failure_persistence: None,
+        ..RunnerConfig::with_cases(cases(100))
+    };
+    let mut runner = TestRunner::new(config);
+    let case = std::sync::atomic::AtomicU64::new(0);
+    let strategy = (redis_retention(), proptest::collection::vec(op(), 1..120));
+    let outcome = runner.run(&strategy, |(retention, ops)| {
+        let n = case.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        rt.block_on(run_redis(&server, format!("model{n}"), retention, ops))
+    });
+    if let Err(e) = outcome {
+        panic!("{e}");
     }
 }

@@ -350,7 +350,9 @@ fn field(key: StreamKey) -> String {
     format!("{}:{}", key.session, key.stream)
 }
 
-fn orphan(replica: u64, field: String, id: &str) -> Option<Orphan> {
+/// The answer owed for in-flight entry `field` (request id `id`, as JSON) of lapsed replica
+/// `replica`; `None` if the entry is malformed.
+pub fn orphan(replica: u64, field: String, id: &str) -> Option<Orphan> {
     let (session, stream) = field.split_once(':')?;
     let key = StreamKey::new(
         session.parse::<SessionId>().ok()?,

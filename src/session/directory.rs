@@ -370,7 +370,8 @@ pub fn sender_of(id: &RequestId) -> Option<u64> {
     replica.parse().ok()
 }
 
-fn parse(fields: &std::collections::HashMap<String, String>) -> Option<StoredSession> {
+/// A session as its hash holds it; `None` if a field is missing or malformed.
+pub fn parse(fields: &std::collections::HashMap<String, String>) -> Option<StoredSession> {
     let protocol_version = fields.get("version")?.parse().ok()?;
     let client_capabilities: Value = serde_json::from_str(fields.get("capabilities")?).ok()?;
     let client_info: Value = serde_json::from_str(fields.get("client_info")?).ok()?;

@@ -1,22 +1,28 @@
 //! Names of every Redis key and channel otpmcp uses: the store's, the session
 //! directory's and the leases'. One place, so the whole layout can be read at once.
 //!
-//! Every key and channel starts with `key_prefix`. The keys of one session carry the
-//! session id as a Redis Cluster hash tag (`otpmcp:{<session>}:...`), so they live in one
-//! slot and each event-store script touches one node:
+//! Every key and channel starts with `key_prefix` (`P`). Redis Cluster places a key by
+//! the part between braces (its hash tag), and a script or a multi-key command must touch
+//! one slot. So the keys of one session carry the session id as their tag: every
+//! event-store script touches exactly the four of its session, all declared. The keys the
+//! lease scripts use together carry the prefix as theirs. Every other key is only ever
+//! used alone.
 //!
 //! | key | type | holds |
 //! |---|---|---|
 //! | `P:{S}:session` | hash | the session: `open`, retained `bytes`, and its metadata |
-//! | `P:{S}:streams` | hash | per stream `n`: `n:open`, `n:end`, `n:done`, `n:nonces` |
+//! | `P:{S}:streams` | hash | per stream `n`: `n:open`, `n:end`, `n:done`, `n:nonces`, `n:kept`, `n:evicted` |
 //! | `P:{S}:arrivals` | list | the session's retained events, oldest first |
+//! | `P:{S}:events` | hash | every retained event: field `n:seq`, value `ms:last:payload` |
 //! | `P:{S}:subs` | set | the resources the session subscribed to |
-//! | `P:{S}:s:<n>` | stream | the events of stream `n`, entry id `<position>-<ms stored>` |
 //! | `P:{S}:c:<n>` | channel | each event of stream `n`, as it is stored |
 //! | `P:bus:<r>`, `P:bus:all` | channel | messages to replica `r`, or to all |
-//! | `P:replicas` | sorted set | live replicas, scored by lease expiry |
-//! | `P:inflight:<r>` | hash | requests running on replica `r` |
-//! | `P:subs:<uri>` | set | sessions subscribed to resource `uri` |
+//! | `P:{P}:replicas` | sorted set | live replicas, scored by lease expiry |
+//! | `P:{P}:replica-seq` | counter | the last replica number given out |
+//! | `P:{P}:inflight:<r>` | hash | requests running on replica `r` |
+//! | `P:claim:<r>:<field>` | string | who answers an entry of a lapsed replica |
+//! | `P:task:<id>` | string | a task's record |
+//! | `P:subs:<uri>` | set | sessions subscribed to resource `uri`; expires with them |
 
 use crate::ids::{SessionId, StreamKey, StreamNo};
 
@@ -58,9 +64,15 @@ impl Keys {
         self.tagged(session, "arrivals")
     }
 
-    /// The prefix of a session's event streams; stream `n` is this followed by `n`.
-    pub fn events_prefix(&self, session: SessionId) -> String {
-        self.tagged(session, "s:")
+    /// Every retained event of a session, by `<stream>:<position>`.
+    pub fn events(&self, session: SessionId) -> String {
+        self.tagged(session, "events")
+    }
+
+    /// A key of the lease scripts, which use several together: tagged with the prefix so
+    /// that they share a slot.
+    fn cluster_wide(&self, rest: &str) -> String {
+        format!("{0}:{{{0}}}:{rest}", self.prefix)
     }
 
     /// The channel carrying stream `key`'s events as they are stored.
@@ -86,12 +98,12 @@ impl Keys {
 
     /// The counter that numbers replicas.
     pub fn replica_counter(&self) -> String {
-        format!("{}:replica-seq", self.prefix)
+        self.cluster_wide("replica-seq")
     }
 
     /// The sorted set of live replicas, scored by the expiry of their lease.
     pub fn replicas(&self) -> String {
-        format!("{}:replicas", self.prefix)
+        self.cluster_wide("replicas")
     }
 
     /// Where replicas tell each other what changed (lists, resources, tasks).
@@ -116,7 +128,7 @@ impl Keys {
 
     /// The requests running on replica `replica`.
     pub fn inflight(&self, replica: u64) -> String {
-        format!("{}:inflight:{replica}", self.prefix)
+        self.cluster_wide(&format!("inflight:{replica}"))
     }
 
     /// Splits a channel name back into what it is about.

@@ -14,8 +14,11 @@
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::ClusterClientBuilder;
+use redis::cluster_async::ClusterConnection;
 use redis::io::tcp::{TcpSettings, socket2::TcpKeepalive};
+use redis::{ConnectionInfo, RedisFuture, ToRedisArgs};
 use tokio::sync::watch;
 
 pub use super::breaker::Breaker;
@@ -55,23 +58,79 @@ pub struct RedisLink {
     pub breaker: Breaker,
 }
 
+/// A connection to one Redis server (which redis-rs reconnects by itself), or to a Redis
+/// Cluster (one connection per node, routed by each command's keys).
+#[derive(Clone)]
+pub enum RedisConn {
+    /// One server.
+    Single(ConnectionManager),
+    /// A Redis Cluster (`store.redis_cluster`).
+    Cluster(ClusterConnection),
+}
+
+impl ConnectionLike for RedisConn {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a redis::Cmd) -> RedisFuture<'a, redis::Value> {
+        match self {
+            Self::Single(c) => c.req_packed_command(cmd),
+            Self::Cluster(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        cmd: &'a redis::Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<redis::Value>> {
+        match self {
+            Self::Single(c) => c.req_packed_commands(cmd, offset, count),
+            Self::Cluster(c) => c.req_packed_commands(cmd, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Self::Single(c) => c.get_db(),
+            Self::Cluster(c) => c.get_db(),
+        }
+    }
+}
+
+impl RedisConn {
+    /// Subscribes to pub/sub `channels` (RESP3: messages arrive as pushes).
+    pub async fn subscribe(&mut self, channels: impl ToRedisArgs) -> redis::RedisResult<()> {
+        match self {
+            Self::Single(c) => c.subscribe(channels).await,
+            Self::Cluster(c) => c.subscribe(channels).await,
+        }
+    }
+
+    /// Leaves pub/sub `channels`.
+    pub async fn unsubscribe(&mut self, channels: impl ToRedisArgs) -> redis::RedisResult<()> {
+        match self {
+            Self::Single(c) => c.unsubscribe(channels).await,
+            Self::Cluster(c) => c.unsubscribe(channels).await,
+        }
+    }
+}
+
 /// The current connections, which the heartbeat replaces when they stop answering. A
 /// `watch` cell, as for actor slots: readers clone the current value, never wait.
 struct Conns {
-    commands: watch::Sender<ConnectionManager>,
-    pubsub: watch::Sender<ConnectionManager>,
+    commands: watch::Sender<RedisConn>,
+    pubsub: watch::Sender<RedisConn>,
     /// Pings both; stops when the last link goes.
     _heartbeat: OwnedTask,
 }
 
 impl RedisLink {
     /// The connection for commands and scripts (never blocking ones).
-    pub fn commands(&self) -> ConnectionManager {
+    pub fn commands(&self) -> RedisConn {
         self.conns.commands.borrow().clone()
     }
 
     /// The pub/sub connection; it resubscribes by itself after a reconnect.
-    pub fn pubsub(&self) -> ConnectionManager {
+    pub fn pubsub(&self) -> RedisConn {
         self.conns.pubsub.borrow().clone()
     }
 
@@ -119,9 +178,15 @@ fn manager_config(config: &StoreConfig) -> ConnectionManagerConfig {
         .set_max_delay(config.retry_interval.max(Duration::from_millis(100)))
 }
 
+/// Where Redis is: one server, or the seed nodes of a cluster.
+enum Servers {
+    Single(redis::Client),
+    Cluster(Vec<ConnectionInfo>),
+}
+
 /// What it takes to open the connections again.
 struct Opener {
-    client: redis::Client,
+    servers: Servers,
     config: StoreConfig,
     route: Route,
     /// This replica's own channels, subscribed on every new pub/sub connection.
@@ -129,24 +194,58 @@ struct Opener {
 }
 
 impl Opener {
-    async fn commands(&self) -> redis::RedisResult<ConnectionManager> {
-        let open =
-            ConnectionManager::new_with_config(self.client.clone(), manager_config(&self.config));
+    fn cluster(&self, nodes: &[ConnectionInfo]) -> ClusterClientBuilder {
+        ClusterClientBuilder::new(nodes.to_vec())
+            .use_protocol(redis::ProtocolVersion::RESP3)
+            .connection_timeout(self.config.connect_timeout)
+            .response_timeout(self.config.command_timeout)
+            .tcp_settings(tcp_settings(self.config.tcp_keepalive))
+            .retries(2)
+    }
+
+    async fn commands(&self) -> redis::RedisResult<RedisConn> {
+        let open = async {
+            match &self.servers {
+                Servers::Single(client) => {
+                    let config = manager_config(&self.config);
+                    ConnectionManager::new_with_config(client.clone(), config)
+                        .await
+                        .map(RedisConn::Single)
+                }
+                Servers::Cluster(nodes) => {
+                    let client = self.cluster(nodes).build()?;
+                    client.get_async_connection().await.map(RedisConn::Cluster)
+                }
+            }
+        };
         tokio::time::timeout(self.config.connect_timeout, open)
             .await
             .map_err(|_| timeout_error())?
     }
 
-    async fn pubsub(&self) -> redis::RedisResult<ConnectionManager> {
+    async fn pubsub(&self) -> redis::RedisResult<RedisConn> {
         let route = self.route.clone();
         let push = move |info: redis::PushInfo| {
             route(info);
             Ok::<(), std::convert::Infallible>(())
         };
-        let config = manager_config(&self.config)
-            .set_push_sender(push)
-            .set_automatic_resubscription();
-        let open = ConnectionManager::new_with_config(self.client.clone(), config);
+        let open = async {
+            match &self.servers {
+                Servers::Single(client) => {
+                    let config = manager_config(&self.config)
+                        .set_push_sender(push)
+                        .set_automatic_resubscription();
+                    ConnectionManager::new_with_config(client.clone(), config)
+                        .await
+                        .map(RedisConn::Single)
+                }
+                // The cluster connection resubscribes by itself whenever it has a sender.
+                Servers::Cluster(nodes) => {
+                    let client = self.cluster(nodes).push_sender(push).build()?;
+                    client.get_async_connection().await.map(RedisConn::Cluster)
+                }
+            }
+        };
         let mut pubsub = tokio::time::timeout(self.config.connect_timeout, open)
             .await
             .map_err(|_| timeout_error())??;
@@ -183,21 +282,31 @@ where
         url: url.clone(),
         source,
     };
-    let mut info =
-        redis::IntoConnectionInfo::into_connection_info(config.redis_url.as_str()).map_err(err)?;
-    // Pub/sub messages arrive as RESP3 pushes on a connection that can still be used, and
-    // that redis-rs reconnects and resubscribes by itself.
-    let settings = info
-        .redis_settings()
-        .clone()
-        .set_protocol(redis::ProtocolVersion::RESP3);
-    info = info
-        .set_redis_settings(settings)
-        .set_tcp_settings(tcp_settings(config.tcp_keepalive));
-    let client = redis::Client::open(info).map_err(err)?;
+    let servers = if config.redis_cluster {
+        let seeds = std::iter::once(config.redis_url.as_str())
+            .chain(config.redis_nodes.iter().map(String::as_str));
+        let nodes = seeds
+            .map(redis::IntoConnectionInfo::into_connection_info)
+            .collect::<redis::RedisResult<Vec<_>>>()
+            .map_err(err)?;
+        Servers::Cluster(nodes)
+    } else {
+        let mut info = redis::IntoConnectionInfo::into_connection_info(config.redis_url.as_str())
+            .map_err(err)?;
+        // Pub/sub messages arrive as RESP3 pushes on a connection that can still be used,
+        // and that redis-rs reconnects and resubscribes by itself.
+        let settings = info
+            .redis_settings()
+            .clone()
+            .set_protocol(redis::ProtocolVersion::RESP3);
+        info = info
+            .set_redis_settings(settings)
+            .set_tcp_settings(tcp_settings(config.tcp_keepalive));
+        Servers::Single(redis::Client::open(info).map_err(err)?)
+    };
     let keys = Arc::new(Keys::new(&config.key_prefix));
     let mut opener = Opener {
-        client,
+        servers,
         config: config.clone(),
         route: Arc::new(|_| {}),
         channels: Vec::new(),
@@ -283,8 +392,8 @@ async fn heartbeat(conns: Weak<Conns>, opener: Opener, breaker: Breaker) {
     }
 }
 
-/// Whether `conn` answers a PING within `timeout`.
-async fn ping(mut conn: ConnectionManager, timeout: Duration) -> bool {
+/// Whether `conn` answers a PING within `timeout` (every primary of a cluster).
+async fn ping(mut conn: RedisConn, timeout: Duration) -> bool {
     let cmd = redis::cmd("PING");
     let ping = cmd.query_async::<String>(&mut conn);
     matches!(tokio::time::timeout(timeout, ping).await, Ok(Ok(_)))

@@ -1,11 +1,13 @@
-//! The Redis backend: one Redis Stream per SSE stream, so every replica sharing the Redis
-//! can replay any stream, and a pub/sub message per stored event, so the replica holding a
-//! stream's connection hears of events other replicas store.
+//! The Redis backend: every event of a session in one hash under the session's hash tag,
+//! so every replica sharing the Redis (or Redis Cluster) can replay any stream, and a
+//! pub/sub message per stored event, so the replica holding a stream's connection hears
+//! of events other replicas store.
 //!
-//! Each change to a session's events is one Lua script (`*.lua`), so it is atomic: on an
-//! append the position is taken, the event stored, the session's caps and TTL applied and
-//! the event published in one step, and two replicas appending to one stream never
-//! interleave. A replay is the script, then a plain exclusive `XRANGE` read; following a
+//! Each change to a session's events is one Lua script (`*.lua`) on the session's four
+//! keys, so it is atomic and touches one slot: on an append the position is taken, the
+//! event stored, the session's caps and TTL applied and the event published in one step,
+//! and two replicas appending to one stream never interleave. A replay is the script,
+//! then `HMGET` of the positions it names, a page at a time; following a
 //! stream's channel, announcing and the feed's PING are plain commands. The key layout is
 //! in [`keys`]; the connections and the breaker in [`link`]; what the stream channels
 //! carry in [`channel`].
@@ -26,6 +28,7 @@ mod replay;
 pub use channel::{ControlFlag, StreamNews};
 pub use keys::Keys;
 pub use link::{Breaker, ConnectError, RedisLink, connect};
+pub use replay::decode_event;
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -96,8 +99,7 @@ impl Default for RedisStore {
 }
 
 /// An invocation of `script` on `session`'s keys (see `redis/prelude.lua`): the session
-/// hash, the streams hash and the arrivals list, then the event-stream key prefix as the
-/// first argument.
+/// hash, the streams hash, the arrivals list and the events hash.
 fn session_script<'a>(
     script: &'a redis::Script,
     link: &RedisLink,
@@ -108,7 +110,7 @@ fn session_script<'a>(
     invocation
         .key(keys.streams(session))
         .key(keys.arrivals(session))
-        .arg(keys.events_prefix(session));
+        .key(keys.events(session));
     invocation
 }
 

@@ -1,6 +1,6 @@
-//! Replays: one script checks the stream and the replay window and reports its end, then
-//! a plain exclusive `XRANGE` from the client's position reads the events (the script
-//! returning them itself was slower: see docs/performance.md).
+//! Replays: one script checks the stream and the replay window and reports its end and
+//! what was evicted, then `HMGET` reads the events by position, a page at a time (the
+//! script returning them itself was slower: see docs/performance.md).
 
 use bytes::Bytes;
 use redis::Value;
@@ -9,33 +9,26 @@ use super::{MALFORMED, RedisStore, UNAVAILABLE, int, millis, session_script, uin
 use crate::event_store::{Event, Replay, ReplayOutcome, StoreError};
 use crate::ids::StreamKey;
 
-/// One XRANGE entry, `[id, [field, value, ...]]`, as an event. The payload's buffer is
-/// taken, not copied.
-fn decode_entry(key: StreamKey, entry: Value) -> Option<Event> {
-    let Value::Array(parts) = entry else {
+/// The event at position `seq` of `key` from its value in the events hash,
+/// `<ms stored>:<last 0|1>:<payload>`; `None` for anything else. The payload is a slice of
+/// the value's buffer, not a copy.
+pub fn decode_event(key: StreamKey, seq: u64, value: Value) -> Option<Event> {
+    let Value::BulkString(bytes) = value else {
         return None;
     };
-    let mut parts = parts.into_iter();
-    let (Some(Value::BulkString(id)), Some(Value::Array(fields))) = (parts.next(), parts.next())
-    else {
-        return None;
+    let bytes = Bytes::from(bytes);
+    let first = bytes.iter().position(|b| *b == b':')?;
+    let last = match bytes.get(first + 1..first + 3)? {
+        b"1:" => true,
+        b"0:" => false,
+        _ => return None,
     };
-    let seq = std::str::from_utf8(id.split(|b| *b == b'-').next()?)
-        .ok()?
-        .parse()
-        .ok()?;
-    let (mut payload, mut last) = (None, false);
-    let mut fields = fields.into_iter();
-    while let (Some(Value::BulkString(name)), Some(value)) = (fields.next(), fields.next()) {
-        match (name.as_slice(), value) {
-            (b"d", Value::BulkString(d)) => payload = Some(Bytes::from(d)),
-            (b"l", Value::BulkString(l)) => last = l == b"1",
-            _ => {}
-        }
+    if !bytes[..first].iter().all(u8::is_ascii_digit) || first == 0 {
+        return None;
     }
     Some(Event {
         id: key.event_id(seq),
-        payload: payload?,
+        payload: bytes.slice(first + 3..),
         last,
     })
 }
@@ -49,7 +42,6 @@ impl RedisStore {
         max: usize,
     ) -> Result<Replay, StoreError> {
         let (link, scripts) = self.conn()?;
-        let keys = &link.keys;
         let s = key.session;
         let r = self.retention;
         let mut conn = link.commands();
@@ -79,52 +71,59 @@ impl RedisStore {
         }
         self.sessions.insert(s);
         let field = |i: usize| items.get(i).and_then(uint).ok_or(MALFORMED);
-        let mut position = field(1)?;
-        let mut completed = field(2)? == 1;
-        let (replay_from, mut outcome) = match (after, field(3)?) {
+        let position = field(1)?;
+        let completed = field(2)? == 1;
+        let (replay_from, outcome) = match (after, field(3)?) {
             (Some(after), 0) => (Some(after), ReplayOutcome::Complete),
             (_, 2) => (None, ReplayOutcome::OutsideWindow),
             (_, 3) => (None, ReplayOutcome::Disabled),
             _ => (None, ReplayOutcome::Complete),
         };
-        let mut events = Vec::new();
-        if let Some(after) = replay_from.filter(|a| *a < position) {
-            let mut cmd = redis::cmd("XRANGE");
-            cmd.arg(keys.events_prefix(s) + &key.stream.0.to_string())
-                .arg(format!("({after}-{}", u64::MAX))
-                .arg("+");
-            if max < usize::MAX {
-                cmd.arg("COUNT").arg(max);
-            }
-            let call = cmd.query_async::<Value>(&mut conn);
-            let entries = match link.breaker.guard("replay", call).await {
-                Ok(Value::Array(entries)) => entries,
-                Ok(_) => return Err(MALFORMED),
-                Err(_) => return Err(UNAVAILABLE),
-            };
-            events.reserve(entries.len());
-            for entry in entries {
-                events.push(decode_entry(key, entry).ok_or(MALFORMED)?);
-            }
-            // Evicted events are the oldest, so a gap can only be at the start.
-            let first = events.first().map_or(position + 1, |e| e.id.seq);
-            if first > after + 1 {
-                outcome = ReplayOutcome::Truncated {
-                    missing: first - after - 1,
-                };
-            }
-            // Appended since the script ran: part of this replay, so the live feed
-            // continues after them.
-            if let Some(newest) = events.last() {
-                position = position.max(newest.id.seq);
-                completed |= newest.last;
-            }
-        }
-        Ok(Replay {
-            events,
+        let mut replay = Replay {
+            events: Vec::new(),
             outcome,
             position,
             completed,
-        })
+        };
+        let Some(after) = replay_from else {
+            return Ok(replay);
+        };
+        // Evicted events are the oldest, so what is left starts after the last evicted.
+        let mut from = after.max(field(4)?);
+        let events_key = link.keys.events(s);
+        while from < position {
+            let to = position.min(from.saturating_add(u64::try_from(max).unwrap_or(u64::MAX)));
+            let mut cmd = redis::cmd("HMGET");
+            cmd.arg(&events_key);
+            for seq in from + 1..=to {
+                cmd.arg(format!("{}:{seq}", key.stream.0));
+            }
+            let call = cmd.query_async::<Vec<Value>>(&mut conn);
+            let values = link
+                .breaker
+                .guard("replay", call)
+                .await
+                .map_err(|_| UNAVAILABLE)?;
+            for (seq, value) in (from + 1..=to).zip(values) {
+                // Evicted by an append since the script ran: missing, like those before.
+                if value == Value::Nil {
+                    continue;
+                }
+                replay
+                    .events
+                    .push(decode_event(key, seq, value).ok_or(MALFORMED)?);
+            }
+            if !replay.events.is_empty() {
+                break;
+            }
+            from = to;
+        }
+        let first = replay.events.first().map_or(position + 1, |e| e.id.seq);
+        if first > after + 1 {
+            replay.outcome = ReplayOutcome::Truncated {
+                missing: first - after - 1,
+            };
+        }
+        Ok(replay)
     }
 }

@@ -1,33 +1,28 @@
--- ARGV: 1 evprefix, 2 op, 3 stream no or session ttl ms, 4 ttl ms
--- op 'open': registers the session (ARGV[3] = session ttl); returns 0.
--- op 'complete': ends stream ARGV[3] with no final event; returns 0, or -1 if unknown.
+-- ARGV: 1 op, 2 stream no or session ttl ms, 3 ttl ms
+-- op 'open': registers the session (ARGV[2] = session ttl); returns 0.
+-- op 'complete': ends stream ARGV[2] with no final event; returns 0, or -1 if unknown.
 -- op 'forget': drops every key of the session; returns 0.
--- op 'sweep': drops events older than ARGV[4]; returns the count, or -1 if the session
+-- op 'sweep': drops events older than ARGV[3]; returns the count, or -1 if the session
 --   is gone.
 -- op 'positions': returns {n1, end1, n2, end2, ...}.
-local evprefix, op = ARGV[1], ARGV[2]
+local op = ARGV[1]
 if op == 'open' then
   redis.call('HSET', KEYS[1], 'open', 1)
-  keep_alive(ARGV[3])
+  keep_alive(ARGV[2])
   return 0
 end
 if op == 'forget' then
-  local fields = redis.call('HKEYS', KEYS[2])
-  for _, f in ipairs(fields) do
-    local m = string.match(f, '^(%d+):open$')
-    if m then redis.call('DEL', evprefix .. m) end
-  end
-  redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
+  redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
   return 0
 end
 if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
 if op == 'complete' then
-  if redis.call('HEXISTS', KEYS[2], ARGV[3] .. ':open') == 0 then return -1 end
-  redis.call('HSET', KEYS[2], ARGV[3] .. ':done', 1)
+  if redis.call('HEXISTS', KEYS[2], ARGV[2] .. ':open') == 0 then return -1 end
+  redis.call('HSET', KEYS[2], ARGV[2] .. ':done', 1)
   return 0
 end
 if op == 'sweep' then
-  return expire(evprefix, now_ms(), tonumber(ARGV[4]))
+  return expire(now_ms(), tonumber(ARGV[3]))
 end
 if op == 'positions' then
   local out = {}
