@@ -6,7 +6,7 @@ mod common;
 use std::time::Duration;
 
 use common::redis::RedisServer;
-use common::{TestServer, admin_on, eventually, within};
+use common::{Client, TestServer, admin_on, eventually, within};
 use otpmcp::config::BackendKind;
 use serde_json::Value;
 
@@ -79,4 +79,33 @@ async fn readiness_fails_while_redis_is_away_and_returns_with_it() {
     })
     .await;
     server.shutdown().await;
+}
+
+/// `POST /fault/panic/{child}` is there only with `admin.fault_injection`: the child then
+/// panics and the supervisor starts a new incarnation of it.
+#[tokio::test]
+async fn fault_injection_is_off_unless_asked_for_and_restarts_the_child() {
+    use otpmcp::supervisor::Child;
+    let off = TestServer::start(admin_on).await;
+    let http = reqwest::Client::new();
+    let refused = Client::send(http.post(off.admin_url("/fault/panic/event_store"))).await;
+    assert_eq!(refused.status(), 404, "off by default");
+    off.shutdown().await;
+
+    let on = TestServer::start(|c| {
+        admin_on(c);
+        c.admin.fault_injection = true;
+    })
+    .await;
+    let before = on.app.child_id(Child::SessionManager);
+    let sent = Client::send(http.post(on.admin_url("/fault/panic/session_manager"))).await;
+    assert_eq!(sent.status(), 202);
+    eventually("a new session manager", || async {
+        let now = on.app.child_id(Child::SessionManager);
+        (now.is_some() && now != before).then_some(())
+    })
+    .await;
+    let unknown = Client::send(http.post(on.admin_url("/fault/panic/nobody"))).await;
+    assert_eq!(unknown.status(), 404);
+    on.shutdown().await;
 }

@@ -9,6 +9,9 @@
 //!   Otherwise 503 with a JSON reason: send traffic elsewhere for now.
 //! - `GET /metrics`: Prometheus text ([`metrics`]).
 //! - `GET /dashboard`: a live view of the tree, sessions, store and rates ([`dashboard`]).
+//! - `POST /fault/panic/{child}`: makes `event_store`, `session_manager` or
+//!   `http_listener` panic, so that a soak or a drill sees the supervisor restart it. Only
+//!   with `admin.fault_injection = true` (off by default); 404 otherwise.
 
 mod dashboard;
 mod metrics;
@@ -19,10 +22,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use axum::Router;
+use axum::extract::Path;
 use axum::extract::State;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use ractor::{ActorCell, ActorRef, ActorStatus};
 use serde_json::json;
 
@@ -102,7 +106,11 @@ impl AdminServer {
         socket.set_nonblocking(true)?;
         let addr = socket.local_addr()?;
         let listener = tokio::net::TcpListener::from_std(socket)?;
-        let router = Router::new()
+        let mut router = Router::new();
+        if probes.config.admin.fault_injection {
+            router = router.route("/fault/panic/{child}", post(inject_panic));
+        }
+        let router = router
             .route("/healthz", get(healthz))
             .route("/readyz", get(readyz))
             .route("/metrics", get(metrics::metrics))
@@ -149,6 +157,31 @@ async fn readyz(State(probes): State<Probes>) -> Response {
         Some(reason) => json(
             StatusCode::SERVICE_UNAVAILABLE,
             json!({"ready": false, "reason": reason}),
+        ),
+    }
+}
+
+/// Makes a child of the root supervisor panic (`admin.fault_injection`).
+async fn inject_panic(State(probes): State<Probes>, Path(child): Path<String>) -> Response {
+    let sent = match child.as_str() {
+        "event_store" => probes.store.inject_panic(),
+        "session_manager" => probes.sessions.inject_panic(),
+        "http_listener" => probes.listener.cast(ListenerMsg::InjectPanic),
+        _ => {
+            return json(
+                StatusCode::NOT_FOUND,
+                json!({"error": "no such child: event_store, session_manager or http_listener"}),
+            );
+        }
+    };
+    match sent {
+        Ok(()) => {
+            tracing::warn!(child, "fault injection: a panic was sent");
+            json(StatusCode::ACCEPTED, json!({"panic": child}))
+        }
+        Err(e) => json(
+            StatusCode::SERVICE_UNAVAILABLE,
+            json!({"error": e.to_string()}),
         ),
     }
 }

@@ -14,6 +14,7 @@
 mod client;
 mod mcp;
 mod procfs;
+mod soak;
 mod sse;
 mod workloads;
 
@@ -46,6 +47,10 @@ commands:
   all            everything above with the defaults of scripts/bench-peers
   smoke          about 2 seconds of a little of everything; fails on any error or a
                  resume that is not exact
+  soak           --duration of mixed load on every --url (comma-separated replicas):
+                 session churn, interrupted and resumed calls checked event by event, a
+                 slow reader, and with --admin a panic every --panic-every; fails on a
+                 lost or duplicated event (outside --faults windows) or a hung request
   free-port      print a free TCP port on 127.0.0.1
   wait           wait until --url accepts TCP connections (up to --timeout)
 
@@ -64,6 +69,9 @@ options (defaults in brackets):
   --missed LIST        resume: missed events, comma-separated [100,1000,10000]
   --mode MODE          resume: finished, in-flight or both [both]
   --timeout SECS       wait: how long [10]
+  --admin URLS         soak: admin listeners (http://host:port), comma-separated
+  --panic-every SECS   soak: between injected panics [60]
+  --faults FILE        soak: Redis outages, `start_ms end_ms` a line
   --era ERA            call, latency: `session` (2025-11-25: initialize, then calls in a
                        session) or `stateless` (2026-07-28: every call carries its own
                        _meta and routing headers, no session) [session]";
@@ -88,6 +96,9 @@ struct Opts {
     modes: Vec<Mode>,
     timeout: Duration,
     stateless: bool,
+    admins: Vec<String>,
+    panic_every: Duration,
+    faults: Option<String>,
 }
 
 fn secs(value: &str) -> std::result::Result<Duration, String> {
@@ -139,6 +150,9 @@ fn parse_args() -> std::result::Result<Opts, String> {
         modes: vec![Mode::Finished, Mode::InFlight],
         timeout: Duration::from_secs(10),
         stateless: false,
+        admins: Vec::new(),
+        panic_every: Duration::from_secs(60),
+        faults: None,
     };
     while let Some(flag) = args.next() {
         let value = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
@@ -146,6 +160,9 @@ fn parse_args() -> std::result::Result<Opts, String> {
         let bad = |e: String| format!("{flag}: {e}");
         match flag.as_str() {
             "--url" => o.url = value.to_owned(),
+            "--admin" => o.admins = value.split(',').map(str::to_owned).collect(),
+            "--panic-every" => o.panic_every = secs(value).map_err(bad)?,
+            "--faults" => o.faults = Some(value.to_owned()),
             "--pid" => o.pid = Some(number(value, u32::MAX).map_err(bad)?),
             "--duration" => o.duration = secs(value).map_err(bad)?,
             "--warmup" => o.warmup = secs(value).map_err(bad)?,
@@ -331,6 +348,24 @@ async fn run(o: Opts) -> Result<u64> {
         let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
         println!("{}", listener.local_addr()?.port());
         return Ok(0);
+    }
+    if o.command == "soak" {
+        let parse = |urls: &str| -> Result<Vec<Arc<Target>>> {
+            urls.split(',')
+                .filter(|u| !u.is_empty())
+                .map(|u| Target::parse(u).map(Arc::new))
+                .collect()
+        };
+        let out = Out::default();
+        let run = soak::Soak {
+            targets: parse(&o.url)?,
+            admins: parse(&o.admins.join(","))?,
+            duration: o.duration,
+            panic_every: o.panic_every,
+            faults: o.faults.clone(),
+        };
+        soak::soak(run, &out).await;
+        return Ok(out.errors());
     }
     let target = Arc::new(Target::parse(&o.url)?);
     if o.command == "wait" {
