@@ -539,6 +539,7 @@ impl Config {
                 .list_separator(",")
                 .with_list_parse_key("server.allowed_hosts")
                 .with_list_parse_key("server.allowed_origins")
+                .with_list_parse_key("store.redis_nodes")
                 .try_parsing(true)
                 .source(Some(env)),
         );

@@ -5,7 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::redis::RedisServer;
+use common::redis::{RedisCluster, RedisServer, SharedRedis};
 use common::{Binary, Client, TestServer, Transcript, within};
 use otpmcp::cluster::leases::LOST_REPLICA_MESSAGE;
 use otpmcp::config::BackendKind;
@@ -13,8 +13,9 @@ use serde_json::json;
 
 /// The binary with the shipped `config/redis.toml` overlay, pointed at the test's own
 /// Redis (the overlay names the usual local one).
-async fn binary_on(redis: &RedisServer) -> Binary {
-    let url = redis.url();
+async fn binary_on(redis: &impl SharedRedis) -> Binary {
+    let (url, cluster, _) = redis.target();
+    let cluster = cluster.to_string();
     Binary::start(
         &[
             "--config",
@@ -22,6 +23,8 @@ async fn binary_on(redis: &RedisServer) -> Binary {
         ],
         &[
             ("OTPMCP__STORE__REDIS_URL", url.as_str()),
+            // One node is seed enough: the cluster client finds the others.
+            ("OTPMCP__STORE__REDIS_CLUSTER", cluster.as_str()),
             ("OTPMCP__STORE__LEASE_TTL", "1s"),
         ],
     )
@@ -30,7 +33,16 @@ async fn binary_on(redis: &RedisServer) -> Binary {
 
 #[tokio::test]
 async fn a_call_whose_replica_is_killed_resumes_elsewhere_and_gets_an_error_answer() {
-    let redis = RedisServer::start();
+    killed_replica(RedisServer::start()).await;
+}
+
+/// The leases' keys share a slot, so their scripts run on a cluster too.
+#[tokio::test]
+async fn on_a_redis_cluster_a_killed_replicas_call_gets_an_error_answer_elsewhere() {
+    killed_replica(RedisCluster::start()).await;
+}
+
+async fn killed_replica(redis: impl SharedRedis) {
     let mut a = binary_on(&redis).await;
     let b = binary_on(&redis).await;
     let mut client = Client::new(&a.url);

@@ -1,32 +1,35 @@
-//! Several otpmcp replicas on one Redis (each test starts its own redis-server): any
+//! Several otpmcp replicas on one Redis (each test starts its own redis-server, and again
+//! its own Redis Cluster of three nodes): any
 //! replica serves any session, resumes any stream and delivers live what another stored.
 //! In-process replicas here (each a whole supervision tree with its own Redis
 //! connections); tests/replica_failover.rs kills real processes.
 
 mod common;
 
-use common::redis::RedisServer;
+use common::redis::{RedisCluster, RedisServer, SharedRedis};
 use common::{Client, SseReader, TestServer, Transcript, eventually, within};
 use otpmcp::McpServer;
 use otpmcp::config::{BackendKind, Config};
 use otpmcp::handler::ToolRegistry;
 use serde_json::{Value, json};
 
-fn on_redis(redis: &RedisServer) -> impl FnOnce(&mut Config) + use<> {
-    let url = redis.url();
+fn on_redis(redis: &impl SharedRedis) -> impl FnOnce(&mut Config) + Clone + 'static {
+    let (url, cluster, nodes) = redis.target();
     move |c: &mut Config| {
         c.store.backend = BackendKind::Redis;
         c.store.redis_url = url;
+        c.store.redis_cluster = cluster;
+        c.store.redis_nodes = nodes;
     }
 }
 
-async fn replica(redis: &RedisServer) -> TestServer {
+async fn replica(redis: &impl SharedRedis) -> TestServer {
     TestServer::start(on_redis(redis)).await
 }
 
 /// A replica on `redis` with `tweak` applied too.
 async fn replica_with(
-    redis: &RedisServer,
+    redis: &impl SharedRedis,
     tweak: impl FnOnce(&mut Config) + Clone + 'static,
 ) -> TestServer {
     let on = on_redis(redis);
@@ -52,9 +55,7 @@ fn via(client: &Client, server: &TestServer) -> Client {
     other
 }
 
-#[tokio::test]
-async fn a_session_created_on_one_replica_is_served_and_ended_by_another() {
-    let redis = RedisServer::start();
+async fn a_session_created_on_one_replica_is_served_and_ended_by_another(redis: impl SharedRedis) {
     let (a, b) = (replica(&redis).await, replica(&redis).await);
     let mut client = a.client();
     client.initialize().await;
@@ -84,9 +85,7 @@ async fn a_session_created_on_one_replica_is_served_and_ended_by_another() {
     b.shutdown().await;
 }
 
-#[tokio::test]
-async fn a_stream_started_on_one_replica_resumes_on_another_exactly_once() {
-    let redis = RedisServer::start();
+async fn a_stream_started_on_one_replica_resumes_on_another_exactly_once(redis: impl SharedRedis) {
     let (a, b) = (replica(&redis).await, replica(&redis).await);
     let mut client = a.client();
     client.initialize().await;
@@ -120,9 +119,9 @@ async fn a_stream_started_on_one_replica_resumes_on_another_exactly_once() {
     b.shutdown().await;
 }
 
-#[tokio::test]
-async fn a_get_stream_on_one_replica_receives_notifications_stored_by_another() {
-    let redis = RedisServer::start();
+async fn a_get_stream_on_one_replica_receives_notifications_stored_by_another(
+    redis: impl SharedRedis,
+) {
     let (a, b) = (replica(&redis).await, replica(&redis).await);
     let mut client = a.client();
     client.initialize().await;
@@ -147,9 +146,9 @@ fn ask_tool() -> McpServer {
     McpServer::new(tools)
 }
 
-#[tokio::test]
-async fn a_sampling_answer_posted_to_another_replica_reaches_the_waiting_handler() {
-    let redis = RedisServer::start();
+async fn a_sampling_answer_posted_to_another_replica_reaches_the_waiting_handler(
+    redis: impl SharedRedis,
+) {
     let a = TestServer::start_with(on_redis(&redis), ask_tool()).await;
     let b = TestServer::start_with(on_redis(&redis), ask_tool()).await;
     let mut client = a.client();
@@ -178,9 +177,7 @@ async fn a_sampling_answer_posted_to_another_replica_reaches_the_waiting_handler
     b.shutdown().await;
 }
 
-#[tokio::test]
-async fn an_idle_session_expires_on_every_replica() {
-    let redis = RedisServer::start();
+async fn an_idle_session_expires_on_every_replica(redis: impl SharedRedis) {
     let short = |c: &mut Config| c.server.session_timeout = std::time::Duration::from_millis(300);
     let a = replica_with(&redis, short).await;
     let b = replica_with(&redis, short).await;
@@ -204,9 +201,7 @@ async fn an_idle_session_expires_on_every_replica() {
     b.shutdown().await;
 }
 
-#[tokio::test]
-async fn resuming_on_another_replica_closes_the_older_connection() {
-    let redis = RedisServer::start();
+async fn resuming_on_another_replica_closes_the_older_connection(redis: impl SharedRedis) {
     let (a, b) = (replica(&redis).await, replica(&redis).await);
     let mut client = a.client();
     client.initialize().await;
@@ -235,9 +230,7 @@ async fn resuming_on_another_replica_closes_the_older_connection() {
     b.shutdown().await;
 }
 
-#[tokio::test]
-async fn a_replica_that_reloads_a_session_never_reuses_its_stream_numbers() {
-    let redis = RedisServer::start();
+async fn a_replica_that_reloads_a_session_never_reuses_its_stream_numbers(redis: impl SharedRedis) {
     let short = |c: &mut Config| c.server.session_timeout = std::time::Duration::from_millis(400);
     let a = replica_with(&redis, short).await;
     let b = replica_with(&redis, short).await;
@@ -276,9 +269,7 @@ async fn a_replica_that_reloads_a_session_never_reuses_its_stream_numbers() {
     b.shutdown().await;
 }
 
-#[tokio::test]
-async fn a_cancellation_sent_through_another_replica_stops_the_request() {
-    let redis = RedisServer::start();
+async fn a_cancellation_sent_through_another_replica_stops_the_request(redis: impl SharedRedis) {
     let (a, b) = (replica(&redis).await, replica(&redis).await);
     let mut client = a.client();
     client.initialize().await;
@@ -329,9 +320,7 @@ fn with_a_resource() -> McpServer {
     McpServer::default().with_resources(resources)
 }
 
-#[tokio::test]
-async fn a_resource_update_on_any_replica_reaches_every_subscriber_once() {
-    let redis = RedisServer::start();
+async fn a_resource_update_on_any_replica_reaches_every_subscriber_once(redis: impl SharedRedis) {
     let a = TestServer::start_with(on_redis(&redis), with_a_resource()).await;
     let b = TestServer::start_with(on_redis(&redis), with_a_resource()).await;
     let mut x = a.client();
@@ -384,9 +373,7 @@ async fn a_resource_update_on_any_replica_reaches_every_subscriber_once() {
     b.shutdown().await;
 }
 
-#[tokio::test]
-async fn a_cancelled_call_closes_its_connection_on_another_replica() {
-    let redis = RedisServer::start();
+async fn a_cancelled_call_closes_its_connection_on_another_replica(redis: impl SharedRedis) {
     // No catch-up from the store within the test (it would close the connection too):
     // only the news from A can.
     let slow_catch_up =
@@ -420,3 +407,84 @@ async fn a_cancelled_call_closes_its_connection_on_another_replica() {
     a.shutdown().await;
     b.shutdown().await;
 }
+
+/// The set of a resource's subscribers (`P:subs:<uri>`) lives in no session's keys: it
+/// gets the session timeout as its time to live, renewed while a subscribed session is
+/// alive on some replica, and goes once none is.
+#[tokio::test]
+async fn a_resources_subscriber_set_expires_after_its_subscribers() {
+    let redis = RedisServer::start();
+    let short = |c: &mut Config| c.server.session_timeout = std::time::Duration::from_millis(800);
+    let on = on_redis(&redis);
+    let a = TestServer::start_with(
+        move |c: &mut Config| {
+            on(c);
+            short(c);
+        },
+        with_a_resource(),
+    )
+    .await;
+    let mut x = a.client();
+    x.initialize().await;
+    let answer = x
+        .ask("resources/subscribe", json!({"uri": "mem://a"}))
+        .await;
+    assert_eq!(answer["result"], json!({}));
+    let client = redis::Client::open(redis.url()).unwrap_or_else(|e| panic!("{e}"));
+    let mut conn = client
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let ttl: i64 = redis::cmd("PTTL")
+        .arg("otpmcp:subs:mem://a")
+        .query_async(&mut conn)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!((1..=800).contains(&ttl), "a time to live: {ttl} ms");
+    // The session goes idle and expires; nothing renews the set any more.
+    eventually("the subscriber set to expire", || async {
+        let exists: i64 = redis::cmd("EXISTS")
+            .arg("otpmcp:subs:mem://a")
+            .query_async(&mut conn.clone())
+            .await
+            .unwrap_or(1);
+        (exists == 0).then_some(())
+    })
+    .await;
+    a.shutdown().await;
+}
+
+/// Every scenario runs on one redis-server and on a Redis Cluster of three nodes.
+macro_rules! on_both {
+    ($($scenario:ident),* $(,)?) => {
+        mod single {
+            $(
+                #[tokio::test]
+                async fn $scenario() {
+                    super::$scenario(super::RedisServer::start()).await;
+                }
+            )*
+        }
+        mod cluster {
+            $(
+                #[tokio::test]
+                async fn $scenario() {
+                    super::$scenario(super::RedisCluster::start()).await;
+                }
+            )*
+        }
+    };
+}
+
+on_both!(
+    a_session_created_on_one_replica_is_served_and_ended_by_another,
+    a_stream_started_on_one_replica_resumes_on_another_exactly_once,
+    a_get_stream_on_one_replica_receives_notifications_stored_by_another,
+    a_sampling_answer_posted_to_another_replica_reaches_the_waiting_handler,
+    an_idle_session_expires_on_every_replica,
+    resuming_on_another_replica_closes_the_older_connection,
+    a_replica_that_reloads_a_session_never_reuses_its_stream_numbers,
+    a_cancellation_sent_through_another_replica_stops_the_request,
+    a_resource_update_on_any_replica_reaches_every_subscriber_once,
+    a_cancelled_call_closes_its_connection_on_another_replica,
+);

@@ -1,5 +1,6 @@
 //! The event-store contract (`otpmcp::event_store` module docs), run against every
-//! backend: the in-memory store, and the Redis store on a redis-server of the test's own.
+//! backend: the in-memory store, and the Redis store on a redis-server of the test's own
+//! and on a Redis Cluster of three nodes of its own.
 //! Each scenario is written once and instantiated per backend by `contract!`.
 
 mod common;
@@ -7,7 +8,7 @@ mod common;
 use std::time::Duration;
 
 use bytes::Bytes;
-use common::redis::RedisServer;
+use common::redis::{RedisCluster, RedisServer};
 use common::within;
 use otpmcp::config::{BackendKind, StoreConfig};
 use otpmcp::event_store::redis::{RedisLink, connect};
@@ -34,6 +35,7 @@ fn retention(max_events: usize) -> Retention {
 enum Maker {
     Memory,
     Redis(RedisServer),
+    Cluster(RedisCluster),
 }
 
 impl Maker {
@@ -45,11 +47,19 @@ impl Maker {
         Self::Redis(RedisServer::start())
     }
 
+    fn cluster() -> Self {
+        Self::Cluster(RedisCluster::start())
+    }
+
     async fn store(&self, retention: Retention) -> Backend {
         let mut store = match self {
             Self::Memory => Backend::Memory(MemoryStore::default()),
             Self::Redis(server) => Backend::Redis(Box::new(RedisStore::new(
                 link(server).await,
+                Duration::from_secs(600),
+            ))),
+            Self::Cluster(cluster) => Backend::Redis(Box::new(RedisStore::new(
+                cluster_link(cluster).await,
                 Duration::from_secs(600),
             ))),
         };
@@ -63,6 +73,19 @@ async fn link(server: &RedisServer) -> RedisLink {
     let config = StoreConfig {
         backend: BackendKind::Redis,
         redis_url: server.url(),
+        ..StoreConfig::default()
+    };
+    let connected = connect(&config, |_, _| |_| {}).await;
+    connected.unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// A replica's connection to `cluster`, seeded with all its nodes.
+async fn cluster_link(cluster: &RedisCluster) -> RedisLink {
+    let config = StoreConfig {
+        backend: BackendKind::Redis,
+        redis_url: cluster.url(),
+        redis_cluster: true,
+        redis_nodes: cluster.other_urls(),
         ..StoreConfig::default()
     };
     let connected = connect(&config, |_, _| |_| {}).await;
@@ -461,6 +484,14 @@ macro_rules! contract {
                 #[tokio::test]
                 async fn $scenario() {
                     super::$scenario(super::Maker::redis()).await;
+                }
+            )*
+        }
+        mod redis_cluster {
+            $(
+                #[tokio::test]
+                async fn $scenario() {
+                    super::$scenario(super::Maker::cluster()).await;
                 }
             )*
         }

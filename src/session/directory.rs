@@ -148,29 +148,48 @@ impl Directory {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
-        let ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
-        let mut pipe = redis::pipe();
-        for id in ids {
+        let ms = millis(ttl);
+        // A pipeline per session: its keys share a slot, another session's may not (Redis
+        // Cluster). The pipelines go out together on the multiplexed connection.
+        let each = ids.iter().map(|id| {
+            let mut pipe = redis::pipe();
             pipe.cmd("PEXPIRE").arg(link.keys.session(*id)).arg(ms);
-            pipe.cmd("PEXPIRE")
-                .arg(link.keys.streams(*id))
-                .arg(ms)
-                .ignore();
-            pipe.cmd("PEXPIRE")
-                .arg(link.keys.arrivals(*id))
-                .arg(ms)
-                .ignore();
-            pipe.cmd("PEXPIRE")
-                .arg(link.keys.session_subscriptions(*id))
-                .arg(ms)
-                .ignore();
-        }
-        let mut conn = link.commands();
-        let alive: Vec<u8> = link
-            .breaker
-            .guard("session directory", pipe.query_async(&mut conn))
-            .await?;
-        Ok(alive.into_iter().map(|n| n == 1).collect())
+            for key in [
+                link.keys.streams(*id),
+                link.keys.arrivals(*id),
+                link.keys.events(*id),
+                link.keys.session_subscriptions(*id),
+            ] {
+                pipe.cmd("PEXPIRE").arg(key).arg(ms).ignore();
+            }
+            let mut conn = link.commands();
+            async move { pipe.query_async::<(u8,)>(&mut conn).await }
+        });
+        let call = async { futures_util::future::try_join_all(each).await };
+        let alive = link.breaker.guard("session directory", call).await?;
+        Ok(alive.into_iter().map(|(n,)| n == 1).collect())
+    }
+
+    /// Keeps the subscriber sets of `uris` for another `ttl`: each lives as long as a
+    /// session subscribed to it is alive on some replica, then expires.
+    pub async fn keep_subscribers(
+        &self,
+        uris: &[&str],
+        ttl: Duration,
+    ) -> Result<(), DirectoryError> {
+        let Self::Redis(link) = self else {
+            return Ok(());
+        };
+        let ms = millis(ttl);
+        let each = uris.iter().map(|uri| {
+            let mut cmd = redis::cmd("PEXPIRE");
+            cmd.arg(link.keys.subscribers(uri)).arg(ms);
+            let mut conn = link.commands();
+            async move { cmd.query_async::<()>(&mut conn).await }
+        });
+        let call = async { futures_util::future::try_join_all(each).await };
+        link.breaker.guard("session directory", call).await?;
+        Ok(())
     }
 
     /// Records a session field that changes after `initialize` (`log_level`), unless the
@@ -207,21 +226,36 @@ impl Directory {
             return Ok(());
         };
         let op = if on { "SADD" } else { "SREM" };
-        let mut pipe = redis::pipe();
-        pipe.cmd(op)
+        let ms = millis(ttl);
+        // Two keys in two slots (Redis Cluster): a pipeline each, sent together. Both
+        // changes are idempotent, so a client that retries after a failure repairs one
+        // that went through alone.
+        let mut own = redis::pipe();
+        own.cmd(op)
             .arg(link.keys.session_subscriptions(id))
             .arg(uri)
             .ignore()
             .cmd("PEXPIRE")
             .arg(link.keys.session_subscriptions(id))
-            .arg(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX))
-            .ignore()
+            .arg(ms)
+            .ignore();
+        let mut index = redis::pipe();
+        index
             .cmd(op)
             .arg(link.keys.subscribers(uri))
             .arg(id.to_string())
+            .ignore()
+            .cmd("PEXPIRE")
+            .arg(link.keys.subscribers(uri))
+            .arg(ms)
             .ignore();
-        let mut conn = link.commands();
-        let call = pipe.query_async::<()>(&mut conn);
+        let (mut a, mut b) = (link.commands(), link.commands());
+        let call = async {
+            tokio::try_join!(
+                own.query_async::<()>(&mut a),
+                index.query_async::<()>(&mut b)
+            )
+        };
         link.breaker.guard("session directory", call).await?;
         Ok(())
     }
@@ -259,17 +293,19 @@ impl Directory {
         cmd.arg(link.keys.session_subscriptions(id));
         let call = cmd.query_async::<Vec<String>>(&mut conn);
         let uris = link.breaker.guard("session directory", call).await?;
-        let mut pipe = redis::pipe();
-        for uri in &uris {
-            pipe.cmd("SREM")
-                .arg(link.keys.subscribers(uri))
-                .arg(id.to_string())
-                .ignore();
-        }
-        pipe.cmd("DEL")
-            .arg(link.keys.session_subscriptions(id))
-            .ignore();
-        let call = pipe.query_async::<()>(&mut conn);
+        // One command per key: each URI's set may live in a slot of its own.
+        let member = id.to_string();
+        let each = uris.iter().map(|uri| {
+            let mut cmd = redis::cmd("SREM");
+            cmd.arg(link.keys.subscribers(uri)).arg(&member);
+            let mut conn = link.commands();
+            async move { cmd.query_async::<()>(&mut conn).await }
+        });
+        let call = async { futures_util::future::try_join_all(each).await };
+        link.breaker.guard("session directory", call).await?;
+        let mut cmd = redis::cmd("DEL");
+        cmd.arg(link.keys.session_subscriptions(id));
+        let call = cmd.query_async::<()>(&mut conn);
         link.breaker.guard("session directory", call).await?;
         Ok(())
     }
@@ -326,6 +362,10 @@ impl Directory {
         publish(link, link.keys.replica_channel(replica), &msg).await?;
         Ok(true)
     }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 async fn publish(

@@ -482,6 +482,12 @@ async fn sweep(state: &mut SessionManagerState, now: Instant) {
             forget(&state.store, id).await;
         }
     }
+    // The subscriber sets of what the sessions here subscribed to live as long as they.
+    let uris = state.table.subscribed_uris();
+    let kept = state.directory.keep_subscribers(&uris, state.session_timeout);
+    if let Err(e) = kept.await {
+        tracing::warn!(error = %e, "could not renew the shared subscriber sets");
+    }
     // Sessions with work open here never expire: renew them for everyone.
     let held = state.table.held();
     match state.directory.refresh(&held, state.session_timeout).await {

@@ -291,6 +291,18 @@ impl SessionTable {
             .collect()
     }
 
+    /// Every resource URI some session here subscribed to, once each.
+    pub fn subscribed_uris(&self) -> Vec<&str> {
+        let mut uris: Vec<&str> = self
+            .sessions
+            .values()
+            .flat_map(|record| record.subscriptions.iter().map(String::as_str))
+            .collect();
+        uris.sort_unstable();
+        uris.dedup();
+        uris
+    }
+
     /// `notifications/cancelled`: stops request `request` of session `id`, if running.
     pub fn cancel_request(&mut self, id: SessionId, request: &RequestId) -> bool {
         let entry = self

@@ -14,6 +14,8 @@ pub struct RedisServer {
     pub port: u16,
     dir: PathBuf,
     persistent: bool,
+    /// A node of a Redis Cluster: the port of its cluster bus.
+    bus: Option<u16>,
 }
 
 fn free_port() -> u16 {
@@ -54,17 +56,21 @@ impl RedisServer {
     }
 
     fn launch(persistent: bool) -> Self {
+        Self::launch_as(persistent, false)
+    }
+
+    fn launch_as(persistent: bool, cluster: bool) -> Self {
         // Another test may take the free port first: then the server that answers is not
         // ours (its data directory tells), and we try another port.
         for _ in 0..20 {
-            if let Some(server) = Self::try_launch(persistent) {
+            if let Some(server) = Self::try_launch(persistent, cluster) {
                 return server;
             }
         }
         panic!("could not start a redis-server of our own");
     }
 
-    fn try_launch(persistent: bool) -> Option<Self> {
+    fn try_launch(persistent: bool, cluster: bool) -> Option<Self> {
         let port = free_port();
         let dir = std::env::temp_dir().join(format!("otpmcp-redis-{}-{port}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
@@ -74,6 +80,7 @@ impl RedisServer {
             port,
             dir,
             persistent,
+            bus: cluster.then(free_port),
         };
         server.spawn().then_some(server)
     }
@@ -90,6 +97,11 @@ impl RedisServer {
             cmd.args(["--appendonly", "yes", "--appendfsync", "always"]);
         } else {
             cmd.args(["--appendonly", "no"]);
+        }
+        if let Some(bus) = self.bus {
+            cmd.args(["--cluster-enabled", "yes", "--cluster-node-timeout", "2000"])
+                .args(["--cluster-config-file", "nodes.conf"])
+                .args(["--cluster-port", &bus.to_string()]);
         }
         let child = cmd
             .stdin(Stdio::null())
@@ -152,5 +164,100 @@ impl Drop for RedisServer {
     fn drop(&mut self) {
         self.kill();
         let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The reply of one inline command to the server on `port`, read until `done` says it is
+/// whole; `None` if nothing answers.
+fn ask(port: u16, command: &str, done: impl Fn(&str) -> bool) -> Option<String> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_millis(500))).ok()?;
+    s.write_all(format!("{command}\r\n").as_bytes()).ok()?;
+    let mut reply = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !done(&String::from_utf8_lossy(&reply)) {
+        let n = s.read(&mut buf).ok()?;
+        if n == 0 {
+            return None;
+        }
+        reply.extend_from_slice(&buf[..n]);
+    }
+    Some(String::from_utf8_lossy(&reply).into_owned())
+}
+
+/// A Redis Cluster of three primaries of the test's own, on free ports, its slots spread
+/// over the three by `redis-cli --cluster create`.
+pub struct RedisCluster {
+    pub nodes: Vec<RedisServer>,
+}
+
+impl RedisCluster {
+    pub fn start() -> Self {
+        let nodes: Vec<RedisServer> = (0..3)
+            .map(|_| RedisServer::launch_as(false, true))
+            .collect();
+        let addrs: Vec<String> = nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port))
+            .collect();
+        let created = Command::new("redis-cli")
+            .args(["--cluster", "create"])
+            .args(&addrs)
+            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap_or_else(|e| panic!("redis-cli did not start (is it on PATH?): {e}"));
+        assert!(
+            created.status.success(),
+            "redis-cli --cluster create: {}",
+            String::from_utf8_lossy(&created.stdout)
+        );
+        // Every node agrees that all slots are served before the cluster takes clients.
+        let deadline = Instant::now() + WAIT;
+        for node in &nodes {
+            loop {
+                let info = ask(node.port, "CLUSTER INFO", |r| {
+                    r.contains("cluster_stats_messages")
+                })
+                .unwrap_or_default();
+                if info.contains("cluster_state:ok") && info.contains("cluster_known_nodes:3") {
+                    break;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "the cluster did not come up: {info}"
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        Self { nodes }
+    }
+
+    /// The first node, as the seed a client connects to.
+    pub fn url(&self) -> String {
+        self.nodes[0].url()
+    }
+
+    /// The other nodes, as further seeds.
+    pub fn other_urls(&self) -> Vec<String> {
+        self.nodes[1..].iter().map(RedisServer::url).collect()
+    }
+}
+
+/// What replicas share: one redis-server, or a cluster.
+pub trait SharedRedis {
+    /// `store.redis_url`, `store.redis_cluster` and `store.redis_nodes` for it.
+    fn target(&self) -> (String, bool, Vec<String>);
+}
+
+impl SharedRedis for RedisServer {
+    fn target(&self) -> (String, bool, Vec<String>) {
+        (self.url(), false, Vec::new())
+    }
+}
+
+impl SharedRedis for RedisCluster {
+    fn target(&self) -> (String, bool, Vec<String>) {
+        (self.url(), true, self.other_urls())
     }
 }
