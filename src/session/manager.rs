@@ -484,7 +484,9 @@ async fn sweep(state: &mut SessionManagerState, now: Instant) {
     }
     // The subscriber sets of what the sessions here subscribed to live as long as they.
     let uris = state.table.subscribed_uris();
-    let kept = state.directory.keep_subscribers(&uris, state.session_timeout);
+    let kept = state
+        .directory
+        .keep_subscribers(&uris, state.session_timeout);
     if let Err(e) = kept.await {
         tracing::warn!(error = %e, "could not renew the shared subscriber sets");
     }
