@@ -76,19 +76,7 @@ async fn ten_thousand_sessions_never_deleted_leave_a_new_client_served_within_th
 /// up to the end of its headers.
 async fn unread_resume(url: &str, session: &str, last_event_id: &str) -> tokio::net::TcpStream {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let addr: std::net::SocketAddr = url
-        .trim_start_matches("http://")
-        .split('/')
-        .next()
-        .and_then(|a| a.parse().ok())
-        .unwrap_or_else(|| panic!("bad url {url}"));
-    let socket = tokio::net::TcpSocket::new_v4().unwrap_or_else(|e| panic!("{e}"));
-    socket
-        .set_recv_buffer_size(4096)
-        .unwrap_or_else(|e| panic!("{e}"));
-    let mut stream = within("connect", socket.connect(addr))
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    let (mut stream, addr) = common::small_socket(url).await;
     let request = format!(
         "GET /mcp HTTP/1.1\r\nhost: {addr}\r\naccept: text/event-stream\r\n\
          mcp-session-id: {session}\r\nlast-event-id: {last_event_id}\r\n\r\n"

@@ -22,8 +22,8 @@ use common::redis::RedisServer;
 use otpmcp::config::{BackendKind, StoreConfig};
 use otpmcp::event_store::redis::connect;
 use otpmcp::event_store::{
-    EventStore, MemoryStore, RedisStore, Replay, ReplayOutcome, Retention, StoreError, StreamKey,
-    StreamNo,
+    Appended, EventStore, MemoryStore, RedisStore, Replay, ReplayOutcome, Retention, StoreError,
+    StreamKey, StreamNo,
 };
 use otpmcp::session::SessionId;
 use proptest::prelude::*;
@@ -153,18 +153,136 @@ fn check_replay(
     Ok(())
 }
 
-fn run(retention: Retention, ops: Vec<Op>) -> Result<(), TestCaseError> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .map_err(|e| TestCaseError::fail(e.to_string()))?;
-    let mut store = MemoryStore::new(retention);
+/// A store under test, with its clock: the memory store on a clock the test steps, the
+/// Redis store on Redis's own.
+trait Subject {
+    async fn open(&mut self, id: SessionId);
+    async fn append(
+        &mut self,
+        key: StreamKey,
+        payload: Bytes,
+        nonce: u64,
+    ) -> Result<Appended, StoreError>;
+    async fn replay(
+        &mut self,
+        key: StreamKey,
+        after: u64,
+        max: usize,
+    ) -> Result<Replay, StoreError>;
+    async fn complete(&mut self, key: StreamKey);
+    async fn forget(&mut self, id: SessionId);
+    async fn sweep(&mut self);
+    fn advance(&mut self, by: Duration);
+    /// What must hold after every step besides the replays.
+    fn check(&self, retention: &Retention) -> Result<(), TestCaseError>;
+}
+
+struct Memory {
+    store: MemoryStore,
+    now: Instant,
+}
+
+impl Subject for Memory {
+    async fn open(&mut self, id: SessionId) {
+        self.store.open_session_now(id);
+    }
+    async fn append(
+        &mut self,
+        key: StreamKey,
+        payload: Bytes,
+        nonce: u64,
+    ) -> Result<Appended, StoreError> {
+        self.store.append_at(key, payload, false, nonce, self.now)
+    }
+    async fn replay(
+        &mut self,
+        key: StreamKey,
+        after: u64,
+        max: usize,
+    ) -> Result<Replay, StoreError> {
+        self.store.replay_page_at(key, Some(after), max, self.now)
+    }
+    async fn complete(&mut self, key: StreamKey) {
+        self.store.complete_stream(key).await;
+    }
+    async fn forget(&mut self, id: SessionId) {
+        self.store.forget_session(id).await;
+    }
+    async fn sweep(&mut self) {
+        self.store.sweep_at(self.now);
+    }
+    fn advance(&mut self, by: Duration) {
+        self.now += by;
+    }
+    /// The store-wide accounting matches what is held, within the budgets.
+    fn check(&self, retention: &Retention) -> Result<(), TestCaseError> {
+        let held = self
+            .store
+            .occupancy()
+            .ok_or_else(|| TestCaseError::fail("no occupancy"))?;
+        prop_assert_eq!(held.events as usize, self.store.len(), "events accounting");
+        prop_assert_eq!(
+            held.bytes as usize,
+            self.store.payload_bytes(),
+            "bytes accounting"
+        );
+        prop_assert!(self.store.len() <= retention.max_total_events);
+        // The newest event of a stream stays even alone over a byte budget.
+        let biggest = 60 * SESSIONS;
+        prop_assert!(held.bytes as usize <= retention.max_total_bytes.max(biggest));
+        Ok(())
+    }
+}
+
+impl Subject for RedisStore {
+    async fn open(&mut self, id: SessionId) {
+        self.open_session(id).await;
+    }
+    async fn append(
+        &mut self,
+        key: StreamKey,
+        payload: Bytes,
+        nonce: u64,
+    ) -> Result<Appended, StoreError> {
+        EventStore::append(self, key, payload, false, nonce).await
+    }
+    async fn replay(
+        &mut self,
+        key: StreamKey,
+        after: u64,
+        max: usize,
+    ) -> Result<Replay, StoreError> {
+        self.replay_page(key, Some(after), max).await
+    }
+    async fn complete(&mut self, key: StreamKey) {
+        self.complete_stream(key).await;
+    }
+    async fn forget(&mut self, id: SessionId) {
+        self.forget_session(id).await;
+    }
+    async fn sweep(&mut self) {
+        EventStore::sweep(self).await;
+    }
+    // Redis keeps its own time: nothing to step.
+    fn advance(&mut self, _: Duration) {}
+    // Redis keeps no store-wide totals.
+    fn check(&self, _: &Retention) -> Result<(), TestCaseError> {
+        Ok(())
+    }
+}
+
+/// Runs `ops` on `store`, checking every step against the model.
+async fn run(
+    store: &mut impl Subject,
+    retention: Retention,
+    ops: Vec<Op>,
+) -> Result<(), TestCaseError> {
     let mut model = Model::default();
     for _ in 0..SESSIONS {
         let id = SessionId::random();
-        store.open_session_now(id);
+        store.open(id).await;
         model.sessions.push(id);
     }
-    let mut now = Instant::now();
     let mut nonce = 0u64;
     for op in ops {
         match op {
@@ -185,7 +303,8 @@ fn run(retention: Retention, ops: Vec<Op>) -> Result<(), TestCaseError> {
                     continue;
                 }
                 let appended = store
-                    .append_at(key, payload.clone(), false, nonce, now)
+                    .append(key, payload.clone(), nonce)
+                    .await
                     .map_err(|e| TestCaseError::fail(e.to_string()))?;
                 log.push(payload);
                 prop_assert_eq!(appended.event.id.seq, log.len() as u64);
@@ -200,58 +319,42 @@ fn run(retention: Retention, ops: Vec<Op>) -> Result<(), TestCaseError> {
                 let key = StreamKey::new(model.sessions[session], StreamNo(stream));
                 let Some((log, completed)) = model.streams.get(&key) else {
                     prop_assert_eq!(
-                        store.replay_after_at(key, Some(0), now).err(),
+                        store.replay(key, 0, usize::MAX).await.err(),
                         Some(StoreError::UnknownStream)
                     );
                     continue;
                 };
-                let end = log.len() as u64;
-                let after = end.saturating_sub(back);
-                let replay =
-                    match store.replay_page_at(key, Some(after), page.unwrap_or(usize::MAX), now) {
-                        Ok(replay) => replay,
-                        // A stream whose every event expired after it ended is dropped.
-                        Err(StoreError::UnknownStream) if *completed || log.is_empty() => continue,
-                        Err(e) => {
-                            return Err(TestCaseError::fail(format!("{key:?} after {after}: {e}")));
-                        }
-                    };
+                let after = (log.len() as u64).saturating_sub(back);
+                let replay = match store.replay(key, after, page.unwrap_or(usize::MAX)).await {
+                    Ok(replay) => replay,
+                    // A finished stream whose every event expired or was evicted is
+                    // forgotten.
+                    Err(StoreError::UnknownStream) if *completed || log.is_empty() => continue,
+                    Err(e) => {
+                        return Err(TestCaseError::fail(format!("{key:?} after {after}: {e}")));
+                    }
+                };
                 check_replay(&replay, log, *completed, after, page)?;
             }
             Op::Complete { session, stream } => {
                 let key = StreamKey::new(model.sessions[session], StreamNo(stream));
                 if let Some((_, completed)) = model.streams.get_mut(&key) {
-                    rt.block_on(store.complete_stream(key));
+                    store.complete(key).await;
                     *completed = true;
                 }
             }
             Op::Forget { session } => {
                 let old = model.sessions[session];
-                rt.block_on(store.forget_session(old));
+                store.forget(old).await;
                 model.streams.retain(|k, _| k.session != old);
                 let id = SessionId::random();
-                store.open_session_now(id);
+                store.open(id).await;
                 model.sessions[session] = id;
             }
-            Op::Sweep => {
-                store.sweep_at(now);
-            }
-            Op::Advance { ms } => now += Duration::from_millis(ms),
+            Op::Sweep => store.sweep().await,
+            Op::Advance { ms } => store.advance(Duration::from_millis(ms)),
         }
-        // The store-wide accounting matches what is held, within the budgets.
-        let held = store
-            .occupancy()
-            .ok_or_else(|| TestCaseError::fail("no occupancy"))?;
-        prop_assert_eq!(held.events as usize, store.len(), "events accounting");
-        prop_assert_eq!(
-            held.bytes as usize,
-            store.payload_bytes(),
-            "bytes accounting"
-        );
-        prop_assert!(store.len() <= retention.max_total_events);
-        // The newest event of a stream stays even alone over a byte budget.
-        let biggest = 60 * SESSIONS;
-        prop_assert!(held.bytes as usize <= retention.max_total_bytes.max(biggest));
+        store.check(&retention)?;
     }
     Ok(())
 }
@@ -264,11 +367,15 @@ proptest! {
         retention in retention(),
         ops in proptest::collection::vec(op(), 1..120),
     ) {
-        run(retention, ops)?;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let mut store = Memory { store: MemoryStore::new(retention), now: Instant::now() };
+        rt.block_on(run(&mut store, retention, ops))?;
     }
 }
 
-/// The same sequence against the Redis store, under `prefix` on `server`.
+/// The same sequences against the Redis store, under `prefix` on `server`.
 async fn run_redis(
     server: &RedisServer,
     prefix: String,
@@ -286,86 +393,7 @@ async fn run_redis(
         .map_err(|e| TestCaseError::fail(e.to_string()))?;
     let mut store = RedisStore::new(link, Duration::from_secs(3600));
     store.set_retention(retention);
-    let mut model = Model::default();
-    for _ in 0..SESSIONS {
-        let id = SessionId::random();
-        store.open_session(id).await;
-        model.sessions.push(id);
-    }
-    let mut nonce = 0u64;
-    for op in ops {
-        match op {
-            Op::Append {
-                session,
-                stream,
-                size,
-            } => {
-                let key = StreamKey::new(model.sessions[session], StreamNo(stream));
-                nonce += 1;
-                let payload = Bytes::from(format!("{nonce:0>width$}", width = size));
-                let (log, completed) = model.streams.entry(key).or_default();
-                if *completed {
-                    continue;
-                }
-                let appended = store
-                    .append(key, payload.clone(), false, nonce)
-                    .await
-                    .map_err(|e| TestCaseError::fail(e.to_string()))?;
-                log.push(payload);
-                prop_assert_eq!(appended.event.id.seq, log.len() as u64);
-                prop_assert!(!appended.duplicate);
-            }
-            Op::Replay {
-                session,
-                stream,
-                back,
-                page,
-            } => {
-                let key = StreamKey::new(model.sessions[session], StreamNo(stream));
-                let Some((log, completed)) = model.streams.get(&key) else {
-                    prop_assert_eq!(
-                        store.replay_after(key, Some(0)).await.err(),
-                        Some(StoreError::UnknownStream)
-                    );
-                    continue;
-                };
-                let after = (log.len() as u64).saturating_sub(back);
-                let replay = match store
-                    .replay_page(key, Some(after), page.unwrap_or(usize::MAX))
-                    .await
-                {
-                    Ok(replay) => replay,
-                    // A finished stream whose every event was evicted is forgotten.
-                    Err(StoreError::UnknownStream) if *completed || log.is_empty() => continue,
-                    Err(e) => {
-                        return Err(TestCaseError::fail(format!("{key:?} after {after}: {e}")));
-                    }
-                };
-                check_replay(&replay, log, *completed, after, page)?;
-            }
-            Op::Complete { session, stream } => {
-                let key = StreamKey::new(model.sessions[session], StreamNo(stream));
-                if let Some((_, completed)) = model.streams.get_mut(&key) {
-                    store.complete_stream(key).await;
-                    *completed = true;
-                }
-            }
-            Op::Forget { session } => {
-                let old = model.sessions[session];
-                store.forget_session(old).await;
-                model.streams.retain(|k, _| k.session != old);
-                let id = SessionId::random();
-                store.open_session(id).await;
-                model.sessions[session] = id;
-            }
-            Op::Sweep => {
-                store.sweep().await;
-            }
-            // Redis keeps its own time: nothing to step.
-            Op::Advance { .. } => {}
-        }
-    }
-    Ok(())
+    run(&mut store, retention, ops).await
 }
 
 fn cases(default: u32) -> u32 {

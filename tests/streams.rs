@@ -302,6 +302,7 @@ async fn a_replay_larger_than_the_buffer_is_paced_by_the_reader() {
             .map_or(0, |(_, n)| n)
     };
     let before = cut();
+    let replayed = otpmcp::telemetry::metrics::EVENTS_REPLAYED.get();
     let mut t = Transcript::default();
     let mut resumed = client.resume(&first).await;
     for f in resumed.rest().await {
@@ -314,5 +315,10 @@ async fn a_replay_larger_than_the_buffer_is_paced_by_the_reader() {
     );
     assert_eq!(t.result_text().as_deref(), Some("streamed 9000 events"));
     assert_eq!(cut(), before, "not cut as a slow consumer");
+    assert_eq!(
+        otpmcp::telemetry::metrics::EVENTS_REPLAYED.get() - replayed,
+        count + 1,
+        "every page counted as replayed"
+    );
     server.shutdown().await;
 }

@@ -244,6 +244,7 @@ impl Actor for StreamActor {
         state.subscribed = !replay.completed;
         if kind == StreamKind::Resume {
             EVENTS_REPLAYED.add(missed as u64);
+            state.replayed = Some(missed as u64);
             let result = match replay.outcome {
                 ReplayOutcome::Complete => Some(ReplayResult::Complete),
                 ReplayOutcome::Truncated { .. } => Some(ReplayResult::Truncated),

@@ -20,7 +20,7 @@ use super::{CloseReason, StreamSettings, sse};
 use crate::event_store::{Event, EventStoreHandle, Replay, ReplayOutcome, StoreCallError};
 use crate::ids::StreamKey;
 use crate::session::SessionHold;
-use crate::telemetry::metrics::Tracked;
+use crate::telemetry::metrics::{EVENTS_REPLAYED, Tracked};
 
 /// Replayed frames are coalesced into writes of about this size, so a long replay neither
 /// fills the buffer frame by frame nor becomes one huge allocation.
@@ -98,6 +98,9 @@ pub struct StreamState {
     budget: usize,
     /// Close this way once the backlog is written (the stream has ended).
     finish: Option<CloseReason>,
+    /// Events replayed so far, counted for a resume (`missed_events`,
+    /// `otpmcp_events_replayed_total`) page by page; `None` for other streams.
+    pub(super) replayed: Option<u64>,
 }
 
 /// What [`StreamState::new`] needs.
@@ -139,6 +142,7 @@ impl StreamState {
             live_queued: 0,
             budget: parts.budget,
             finish: None,
+            replayed: None,
         }
     }
 
@@ -153,7 +157,8 @@ impl StreamState {
         })
     }
 
-    /// A keep-alive comment, unless data waits already (which keeps the connection busy).
+    /// A keep-alive comment, unless the pipe is full: what waits there keeps the
+    /// connection busy anyway, and a ping must not count the client as too slow.
     pub(super) fn ping(&mut self) -> Result<(), CloseReason> {
         let frame = sse::comment("ping");
         match &self.tx {
@@ -242,6 +247,12 @@ impl StreamState {
             ))));
         }
         let last = page.events.last().map(|e| e.id.seq);
+        if let Some(replayed) = &mut self.replayed {
+            let n = page.events.len() as u64;
+            *replayed += n;
+            EVENTS_REPLAYED.add(n);
+            self.span.record("missed_events", *replayed);
+        }
         self.replay.extend(
             page.events
                 .into_iter()

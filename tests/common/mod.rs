@@ -541,23 +541,30 @@ pub struct SlowSocket {
     raw: Vec<u8>,
 }
 
+/// A connection to the server at `url` with a 4 KiB receive buffer, so that what the
+/// client does not read stays with the server, and the server's address.
+pub async fn small_socket(url: &str) -> (tokio::net::TcpStream, std::net::SocketAddr) {
+    let addr: std::net::SocketAddr = url
+        .trim_start_matches("http://")
+        .split('/')
+        .next()
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("bad url {url}"));
+    let socket = tokio::net::TcpSocket::new_v4().unwrap_or_else(|e| panic!("{e}"));
+    socket
+        .set_recv_buffer_size(4096)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let stream = within("connect", socket.connect(addr))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    (stream, addr)
+}
+
 impl SlowSocket {
     /// Connects and sends `body` as an MCP POST; reads nothing yet.
     pub async fn post(url: &str, session: &str, body: &Value) -> Self {
         use tokio::io::AsyncWriteExt;
-        let addr: std::net::SocketAddr = url
-            .trim_start_matches("http://")
-            .split('/')
-            .next()
-            .and_then(|a| a.parse().ok())
-            .unwrap_or_else(|| panic!("bad url {url}"));
-        let socket = tokio::net::TcpSocket::new_v4().unwrap_or_else(|e| panic!("{e}"));
-        socket
-            .set_recv_buffer_size(4096)
-            .unwrap_or_else(|e| panic!("{e}"));
-        let mut stream = within("connect", socket.connect(addr))
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
+        let (mut stream, addr) = small_socket(url).await;
         let body = body.to_string();
         let request = format!(
             "POST /mcp HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\n\

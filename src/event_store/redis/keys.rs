@@ -17,6 +17,8 @@
 //! | `P:{S}:subs` | set | the resources the session subscribed to |
 //! | `P:{S}:c:<n>` | channel | each event of stream `n`, as it is stored |
 //! | `P:bus:<r>`, `P:bus:all` | channel | messages to replica `r`, or to all |
+//! | `P:bus:news` | channel | what changed on some replica (lists, resources, tasks) |
+//! | `P:bus:task:<r>` | channel | signals for the tasks running on replica `r` |
 //! | `P:{P}:replicas` | sorted set | live replicas, scored by lease expiry |
 //! | `P:{P}:replica-seq` | counter | the last replica number given out |
 //! | `P:{P}:inflight:<r>` | hash | requests running on replica `r` |

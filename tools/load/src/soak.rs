@@ -353,23 +353,19 @@ async fn one_call(
         token,
     )
     .await?;
-    let mut received = Vec::new();
-    let mut last_id = None;
     // Our own disconnect, after this many events (the slow reader waits to be cut).
-    let mut cut_after = if call.slow {
+    let cut_after = if call.slow {
         u64::MAX
     } else {
         1 + rng.below(call.count)
     };
-    let mut replied = read(
-        &mut msgs,
+    let mut piece = Piece {
         token,
-        call.slow,
-        cut_after,
-        &mut received,
-        &mut last_id,
-    )
-    .await?;
+        slow: call.slow,
+        received: Vec::new(),
+        last_id: None,
+    };
+    let mut replied = piece.read(&mut msgs, cut_after).await?;
     drop(msgs);
     drop(conn);
     let mut pieces = 0;
@@ -378,7 +374,8 @@ async fn one_call(
         if pieces > MAX_PIECES {
             return Err(format!("{token}: no reply after {MAX_PIECES} resumes").into());
         }
-        let id = last_id
+        let id = piece
+            .last_id
             .clone()
             .ok_or_else(|| format!("{token}: no event id to resume from"))?;
         sleep(Duration::from_millis(rng.below(300))).await;
@@ -386,16 +383,7 @@ async fn one_call(
         let mut conn = Conn::open(&target).await?;
         let mut msgs = mcp::get(&mut conn, &target, &session, Some(&id)).await?;
         tally.resumes.fetch_add(1, Relaxed);
-        cut_after = u64::MAX;
-        replied = read(
-            &mut msgs,
-            token,
-            call.slow,
-            cut_after,
-            &mut received,
-            &mut last_id,
-        )
-        .await?;
+        replied = piece.read(&mut msgs, u64::MAX).await?;
     }
     if rng.below(2) == 0 {
         let target = rng.pick(&soak.targets).clone();
@@ -403,46 +391,52 @@ async fn one_call(
         mcp::delete(&mut conn, &target, &session).await?;
         tally.deleted.fetch_add(1, Relaxed);
     }
-    Ok(received)
+    Ok(piece.received)
 }
 
-/// Reads a call's stream: progress values into `received`, the last event id into
-/// `last_id`; stops after `cut_after` values (a disconnect of ours), at the reply (true),
-/// or when the server ends the stream (false: resume).
-async fn read(
-    msgs: &mut Messages,
-    token: &str,
+/// What a checked call has received so far, across its connections.
+struct Piece<'a> {
+    token: &'a str,
+    /// Read slowly (the slow reader).
     slow: bool,
-    cut_after: u64,
-    received: &mut Vec<u64>,
-    last_id: &mut Option<String>,
-) -> Result<bool> {
-    let mut this_piece = 0;
-    loop {
-        let event = match msgs.next().await {
-            Ok(Some(event)) => event,
-            // Cut by the server (too slow, polling, a replica going away): resume.
-            Ok(None) | Err(_) => return Ok(false),
-        };
-        if event.id.is_some() {
-            last_id.clone_from(&event.id);
-        }
-        if event.data.is_empty() {
-            continue;
-        }
-        let msg: Value = serde_json::from_str(&event.data)?;
-        if let Some(p) = mcp::progress_of(&msg, token) {
-            received.push(p);
-            this_piece += 1;
-            if this_piece >= cut_after {
-                return Ok(false);
+    /// Progress values, in the order they arrived.
+    received: Vec<u64>,
+    /// The last event id, to resume from.
+    last_id: Option<String>,
+}
+
+impl Piece<'_> {
+    /// Reads one connection of the call: stops after `cut_after` progress values (a
+    /// disconnect of ours) or when the server ends the stream (false: resume), or at the
+    /// reply (true).
+    async fn read(&mut self, msgs: &mut Messages, cut_after: u64) -> Result<bool> {
+        let mut this_piece = 0;
+        loop {
+            let event = match msgs.next().await {
+                Ok(Some(event)) => event,
+                // Cut by the server (too slow, polling, a replica going away): resume.
+                Ok(None) | Err(_) => return Ok(false),
+            };
+            if event.id.is_some() {
+                self.last_id.clone_from(&event.id);
             }
-            if slow {
-                sleep(Duration::from_millis(2)).await;
+            if event.data.is_empty() {
+                continue;
             }
-        } else if mcp::is_reply_to(&msg, 1) {
-            mcp::result_of(&msg)?;
-            return Ok(true);
+            let msg: Value = serde_json::from_str(&event.data)?;
+            if let Some(p) = mcp::progress_of(&msg, self.token) {
+                self.received.push(p);
+                this_piece += 1;
+                if this_piece >= cut_after {
+                    return Ok(false);
+                }
+                if self.slow {
+                    sleep(Duration::from_millis(2)).await;
+                }
+            } else if mcp::is_reply_to(&msg, 1) {
+                mcp::result_of(&msg)?;
+                return Ok(true);
+            }
         }
     }
 }
