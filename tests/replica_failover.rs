@@ -247,3 +247,77 @@ async fn the_live_feed_between_replicas_comes_back_after_a_redis_restart() {
     a.shutdown().await;
     b.shutdown().await;
 }
+
+/// A tool that answers once the test says so.
+fn gated(gate: std::sync::Arc<tokio::sync::Notify>) -> otpmcp::McpServer {
+    use otpmcp::handler::{ToolRegistry, tools::tool_fn};
+    use otpmcp::protocol::methods::CallToolResult;
+    let mut tools = ToolRegistry::default();
+    tools.register(tool_fn(
+        "gated",
+        "Answers once the test opens the gate.",
+        json!({"type": "object"}),
+        move |_, _| {
+            let gate = gate.clone();
+            async move {
+                gate.notified().await;
+                Ok(CallToolResult::text("through"))
+            }
+        },
+    ));
+    otpmcp::McpServer::new(tools)
+}
+
+/// A call running on A answers while Redis is down, and its client follows it from B: A
+/// delivers the answer live to nobody there, so it keeps trying to store it, and once
+/// Redis is back B hears it. (The soak found a resume on B waiting for it for ever.)
+#[tokio::test]
+async fn an_answer_given_while_redis_is_down_reaches_the_client_on_another_replica() {
+    let mut redis = RedisServer::start_persistent();
+    let on_redis = |url: String| {
+        move |c: &mut otpmcp::config::Config| {
+            c.store.backend = BackendKind::Redis;
+            c.store.redis_url = url;
+            c.store.retry_interval = Duration::from_millis(100);
+            c.store.command_timeout = Duration::from_millis(500);
+            c.store.connect_timeout = Duration::from_millis(500);
+        }
+    };
+    let gate = std::sync::Arc::new(tokio::sync::Notify::new());
+    let a = TestServer::start_with(on_redis(redis.url()), gated(gate.clone())).await;
+    let b = TestServer::start_with(on_redis(redis.url()), gated(gate.clone())).await;
+    let mut client = a.client();
+    client.initialize().await;
+    let mut on_a = client.call_stream("gated", json!({}), None).await;
+    let priming = within("the priming event", on_a.next())
+        .await
+        .and_then(|f| f.id)
+        .unwrap_or_else(|| panic!("no priming id"));
+    drop(on_a);
+    let mut on_b = client.clone();
+    on_b.url = b.url.clone();
+    let mut following = on_b.resume(&priming).await;
+    assert!(
+        within("B's priming", following.next())
+            .await
+            .is_some_and(|f| f.is_priming())
+    );
+
+    redis.kill();
+    let before = a.app.unstored_events();
+    gate.notify_one();
+    common::eventually("A to try to store the answer", || async {
+        (a.app.unstored_events() > before).then_some(())
+    })
+    .await;
+    redis.restart();
+
+    let answer = within("the answer on B", following.next_event()).await;
+    let answer = answer.and_then(|f| f.json()).unwrap_or_default();
+    assert_eq!(
+        answer["result"]["content"][0]["text"], "through",
+        "{answer}"
+    );
+    a.shutdown().await;
+    b.shutdown().await;
+}

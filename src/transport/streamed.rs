@@ -143,8 +143,11 @@ pub(super) async fn serve(
         async move {
             match work.await {
                 Some(answer) => {
-                    if let Err(e) = store.append(key, answer.to_bytes(), true).await {
-                        tracing::error!(error = %e, "could not store the response; the client will not receive it");
+                    if !keep_response(&closing, key, answer.to_bytes()).await {
+                        // Stopped by shutdown before the response could be stored: the
+                        // lease entry stays, for another replica to answer.
+                        ended.abandon();
+                        return;
                     }
                 }
                 None if closing.is_closing() => {
@@ -166,6 +169,56 @@ pub(super) async fn serve(
         .instrument(span),
     );
     Ok(response)
+}
+
+/// Stores a request's response. While the store cannot keep it (Redis away) it goes live
+/// to this replica's connection only, and a client following the stream on another
+/// replica, or resuming later, would wait for it for ever. So it is tried again with the
+/// same nonce every `store.retry_interval`, for up to `server.session_timeout`; the
+/// request keeps its lease entry and its hold on the session meanwhile (if this replica
+/// dies, another one answers). False if shutdown stopped the retries.
+async fn keep_response(state: &AppState, key: StreamKey, payload: bytes::Bytes) -> bool {
+    let inner = &state.inner;
+    let nonce = crate::event_store::EventStoreHandle::nonce();
+    let retry = inner.config.store.retry_interval;
+    let deadline = tokio::time::Instant::now() + inner.config.server.session_timeout;
+    let mut warned = false;
+    loop {
+        match inner
+            .store
+            .append_with_nonce(key, payload.clone(), true, nonce)
+            .await
+        {
+            Ok(Some(_)) => {
+                if warned {
+                    tracing::info!("the response is stored now, after the store was back");
+                }
+                return true;
+            }
+            Ok(None) if tokio::time::Instant::now() < deadline => {
+                if !warned {
+                    tracing::warn!(
+                        "the response could not be stored; trying again until the store is back"
+                    );
+                    warned = true;
+                }
+            }
+            Ok(None) => {
+                tracing::error!(
+                    "the response could not be stored in time; only a connection on this replica received it"
+                );
+                return true;
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "could not store the response; the client will not receive it");
+                return true;
+            }
+        }
+        if state.is_closing() {
+            return false;
+        }
+        tokio::time::sleep(retry).await;
+    }
 }
 
 /// What a request gives back when it ends: its lease, its hold on the session, and its

@@ -69,6 +69,11 @@ impl EventStoreHandle {
             .await
     }
 
+    /// A nonce for [`Self::append_with_nonce`], new to this process.
+    pub fn nonce() -> u64 {
+        next_nonce()
+    }
+
     /// [`Self::append`] with the caller's nonce: appending again with the same nonce
     /// stores nothing new (several replicas answering one lost request store one answer).
     pub async fn append_with_nonce(
