@@ -33,8 +33,9 @@ async fn silent_and_slowloris_connections_are_closed_and_new_clients_served() {
         c.server.header_timeout = Duration::from_millis(300);
     })
     .await;
+    // The figure: 2,000 connections that never send a byte.
     let mut silent = Vec::new();
-    for _ in 0..200 {
+    for _ in 0..2_000 {
         silent.push(connect(&server).await);
     }
     // A head a byte at a time, each well within any read timeout of its own.
