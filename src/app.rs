@@ -53,6 +53,9 @@ pub enum StartError {
     /// `[store] backend = "redis"` and Redis could not be reached.
     #[error(transparent)]
     Redis(#[from] redis::ConnectError),
+    /// `[auth]` is enabled and its verifier could not be built.
+    #[error(transparent)]
+    Auth(#[from] crate::auth::verifier::SetupError),
 }
 
 /// A running server.
@@ -157,10 +160,21 @@ pub async fn start_with(config: Config, server: McpServer) -> Result<App, StartE
             .with_tasks(tasks.clone()),
     );
     server.serve_reruns();
+    let gate = match config.auth.enabled {
+        true => {
+            let verifier = crate::auth::Verifier::new(&config.auth)?;
+            tracing::info!(issuer = %config.auth.issuer, audience = %config.auth.audience, "bearer tokens required on every MCP request");
+            Some(Arc::new(crate::transport::auth::Gate::new(Arc::new(
+                verifier,
+            ))))
+        }
+        false => None,
+    };
     let args = SupervisorArgs {
         config: config.clone(),
         socket,
         server: server.clone(),
+        gate,
         store_slot,
         session_slot,
         listener_slot,

@@ -78,6 +78,7 @@
 
 pub mod admin;
 pub mod app;
+pub mod auth;
 pub mod cluster;
 pub mod config;
 pub mod event_store;

@@ -28,6 +28,9 @@ pub enum ServerNews {
         task_id: String,
         /// The detailed task.
         task: Value,
+        /// Who may see it (`[auth]`): its record's principal.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        owner: Option<String>,
     },
 }
 

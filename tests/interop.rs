@@ -254,3 +254,43 @@ async fn the_typescript_sdk_works_across_replicas_behind_a_balancer() {
     a.shutdown().await;
     b.shutdown().await;
 }
+
+/// The Python SDK with a bearer token from a stand-in authorization server, in both
+/// protocol eras; `whoami` shows the handler saw the token's subject.
+#[tokio::test]
+async fn the_python_sdk_sends_a_bearer_token_in_both_eras() {
+    use otpmcp::McpServer;
+    use otpmcp::handler::ToolRegistry;
+    use otpmcp::handler::builtin::Echo;
+    use otpmcp::handler::tools::tool_fn;
+    use otpmcp::protocol::methods::CallToolResult;
+
+    let issuer = common::issuer::Issuer::start().await;
+    let mut tools = ToolRegistry::default();
+    tools.register(Echo).register(tool_fn(
+        "whoami",
+        "Who is calling.",
+        serde_json::json!({"type": "object"}),
+        |_, ctx| async move {
+            let who = ctx.principal().map(|p| p.subject.clone());
+            Ok(CallToolResult::text(who.unwrap_or_default()))
+        },
+    ));
+    let audience = "http://mcp.test/mcp";
+    let issuer_url = issuer.url.clone();
+    let server = TestServer::start_with(
+        move |c| {
+            c.auth.enabled = true;
+            c.auth.issuer = issuer_url;
+            c.auth.audience = audience.into();
+        },
+        McpServer::new(tools),
+    )
+    .await;
+    let token = issuer.token(audience, "ada", "mcp");
+    let mut cmd = python("python_auth.py", &server.url);
+    cmd.arg(&token).arg("ada");
+    let out = run(cmd).await;
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "ok");
+    server.shutdown().await;
+}

@@ -13,6 +13,7 @@ const LAYERS: &[&[&str]] = &[
     &["ids"],
     &["rt", "config", "protocol"],
     &["telemetry", "news"],
+    &["auth"],
     &["event_store"],
     &["session"],
     &["stream"],

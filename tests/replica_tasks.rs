@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::redis::RedisServer;
 use common::stateless::{Stateless, confirm_tool, wait_tool};
-use common::{Binary, SseReader, TestServer, within};
+use common::{Binary, TestServer};
 use otpmcp::McpServer;
 use otpmcp::config::{BackendKind, Config};
 use otpmcp::handler::{ToolRegistry, tools::tool_fn};
@@ -88,16 +88,9 @@ async fn a_listen_stream_on_one_replica_hears_another_replicas_changes_and_tasks
     let on_b = on_a.at(&b.url);
     let id = on_a.start_task("wait", json!({})).await;
 
-    let (_, req) = on_b.post(
-        "subscriptions/listen",
-        json!({"notifications": {"toolsListChanged": true, "taskIds": [id]}}),
-    );
-    let resp = within("listen", req.send())
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    let mut stream = SseReader::new(resp);
-    let ack = stream.next_json().await;
-    assert_eq!(ack["method"], "notifications/subscriptions/acknowledged");
+    let (mut stream, _) = on_b
+        .listen(json!({"toolsListChanged": true, "taskIds": [id]}))
+        .await;
 
     on_a.ask("tools/call", json!({"name": "touch", "arguments": {}}))
         .await;

@@ -404,7 +404,7 @@ async fn a_caller_that_gives_up_before_the_answer_leaks_no_hold() {
     // Poll once (the request is sent) and drop the caller before the reply can arrive:
     // what a dropped HTTP request does at the worst moment.
     for _ in 0..20 {
-        let mut caller = Box::pin(server.app.sessions().hold(id, true, None));
+        let mut caller = Box::pin(server.app.sessions().hold(id, None, true, None));
         let waker = std::task::Waker::noop();
         let polled = caller
             .as_mut()

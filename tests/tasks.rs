@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use common::TestServer;
 use common::stateless::{Stateless, TASKS, confirm_tool, wait_tool};
-use common::{TestServer, within};
 use otpmcp::McpServer;
 use otpmcp::handler::builtin::StreamEvents;
 use otpmcp::handler::{ToolRegistry, tools::tool_fn};
@@ -218,17 +218,8 @@ async fn listen_streams_hear_of_the_tasks_they_name() {
     let client = Stateless::new(&server.url).with_tasks();
     let watched = client.start_task("confirm", json!({})).await;
     let other = client.start_task("confirm", json!({})).await;
-    let (_, req) = client.post(
-        "subscriptions/listen",
-        json!({"notifications": {"taskIds": [watched]}}),
-    );
-    let resp = within("listen", req.send())
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    let mut stream = common::SseReader::new(resp);
-    let ack = stream.next_json().await;
-    assert_eq!(ack["method"], "notifications/subscriptions/acknowledged");
-    assert_eq!(ack["params"]["notifications"]["taskIds"], json!([watched]));
+    let (mut stream, ack) = client.listen(json!({"taskIds": [watched]})).await;
+    assert_eq!(ack["notifications"]["taskIds"], json!([watched]));
     for id in [&other, &watched] {
         let waiting = client.until_status(id, "input_required").await;
         let key = waiting["inputRequests"]

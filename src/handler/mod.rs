@@ -7,6 +7,7 @@
 pub mod builtin;
 pub mod prompts;
 pub mod resources;
+pub mod scopes;
 pub mod tools;
 pub mod typed;
 
@@ -16,6 +17,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use crate::auth::Principal;
 use crate::protocol::ErrorObject;
 use crate::protocol::client::{
     ClientRequest, ElicitResult, Elicitation, ListRoots, Root, Sampling, SamplingResult, satisfies,
@@ -124,6 +126,8 @@ pub struct RequestContext {
     /// False on a stateless request that did not ask for log messages.
     logs_wanted: bool,
     client_capabilities: Arc<Value>,
+    /// Who is calling (`[auth]`); `None` without authentication.
+    principal: Option<Arc<Principal>>,
 }
 
 impl std::fmt::Debug for RequestContext {
@@ -144,7 +148,20 @@ impl RequestContext {
             log_level: Arc::default(),
             logs_wanted: true,
             client_capabilities: Arc::default(),
+            principal: None,
         }
+    }
+
+    /// The verified caller: subject, scopes and every claim of its token, for a handler's
+    /// own decisions. `None` when `[auth]` is off.
+    pub fn principal(&self) -> Option<&Arc<Principal>> {
+        self.principal.as_ref()
+    }
+
+    /// The same context on behalf of `principal`.
+    pub fn with_principal(mut self, principal: Option<Arc<Principal>>) -> Self {
+        self.principal = principal;
+        self
     }
 
     /// This context's outbox, for a runtime that wraps it (see the stateless path's

@@ -5,7 +5,9 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
+use super::scopes::ScopeMap;
 use super::{BoxFuture, RequestContext};
+use crate::auth::Principal;
 use crate::protocol::methods::{GetPromptResult, PromptDefinition};
 
 /// Why a prompt could not be rendered.
@@ -32,6 +34,8 @@ type Renderer = Arc<
 #[derive(Clone, Default)]
 pub struct PromptRegistry {
     prompts: Vec<(PromptDefinition, Renderer)>,
+    /// The scopes each prompt needs (`[auth]`).
+    scopes: ScopeMap,
 }
 
 impl std::fmt::Debug for PromptRegistry {
@@ -55,8 +59,34 @@ impl PromptRegistry {
         self
     }
 
+    /// Declares that prompt `name` needs every scope in `scopes` (`[auth]`), as
+    /// [`super::tools::ToolRegistry::require_scopes`] does for a tool.
+    pub fn require_scopes<S: Into<String>>(
+        &mut self,
+        name: &str,
+        scopes: impl IntoIterator<Item = S>,
+    ) -> &mut Self {
+        self.scopes.require(name, scopes);
+        self
+    }
+
+    /// The scopes prompt `name` needs.
+    pub fn scopes(&self, name: &str) -> Arc<[String]> {
+        self.scopes.of(name)
+    }
+
+    /// The prompts `principal` may get (all of them without `[auth]`).
+    pub fn list_for(&self, principal: Option<&Principal>) -> Vec<PromptDefinition> {
+        self.prompts
+            .iter()
+            .filter(|(d, _)| self.scopes.allows(&d.name, principal))
+            .map(|(d, _)| d.clone())
+            .collect()
+    }
+
     /// Removes prompt `name`; false if there was none.
     pub fn remove(&mut self, name: &str) -> bool {
+        self.scopes.remove(name);
         let before = self.prompts.len();
         self.prompts.retain(|(d, _)| d.name != name);
         self.prompts.len() != before
@@ -70,11 +100,6 @@ impl PromptRegistry {
     /// True when prompt `name` is registered.
     pub fn contains(&self, name: &str) -> bool {
         self.prompts.iter().any(|(d, _)| d.name == name)
-    }
-
-    /// The prompts.
-    pub fn list(&self) -> Vec<PromptDefinition> {
-        self.prompts.iter().map(|(d, _)| d.clone()).collect()
     }
 
     /// Renders prompt `name`.

@@ -4,7 +4,9 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 
+use super::scopes::ScopeMap;
 use super::{BoxFuture, RequestContext};
+use crate::auth::Principal;
 use crate::protocol::methods::{ResourceContents, ResourceDefinition, ResourceTemplateDefinition};
 
 /// Why a read failed.
@@ -33,6 +35,8 @@ type Reader = Arc<
 pub struct ResourceRegistry {
     fixed: Vec<(ResourceDefinition, Reader)>,
     templates: Vec<(ResourceTemplateDefinition, UriTemplate, Reader)>,
+    /// The scopes each resource (by URI) or template (by its template) needs (`[auth]`).
+    scopes: ScopeMap,
 }
 
 impl std::fmt::Debug for ResourceRegistry {
@@ -72,6 +76,7 @@ impl ResourceRegistry {
     /// Removes the resource with URI `uri`, or the template whose template is `uri`;
     /// false if there was none.
     pub fn remove(&mut self, uri: &str) -> bool {
+        self.scopes.remove(uri);
         let before = self.fixed.len() + self.templates.len();
         self.fixed.retain(|(d, _)| d.uri != uri);
         self.templates.retain(|(d, _, _)| d.uri_template != uri);
@@ -92,14 +97,52 @@ impl ResourceRegistry {
         self.fixed.is_empty() && self.templates.is_empty()
     }
 
-    /// The fixed resources.
-    pub fn list(&self) -> Vec<ResourceDefinition> {
-        self.fixed.iter().map(|(d, _)| d.clone()).collect()
+    /// Declares that reading `uri` (a fixed resource's URI, or a template as registered)
+    /// needs every scope in `scopes` (`[auth]`), as
+    /// [`super::tools::ToolRegistry::require_scopes`] does for a tool.
+    pub fn require_scopes<S: Into<String>>(
+        &mut self,
+        uri: &str,
+        scopes: impl IntoIterator<Item = S>,
+    ) -> &mut Self {
+        self.scopes.require(uri, scopes);
+        self
     }
 
-    /// The templates.
-    pub fn list_templates(&self) -> Vec<ResourceTemplateDefinition> {
-        self.templates.iter().map(|(d, _, _)| d.clone()).collect()
+    /// The scopes reading `uri` needs: its own, or those of the first template it matches
+    /// when it is no fixed resource.
+    pub fn scopes(&self, uri: &str) -> Arc<[String]> {
+        if self.fixed.iter().any(|(d, _)| d.uri == uri) {
+            return self.scopes.of(uri);
+        }
+        self.templates
+            .iter()
+            .find(|(_, t, _)| t.matches(uri).is_some())
+            .map_or_else(
+                || Arc::new([]) as Arc<[String]>,
+                |(d, _, _)| self.scopes.of(&d.uri_template),
+            )
+    }
+
+    /// The fixed resources `principal` may read (all of them without `[auth]`).
+    pub fn list_for(&self, principal: Option<&Principal>) -> Vec<ResourceDefinition> {
+        self.fixed
+            .iter()
+            .filter(|(d, _)| self.scopes.allows(&d.uri, principal))
+            .map(|(d, _)| d.clone())
+            .collect()
+    }
+
+    /// The templates `principal` may read through.
+    pub fn list_templates_for(
+        &self,
+        principal: Option<&Principal>,
+    ) -> Vec<ResourceTemplateDefinition> {
+        self.templates
+            .iter()
+            .filter(|(d, _, _)| self.scopes.allows(&d.uri_template, principal))
+            .map(|(d, _, _)| d.clone())
+            .collect()
     }
 
     /// Reads `uri`: a fixed resource first, then the first template that matches.

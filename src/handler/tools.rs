@@ -5,8 +5,10 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
+use super::scopes::ScopeMap;
 pub use super::typed::{structured_tool, tool, typed_tool};
 use super::{BoxFuture, ClientRequestError, RequestContext};
+use crate::auth::Principal;
 use crate::protocol::meta::{HeaderParam, header_params};
 use crate::protocol::methods::{CallToolResult, TaskOptions, TaskSupport, ToolDefinition};
 
@@ -71,6 +73,8 @@ pub struct ToolRegistry {
     tools: HashMap<String, Arc<dyn Tool>>,
     /// What each request to a tool needs before it runs, worked out once.
     routing: HashMap<String, ToolRouting>,
+    /// The scopes each tool needs (`[auth]`).
+    scopes: ScopeMap,
 }
 
 /// What the runtime checks of a tool on every call, worked out when it is registered (a
@@ -111,10 +115,46 @@ impl ToolRegistry {
         self
     }
 
+    /// Declares that calling tool `name` needs every scope in `scopes` (`[auth]`): a
+    /// caller without them does not see it in `tools/list` and gets 403 when it calls it.
+    ///
+    /// ```
+    /// use otpmcp::handler::builtin::Echo;
+    /// use otpmcp::handler::tools::ToolRegistry;
+    ///
+    /// let mut tools = ToolRegistry::default();
+    /// tools.register(Echo).require_scopes("echo", ["mcp:echo"]);
+    /// assert_eq!(&*tools.scopes("echo"), ["mcp:echo".to_owned()]);
+    /// ```
+    pub fn require_scopes<S: Into<String>>(
+        &mut self,
+        name: &str,
+        scopes: impl IntoIterator<Item = S>,
+    ) -> &mut Self {
+        self.scopes.require(name, scopes);
+        self
+    }
+
+    /// The scopes calling tool `name` needs.
+    pub fn scopes(&self, name: &str) -> Arc<[String]> {
+        self.scopes.of(name)
+    }
+
+    /// The definitions of the tools `principal` may call (all of them without `[auth]`).
+    pub fn list_for(&self, principal: Option<&Principal>) -> Vec<ToolDefinition> {
+        self.order
+            .iter()
+            .filter(|n| self.scopes.allows(n, principal))
+            .filter_map(|n| self.tools.get(n))
+            .map(|t| t.definition())
+            .collect()
+    }
+
     /// Removes tool `name`; false if there was none.
     pub fn remove(&mut self, name: &str) -> bool {
         self.order.retain(|n| n != name);
         self.routing.remove(name);
+        self.scopes.remove(name);
         self.tools.remove(name).is_some()
     }
 

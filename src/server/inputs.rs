@@ -44,6 +44,8 @@ pub(super) struct Starter {
     /// What to run again if the task's replica dies (a re-runnable tool), without the
     /// answers, which are added when the task starts.
     pub(super) rerun: Option<TaskWork>,
+    /// Who may see the task (`[auth]`): the caller's owner, as text.
+    pub(super) owner: Option<String>,
 }
 
 #[derive(Default)]
@@ -146,7 +148,7 @@ impl Inputs {
         });
         let task = starter
             .tasks
-            .create(rerun, None)
+            .create(rerun, starter.owner.clone())
             .await
             .map_err(|e| ClientRequestError::Unavailable(e.to_string()))?;
         let _ = self.task.set(task.outbox(self.notes.clone()));

@@ -7,6 +7,7 @@
 //! request, with the same handlers.
 
 mod inputs;
+mod paging;
 pub mod stateless;
 mod tasks;
 
@@ -21,12 +22,14 @@ use crate::handler::{
 };
 use crate::protocol::methods::{
     CallToolParams, CallToolResult, CompleteParams, CompletionArgument, CompletionRef,
-    GetPromptParams, Implementation, InitializeParams, InitializeResult, ListKind, ListParams,
-    LoggingLevel, Method, ReadResourceResult, ResourceParams, SetLevelParams,
+    GetPromptParams, Implementation, InitializeParams, InitializeResult, ListKind, LoggingLevel,
+    Method, ReadResourceResult, ResourceParams, SetLevelParams,
 };
 use crate::protocol::version::ProtocolVersion;
 use crate::protocol::{ErrorObject, Outgoing, Request};
 use crate::session::NewSession;
+pub use paging::PAGE_SIZE;
+use paging::page_value;
 
 /// Longest resource URI accepted in a subscription.
 pub const MAX_URI_LEN: usize = 2048;
@@ -94,48 +97,8 @@ impl<T: Clone> Live<T> {
     }
 }
 
-/// Items per page of every list method.
-pub const PAGE_SIZE: usize = 100;
-
 /// Most suggestions one completion answer carries (the spec's limit).
 const MAX_COMPLETIONS: usize = 100;
-
-/// One page of `items` from `cursor` (an offset we issued), with the next cursor.
-fn page<T: Clone>(
-    items: &[T],
-    cursor: Option<&str>,
-) -> Result<(Vec<T>, Option<String>), ErrorObject> {
-    let start = match cursor {
-        None => 0,
-        Some(c) => c
-            .parse::<usize>()
-            .ok()
-            .filter(|n| *n <= items.len())
-            .ok_or_else(|| ErrorObject::invalid_params(format!("Invalid cursor: {c:?}")))?,
-    };
-    let end = (start + PAGE_SIZE).min(items.len());
-    let next = (end < items.len()).then(|| end.to_string());
-    Ok((items[start..end].to_vec(), next))
-}
-
-/// A page as a JSON object: `{ <key>: [...], nextCursor? }`.
-fn page_value<T: serde::Serialize + Clone>(
-    key: &str,
-    items: &[T],
-    params: Option<Value>,
-) -> Result<Value, ErrorObject> {
-    let params: ListParams = match params {
-        None | Some(Value::Null) => ListParams::default(),
-        Some(p) => parse_params(Some(p))?,
-    };
-    let (items, next) = page(items, params.cursor.as_deref())?;
-    let mut out = serde_json::Map::new();
-    out.insert(key.into(), to_value(&items)?);
-    if let Some(next) = next {
-        out.insert("nextCursor".into(), Value::String(next));
-    }
-    Ok(Value::Object(out))
-}
 
 impl Default for McpServer {
     /// The default server: `echo` and `stream_events`.
@@ -177,6 +140,27 @@ impl McpServer {
             ListKind::Tools => true,
             ListKind::Resources => !self.resources.get().is_empty(),
             ListKind::Prompts => !self.prompts.get().is_empty(),
+        }
+    }
+
+    /// The scopes `request` needs (`[auth]`): those its tool, prompt or resource
+    /// declares; none for any other method, or a target this server does not have (which
+    /// gets its own error).
+    pub fn required_scopes(&self, request: &Request) -> Arc<[String]> {
+        let param = |key| {
+            request
+                .params
+                .as_ref()
+                .and_then(|p| p.get(key))
+                .and_then(Value::as_str)
+        };
+        match (Method::parse(&request.method), param("name"), param("uri")) {
+            (Method::ToolsCall, Some(name), _) => self.tools.get().scopes(name),
+            (Method::PromptsGet, Some(name), _) => self.prompts.get().scopes(name),
+            (Method::ResourcesRead | Method::ResourcesSubscribe, _, Some(uri)) => {
+                self.resources.get().scopes(uri)
+            }
+            _ => Arc::new([]),
         }
     }
 
@@ -320,6 +304,7 @@ impl McpServer {
             client_capabilities: std::sync::Arc::new(params.capabilities),
             client_info: params.client_info,
             client: None,
+            owner: None,
         };
         Ok((result, session))
     }
@@ -351,15 +336,21 @@ impl McpServer {
     /// Answers one request (other than `initialize`, which needs a session first).
     pub async fn handle(&self, request: Request, ctx: RequestContext) -> Outgoing {
         let id = request.id;
+        // Lists show a caller only what its scopes allow (everything without `[auth]`).
+        let caller = ctx.principal().map(|p| &**p);
         let result = match Method::parse(&request.method) {
             Method::Ping => Ok(Value::Object(Default::default())),
-            Method::ToolsList => page_value("tools", &self.tools.get().list(), request.params),
-            Method::ResourcesList => {
-                page_value("resources", &self.resources.get().list(), request.params)
+            Method::ToolsList => {
+                page_value("tools", &self.tools.get().list_for(caller), request.params)
             }
+            Method::ResourcesList => page_value(
+                "resources",
+                &self.resources.get().list_for(caller),
+                request.params,
+            ),
             Method::ResourceTemplatesList => page_value(
                 "resourceTemplates",
-                &self.resources.get().list_templates(),
+                &self.resources.get().list_templates_for(caller),
                 request.params,
             ),
             Method::ResourcesRead => self.read_resource(request.params, ctx).await,
@@ -384,9 +375,11 @@ impl McpServer {
             }
             Method::ResourcesUnsubscribe => parse_params::<ResourceParams>(request.params)
                 .map(|_| Value::Object(Default::default())),
-            Method::PromptsList => {
-                page_value("prompts", &self.prompts.get().list(), request.params)
-            }
+            Method::PromptsList => page_value(
+                "prompts",
+                &self.prompts.get().list_for(caller),
+                request.params,
+            ),
             Method::PromptsGet => self.get_prompt(request.params, ctx).await,
             Method::Complete => self.complete(request.params, ctx).await,
             Method::ToolsCall => self.call_tool(request.params, ctx).await,
@@ -486,11 +479,13 @@ impl McpServer {
     }
 }
 
-fn parse_params<T: serde::de::DeserializeOwned>(params: Option<Value>) -> Result<T, ErrorObject> {
+pub(super) fn parse_params<T: serde::de::DeserializeOwned>(
+    params: Option<Value>,
+) -> Result<T, ErrorObject> {
     serde_json::from_value(params.unwrap_or(Value::Null))
         .map_err(|e| ErrorObject::invalid_params(format!("Invalid params: {e}")))
 }
 
-fn to_value<T: serde::Serialize>(value: &T) -> Result<Value, ErrorObject> {
+pub(super) fn to_value<T: serde::Serialize>(value: &T) -> Result<Value, ErrorObject> {
     serde_json::to_value(value).map_err(|e| ErrorObject::internal(e.to_string()))
 }

@@ -79,7 +79,8 @@ impl McpServer {
                 Method::TasksGet | Method::TasksUpdate | Method::TasksCancel
             ) =>
             {
-                self.task_method(method, request.params.as_ref()).await
+                self.task_method(method, request.params.as_ref(), ctx.principal())
+                    .await
             }
             None if method.may_ask_for_input() => {
                 self.with_inputs(method, request, meta, ctx).await
@@ -191,7 +192,7 @@ impl McpServer {
     ) -> Result<Value, ErrorObject> {
         let answers = self.answers(method, &request)?;
         let plan = match method {
-            Method::ToolsCall => self.task_plan(&request, meta)?,
+            Method::ToolsCall => self.task_plan(&request, meta, ctx.principal())?,
             _ => None,
         };
         let start_now = plan.as_ref().is_some_and(|p| !p.started_by_handler);

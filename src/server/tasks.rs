@@ -8,6 +8,7 @@ use serde_json::{Map, Value, json};
 
 use super::McpServer;
 use super::inputs::{Inputs, Starter};
+use crate::auth::Principal;
 use crate::handler::{BoxFuture, RequestContext};
 use crate::protocol::meta::{RequestMeta, TASKS_EXTENSION};
 use crate::protocol::methods::{Method, TaskSupport};
@@ -48,6 +49,7 @@ impl McpServer {
         &self,
         request: &Request,
         meta: &RequestMeta,
+        principal: Option<&Arc<Principal>>,
     ) -> Result<Option<TaskPlan>, ErrorObject> {
         let name = request
             .params
@@ -69,11 +71,13 @@ impl McpServer {
                     params: salient(request.params.as_ref()),
                     capabilities: Value::clone(&meta.client_capabilities),
                     answers: Map::new(),
+                    principal: principal.map(|p| Principal::clone(p)),
                 });
                 Ok(Some(TaskPlan {
                     starter: Starter {
                         tasks: tasks.clone(),
                         rerun,
+                        owner: principal.map(|p| p.owner().to_string()),
                     },
                     started_by_handler: options.started_by_handler,
                 }))
@@ -88,6 +92,7 @@ impl McpServer {
         &self,
         method: Method,
         params: Option<&Value>,
+        principal: Option<&Arc<Principal>>,
     ) -> Result<Value, ErrorObject> {
         let Some(tasks) = &self.tasks else {
             return Err(ErrorObject::method_not_found("tasks/*"));
@@ -98,8 +103,10 @@ impl McpServer {
             .ok_or_else(|| {
                 ErrorObject::invalid_params("Invalid params: taskId must be a string")
             })?;
-        // No principal until authentication exists; the check is in the store's reader.
-        let principal = None;
+        // Another principal's task is not found, like an unknown one (checked where the
+        // record is read).
+        let owner = principal.map(|p| p.owner().to_string());
+        let principal = owner.as_deref();
         match method {
             Method::TasksGet => Ok(tasks.get(id, principal).await?.wire()),
             Method::TasksUpdate => {
@@ -147,6 +154,7 @@ impl Rerun for Rerunner {
         };
         let inputs = Arc::new(Inputs::rerun(work.answers.clone(), outbox));
         let ctx = RequestContext::new(None, Some(inputs))
+            .with_principal(work.principal.clone().map(Arc::new))
             .with_client_capabilities(Arc::new(work.capabilities.clone()))
             .with_request_log_level(None);
         Box::pin(async move {

@@ -93,6 +93,10 @@ impl Directory {
             .arg(serde_json::to_string(&init.lists).unwrap_or_default())
             .arg("connected_at")
             .arg(at);
+        if let Some(owner) = init.owner {
+            // The binding travels with the session: every replica refuses other principals.
+            cmd.arg("owner").arg(owner.to_string());
+        }
         let call = cmd.query_async::<()>(&mut conn);
         link.breaker.guard("session directory", call).await?;
         Ok(())
@@ -420,6 +424,11 @@ pub fn parse(fields: &std::collections::HashMap<String, String>) -> Option<Store
     let log_level = fields
         .get("log_level")
         .and_then(|l| serde_json::from_str(l).ok());
+    // An owner that does not parse is a damaged record: not loaded, rather than unowned.
+    let owner = match fields.get("owner") {
+        Some(text) => Some(crate::auth::Owner::parse(text)?),
+        None => None,
+    };
     Some(StoredSession {
         init: NewSession {
             protocol_version,
@@ -427,6 +436,7 @@ pub fn parse(fields: &std::collections::HashMap<String, String>) -> Option<Store
             client_info,
             lists,
             client: None,
+            owner,
         },
         connected_at: UNIX_EPOCH + Duration::from_millis(at),
         log_level,

@@ -9,6 +9,7 @@ use super::{
     ClientOutcome, NewSession, SessionError, SessionHold, SessionId, SessionInfo, SessionMsg,
 };
 use super::{SessionNews, Touched};
+use crate::auth::Owner;
 use crate::event_store::{EventStoreHandle, StoreCallError, StoreError};
 use crate::ids::{StreamKey, StreamNo};
 use crate::protocol::methods::{ListKind, LoggingLevel};
@@ -40,9 +41,14 @@ impl SessionHandle {
             .await?
     }
 
-    /// Validates and touches `id`.
-    pub async fn touch(&self, id: SessionId) -> Result<Touched, SessionError> {
-        Ok(self.touch_with(id, false, false, None).await?.0)
+    /// Validates and touches `id` for `caller` (the principal asking, with `[auth]`):
+    /// a session another principal owns is [`SessionError::NotFound`].
+    pub async fn touch(
+        &self,
+        id: SessionId,
+        caller: Option<Owner>,
+    ) -> Result<Touched, SessionError> {
+        Ok(self.touch_with(id, caller, false, false, None).await?.0)
     }
 
     /// Validates `id`, allocates a POST stream if `new_stream`, and holds the session open
@@ -51,10 +57,14 @@ impl SessionHandle {
     pub async fn hold(
         &self,
         id: SessionId,
+        caller: Option<Owner>,
         new_stream: bool,
         request: Option<RequestId>,
     ) -> Result<(Touched, SessionHold), SessionError> {
-        match self.touch_with(id, true, new_stream, request).await? {
+        match self
+            .touch_with(id, caller, true, new_stream, request)
+            .await?
+        {
             (touched, Some(hold)) => Ok((touched, hold)),
             (_, None) => Err(SessionError::NotFound),
         }
@@ -63,6 +73,7 @@ impl SessionHandle {
     async fn touch_with(
         &self,
         id: SessionId,
+        caller: Option<Owner>,
         hold: bool,
         new_stream: bool,
         request: Option<RequestId>,
@@ -74,6 +85,7 @@ impl SessionHandle {
                     hold,
                     new_stream,
                     request: request.clone(),
+                    caller,
                     reply,
                 },
                 CALL_TIMEOUT,
@@ -176,10 +188,17 @@ impl SessionHandle {
         self.slot.send(SessionMsg::CancelRequest(id, request)).await
     }
 
-    /// Ends a session (DELETE): forgets its events and closes its streams.
-    pub async fn terminate(&self, id: SessionId) -> Result<(), SessionError> {
+    /// Ends a session (DELETE) for `caller`: forgets its events and closes its streams.
+    pub async fn terminate(
+        &self,
+        id: SessionId,
+        caller: Option<Owner>,
+    ) -> Result<(), SessionError> {
         self.slot
-            .call(|reply| SessionMsg::Terminate(id, reply), CALL_TIMEOUT)
+            .call(
+                |reply| SessionMsg::Terminate(id, caller, reply),
+                CALL_TIMEOUT,
+            )
             .await?
     }
 

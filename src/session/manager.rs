@@ -7,12 +7,14 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use tokio::sync::oneshot;
 use tracing::Instrument;
 
+use super::admission::create;
 use super::changes::{cancel_request, set_log_level, subscription, terminate};
-use super::replicas::{end_locally, ensure_local, reserve_block};
+use super::replicas::{end_locally, ensure_caller};
 use super::{
     ClientOutcome, Directory, NewSession, SessionError, SessionHold, SessionId, SessionInfo,
     SessionTable, Touched,
 };
+use crate::auth::Owner;
 use crate::event_store::EventStoreHandle;
 use crate::protocol::RequestId;
 use crate::protocol::methods::{ListKind, LoggingLevel};
@@ -35,6 +37,8 @@ pub enum SessionMsg {
         new_stream: bool,
         /// The JSON-RPC request this hold serves, registered for `notifications/cancelled`.
         request: Option<RequestId>,
+        /// The principal asking (`[auth]`); another principal's session is not found.
+        caller: Option<Owner>,
         /// What the request needs to know, and the hold when one was asked for. A caller
         /// that gave up before the answer arrived drops the hold unread, which releases it.
         reply: RpcReplyPort<Result<(Touched, Option<SessionHold>), SessionError>>,
@@ -60,8 +64,12 @@ pub enum SessionMsg {
     Unsubscribed(String, Vec<SessionId>),
     /// The sessions that were offered a list at `initialize`.
     Offered(ListKind, RpcReplyPort<Vec<SessionId>>),
-    /// DELETE.
-    Terminate(SessionId, RpcReplyPort<Result<(), SessionError>>),
+    /// DELETE, by a principal (`[auth]`); another principal's session is not found.
+    Terminate(
+        SessionId,
+        Option<Owner>,
+        RpcReplyPort<Result<(), SessionError>>,
+    ),
     /// Session info (without store positions).
     Info(SessionId, RpcReplyPort<Option<SessionInfo>>),
     /// How many sessions live here, and the `n` most recently active.
@@ -129,6 +137,8 @@ pub struct SessionArgs {
     pub max_open_per_session: u32,
     /// `server.max_sessions_per_client` (0: no cap).
     pub max_sessions_per_client: u32,
+    /// `auth.max_sessions_per_principal` (0: no cap).
+    pub max_sessions_per_principal: u32,
     /// Parent of every session's cancellation token; cancelled at shutdown.
     pub root_cancel: tokio_util::sync::CancellationToken,
     /// How often to look for idle sessions.
@@ -145,7 +155,8 @@ pub struct SessionManagerState {
     pub(super) session_timeout: Duration,
     pub(super) max_sessions: usize,
     max_open_per_session: u32,
-    max_sessions_per_client: u32,
+    pub(super) max_sessions_per_client: u32,
+    pub(super) max_sessions_per_principal: u32,
     pub(super) root_cancel: tokio_util::sync::CancellationToken,
     sweeper: tokio::task::JoinHandle<()>,
     pub(super) directory: Directory,
@@ -176,6 +187,7 @@ impl Actor for SessionManager {
             max_sessions: args.max_sessions,
             max_open_per_session: args.max_open_per_session,
             max_sessions_per_client: args.max_sessions_per_client,
+            max_sessions_per_principal: args.max_sessions_per_principal,
             root_cancel: args.root_cancel,
             sweeper,
         })
@@ -219,10 +231,12 @@ async fn handle(msg: SessionMsg, state: &mut SessionManagerState) {
             hold,
             new_stream,
             request,
+            caller,
             reply,
         } => {
             // If the caller is gone, the unsent hold is dropped here and releases itself.
-            let _ = reply.send(touch(state, id, hold, new_stream, request, now).await);
+            let touched = touch(state, id, caller, (hold, new_stream), request, now).await;
+            let _ = reply.send(touched);
         }
         SessionMsg::Subscription(id, uri, on, reply) => {
             let _ = reply.send(subscription(state, id, uri, on).await);
@@ -271,8 +285,11 @@ async fn handle(msg: SessionMsg, state: &mut SessionManagerState) {
                 }
             }
         }
-        SessionMsg::Terminate(id, reply) => {
-            let ended = terminate(state, id, now).await;
+        SessionMsg::Terminate(id, caller, reply) => {
+            let ended = match ensure_caller(state, id, caller, now).await {
+                Ok(()) => terminate(state, id, now).await,
+                Err(e) => Err(e),
+            };
             if ended.is_ok() {
                 tracing::debug!(session_id = %id, "session terminated by client");
                 metrics::SESSIONS_DELETED.inc();
@@ -332,100 +349,15 @@ fn info_of(id: SessionId, record: &super::record::SessionRecord) -> SessionInfo 
     }
 }
 
-/// At a cap, ends the least recently used idle session (nothing running, no stream open)
-/// so that a new client is served: a client that never sends DELETE must not lock others
-/// out. Its client gets 404 on its next request and initializes again, as the spec says.
-/// `full` only when every session is busy.
-///
-/// With `client`, the cap is that address's (`max_sessions_per_client`) and only its own
-/// sessions are candidates: one address looping on `initialize` churns its own sessions,
-/// never another client's.
-async fn make_room(
-    state: &mut SessionManagerState,
-    client: Option<std::net::IpAddr>,
-    full: SessionError,
-    now: Instant,
-) -> Result<(), SessionError> {
-    let Some(victim) = state.table.least_recently_used_idle(client) else {
-        return Err(full);
-    };
-    match terminate(state, victim, now).await {
-        Ok(()) => {
-            let cap = if client.is_some() {
-                "max_sessions_per_client"
-            } else {
-                "max_sessions"
-            };
-            tracing::info!(session_id = %victim, cap, "a cap was reached: the least recently used idle session was ended");
-            metrics::SESSIONS_EVICTED.inc();
-            Ok(())
-        }
-        Err(SessionError::Shared) => Err(SessionError::Shared),
-        Err(_) => Err(full),
-    }
-}
-
-/// A new session: in the table, registered with the store, shared (with Redis) and given
-/// its block of stream numbers; or nothing at all if any of that fails.
-async fn create(
-    state: &mut SessionManagerState,
-    init: NewSession,
-    now: Instant,
-) -> Result<SessionId, SessionError> {
-    if let Some(client) = init.client
-        && state.max_sessions_per_client > 0
-        && state.table.sessions_of(client) >= state.max_sessions_per_client
-    {
-        make_room(state, Some(client), SessionError::ClientFull, now).await?;
-    }
-    if state.table.len() >= state.max_sessions {
-        make_room(state, None, SessionError::Full, now).await?;
-    }
-    let id = state
-        .table
-        .create(init, state.root_cancel.child_token(), now);
-    let saved = match state.store.open_session(id).await {
-        Err(e) => Err(SessionError::Unreachable(e)),
-        Ok(()) => match state.table.get(id) {
-            Some(record) => state
-                .directory
-                .save(id, &record.init, record.connected_at)
-                .await
-                .map_err(|e| {
-                    tracing::error!(session_id = %id, error = %e, "could not share the new session");
-                    SessionError::Shared
-                }),
-            None => Err(SessionError::NotFound),
-        },
-    };
-    let saved = match saved {
-        Ok(()) => reserve_block(state, id).await,
-        Err(e) => Err(e),
-    };
-    match saved {
-        Ok(()) => {
-            // Debug, not info: a line per session is noise at 10,000 sessions, and cost
-            // about a tenth of a session's CPU (8,000 instructions per line).
-            tracing::debug!(session_id = %id, "session created");
-            metrics::SESSIONS_CREATED.inc();
-            Ok(id)
-        }
-        Err(e) => {
-            state.table.discard(id);
-            Err(e)
-        }
-    }
-}
-
 async fn touch(
     state: &mut SessionManagerState,
     id: SessionId,
-    hold: bool,
-    new_stream: bool,
+    caller: Option<Owner>,
+    (hold, new_stream): (bool, bool),
     request: Option<RequestId>,
     now: Instant,
 ) -> Result<(Touched, Option<SessionHold>), SessionError> {
-    ensure_local(state, id, now).await?;
+    ensure_caller(state, id, caller, now).await?;
     let touch = state.table.touch(
         id,
         hold,

@@ -12,6 +12,7 @@
 //! - [`directory`]: where those sessions live in Redis;
 //! - [`news`]: what replicas tell each other about sessions.
 
+mod admission;
 mod changes;
 pub mod directory;
 pub mod handle;
@@ -51,6 +52,9 @@ pub enum SessionError {
     /// This client address has `max_sessions_per_client` sessions, all of them busy.
     #[error("too many sessions from this client address")]
     ClientFull,
+    /// This principal has `auth.max_sessions_per_principal` sessions, all of them busy.
+    #[error("too many sessions of this principal")]
+    PrincipalFull,
     /// `max_open_per_session` requests and streams are open already.
     #[error("too many requests and streams open in this session")]
     Busy,

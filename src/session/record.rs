@@ -30,6 +30,9 @@ pub struct NewSession {
     /// `None` for a session loaded from another replica: the cap counts the sessions
     /// created here.
     pub client: Option<std::net::IpAddr>,
+    /// The principal whose token created it (`[auth]`): only that principal's requests
+    /// reach it; any other gets what an unknown session gets. `None` without `[auth]`.
+    pub owner: Option<crate::auth::Owner>,
 }
 
 /// A client's answer to a request the server sent it.

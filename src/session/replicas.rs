@@ -6,6 +6,26 @@ use std::time::Instant;
 
 use super::manager::{SessionManagerState, forget};
 use super::{SessionError, SessionId, directory};
+use crate::auth::Owner;
+
+/// [`ensure_local`], then refuses a caller other than the session's owner as if the
+/// session did not exist (404), so ids cannot be probed across principals.
+pub(super) async fn ensure_caller(
+    state: &mut SessionManagerState,
+    id: SessionId,
+    caller: Option<Owner>,
+    now: Instant,
+) -> Result<(), SessionError> {
+    ensure_local(state, id, now).await?;
+    match state.table.get(id) {
+        Some(record) if record.init.owner == caller => Ok(()),
+        Some(_) => {
+            tracing::info!(session_id = %id, "a request for a session of another principal was refused as unknown");
+            Err(SessionError::NotFound)
+        }
+        None => Err(SessionError::NotFound),
+    }
+}
 
 /// Makes sure `id` is in the local table: a session another replica created is read from
 /// the shared directory; a shared one not renewed for a while is renewed (and found gone

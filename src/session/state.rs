@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 use super::SessionId;
 use super::hold::{HoldEntry, SessionHold};
 use super::record::{ClientOutcome, NewSession, SessionRecord};
+use crate::auth::Owner;
 use crate::ids::StreamNo;
 use crate::protocol::RequestId;
 
@@ -56,9 +57,32 @@ pub struct SessionTable {
     /// allocates and part of its ids for requests to clients, so replicas sharing a
     /// session never allocate the same one.
     replica: u64,
-    /// How many sessions each client address created here (`max_sessions_per_client`);
-    /// an address leaves the map with its last session.
-    per_client: HashMap<IpAddr, u32>,
+    /// How many sessions each client address and each principal created here
+    /// (`server.max_sessions_per_client`, `auth.max_sessions_per_principal`); a party
+    /// leaves the map with its last session.
+    per_party: HashMap<Party, u32>,
+}
+
+/// Who a per-party session cap counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Party {
+    /// The address the client connected from.
+    Address(IpAddr),
+    /// The principal its token named.
+    Principal(Owner),
+}
+
+impl Party {
+    /// The parties `init` counts for.
+    fn of(init: &NewSession) -> impl Iterator<Item = Party> {
+        let address = init.client.map(Party::Address);
+        address.into_iter().chain(init.owner.map(Party::Principal))
+    }
+
+    /// True when `init` counts for this party.
+    fn holds(self, init: &NewSession) -> bool {
+        Party::of(init).any(|p| p == self)
+    }
 }
 
 impl SessionTable {
@@ -130,8 +154,8 @@ impl SessionTable {
         while self.sessions.contains_key(&id) {
             id = SessionId::random();
         }
-        if let Some(client) = init.client {
-            *self.per_client.entry(client).or_default() += 1;
+        for party in Party::of(&init) {
+            *self.per_party.entry(party).or_default() += 1;
         }
         self.sessions
             .insert(id, SessionRecord::new(init, SystemTime::now(), cancel, now));
@@ -330,16 +354,16 @@ impl SessionTable {
             Some(record) => {
                 record.cancel.cancel();
                 ended(&record);
-                left(&mut self.per_client, record.init.client);
+                left(&mut self.per_party, &record.init);
                 true
             }
             None => false,
         }
     }
 
-    /// Sessions that client address `client` created here and that are still alive.
-    pub fn sessions_of(&self, client: IpAddr) -> u32 {
-        self.per_client.get(&client).copied().unwrap_or(0)
+    /// Sessions that `party` created here and that are still alive.
+    pub fn sessions_of(&self, party: Party) -> u32 {
+        self.per_party.get(&party).copied().unwrap_or(0)
     }
 
     /// Removes `id` that never became a session (its creation failed half-way): nothing
@@ -347,17 +371,17 @@ impl SessionTable {
     pub fn discard(&mut self, id: SessionId) {
         if let Some(record) = self.sessions.remove(&id) {
             record.cancel.cancel();
-            left(&mut self.per_client, record.init.client);
+            left(&mut self.per_party, &record.init);
         }
     }
 
     /// The session with nothing open that was used least recently, if any; with
-    /// `client`, among the sessions that address created.
-    pub fn least_recently_used_idle(&self, client: Option<IpAddr>) -> Option<SessionId> {
+    /// `party`, among the sessions that party created.
+    pub fn least_recently_used_idle(&self, party: Option<Party>) -> Option<SessionId> {
         self.sessions
             .iter()
             .filter(|(_, r)| r.holds.open() == 0)
-            .filter(|(_, r)| client.is_none() || r.init.client == client)
+            .filter(|(_, r)| party.is_none_or(|p| p.holds(&r.init)))
             .min_by_key(|(_, r)| last_used(r))
             .map(|(id, _)| *id)
     }
@@ -365,7 +389,7 @@ impl SessionTable {
     /// Removes and returns the sessions idle for longer than `timeout` with nothing open.
     pub fn expire(&mut self, timeout: Duration, now: Instant) -> Vec<SessionId> {
         let mut gone = Vec::new();
-        let mut clients = Vec::new();
+        let per_party = &mut self.per_party;
         self.sessions.retain(|id, r| {
             let last = last_used(r);
             let keep = r.holds.open() > 0 || now.saturating_duration_since(last) <= timeout;
@@ -373,13 +397,10 @@ impl SessionTable {
                 r.cancel.cancel();
                 ended(r);
                 gone.push(*id);
-                clients.extend(r.init.client);
+                left(per_party, &r.init);
             }
             keep
         });
-        for client in clients {
-            left(&mut self.per_client, Some(client));
-        }
         gone
     }
 }
@@ -393,15 +414,14 @@ fn last_used(record: &SessionRecord) -> Instant {
         .map_or(record.last_seen, |at| at.max(record.last_seen))
 }
 
-/// Counts a session of `client` out of `per_client`.
-fn left(per_client: &mut HashMap<IpAddr, u32>, client: Option<IpAddr>) {
-    let Some(client) = client else {
-        return;
-    };
-    if let Some(n) = per_client.get_mut(&client) {
-        *n = n.saturating_sub(1);
-        if *n == 0 {
-            per_client.remove(&client);
+/// Counts a session out of the parties it counted for.
+fn left(per_party: &mut HashMap<Party, u32>, init: &NewSession) {
+    for party in Party::of(init) {
+        if let Some(n) = per_party.get_mut(&party) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                per_party.remove(&party);
+            }
         }
     }
 }
@@ -427,6 +447,7 @@ mod tests {
             lists: Vec::new(),
             client_info: Value::Null,
             client: None,
+            owner: None,
         }
     }
 

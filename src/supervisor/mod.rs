@@ -114,6 +114,8 @@ pub struct SupervisorArgs {
     pub socket: std::net::TcpListener,
     /// The MCP server.
     pub server: Arc<McpServer>,
+    /// `[auth]`'s token checks, shared by every listener incarnation.
+    pub gate: Option<Arc<crate::transport::auth::Gate>>,
     /// Publication of the current store actor.
     pub store_slot: (SlotWriter<StoreMsg>, Slot<StoreMsg>),
     /// Publication of the current session manager.
@@ -132,6 +134,7 @@ pub struct SupervisorState {
     config: Arc<Config>,
     socket: std::net::TcpListener,
     server: Arc<McpServer>,
+    gate: Option<Arc<crate::transport::auth::Gate>>,
     store_writer: SlotWriter<StoreMsg>,
     store_slot: Slot<StoreMsg>,
     session_writer: SlotWriter<SessionMsg>,
@@ -229,6 +232,7 @@ impl SupervisorState {
                     max_sessions: self.config.server.max_sessions,
                     max_open_per_session: self.config.server.max_open_per_session,
                     max_sessions_per_client: self.config.server.max_sessions_per_client,
+                    max_sessions_per_principal: self.config.auth.max_sessions_per_principal as u32,
                     root_cancel: self.cancel.clone(),
                     // Often enough that expiry is late by at most a quarter of the timeout
                     // (and never later than the store's own sweep period).
@@ -252,6 +256,7 @@ impl SupervisorState {
                     sessions: self.session_handle(),
                     store: self.store_handle(),
                     server: self.server.clone(),
+                    gate: self.gate.clone(),
                     me: self.listener_slot.clone(),
                     inflight: self
                         .leases()
@@ -402,6 +407,7 @@ impl Actor for RootSupervisor {
             config: args.config,
             socket: args.socket,
             server: args.server,
+            gate: args.gate,
             store_writer: args.store_slot.0,
             store_slot: args.store_slot.1,
             session_writer: args.session_slot.0,

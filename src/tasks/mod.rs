@@ -343,6 +343,7 @@ impl TaskHandle {
         self.inner.news.publish(ServerNews::Task {
             task_id: record.id.clone(),
             task: record.wire(),
+            owner: record.principal.clone(),
         });
         Ok(())
     }

@@ -42,6 +42,9 @@ pub struct TaskWork {
     /// The answers the request gathered before it became a task (multi round-trip).
     #[serde(default)]
     pub answers: Map<String, Value>,
+    /// The caller (`[auth]`), so the tool run again sees who asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub principal: Option<crate::auth::Principal>,
 }
 
 /// A task as stored.
@@ -73,8 +76,8 @@ pub struct TaskRecord {
     pub error: Option<ErrorObject>,
     /// The replica running it (0 with the in-memory store).
     pub owner: u64,
-    /// Who may see it: the authenticated principal that created it (`None` until
-    /// authentication exists, and then only requests without one match).
+    /// Who may see it: the [`crate::auth::Owner`] of the principal that created it, as
+    /// text (`None` without `[auth]`, and then only requests without one match).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub principal: Option<String>,
     /// What to run again if its replica is lost; `None`: the tool may not run twice.

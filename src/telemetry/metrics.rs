@@ -299,6 +299,10 @@ label!(
         Full => "full",
         /// `max_sessions_per_client` reached.
         ClientFull => "client_full",
+        /// `auth.max_sessions_per_principal` reached.
+        PrincipalFull => "principal_full",
+        /// `auth.max_requests_per_principal` reached.
+        PrincipalBusy => "principal_busy",
         /// Unknown, expired or ended session id.
         Unknown => "unknown",
         /// `max_open_per_session` reached.
@@ -307,6 +311,40 @@ label!(
         DuplicateRequest => "duplicate_request",
         /// The session manager or the shared directory did not answer.
         Unavailable => "unavailable",
+    }
+);
+
+label!(
+    /// Why `[auth]` refused a request.
+    AuthRefusal, "reason", {
+        /// No bearer token.
+        Missing => "missing",
+        /// Not a token this server can read.
+        Malformed => "malformed",
+        /// An algorithm not in `auth.algorithms`.
+        Algorithm => "algorithm",
+        /// No key of the issuer matches.
+        UnknownKey => "unknown_key",
+        /// The signature does not verify.
+        BadSignature => "bad_signature",
+        /// Past `exp`.
+        Expired => "expired",
+        /// Before `nbf`.
+        NotYetValid => "not_yet_valid",
+        /// Issued for another resource.
+        WrongAudience => "wrong_audience",
+        /// Issued by another authorization server.
+        WrongIssuer => "wrong_issuer",
+        /// A required claim is absent.
+        MissingClaim => "missing_claim",
+        /// Introspection says inactive.
+        Inactive => "inactive",
+        /// The authorization server could not be reached.
+        Unavailable => "unavailable",
+        /// A scope the request needs was not granted.
+        InsufficientScope => "insufficient_scope",
+        /// A token in the query string.
+        TokenInQuery => "token_in_query",
     }
 );
 
@@ -393,7 +431,9 @@ pub static SESSIONS_DELETED: Counter = Counter::new();
 /// Idle sessions ended to make room for a new one at `server.max_sessions`.
 pub static SESSIONS_EVICTED: Counter = Counter::new();
 /// Requests refused for their session, by reason.
-pub static SESSIONS_REFUSED: Counters<Refusal, 6> = Counters::new();
+pub static SESSIONS_REFUSED: Counters<Refusal, 8> = Counters::new();
+/// Requests refused by `[auth]`, by reason.
+pub static AUTH_REFUSED: Counters<AuthRefusal, 14> = Counters::new();
 /// SSE streams open now, by kind.
 pub static STREAMS_OPEN: Gauges<StreamKind, 5> = Gauges::new();
 /// Events stored.

@@ -189,6 +189,12 @@ fn observe(meter: &Meter) {
     );
     labelled(
         meter,
+        "otpmcp.auth.refused",
+        "Requests refused by [auth].",
+        &metrics::AUTH_REFUSED,
+    );
+    labelled(
+        meter,
         "otpmcp.events.evicted",
         "Events dropped or no longer served.",
         &metrics::EVENTS_EVICTED,

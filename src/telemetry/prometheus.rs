@@ -67,6 +67,11 @@ pub fn render(owned: &Owned) -> String {
         "Requests refused for their session, by reason.",
         &metrics::SESSIONS_REFUSED,
     );
+    out.counters(
+        "otpmcp_auth_refused_total",
+        "Requests refused by [auth], by reason.",
+        &metrics::AUTH_REFUSED,
+    );
     if let Some(live) = owned.sessions_live {
         out.gauge(
             "otpmcp_sessions_live",

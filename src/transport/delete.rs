@@ -1,7 +1,7 @@
 //! DELETE: the client ends its session.
 
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use tracing::Instrument;
 
@@ -10,10 +10,14 @@ use super::{AppState, extract, reject};
 use crate::session::SessionError;
 
 /// Terminates the session: 200, or 404 if it is unknown.
-pub(crate) async fn handle(State(state): State<AppState>, headers: HeaderMap) -> Response {
+pub(crate) async fn handle(
+    State(state): State<AppState>,
+    uri: Uri,
+    headers: HeaderMap,
+) -> Response {
     let span = super::trace::http_span("DELETE", &headers);
     async move {
-        match terminate(&state, &headers).await {
+        match terminate(&state, &uri, &headers).await {
             Ok(()) => StatusCode::OK.into_response(),
             Err(r) => reject(r),
         }
@@ -22,15 +26,16 @@ pub(crate) async fn handle(State(state): State<AppState>, headers: HeaderMap) ->
     .await
 }
 
-async fn terminate(state: &AppState, headers: &HeaderMap) -> Result<(), Rejection> {
+async fn terminate(state: &AppState, uri: &Uri, headers: &HeaderMap) -> Result<(), Rejection> {
     state.inner.guard.check(headers)?;
+    let principal = state.authenticate(uri, headers).await?;
     let id = extract::required_session_id(headers)?;
     tracing::Span::current().record("mcp.session.id", tracing::field::display(id));
     extract::protocol_version(headers)?;
     state
         .inner
         .sessions
-        .terminate(id)
+        .terminate(id, principal.map(|p| p.owner()))
         .await
         .map_err(|e| match e {
             SessionError::Unreachable(e) => Rejection::Unavailable(e.to_string()),

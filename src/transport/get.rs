@@ -15,7 +15,7 @@
 
 use crate::telemetry::metrics::{REPLAYS, ReplayResult};
 use axum::extract::State;
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, Uri};
 use axum::response::Response;
 use tracing::Instrument;
 
@@ -25,11 +25,15 @@ use super::{AppState, Opening, StreamOpenError, reject, session_rejection};
 use crate::event_store::{StoreError, StreamKey, StreamNo};
 
 /// Handles GET on the MCP endpoint.
-pub(crate) async fn handle(State(state): State<AppState>, headers: HeaderMap) -> Response {
+pub(crate) async fn handle(
+    State(state): State<AppState>,
+    uri: Uri,
+    headers: HeaderMap,
+) -> Response {
     let span = super::trace::http_span("GET", &headers);
     let stream_span = span.clone();
     async move {
-        match open(&state, &headers, stream_span).await {
+        match open(&state, &uri, &headers, stream_span).await {
             Ok(response) => response,
             Err(r) => reject(r),
         }
@@ -40,11 +44,15 @@ pub(crate) async fn handle(State(state): State<AppState>, headers: HeaderMap) ->
 
 async fn open(
     state: &AppState,
+    uri: &Uri,
     headers: &HeaderMap,
     span: tracing::Span,
 ) -> Result<Response, Rejection> {
     let inner = &state.inner;
     inner.guard.check(headers)?;
+    // The events of a session are its owner's: another principal's resume is refused by
+    // the session check below, as if the session did not exist.
+    let caller = state.authenticate(uri, headers).await?.map(|p| p.owner());
     if !inner.config.sse.enabled {
         return Err(Rejection::StreamsDisabled);
     }
@@ -99,7 +107,7 @@ async fn open(
     let create = key.stream.is_standalone();
     let (touched, hold) = inner
         .sessions
-        .hold(session, false, None)
+        .hold(session, caller, false, None)
         .await
         .map_err(session_rejection)?;
     let hold = Some(hold);
@@ -125,7 +133,7 @@ async fn open(
             );
             let (_, hold) = inner
                 .sessions
-                .hold(session, false, None)
+                .hold(session, caller, false, None)
                 .await
                 .map_err(session_rejection)?;
             state

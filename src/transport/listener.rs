@@ -47,6 +47,8 @@ pub struct ListenerArgs {
     pub store: EventStoreHandle,
     /// The MCP server.
     pub server: Arc<McpServer>,
+    /// `[auth]`'s token checks, when enabled.
+    pub gate: Option<Arc<super::auth::Gate>>,
     /// This actor's own slot, so handlers parent streams on the current incarnation.
     pub me: Slot<ListenerMsg>,
     /// Where running requests are registered (Redis only).
@@ -94,15 +96,16 @@ impl Actor for HttpListener {
         let local = listener.local_addr().ok();
         let limits = super::serve::Limits::from_config(&args.config.server);
         let shutdown_timeout = args.config.server.shutdown_timeout;
-        let state = AppState::new(
-            args.config,
-            args.sessions,
-            args.store,
-            args.server,
-            args.me,
-            args.inflight,
+        let state = AppState::new(super::Parts {
+            config: args.config,
+            sessions: args.sessions,
+            store: args.store,
+            server: args.server,
+            listener: args.me,
+            inflight: args.inflight,
+            gate: args.gate,
             local,
-        );
+        });
         let app = router(state.clone());
         let (stop_tx, stop_rx) = oneshot::channel::<()>();
         let me = myself.clone();

@@ -2,6 +2,7 @@
 //! clients): one endpoint, one verb per file. This layer knows HTTP; it reaches sessions
 //! and the store only through their handles, and hands requests to [`McpServer`].
 
+pub mod auth;
 pub mod delete;
 pub mod extract;
 pub mod get;
@@ -57,6 +58,8 @@ struct Inner {
     settings: StreamSettings,
     /// Where running requests are registered (Redis only: the cluster's leases).
     inflight: Option<Arc<dyn InFlight>>,
+    /// `[auth]`'s token checks; `None`: every request is anonymous.
+    gate: Option<Arc<auth::Gate>>,
     /// Set when shutdown begins: no new streams, and any that started meanwhile close.
     closing: std::sync::atomic::AtomicBool,
     /// Cancelled when shutdown begins: stateless listen streams end with their result.
@@ -69,6 +72,27 @@ struct Inner {
     /// Requests whose handler runs in a task of its own (an SSE-streamed POST), which a
     /// drain waits for.
     running: Arc<Running>,
+}
+
+/// What [`AppState::new`] is built from.
+#[derive(Debug)]
+pub struct Parts {
+    /// Configuration.
+    pub config: Arc<Config>,
+    /// The session manager's handle.
+    pub sessions: SessionHandle,
+    /// The event store's handle.
+    pub store: EventStoreHandle,
+    /// The MCP method table.
+    pub server: Arc<McpServer>,
+    /// The listener's own slot, parent of the stream actors.
+    pub listener: Slot<ListenerMsg>,
+    /// Where running requests are registered (Redis only).
+    pub inflight: Option<Arc<dyn InFlight>>,
+    /// `[auth]`'s token checks, when enabled.
+    pub gate: Option<Arc<auth::Gate>>,
+    /// The address the listener is bound to.
+    pub local: Option<std::net::SocketAddr>,
 }
 
 /// The requests running now; a drain waits for the count to reach zero.
@@ -115,15 +139,17 @@ impl Drop for RunningRequest {
 
 impl AppState {
     /// State for the router.
-    pub fn new(
-        config: Arc<Config>,
-        sessions: SessionHandle,
-        store: EventStoreHandle,
-        server: Arc<McpServer>,
-        listener: Slot<ListenerMsg>,
-        inflight: Option<Arc<dyn InFlight>>,
-        local: Option<std::net::SocketAddr>,
-    ) -> Self {
+    pub fn new(parts: Parts) -> Self {
+        let Parts {
+            config,
+            sessions,
+            store,
+            server,
+            listener,
+            inflight,
+            gate,
+            local,
+        } = parts;
         let sse = &config.sse;
         let settings = StreamSettings {
             keepalive: sse.keepalive_interval,
@@ -144,6 +170,7 @@ impl AppState {
                 listener,
                 settings,
                 inflight,
+                gate,
                 closing: std::sync::atomic::AtomicBool::new(false),
                 shutdown: tokio_util::sync::CancellationToken::new(),
                 listening: Arc::default(),
@@ -171,6 +198,19 @@ impl AppState {
 
     fn is_closing(&self) -> bool {
         self.inner.closing.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// The principal of a request: `None` without `[auth]`; with it, the verified bearer
+    /// token's, or the refusal.
+    async fn authenticate(
+        &self,
+        uri: &axum::http::Uri,
+        headers: &axum::http::HeaderMap,
+    ) -> Result<Option<Arc<crate::auth::Principal>>, Rejection> {
+        match &self.inner.gate {
+            None => Ok(None),
+            Some(gate) => gate.authenticate(uri, headers).await.map(Some),
+        }
     }
 
     /// Refuses new work once the drain has begun.
@@ -342,6 +382,7 @@ pub(crate) fn session_rejection(e: crate::session::SessionError) -> Rejection {
         SessionError::NotFound => Refusal::Unknown,
         SessionError::Full => Refusal::Full,
         SessionError::ClientFull => Refusal::ClientFull,
+        SessionError::PrincipalFull => Refusal::PrincipalFull,
         SessionError::Busy => Refusal::Busy,
         SessionError::DuplicateRequest => Refusal::DuplicateRequest,
         SessionError::Unreachable(_) | SessionError::Shared => Refusal::Unavailable,
@@ -350,6 +391,7 @@ pub(crate) fn session_rejection(e: crate::session::SessionError) -> Rejection {
         SessionError::NotFound => Rejection::UnknownSession,
         SessionError::Full => Rejection::TooManySessions,
         SessionError::ClientFull => Rejection::TooManyClientSessions,
+        SessionError::PrincipalFull => Rejection::TooManyPrincipalSessions,
         SessionError::Busy => Rejection::TooBusy,
         SessionError::DuplicateRequest => Rejection::DuplicateRequestId,
         SessionError::Unreachable(e) => Rejection::Unavailable(e.to_string()),
@@ -374,12 +416,24 @@ fn sse_response(body: axum::body::Body) -> Response {
 /// The router serving the MCP endpoint at `sse.path`.
 pub fn router(state: AppState) -> Router {
     let path = state.inner.config.sse.path.clone();
-    Router::new()
-        .route(
-            &path,
-            route(get::handle).post(post::handle).delete(delete::handle),
-        )
-        .with_state(state)
+    let mut router = Router::new().route(
+        &path,
+        route(get::handle).post(post::handle).delete(delete::handle),
+    );
+    if let Some(gate) = &state.inner.gate {
+        // RFC 9728: at the well-known path, and with the resource's path appended.
+        let config = Arc::new(gate.config().clone());
+        let metadata = move || {
+            let config = config.clone();
+            async move { auth::metadata(&config) }
+        };
+        let suffixed = gate.config().metadata_path();
+        router = router.route(crate::config::WELL_KNOWN_RESOURCE, route(metadata.clone()));
+        if suffixed != crate::config::WELL_KNOWN_RESOURCE {
+            router = router.route(&suffixed, route(metadata));
+        }
+    }
+    router.with_state(state)
 }
 
 /// Records a rejection on the current span and turns it into a response.

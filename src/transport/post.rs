@@ -7,10 +7,11 @@
 
 use axum::body::{Body, Bytes};
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use axum::Extension;
 use axum::extract::State;
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use tracing::Instrument;
 use tracing::field::Empty;
@@ -19,6 +20,7 @@ use super::extract::{self, SESSION_ID};
 use super::rejection::Rejection;
 use super::serve::ClientAddr;
 use super::{AppState, reject, session_rejection};
+use crate::auth::{Owner, Principal};
 use crate::handler::RequestContext;
 use crate::protocol::methods::{Method, notifications};
 use crate::protocol::{self, ErrorObject, Incoming, Notification, Outgoing, Request, RequestId};
@@ -30,12 +32,13 @@ use crate::telemetry::operation::{Operation, Outcome};
 pub(crate) async fn handle(
     State(state): State<AppState>,
     client: Option<Extension<ClientAddr>>,
+    uri: Uri,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
     let client = client.map(|Extension(ClientAddr(addr))| addr.ip());
-    let message = match admit(&state, &headers, body).await {
-        Ok(message) => message,
+    let (message, principal) = match admit(&state, &uri, &headers, body).await {
+        Ok(admitted) => admitted,
         Err(r) => {
             let span = super::trace::http_span("POST", &headers);
             let _entered = span.enter();
@@ -52,28 +55,53 @@ pub(crate) async fn handle(
         let _entered = span.enter();
         return reject(r);
     }
+    let caller = principal.as_ref().map(|p| p.owner());
     let Some(op) = super::trace::operation(&inner.server, inner.local, &headers, &message) else {
         // A client's answer to one of our requests: part of that request's trace.
         let span = tracing::debug_span!("mcp.client_response", mcp.session.id = Empty);
-        return respond(&state, &headers, message)
+        return respond(&state, &headers, message, caller)
             .instrument(span)
             .await
             .unwrap_or_else(reject);
+    };
+    // A request of a principal counts against its running requests for as long as its
+    // answer is being sent, and must carry the scopes its target declares.
+    let slot = match (&message, &inner.gate, &principal) {
+        (Incoming::Request(request), Some(gate), Some(principal)) => {
+            let checked = gate
+                .authorize(principal, &inner.server.required_scopes(request))
+                .and_then(|()| gate.start_request(principal.owner()));
+            match checked {
+                Ok(slot) => slot,
+                Err(r) => {
+                    let message = r.to_string();
+                    let status = r.status().as_u16();
+                    let response = op.span().in_scope(|| reject(r));
+                    op.finish(Outcome::Rejected {
+                        status,
+                        message: &message,
+                    });
+                    return response;
+                }
+            }
+        }
+        _ => None,
     };
     let span = op.span().clone();
     let mut op = Some(op);
     async move {
         let result = if super::stateless::is_stateless(&headers, &message) {
-            Ok(super::stateless::serve(&state, &headers, message, &mut op).await)
+            Ok(super::stateless::serve(&state, &headers, message, principal, &mut op).await)
         } else {
-            serve(&state, &headers, client, message, &mut op).await
+            let caller = Caller { client, principal };
+            serve(&state, &headers, caller, message, &mut op).await
         };
         match result {
             Ok(response) => {
                 if let Some(op) = op {
                     op.finish(Outcome::Ok);
                 }
-                response
+                super::auth::hold_until_sent(response, slot)
             }
             Err(r) => {
                 if let Some(op) = op {
@@ -94,10 +122,31 @@ pub(crate) async fn handle(
     .await
 }
 
-/// The checks every POST passes before its body is read as a JSON-RPC message.
-async fn admit(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Incoming, Rejection> {
+/// Who sent a session-era request: its address (for `server.max_sessions_per_client`)
+/// and its principal (`[auth]`).
+struct Caller {
+    client: Option<IpAddr>,
+    principal: Option<Arc<Principal>>,
+}
+
+impl Caller {
+    /// What its sessions are bound to.
+    fn owner(&self) -> Option<Owner> {
+        self.principal.as_ref().map(|p| p.owner())
+    }
+}
+
+/// The checks every POST passes before its body is read as a JSON-RPC message, the
+/// bearer token first among them; the message and its principal.
+async fn admit(
+    state: &AppState,
+    uri: &Uri,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<(Incoming, Option<Arc<Principal>>), Rejection> {
     let inner = &state.inner;
     inner.guard.check(headers)?;
+    let principal = state.authenticate(uri, headers).await?;
     if !extract::is_json_content(headers) {
         return Err(Rejection::UnsupportedMediaType);
     }
@@ -116,7 +165,7 @@ async fn admit(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Inco
     .map_err(|_| Rejection::BodyTimeout)??;
     let message = protocol::parse(&body).map_err(Rejection::JsonRpc)?;
     check_progress_token(&message, server.max_progress_token_bytes)?;
-    Ok(message)
+    Ok((message, principal))
 }
 
 /// Refuses a request whose `progressToken` is longer than `max` bytes: the token is copied
@@ -149,6 +198,7 @@ async fn respond(
     state: &AppState,
     headers: &HeaderMap,
     message: Incoming,
+    caller: Option<Owner>,
 ) -> Result<Response, Rejection> {
     let inner = &state.inner;
     let Incoming::Response { id, outcome } = message else {
@@ -159,7 +209,7 @@ async fn respond(
     tracing::Span::current().record("mcp.session.id", tracing::field::display(session));
     inner
         .sessions
-        .touch(session)
+        .touch(session, caller)
         .await
         .map_err(session_rejection)?;
     // The answer goes to whichever handler asked; one that gave up, or an id we never
@@ -177,7 +227,7 @@ async fn respond(
 async fn serve(
     state: &AppState,
     headers: &HeaderMap,
-    client: Option<IpAddr>,
+    caller: Caller,
     message: Incoming,
     op: &mut Option<Operation>,
 ) -> Result<Response, Rejection> {
@@ -192,7 +242,7 @@ async fn serve(
             span.record("mcp.session.id", tracing::field::display(session));
             let touched = inner
                 .sessions
-                .touch(session)
+                .touch(session, caller.owner())
                 .await
                 .map_err(session_rejection)?;
             if let Some(op) = op {
@@ -201,11 +251,11 @@ async fn serve(
             on_notification(state, session, note).await;
             return Ok(StatusCode::ACCEPTED.into_response());
         }
-        Incoming::Response { .. } => return respond(state, headers, message).await,
+        Incoming::Response { .. } => return respond(state, headers, message, caller.owner()).await,
     };
 
     if Method::parse(&request.method) == Method::Initialize {
-        return initialize(state, request, client, op).await;
+        return initialize(state, request, caller, op).await;
     }
 
     let session = extract::required_session_id(headers)?;
@@ -215,7 +265,7 @@ async fn serve(
     if !inner.config.sse.enabled {
         let (touched, hold) = inner
             .sessions
-            .hold(session, false, Some(request.id.clone()))
+            .hold(session, caller.owner(), false, Some(request.id.clone()))
             .await
             .map_err(session_rejection)?;
         if let Some(op) = op {
@@ -224,6 +274,7 @@ async fn serve(
         apply_session_effects(state, session, &request).await?;
         let id = request.id.clone();
         let ctx = RequestContext::default()
+            .with_principal(caller.principal)
             .with_log_level(touched.log_level.clone())
             .with_client_capabilities(touched.client_capabilities.clone());
         // A JSON answer cannot be withheld (the HTTP request waits for it), so a cancelled
@@ -244,7 +295,7 @@ async fn serve(
         return Ok(json_response(answer.to_bytes(), None));
     }
 
-    super::streamed::serve(state, session, request, op).await
+    super::streamed::serve(state, (session, caller.principal), request, op).await
 }
 
 /// Requests that change session state, which the transport owns (`logging/setLevel`,
@@ -300,7 +351,7 @@ pub(super) async fn apply_session_effects(
 async fn initialize(
     state: &AppState,
     request: Request,
-    client: Option<IpAddr>,
+    caller: Caller,
     op: &mut Option<Operation>,
 ) -> Result<Response, Rejection> {
     let inner = &state.inner;
@@ -319,7 +370,8 @@ async fn initialize(
             return Ok(response);
         }
     };
-    new_session.client = client;
+    new_session.client = caller.client;
+    new_session.owner = caller.owner();
     let version = new_session.protocol_version.as_str();
     let session = inner
         .sessions

@@ -3,7 +3,47 @@
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
+use crate::auth::AuthError;
 use crate::protocol::{ErrorObject, Outgoing, ParseFailure};
+
+/// What every `WWW-Authenticate` challenge of this server names: where its protected
+/// resource metadata is, and the scopes every request needs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Challenge {
+    /// The protected resource metadata's URL (RFC 9728).
+    pub resource_metadata: std::sync::Arc<str>,
+    /// `auth.required_scopes`, space-separated; empty: none.
+    pub scope: std::sync::Arc<str>,
+}
+
+impl Challenge {
+    /// The header's value: `Bearer resource_metadata="…"`, then `scope` and the error.
+    fn header(&self, error: Option<(&str, String)>, scope: Option<&str>) -> String {
+        let mut out = format!("Bearer resource_metadata=\"{}\"", self.resource_metadata);
+        let scope = scope.unwrap_or(&self.scope);
+        if !scope.is_empty() {
+            out.push_str(&format!(", scope=\"{}\"", quoted(scope)));
+        }
+        if let Some((code, description)) = error {
+            out.push_str(&format!(
+                ", error=\"{code}\", error_description=\"{}\"",
+                quoted(&description)
+            ));
+        }
+        out
+    }
+}
+
+/// A quoted-string's content: no quote or backslash, printable ASCII only.
+fn quoted(text: &str) -> String {
+    text.chars()
+        .map(|c| match c {
+            '"' | '\\' => '\'',
+            c if c.is_ascii_graphic() || c == ' ' => c,
+            _ => '?',
+        })
+        .collect()
+}
 
 /// A request refused before it reached a handler.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -62,6 +102,36 @@ pub enum Rejection {
         "Too Many Requests: too many sessions from this address, all of them busy; retry shortly"
     )]
     TooManyClientSessions,
+    /// 429 with `Retry-After`: `auth.max_sessions_per_principal` reached and every session
+    /// of this principal busy.
+    #[error(
+        "Too Many Requests: too many sessions of this principal, all of them busy; retry shortly"
+    )]
+    TooManyPrincipalSessions,
+    /// 429 with `Retry-After`: `auth.max_requests_per_principal` requests of this principal
+    /// are running.
+    #[error("Too Many Requests: too many requests of this principal are running; retry shortly")]
+    PrincipalBusy,
+    /// 401 with `WWW-Authenticate`: no valid bearer token (`[auth]`).
+    #[error("Unauthorized: {}", .error.as_ref().map_or_else(|| AuthError::Missing.to_string(), ToString::to_string))]
+    Unauthorized {
+        /// Why the token was refused; `None`: there was none.
+        error: Option<AuthError>,
+        /// What the `WWW-Authenticate` challenge names.
+        challenge: Challenge,
+    },
+    /// 403 with `WWW-Authenticate: Bearer error="insufficient_scope"`: the token lacks a
+    /// scope the request needs.
+    #[error("Forbidden: this request needs scope {scope:?}")]
+    InsufficientScope {
+        /// The scopes needed, space-separated.
+        scope: String,
+        /// What the `WWW-Authenticate` challenge names.
+        challenge: Challenge,
+    },
+    /// 400: an access token in the query string, where it would be logged on the way.
+    #[error("Bad Request: access tokens are accepted only in the Authorization header")]
+    TokenInQuery,
     /// 503: an actor of the runtime is down (restarting or shutting down).
     #[error("Service Unavailable: {0}")]
     Unavailable(String),
@@ -85,10 +155,21 @@ impl Rejection {
             Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
-            Self::ForbiddenOrigin(_) | Self::ForbiddenHost(_) => StatusCode::FORBIDDEN,
+            Self::ForbiddenOrigin(_) | Self::ForbiddenHost(_) | Self::InsufficientScope { .. } => {
+                StatusCode::FORBIDDEN
+            }
+            Self::TokenInQuery => StatusCode::BAD_REQUEST,
+            Self::Unauthorized {
+                error: Some(AuthError::Unavailable(_)),
+                ..
+            } => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Unauthorized { .. } => StatusCode::UNAUTHORIZED,
             Self::StreamsDisabled => StatusCode::METHOD_NOT_ALLOWED,
             Self::StreamGone => StatusCode::GONE,
-            Self::TooBusy | Self::TooManyClientSessions => StatusCode::TOO_MANY_REQUESTS,
+            Self::TooBusy
+            | Self::TooManyClientSessions
+            | Self::TooManyPrincipalSessions
+            | Self::PrincipalBusy => StatusCode::TOO_MANY_REQUESTS,
             Self::TooManySessions | Self::Unavailable(_) | Self::Draining => {
                 StatusCode::SERVICE_UNAVAILABLE
             }
@@ -103,8 +184,31 @@ impl IntoResponse for Rejection {
         let status = self.status();
         let retry_after = matches!(
             self,
-            Self::Draining | Self::TooManySessions | Self::TooManyClientSessions
+            Self::Draining
+                | Self::TooManySessions
+                | Self::TooManyClientSessions
+                | Self::TooManyPrincipalSessions
+                | Self::PrincipalBusy
+                | Self::Unauthorized {
+                    error: Some(AuthError::Unavailable(_)),
+                    ..
+                }
         );
+        let challenge = match &self {
+            // The authorization server being away is not the token's fault: no challenge.
+            Self::Unauthorized {
+                error: Some(AuthError::Unavailable(_)),
+                ..
+            } => None,
+            Self::Unauthorized { error, challenge } => Some(challenge.header(
+                error.as_ref().map(|e| ("invalid_token", e.to_string())),
+                None,
+            )),
+            Self::InsufficientScope { scope, challenge } => {
+                Some(challenge.header(Some(("insufficient_scope", self.to_string())), Some(scope)))
+            }
+            _ => None,
+        };
         let body = match self {
             Self::JsonRpc(failure) => Outgoing::Error {
                 id: failure.id,
@@ -125,6 +229,11 @@ impl IntoResponse for Rejection {
             response
                 .headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        if let Some(value) = challenge.and_then(|c| HeaderValue::from_str(&c).ok()) {
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, value);
         }
         if status == StatusCode::METHOD_NOT_ALLOWED {
             response

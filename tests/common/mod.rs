@@ -10,6 +10,7 @@ use otpmcp::session::SessionId;
 use otpmcp::{App, McpServer};
 use serde_json::{Value, json};
 
+pub mod issuer;
 pub mod redis;
 pub mod relay;
 pub mod stateless;
@@ -345,6 +346,18 @@ fn parse_block(block: &str) -> Frame {
     f
 }
 
+/// An HTTP client that sends `Authorization: Bearer <token>` on every request.
+pub fn bearer_client(token: &str) -> reqwest::Client {
+    let mut headers = reqwest::header::HeaderMap::new();
+    if let Ok(value) = reqwest::header::HeaderValue::from_str(&format!("Bearer {token}")) {
+        headers.insert(reqwest::header::AUTHORIZATION, value);
+    }
+    reqwest::Client::builder()
+        .default_headers(headers)
+        .build()
+        .unwrap_or_default()
+}
+
 /// A minimal MCP client over reqwest.
 #[derive(Clone)]
 pub struct Client {
@@ -367,6 +380,12 @@ impl Client {
             version: "2025-11-25".into(),
             next_id: Default::default(),
         }
+    }
+
+    /// The same client sending `Authorization: Bearer <token>` on every request.
+    pub fn with_token(mut self, token: &str) -> Self {
+        self.http = bearer_client(token);
+        self
     }
 
     pub fn id(&self) -> i64 {

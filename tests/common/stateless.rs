@@ -100,6 +100,28 @@ impl Stateless {
         self
     }
 
+    /// Opens `subscriptions/listen` for `notifications` and reads its acknowledgement:
+    /// the stream, and the acknowledgement's `params`.
+    pub async fn listen(&self, notifications: Value) -> (super::SseReader, Value) {
+        let (_, req) = self.post(
+            "subscriptions/listen",
+            json!({ "notifications": notifications }),
+        );
+        let resp = within("listen", req.send())
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let mut stream = super::SseReader::new(resp);
+        let ack = stream.next_json().await;
+        assert_eq!(ack["method"], "notifications/subscriptions/acknowledged");
+        (stream, ack["params"].clone())
+    }
+
+    /// The same client sending `Authorization: Bearer <token>`.
+    pub fn with_token(mut self, token: &str) -> Self {
+        self.http = super::bearer_client(token);
+        self
+    }
+
     /// The same client talking to another server.
     pub fn at(&self, url: &str) -> Self {
         Self {

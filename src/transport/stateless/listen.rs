@@ -41,6 +41,8 @@ struct Filter {
     resources: bool,
     uris: HashSet<String>,
     tasks: HashSet<String>,
+    /// The listener's principal (`[auth]`), as task records name it.
+    owner: Option<String>,
 }
 
 impl Filter {
@@ -49,6 +51,7 @@ impl Filter {
         state: &AppState,
         params: Option<&Value>,
         meta: &RequestMeta,
+        owner: Option<String>,
     ) -> Result<Self, ErrorObject> {
         let Some(asked) = params
             .and_then(|p| p.get("notifications"))
@@ -94,6 +97,7 @@ impl Filter {
                 .filter(|uri| has_resources && server.accepts_subscription(uri))
                 .collect(),
             tasks: task_ids.into_iter().collect(),
+            owner,
         })
     }
 
@@ -134,7 +138,12 @@ impl Filter {
                 params.insert("uri".into(), Value::String(uri.clone()));
                 ("notifications/resources/updated", params)
             }),
-            ServerNews::Task { task_id, task } => self.tasks.contains(task_id).then(|| {
+            // Another principal's task is never told, even to a listener that knows its id.
+            ServerNews::Task {
+                task_id,
+                task,
+                owner,
+            } => (self.tasks.contains(task_id) && *owner == self.owner).then(|| {
                 let params = task.as_object().cloned().unwrap_or_default();
                 ("notifications/tasks", params)
             }),
@@ -143,8 +152,13 @@ impl Filter {
 }
 
 /// Serves `subscriptions/listen`.
-pub(super) fn serve(state: &AppState, request: Request, meta: RequestMeta) -> Response {
-    let filter = match Filter::read(state, request.params.as_ref(), &meta) {
+pub(super) fn serve(
+    state: &AppState,
+    request: Request,
+    meta: RequestMeta,
+    owner: Option<String>,
+) -> Response {
+    let filter = match Filter::read(state, request.params.as_ref(), &meta, owner) {
         Ok(filter) => filter,
         Err(error) => {
             let status = if error.code == ErrorObject::MISSING_CAPABILITY {

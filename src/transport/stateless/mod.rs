@@ -23,6 +23,7 @@ use tokio::sync::mpsc;
 use super::AppState;
 use super::extract::{PROTOCOL_VERSION, SESSION_ID};
 use super::outbox::{Announcer, note_payload};
+use crate::auth::Principal;
 use crate::handler::{BoxFuture, ClientRequestError, Note, NotifyError, Outbox, RequestContext};
 use crate::protocol::meta::{self, RequestMeta};
 use crate::protocol::methods::{ListKind, Method, ServerRequest};
@@ -53,6 +54,7 @@ pub(super) async fn serve(
     state: &AppState,
     headers: &HeaderMap,
     message: Incoming,
+    principal: Option<Arc<Principal>>,
     op: &mut Option<Operation>,
 ) -> Response {
     let request = match message {
@@ -84,7 +86,8 @@ pub(super) async fn serve(
     if Method::parse(&request.method) == Method::Listen {
         // Its operation ends with the acknowledgement (the stream lives on), or with the
         // refusal.
-        let response = listen::serve(state, request, meta);
+        let owner = principal.as_ref().map(|p| p.owner().to_string());
+        let response = listen::serve(state, request, meta, owner);
         if let Some(op) = op.take() {
             match response.status() {
                 StatusCode::OK => op.finish(Outcome::Ok),
@@ -96,7 +99,7 @@ pub(super) async fn serve(
         }
         return response;
     }
-    answer(state, request, meta, op.take()).await
+    answer(state, request, meta, principal, op.take()).await
 }
 
 /// The checks before a handler sees the request, in the order the spec's errors need:
@@ -162,6 +165,7 @@ async fn answer(
     state: &AppState,
     request: Request,
     meta: RequestMeta,
+    principal: Option<Arc<Principal>>,
     op: Option<Operation>,
 ) -> Response {
     let inner = &state.inner;
@@ -171,6 +175,7 @@ async fn answer(
         announce: state.announcer(),
     });
     let ctx = RequestContext::new(meta.progress_token.clone(), Some(outbox))
+        .with_principal(principal)
         .with_client_capabilities(meta.client_capabilities.clone())
         .with_request_log_level(meta.log_level);
     let server = inner.server.clone();

@@ -16,6 +16,9 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+mod auth;
+pub use auth::{ASYMMETRIC_ALGORITHMS, AuthConfig, WELL_KNOWN_RESOURCE};
+
 /// Prefix of environment overrides.
 pub const ENV_PREFIX: &str = "OTPMCP";
 /// Separator between prefix, section and key in environment overrides.
@@ -63,6 +66,8 @@ pub struct Config {
     pub tasks: TasksConfig,
     /// The admin listener: health and readiness probes.
     pub admin: AdminConfig,
+    /// Bearer tokens: otpmcp as an OAuth 2.1 resource server.
+    pub auth: AuthConfig,
 }
 
 /// `[server]`: the listener, security checks and session limits.
@@ -540,6 +545,9 @@ impl Config {
                 .with_list_parse_key("server.allowed_hosts")
                 .with_list_parse_key("server.allowed_origins")
                 .with_list_parse_key("store.redis_nodes")
+                .with_list_parse_key("auth.algorithms")
+                .with_list_parse_key("auth.required_scopes")
+                .with_list_parse_key("auth.scopes_supported")
                 .try_parsing(true)
                 .source(Some(env)),
         );
@@ -682,7 +690,7 @@ impl Config {
         {
             return invalid("telemetry.log_filter", "is not a valid filter");
         }
-        Ok(())
+        self.auth.validate()
     }
 }
 

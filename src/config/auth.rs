@@ -1,0 +1,250 @@
+//! `[auth]`: otpmcp as an OAuth 2.1 resource server (MCP's authorization section).
+
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::{ConfigError, human_duration};
+
+/// `[auth]`: bearer tokens on every MCP request, checked locally against the issuer's
+/// keys (or by introspection for opaque tokens), and what each principal may hold.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AuthConfig {
+    /// Require a token. Default false: nothing changes for a server without `[auth]`.
+    pub enabled: bool,
+    /// The authorization server whose tokens are accepted: the exact `iss` claim, e.g.
+    /// `https://login.example.com/realms/mcp`.
+    pub issuer: String,
+    /// This server's canonical resource URI (RFC 8707), the exact `aud` a token must
+    /// name, e.g. `https://mcp.example.com/mcp`. Its origin and path also give the
+    /// protected resource metadata's address.
+    pub audience: String,
+    /// Where the issuer's keys are (a JWKS document). Empty (the default): read
+    /// `jwks_uri` from the issuer's metadata (RFC 8414, then OpenID Connect discovery).
+    pub jwks_url: String,
+    /// The signature algorithms accepted. Default `["RS256", "ES256"]`. Asymmetric only:
+    /// `none` and HMAC (`HS*`) are refused at start-up.
+    pub algorithms: Vec<String>,
+    /// Clock skew allowed on `exp` and `nbf`. Default `30s`.
+    #[serde(with = "human_duration")]
+    pub leeway: Duration,
+    /// Scopes every request needs, whatever it calls. Default none.
+    pub required_scopes: Vec<String>,
+    /// Scopes listed in the protected resource metadata (`scopes_supported`), so a
+    /// client knows what to ask for. Default none.
+    pub scopes_supported: Vec<String>,
+    /// Keys are fetched again after this long, so a key the issuer retired stops working.
+    /// Default `10m`.
+    #[serde(with = "human_duration")]
+    pub jwks_max_age: Duration,
+    /// A token naming a key we do not have fetches the keys again (the issuer rotated),
+    /// but at most once per this interval, so unknown `kid`s cannot hammer the issuer.
+    /// Default `30s`.
+    #[serde(with = "human_duration")]
+    pub jwks_min_refresh: Duration,
+    /// Timeout of each fetch from the authorization server. Default `5s`.
+    #[serde(with = "human_duration")]
+    pub fetch_timeout: Duration,
+    /// RFC 7662 introspection endpoint for opaque (non-JWT) tokens. Empty (the default):
+    /// only JWTs are accepted.
+    pub introspection_url: String,
+    /// The client id this server introspects as (HTTP Basic).
+    pub introspection_client_id: String,
+    /// Its secret. Prefer the environment: `OTPMCP__AUTH__INTROSPECTION_CLIENT_SECRET`.
+    pub introspection_client_secret: String,
+    /// An introspection answer is reused this long (never past the token's `exp`).
+    /// Default `30s`.
+    #[serde(with = "human_duration")]
+    pub introspection_cache: Duration,
+    /// Most introspection answers cached at once. Default 10000.
+    pub introspection_cache_entries: usize,
+    /// Most live sessions one principal (issuer and subject) holds; past it `initialize`
+    /// evicts that principal's least recently used idle session, or is refused with 429.
+    /// 0 (the default): no cap beyond `server.max_sessions`.
+    pub max_sessions_per_principal: usize,
+    /// Most requests one principal has running at once on this replica; past it a
+    /// request gets 429. 0 (the default): no cap.
+    pub max_requests_per_principal: usize,
+}
+
+impl Default for AuthConfig {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            issuer: String::new(),
+            audience: String::new(),
+            jwks_url: String::new(),
+            algorithms: vec!["RS256".into(), "ES256".into()],
+            leeway: Duration::from_secs(30),
+            required_scopes: Vec::new(),
+            scopes_supported: Vec::new(),
+            jwks_max_age: Duration::from_secs(600),
+            jwks_min_refresh: Duration::from_secs(30),
+            fetch_timeout: Duration::from_secs(5),
+            introspection_url: String::new(),
+            introspection_client_id: String::new(),
+            introspection_client_secret: String::new(),
+            introspection_cache: Duration::from_secs(30),
+            introspection_cache_entries: 10_000,
+            max_sessions_per_principal: 0,
+            max_requests_per_principal: 0,
+        }
+    }
+}
+
+/// Algorithms a resource server may accept: asymmetric ones, whose verifying key is
+/// public. An HMAC key would be a secret shared with the issuer, and `none` no key at all.
+pub const ASYMMETRIC_ALGORITHMS: [&str; 9] = [
+    "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "EdDSA",
+];
+
+impl AuthConfig {
+    /// Checks what serde cannot; only when `enabled`.
+    pub(super) fn validate(&self) -> Result<(), ConfigError> {
+        if !self.enabled {
+            return Ok(());
+        }
+        let invalid = |key, problem: String| Err(ConfigError::Invalid { key, problem });
+        if !is_http_url(&self.issuer) {
+            return invalid("auth.issuer", "must be an http(s) URL".into());
+        }
+        if !is_http_url(&self.audience) {
+            return invalid(
+                "auth.audience",
+                "must be this server's resource URI, an http(s) URL".into(),
+            );
+        }
+        if !self.jwks_url.is_empty() && !is_http_url(&self.jwks_url) {
+            return invalid("auth.jwks_url", "must be an http(s) URL".into());
+        }
+        if !self.introspection_url.is_empty() && !is_http_url(&self.introspection_url) {
+            return invalid("auth.introspection_url", "must be an http(s) URL".into());
+        }
+        if self.algorithms.is_empty() {
+            return invalid("auth.algorithms", "must name at least one algorithm".into());
+        }
+        if let Some(bad) = self
+            .algorithms
+            .iter()
+            .find(|a| !ASYMMETRIC_ALGORITHMS.contains(&a.as_str()))
+        {
+            return invalid(
+                "auth.algorithms",
+                format!(
+                    "`{bad}` is not accepted; choose among {}",
+                    ASYMMETRIC_ALGORITHMS.join(", ")
+                ),
+            );
+        }
+        for (key, value) in [
+            ("auth.jwks_max_age", self.jwks_max_age),
+            ("auth.jwks_min_refresh", self.jwks_min_refresh),
+            ("auth.fetch_timeout", self.fetch_timeout),
+            ("auth.introspection_cache", self.introspection_cache),
+        ] {
+            if value.is_zero() {
+                return invalid(key, "must be greater than zero".into());
+            }
+        }
+        if self.introspection_cache_entries == 0 {
+            return invalid(
+                "auth.introspection_cache_entries",
+                "must be at least 1".into(),
+            );
+        }
+        Ok(())
+    }
+
+    /// The protected resource metadata's path (RFC 9728): the well-known prefix, then
+    /// the resource's path, e.g. `/.well-known/oauth-protected-resource/mcp`.
+    pub fn metadata_path(&self) -> String {
+        let path = path_of(&self.audience).trim_end_matches('/');
+        format!("{WELL_KNOWN_RESOURCE}{path}")
+    }
+
+    /// The protected resource metadata's URL, named in every 401.
+    pub fn metadata_url(&self) -> String {
+        format!("{}{}", origin_of(&self.audience), self.metadata_path())
+    }
+}
+
+/// Where protected resource metadata lives (RFC 9728).
+pub const WELL_KNOWN_RESOURCE: &str = "/.well-known/oauth-protected-resource";
+
+fn is_http_url(text: &str) -> bool {
+    let rest = text
+        .strip_prefix("https://")
+        .or_else(|| text.strip_prefix("http://"));
+    rest.is_some_and(|r| !r.is_empty() && !r.starts_with('/'))
+}
+
+/// `https://host:port/path?q` → `https://host:port`.
+fn origin_of(url: &str) -> &str {
+    let start = url.find("://").map_or(0, |i| i + 3);
+    let end = url[start..]
+        .find(['/', '?', '#'])
+        .map_or(url.len(), |i| start + i);
+    &url[..end]
+}
+
+/// `https://host/path?q` → `/path` (empty for none).
+fn path_of(url: &str) -> &str {
+    let rest = &url[origin_of(url).len()..];
+    let end = rest.find(['?', '#']).unwrap_or(rest.len());
+    &rest[..end]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn enabled() -> AuthConfig {
+        AuthConfig {
+            enabled: true,
+            issuer: "https://as.example".into(),
+            audience: "https://mcp.example:8443/mcp".into(),
+            ..AuthConfig::default()
+        }
+    }
+
+    #[test]
+    fn metadata_lives_under_the_resource_path() {
+        let config = enabled();
+        assert_eq!(
+            config.metadata_path(),
+            "/.well-known/oauth-protected-resource/mcp"
+        );
+        assert_eq!(
+            config.metadata_url(),
+            "https://mcp.example:8443/.well-known/oauth-protected-resource/mcp"
+        );
+        let root = AuthConfig {
+            audience: "https://mcp.example/".into(),
+            ..enabled()
+        };
+        assert_eq!(root.metadata_path(), WELL_KNOWN_RESOURCE);
+    }
+
+    #[test]
+    fn symmetric_and_none_algorithms_are_refused() {
+        assert!(enabled().validate().is_ok());
+        for bad in ["none", "HS256"] {
+            let config = AuthConfig {
+                algorithms: vec!["RS256".into(), bad.into()],
+                ..enabled()
+            };
+            let err = config.validate().err().map(|e| e.to_string());
+            assert!(
+                err.as_deref().is_some_and(|e| e.contains(bad)),
+                "{bad}: {err:?}"
+            );
+        }
+        let no_issuer = AuthConfig {
+            issuer: String::new(),
+            ..enabled()
+        };
+        assert!(no_issuer.validate().is_err());
+        assert!(AuthConfig::default().validate().is_ok(), "off: not checked");
+    }
+}

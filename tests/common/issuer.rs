@@ -1,0 +1,228 @@
+//! A stand-in authorization server on loopback: keys made by `openssl` (RSA and EC), its
+//! metadata (RFC 8414), its JWKS, and an introspection endpoint (RFC 7662); and tokens
+//! minted with those keys, for the `[auth]` tests.
+
+use std::collections::HashMap;
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use axum::Router;
+use axum::extract::State;
+use axum::routing::{get, post};
+use jsonwebtoken::jwk::{Jwk, JwkSet};
+use jsonwebtoken::{Algorithm, EncodingKey, Header};
+use serde_json::{Map, Value, json};
+
+/// A signing key: its kid, algorithm, private key, and whether the JWKS publishes it.
+#[derive(Clone)]
+pub struct Key {
+    pub kid: String,
+    pub alg: Algorithm,
+    pub encoding: EncodingKey,
+}
+
+/// Makes a fresh key with the openssl command line (`alg`: RS256 or ES256).
+pub fn make_key(kid: &str, alg: Algorithm) -> Key {
+    // Tests make keys at once: each its own directory.
+    static MADE: AtomicUsize = AtomicUsize::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "otpmcp-key-{}-{}",
+        std::process::id(),
+        MADE.fetch_add(1, Ordering::SeqCst)
+    ));
+    let _ = std::fs::create_dir_all(&dir);
+    let path = dir.join("key.pem");
+    let args: &[&str] = match alg {
+        Algorithm::RS256 => &["-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048"],
+        _ => &["-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256"],
+    };
+    let status = Command::new("openssl")
+        .arg("genpkey")
+        .args(args)
+        .arg("-out")
+        .arg(&path)
+        .status()
+        .unwrap_or_else(|e| panic!("openssl (scripts/test installs it): {e}"));
+    assert!(status.success(), "openssl genpkey");
+    let pem = std::fs::read(&path).unwrap_or_default();
+    let _ = std::fs::remove_dir_all(&dir);
+    let encoding = match alg {
+        Algorithm::RS256 => EncodingKey::from_rsa_pem(&pem),
+        _ => EncodingKey::from_ec_pem(&pem),
+    }
+    .unwrap_or_else(|e| panic!("the key openssl made: {e}"));
+    Key {
+        kid: kid.to_owned(),
+        alg,
+        encoding,
+    }
+}
+
+/// The public half of `key` as a JWK.
+pub fn jwk_of(key: &Key) -> Jwk {
+    let mut jwk = Jwk::from_encoding_key(&key.encoding, key.alg)
+        .unwrap_or_else(|e| panic!("a JWK of {}: {e}", key.kid));
+    jwk.common.key_id = Some(key.kid.clone());
+    jwk
+}
+
+pub fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+#[derive(Default)]
+struct Shared {
+    issuer: String,
+    jwks: Mutex<Vec<Jwk>>,
+    /// Opaque token → introspection answer.
+    opaque: Mutex<HashMap<String, Value>>,
+    jwks_fetches: AtomicUsize,
+    introspections: AtomicUsize,
+}
+
+/// The running stand-in.
+pub struct Issuer {
+    pub url: String,
+    shared: Arc<Shared>,
+    pub rsa: Key,
+    pub ec: Key,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Issuer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Issuer {
+    /// Serves an RSA and an EC key (kids `rsa-1`, `ec-1`).
+    pub async fn start() -> Self {
+        let rsa = make_key("rsa-1", Algorithm::RS256);
+        let ec = make_key("ec-1", Algorithm::ES256);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .unwrap_or_else(|e| panic!("bind: {e}"));
+        let addr = listener
+            .local_addr()
+            .unwrap_or_else(|e| panic!("local addr: {e}"));
+        let url = format!("http://{addr}");
+        let shared = Arc::new(Shared {
+            issuer: url.clone(),
+            jwks: Mutex::new(vec![jwk_of(&rsa), jwk_of(&ec)]),
+            ..Shared::default()
+        });
+        let app = Router::new()
+            .route("/.well-known/oauth-authorization-server", get(metadata))
+            .route("/jwks", get(jwks))
+            .route("/introspect", post(introspect))
+            .with_state(shared.clone());
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Self {
+            url,
+            shared,
+            rsa,
+            ec,
+            task,
+        }
+    }
+
+    /// Publishes `key` too (a rotation).
+    pub fn publish(&self, key: &Key) {
+        lock(&self.shared.jwks).push(jwk_of(key));
+    }
+
+    /// Withdraws the key named `kid`.
+    pub fn withdraw(&self, kid: &str) {
+        lock(&self.shared.jwks).retain(|k| k.common.key_id.as_deref() != Some(kid));
+    }
+
+    /// Makes `token` an opaque token whose introspection answers `answer`.
+    pub fn opaque(&self, token: &str, answer: Value) {
+        lock(&self.shared.opaque).insert(token.to_owned(), answer);
+    }
+
+    pub fn jwks_fetches(&self) -> usize {
+        self.shared.jwks_fetches.load(Ordering::SeqCst)
+    }
+
+    pub fn introspections(&self) -> usize {
+        self.shared.introspections.load(Ordering::SeqCst)
+    }
+
+    /// Claims a valid token for `audience` carries: this issuer, subject `sub`, `scope`,
+    /// five minutes to live.
+    pub fn claims(&self, audience: &str, sub: &str, scope: &str) -> Map<String, Value> {
+        let now = now();
+        let value = json!({
+            "iss": self.url, "aud": audience, "sub": sub, "scope": scope,
+            "iat": now, "exp": now + 300, "client_id": "otpmcp-tests",
+        });
+        match value {
+            Value::Object(map) => map,
+            _ => Map::new(),
+        }
+    }
+
+    /// A token signed with `key` (header `kid` and `alg` from it).
+    pub fn sign(key: &Key, claims: &Map<String, Value>) -> String {
+        let mut header = Header::new(key.alg);
+        header.kid = Some(key.kid.clone());
+        jsonwebtoken::encode(&header, claims, &key.encoding)
+            .unwrap_or_else(|e| panic!("signing: {e}"))
+    }
+
+    /// A valid RS256 token of `sub` with `scope`.
+    pub fn token(&self, audience: &str, sub: &str, scope: &str) -> String {
+        Self::sign(&self.rsa, &self.claims(audience, sub, scope))
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+async fn metadata(State(shared): State<Arc<Shared>>) -> axum::response::Response {
+    json_response(json!({
+        "issuer": shared.issuer,
+        "jwks_uri": format!("{}/jwks", shared.issuer),
+        "introspection_endpoint": format!("{}/introspect", shared.issuer),
+    }))
+}
+
+async fn jwks(State(shared): State<Arc<Shared>>) -> axum::response::Response {
+    shared.jwks_fetches.fetch_add(1, Ordering::SeqCst);
+    let set = JwkSet {
+        keys: lock(&shared.jwks).clone(),
+    };
+    json_response(serde_json::to_value(&set).unwrap_or_default())
+}
+
+async fn introspect(State(shared): State<Arc<Shared>>, body: String) -> axum::response::Response {
+    shared.introspections.fetch_add(1, Ordering::SeqCst);
+    let token = body
+        .split('&')
+        .find_map(|pair| pair.strip_prefix("token="))
+        .unwrap_or_default()
+        .replace("%2D", "-");
+    let answer = lock(&shared.opaque)
+        .get(&token)
+        .cloned()
+        .unwrap_or_else(|| json!({"active": false}));
+    json_response(answer)
+}
+
+fn json_response(value: Value) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    (
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        value.to_string(),
+    )
+        .into_response()
+}
