@@ -16,10 +16,13 @@ use common::{Client, SseReader, TestServer, eventually, within};
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use otpmcp::McpServer;
 use otpmcp::config::{BackendKind, Config};
-use otpmcp::handler::ToolRegistry;
+
 use otpmcp::handler::builtin::{Echo, StreamEvents};
 use otpmcp::handler::tools::tool_fn;
-use otpmcp::protocol::methods::CallToolResult;
+use otpmcp::handler::{PromptRegistry, ToolRegistry};
+use otpmcp::protocol::methods::{
+    CallToolResult, GetPromptResult, PromptArgument, PromptDefinition,
+};
 use serde_json::{Value, json};
 
 /// This server's resource URI, which tokens must name as their audience.
@@ -62,7 +65,28 @@ fn server() -> McpServer {
         ))
         .register(wait_tool(Arc::default()))
         .require_scopes("reset", ["admin"]);
+    let mut prompts = PromptRegistry::default();
+    for name in ["hello", "audit"] {
+        let definition = PromptDefinition {
+            name: name.into(),
+            description: format!("The {name} prompt."),
+            arguments: vec![PromptArgument {
+                name: "who".into(),
+                description: None,
+                required: false,
+            }],
+        };
+        prompts.prompt(definition, |_, _| async {
+            Ok(GetPromptResult {
+                description: None,
+                messages: vec![],
+            })
+        });
+    }
+    prompts.require_scopes("audit", ["admin"]);
     McpServer::new(tools)
+        .with_prompts(prompts)
+        .with_completion(|_, _, _| async { vec!["ada".to_owned()] })
 }
 
 async fn start(issuer: &Issuer, tweak: impl FnOnce(&mut Config)) -> TestServer {
@@ -370,7 +394,7 @@ async fn the_binding_holds_across_replicas_on_redis() {
 }
 
 #[tokio::test]
-async fn tools_list_shows_what_the_scopes_allow_and_a_call_without_them_gets_403() {
+async fn lists_show_what_the_scopes_allow_and_a_call_without_them_gets_403() {
     let issuer = Issuer::start().await;
     let server = start(&issuer, |_| {}).await;
     let names = |list: Value| -> Vec<String> {
@@ -400,9 +424,41 @@ async fn tools_list_shows_what_the_scopes_allow_and_a_call_without_them_gets_403
     );
     assert!(challenge.contains("scope=\"admin\""), "{challenge}");
 
+    // Prompts likewise, and a completion of a prompt's argument needs the prompt's scopes.
+    let prompts = user.ask("prompts/list", json!({})).await;
+    assert_eq!(
+        prompts["result"]["prompts"].as_array().map(Vec::len),
+        Some(1),
+        "{prompts}"
+    );
+    assert_eq!(prompts["result"]["prompts"][0]["name"], "hello");
+    let complete = |name: &str, id: i64| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "completion/complete",
+               "params": {"ref": {"type": "ref/prompt", "name": name},
+                          "argument": {"name": "who", "value": "a"}}})
+    };
+    assert_eq!(
+        Client::send(user.post(&complete("audit", 6)))
+            .await
+            .status(),
+        403
+    );
+    assert_eq!(
+        Client::send(user.post(&complete("hello", 7)))
+            .await
+            .status(),
+        200
+    );
+
     let admin = session(&server.url, &issuer.token(AUDIENCE, "a", "mcp admin")).await;
     assert!(names(admin.ask("tools/list", json!({})).await).contains(&"reset".to_owned()));
     assert_eq!(call(&admin, "reset").await, "reset");
+    let prompts = admin.ask("prompts/list", json!({})).await;
+    assert_eq!(
+        prompts["result"]["prompts"].as_array().map(Vec::len),
+        Some(2),
+        "{prompts}"
+    );
     server.shutdown().await;
 }
 

@@ -147,17 +147,24 @@ impl McpServer {
     /// declares; none for any other method, or a target this server does not have (which
     /// gets its own error).
     pub fn required_scopes(&self, request: &Request) -> Arc<[String]> {
-        let param = |key| {
-            request
-                .params
-                .as_ref()
-                .and_then(|p| p.get(key))
-                .and_then(Value::as_str)
+        let params = request.params.as_ref();
+        // A completion names its prompt or resource in `ref`: it needs what they need.
+        let target = match Method::parse(&request.method) {
+            Method::Complete => params.and_then(|p| p.get("ref")),
+            _ => params,
         };
-        match (Method::parse(&request.method), param("name"), param("uri")) {
+        let text = |key| target.and_then(|t| t.get(key)).and_then(Value::as_str);
+        let kind = text("type");
+        match (Method::parse(&request.method), text("name"), text("uri")) {
             (Method::ToolsCall, Some(name), _) => self.tools.get().scopes(name),
             (Method::PromptsGet, Some(name), _) => self.prompts.get().scopes(name),
             (Method::ResourcesRead | Method::ResourcesSubscribe, _, Some(uri)) => {
+                self.resources.get().scopes(uri)
+            }
+            (Method::Complete, Some(name), _) if kind == Some("ref/prompt") => {
+                self.prompts.get().scopes(name)
+            }
+            (Method::Complete, _, Some(uri)) if kind == Some("ref/resource") => {
                 self.resources.get().scopes(uri)
             }
             _ => Arc::new([]),

@@ -13,6 +13,7 @@
 
 mod client;
 mod mcp;
+mod ports;
 mod procfs;
 mod soak;
 mod sse;
@@ -51,7 +52,7 @@ commands:
                  session churn, interrupted and resumed calls checked event by event, a
                  slow reader, and with --admin a panic every --panic-every; fails on a
                  lost or duplicated event (outside --faults windows) or a hung request
-  free-port      print a free TCP port on 127.0.0.1
+  free-port      print a free TCP port on 127.0.0.1, below the kernel's ephemeral range
   wait           wait until --url accepts TCP connections (up to --timeout)
 
 options (defaults in brackets):
@@ -345,8 +346,7 @@ async fn wait(target: &Target, limit: Duration) -> Result<()> {
 
 async fn run(o: Opts) -> Result<u64> {
     if o.command == "free-port" {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
-        println!("{}", listener.local_addr()?.port());
+        println!("{}", ports::free_port()?);
         return Ok(0);
     }
     if o.command == "soak" {
