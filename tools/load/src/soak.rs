@@ -197,7 +197,11 @@ fn report(soak: &Soak, tally: &Tally, out: &Out, elapsed: Duration) {
                 excused += 1;
             } else {
                 lost += 1;
-                out.error("soak.lost", what);
+                // When, so that it can be set beside the replicas' logs and the faults.
+                out.error(
+                    "soak.lost",
+                    &format!("{what} (call from {from} to {to}, Unix ms)"),
+                );
             }
         }
     }
