@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use axum::body::Body;
-use axum::http::{HeaderMap, Uri, header};
+use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use serde_json::json;
@@ -54,7 +54,7 @@ impl Gate {
     /// request needs.
     pub(crate) async fn authenticate(
         &self,
-        uri: &Uri,
+        query: Option<&str>,
         headers: &HeaderMap,
     ) -> Result<Arc<Principal>, Rejection> {
         let refuse = |reason: AuthRefusal, error: Option<AuthError>| {
@@ -64,7 +64,7 @@ impl Gate {
                 challenge: self.challenge.clone(),
             }
         };
-        if uri.query().is_some_and(has_token_param) {
+        if query.is_some_and(has_token_param) {
             AUTH_REFUSED.inc(AuthRefusal::TokenInQuery);
             return Err(Rejection::TokenInQuery);
         }

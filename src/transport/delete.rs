@@ -1,7 +1,8 @@
 //! DELETE: the client ends its session.
 
+use axum::extract::RawQuery;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use tracing::Instrument;
 
@@ -12,12 +13,12 @@ use crate::session::SessionError;
 /// Terminates the session: 200, or 404 if it is unknown.
 pub(crate) async fn handle(
     State(state): State<AppState>,
-    uri: Uri,
+    RawQuery(query): RawQuery,
     headers: HeaderMap,
 ) -> Response {
     let span = super::trace::http_span("DELETE", &headers);
     async move {
-        match terminate(&state, &uri, &headers).await {
+        match terminate(&state, query.as_deref(), &headers).await {
             Ok(()) => StatusCode::OK.into_response(),
             Err(r) => reject(r),
         }
@@ -26,9 +27,13 @@ pub(crate) async fn handle(
     .await
 }
 
-async fn terminate(state: &AppState, uri: &Uri, headers: &HeaderMap) -> Result<(), Rejection> {
+async fn terminate(
+    state: &AppState,
+    query: Option<&str>,
+    headers: &HeaderMap,
+) -> Result<(), Rejection> {
     state.inner.guard.check(headers)?;
-    let principal = state.authenticate(uri, headers).await?;
+    let principal = state.authenticate(query, headers).await?;
     let id = extract::required_session_id(headers)?;
     tracing::Span::current().record("mcp.session.id", tracing::field::display(id));
     extract::protocol_version(headers)?;

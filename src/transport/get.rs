@@ -14,8 +14,9 @@
 //!   the resume get 410).
 
 use crate::telemetry::metrics::{REPLAYS, ReplayResult};
+use axum::extract::RawQuery;
 use axum::extract::State;
-use axum::http::{HeaderMap, Uri};
+use axum::http::HeaderMap;
 use axum::response::Response;
 use tracing::Instrument;
 
@@ -27,13 +28,13 @@ use crate::event_store::{StoreError, StreamKey, StreamNo};
 /// Handles GET on the MCP endpoint.
 pub(crate) async fn handle(
     State(state): State<AppState>,
-    uri: Uri,
+    RawQuery(query): RawQuery,
     headers: HeaderMap,
 ) -> Response {
     let span = super::trace::http_span("GET", &headers);
     let stream_span = span.clone();
     async move {
-        match open(&state, &uri, &headers, stream_span).await {
+        match open(&state, query.as_deref(), &headers, stream_span).await {
             Ok(response) => response,
             Err(r) => reject(r),
         }
@@ -44,7 +45,7 @@ pub(crate) async fn handle(
 
 async fn open(
     state: &AppState,
-    uri: &Uri,
+    query: Option<&str>,
     headers: &HeaderMap,
     span: tracing::Span,
 ) -> Result<Response, Rejection> {
@@ -52,7 +53,7 @@ async fn open(
     inner.guard.check(headers)?;
     // The events of a session are its owner's: another principal's resume is refused by
     // the session check below, as if the session did not exist.
-    let caller = state.authenticate(uri, headers).await?.map(|p| p.owner());
+    let caller = state.authenticate(query, headers).await?.map(|p| p.owner());
     if !inner.config.sse.enabled {
         return Err(Rejection::StreamsDisabled);
     }

@@ -204,12 +204,12 @@ impl AppState {
     /// token's, or the refusal.
     async fn authenticate(
         &self,
-        uri: &axum::http::Uri,
+        query: Option<&str>,
         headers: &axum::http::HeaderMap,
     ) -> Result<Option<Arc<crate::auth::Principal>>, Rejection> {
         match &self.inner.gate {
             None => Ok(None),
-            Some(gate) => gate.authenticate(uri, headers).await.map(Some),
+            Some(gate) => gate.authenticate(query, headers).await.map(Some),
         }
     }
 

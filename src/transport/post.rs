@@ -10,8 +10,9 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use axum::Extension;
+use axum::extract::RawQuery;
 use axum::extract::State;
-use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use tracing::Instrument;
 use tracing::field::Empty;
@@ -32,12 +33,12 @@ use crate::telemetry::operation::{Operation, Outcome};
 pub(crate) async fn handle(
     State(state): State<AppState>,
     client: Option<Extension<ClientAddr>>,
-    uri: Uri,
+    RawQuery(query): RawQuery,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
     let client = client.map(|Extension(ClientAddr(addr))| addr.ip());
-    let (message, principal) = match admit(&state, &uri, &headers, body).await {
+    let (message, principal) = match admit(&state, query.as_deref(), &headers, body).await {
         Ok(admitted) => admitted,
         Err(r) => {
             let span = super::trace::http_span("POST", &headers);
@@ -140,13 +141,13 @@ impl Caller {
 /// bearer token first among them; the message and its principal.
 async fn admit(
     state: &AppState,
-    uri: &Uri,
+    query: Option<&str>,
     headers: &HeaderMap,
     body: Body,
 ) -> Result<(Incoming, Option<Arc<Principal>>), Rejection> {
     let inner = &state.inner;
     inner.guard.check(headers)?;
-    let principal = state.authenticate(uri, headers).await?;
+    let principal = state.authenticate(query, headers).await?;
     if !extract::is_json_content(headers) {
         return Err(Rejection::UnsupportedMediaType);
     }
