@@ -206,18 +206,21 @@ async fn redis_killed_and_restarted_under_load_loses_nothing_it_persisted() {
     server.shutdown().await;
 }
 
+/// In-process replicas on Redis at `url` that retry and time out fast, so a restart of
+/// Redis passes within a test's wait.
+fn on_redis(url: String) -> impl FnOnce(&mut otpmcp::config::Config) {
+    move |c: &mut otpmcp::config::Config| {
+        c.store.backend = BackendKind::Redis;
+        c.store.redis_url = url;
+        c.store.retry_interval = Duration::from_millis(100);
+        c.store.command_timeout = Duration::from_millis(500);
+        c.store.connect_timeout = Duration::from_millis(500);
+    }
+}
+
 #[tokio::test]
 async fn the_live_feed_between_replicas_comes_back_after_a_redis_restart() {
     let mut redis = RedisServer::start_persistent();
-    let on_redis = |url: String| {
-        move |c: &mut otpmcp::config::Config| {
-            c.store.backend = BackendKind::Redis;
-            c.store.redis_url = url;
-            c.store.retry_interval = Duration::from_millis(100);
-            c.store.command_timeout = Duration::from_millis(500);
-            c.store.connect_timeout = Duration::from_millis(500);
-        }
-    };
     let a = TestServer::start(on_redis(redis.url())).await;
     let b = TestServer::start(on_redis(redis.url())).await;
     let mut client = a.client();
@@ -274,15 +277,6 @@ fn gated(gate: std::sync::Arc<tokio::sync::Notify>) -> otpmcp::McpServer {
 #[tokio::test]
 async fn an_answer_given_while_redis_is_down_reaches_the_client_on_another_replica() {
     let mut redis = RedisServer::start_persistent();
-    let on_redis = |url: String| {
-        move |c: &mut otpmcp::config::Config| {
-            c.store.backend = BackendKind::Redis;
-            c.store.redis_url = url;
-            c.store.retry_interval = Duration::from_millis(100);
-            c.store.command_timeout = Duration::from_millis(500);
-            c.store.connect_timeout = Duration::from_millis(500);
-        }
-    };
     let gate = std::sync::Arc::new(tokio::sync::Notify::new());
     let a = TestServer::start_with(on_redis(redis.url()), gated(gate.clone())).await;
     let b = TestServer::start_with(on_redis(redis.url()), gated(gate.clone())).await;

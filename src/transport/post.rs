@@ -56,22 +56,23 @@ pub(crate) async fn handle(
         let _entered = span.enter();
         return reject(r);
     }
-    let caller = principal.as_ref().map(|p| p.owner());
+    // Worked out once: a hash of issuer and subject.
+    let owner = principal.as_ref().map(|p| p.owner());
     let Some(op) = super::trace::operation(&inner.server, inner.local, &headers, &message) else {
         // A client's answer to one of our requests: part of that request's trace.
         let span = tracing::debug_span!("mcp.client_response", mcp.session.id = Empty);
-        return respond(&state, &headers, message, caller)
+        return respond(&state, &headers, message, owner)
             .instrument(span)
             .await
             .unwrap_or_else(reject);
     };
     // A request of a principal counts against its running requests for as long as its
     // answer is being sent, and must carry the scopes its target declares.
-    let slot = match (&message, &inner.gate, &principal) {
-        (Incoming::Request(request), Some(gate), Some(principal)) => {
+    let slot = match (&message, &inner.gate, &principal, owner) {
+        (Incoming::Request(request), Some(gate), Some(principal), Some(owner)) => {
             let checked = gate
                 .authorize(principal, &inner.server.required_scopes(request))
-                .and_then(|()| gate.start_request(principal.owner()));
+                .and_then(|()| gate.start_request(owner));
             match checked {
                 Ok(slot) => slot,
                 Err(r) => {
@@ -94,7 +95,11 @@ pub(crate) async fn handle(
         let result = if super::stateless::is_stateless(&headers, &message) {
             Ok(super::stateless::serve(&state, &headers, message, principal, &mut op).await)
         } else {
-            let caller = Caller { client, principal };
+            let caller = Caller {
+                client,
+                principal,
+                owner,
+            };
             serve(&state, &headers, caller, message, &mut op).await
         };
         match result {
@@ -124,17 +129,11 @@ pub(crate) async fn handle(
 }
 
 /// Who sent a session-era request: its address (for `server.max_sessions_per_client`)
-/// and its principal (`[auth]`).
-struct Caller {
+/// and its principal (`[auth]`) with what its sessions are bound to.
+pub(super) struct Caller {
     client: Option<IpAddr>,
-    principal: Option<Arc<Principal>>,
-}
-
-impl Caller {
-    /// What its sessions are bound to.
-    fn owner(&self) -> Option<Owner> {
-        self.principal.as_ref().map(|p| p.owner())
-    }
+    pub(super) principal: Option<Arc<Principal>>,
+    pub(super) owner: Option<Owner>,
 }
 
 /// The checks every POST passes before its body is read as a JSON-RPC message, the
@@ -243,7 +242,7 @@ async fn serve(
             span.record("mcp.session.id", tracing::field::display(session));
             let touched = inner
                 .sessions
-                .touch(session, caller.owner())
+                .touch(session, caller.owner)
                 .await
                 .map_err(session_rejection)?;
             if let Some(op) = op {
@@ -252,7 +251,7 @@ async fn serve(
             on_notification(state, session, note).await;
             return Ok(StatusCode::ACCEPTED.into_response());
         }
-        Incoming::Response { .. } => return respond(state, headers, message, caller.owner()).await,
+        Incoming::Response { .. } => return respond(state, headers, message, caller.owner).await,
     };
 
     if Method::parse(&request.method) == Method::Initialize {
@@ -266,7 +265,7 @@ async fn serve(
     if !inner.config.sse.enabled {
         let (touched, hold) = inner
             .sessions
-            .hold(session, caller.owner(), false, Some(request.id.clone()))
+            .hold(session, caller.owner, false, Some(request.id.clone()))
             .await
             .map_err(session_rejection)?;
         if let Some(op) = op {
@@ -296,7 +295,7 @@ async fn serve(
         return Ok(json_response(answer.to_bytes(), None));
     }
 
-    super::streamed::serve(state, (session, caller.principal), request, op).await
+    super::streamed::serve(state, session, caller, request, op).await
 }
 
 /// Requests that change session state, which the transport owns (`logging/setLevel`,
@@ -372,7 +371,7 @@ async fn initialize(
         }
     };
     new_session.client = caller.client;
-    new_session.owner = caller.owner();
+    new_session.owner = caller.owner;
     let version = new_session.protocol_version.as_str();
     let session = inner
         .sessions

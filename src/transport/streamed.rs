@@ -24,7 +24,6 @@ use super::outbox::{StreamOutbox, StreamReady};
 use super::post::apply_session_effects;
 use super::rejection::Rejection;
 use super::{AppState, InFlight, Opening, session_rejection, sse_response};
-use crate::auth::Principal;
 use crate::handler::{BoxFuture, RequestContext};
 use crate::ids::{SessionId, StreamKey};
 use crate::protocol::version::ProtocolVersion;
@@ -38,19 +37,19 @@ use crate::telemetry::operation::Operation;
 /// its session ended).
 type Work = Pin<Box<dyn Future<Output = Option<Outgoing>> + Send>>;
 
-/// Serves `request` on a new stream of `session`, for `principal` (`[auth]`).
+/// Serves `request` on a new stream of `session`, for `caller` (`[auth]`).
 pub(super) async fn serve(
     state: &AppState,
-    (session, principal): (SessionId, Option<Arc<Principal>>),
+    session: SessionId,
+    caller: super::post::Caller,
     request: Request,
     op: &mut Option<Operation>,
 ) -> Result<Response, Rejection> {
     let inner = &state.inner;
     let span = tracing::Span::current();
-    let caller = principal.as_ref().map(|p| p.owner());
     let (touched, hold) = inner
         .sessions
-        .hold(session, caller, true, Some(request.id.clone()))
+        .hold(session, caller.owner, true, Some(request.id.clone()))
         .await
         .map_err(session_rejection)?;
     if let Some(op) = op {
@@ -90,7 +89,7 @@ pub(super) async fn serve(
         announce: state.announcer(),
     });
     let ctx = RequestContext::new(McpServer::progress_token(&request), Some(outbox))
-        .with_principal(principal)
+        .with_principal(caller.principal)
         .with_log_level(touched.log_level.clone())
         .with_client_capabilities(touched.client_capabilities.clone());
     let server = inner.server.clone();
