@@ -79,6 +79,8 @@ pub struct App {
     admin: Option<AdminServer>,
     /// Set when shutdown begins (readiness turns 503).
     draining: Arc<std::sync::atomic::AtomicBool>,
+    /// The executions supervisor, when `[exec] enabled`.
+    exec: Option<crate::exec::ExecHandle>,
 }
 
 /// Starts the default server (`echo`, `stream_events`).
@@ -153,6 +155,20 @@ pub async fn start_with(config: Config, server: McpServer) -> Result<App, StartE
             "stateless.request_state_key is not set: a multi round-trip retry that reaches another replica will be refused"
         );
     }
+    let exec = match config.exec.enabled {
+        true => {
+            let exec = crate::exec::ExecHandle::start(Arc::new(config.exec.clone()), store.clone())
+                .await
+                .map_err(|e| StartError::Tree(e.to_string()))?;
+            server.update_tools(|tools| crate::exec::tools::register(tools, &exec));
+            tracing::info!(
+                programs = config.exec.programs.len(),
+                "execution tools offered"
+            );
+            Some(exec)
+        }
+        false => None,
+    };
     let server = Arc::new(
         server
             .with_stateless_settings(StatelessSettings::from_config(&config.stateless))
@@ -220,6 +236,7 @@ pub async fn start_with(config: Config, server: McpServer) -> Result<App, StartE
         _relay: relay,
         admin,
         draining,
+        exec,
     })
 }
 
@@ -326,6 +343,11 @@ impl App {
     pub async fn shutdown(self) {
         self.draining
             .store(true, std::sync::atomic::Ordering::SeqCst);
+        // Executions first, while the store can still keep their outcomes: their
+        // requests then answer and the listener's drain has nothing long to wait for.
+        if let Some(exec) = &self.exec {
+            exec.shutdown().await;
+        }
         // The listener's graceful wait plus time for each child to stop.
         let wait = self.shutdown_timeout + Duration::from_secs(30);
         let _ = self.root.call(SupervisorMsg::Shutdown, Some(wait)).await;

@@ -82,6 +82,7 @@ pub mod auth;
 pub mod cluster;
 pub mod config;
 pub mod event_store;
+pub mod exec;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod handler;

@@ -18,6 +18,7 @@ const LAYERS: &[&[&str]] = &[
     &["session"],
     &["stream"],
     &["handler"],
+    &["exec"],
     &["tasks"],
     &["server"],
     &["transport"],

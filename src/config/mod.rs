@@ -17,7 +17,9 @@ use std::time::Duration;
 use serde::Deserialize;
 
 mod auth;
+mod exec;
 pub use auth::{ASYMMETRIC_ALGORITHMS, AuthConfig, WELL_KNOWN_RESOURCE};
+pub use exec::{ExecConfig, ProgramConfig};
 
 /// Prefix of environment overrides.
 pub const ENV_PREFIX: &str = "OTPMCP";
@@ -68,6 +70,8 @@ pub struct Config {
     pub admin: AdminConfig,
     /// Bearer tokens: otpmcp as an OAuth 2.1 resource server.
     pub auth: AuthConfig,
+    /// Supervised execution of configured programs (off by default).
+    pub exec: ExecConfig,
 }
 
 /// `[server]`: the listener, security checks and session limits.
@@ -690,7 +694,8 @@ impl Config {
         {
             return invalid("telemetry.log_filter", "is not a valid filter");
         }
-        self.auth.validate()
+        self.auth.validate()?;
+        self.exec.validate()
     }
 }
 

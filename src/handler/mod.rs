@@ -18,6 +18,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::auth::Principal;
+use crate::ids::SessionId;
 use crate::protocol::ErrorObject;
 use crate::protocol::client::{
     ClientRequest, ElicitResult, Elicitation, ListRoots, Root, Sampling, SamplingResult, satisfies,
@@ -83,6 +84,14 @@ pub enum Note {
         /// Any JSON.
         data: Value,
     },
+    /// A notification of the server's own (not one MCP defines), e.g. an execution's
+    /// output; clients that do not know `method` ignore it.
+    Custom {
+        /// Its method, e.g. `notifications/otpmcp/execution_output`.
+        method: String,
+        /// Its params.
+        params: Value,
+    },
 }
 
 /// Where a request's outgoing messages go. The runtime implements it (storing each
@@ -128,6 +137,8 @@ pub struct RequestContext {
     client_capabilities: Arc<Value>,
     /// Who is calling (`[auth]`); `None` without authentication.
     principal: Option<Arc<Principal>>,
+    /// The session the request belongs to; `None` on a stateless request or a task.
+    session: Option<SessionId>,
 }
 
 impl std::fmt::Debug for RequestContext {
@@ -149,6 +160,7 @@ impl RequestContext {
             logs_wanted: true,
             client_capabilities: Arc::default(),
             principal: None,
+            session: None,
         }
     }
 
@@ -161,6 +173,18 @@ impl RequestContext {
     /// The same context on behalf of `principal`.
     pub fn with_principal(mut self, principal: Option<Arc<Principal>>) -> Self {
         self.principal = principal;
+        self
+    }
+
+    /// The session this request belongs to (2025-11-25 and older); `None` for a
+    /// stateless request or a task. For a handler that keeps per-session state or limits.
+    pub fn session(&self) -> Option<SessionId> {
+        self.session
+    }
+
+    /// The same context within `session`.
+    pub fn with_session(mut self, session: SessionId) -> Self {
+        self.session = Some(session);
         self
     }
 
@@ -301,6 +325,19 @@ impl RequestContext {
         match &self.outbox {
             Some(outbox) => outbox.list_changed(kind).await,
             None => Err(NotifyError("the response is not streamed".into())),
+        }
+    }
+
+    /// Sends a notification of the server's own ([`Note::Custom`]) on the request's
+    /// stream: stored and resumable like progress. Does nothing when the response is not
+    /// streamed.
+    pub async fn notify(&self, method: &str, params: Value) -> Result<(), NotifyError> {
+        match &self.outbox {
+            Some(outbox) => {
+                let method = method.to_owned();
+                outbox.notify(Note::Custom { method, params }).await
+            }
+            None => Ok(()),
         }
     }
 

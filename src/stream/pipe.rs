@@ -124,14 +124,16 @@ impl PipeTx {
         })
     }
 
-    /// Asks the body to send [`super::StreamMsg::Drained`] once half the byte budget is
-    /// free. Returns true instead when that is so already, and then no message comes.
-    pub fn wait_for_room(&self) -> bool {
+    /// Asks the body to send [`super::StreamMsg::Drained`] when it takes a frame with
+    /// half the byte budget free. Returns true instead when a frame of `len` bytes fits
+    /// already, and then no message comes. (Checking `len`, not half the budget: a frame
+    /// larger than half waits for an empty pipe, and a writer told "room" it cannot use
+    /// would spin, starving the body on a single-threaded runtime.)
+    pub fn wait_for_room(&self, len: usize) -> bool {
         self.room.waiting.store(true, Ordering::SeqCst);
         // The body may have emptied the pipe before it could see the flag: take the flag
         // back; if the body took it first, its message is on the way.
-        self.room.queued.load(Ordering::SeqCst) <= self.room.limit / 2
-            && self.room.waiting.swap(false, Ordering::SeqCst)
+        self.fits(len) && self.room.waiting.swap(false, Ordering::SeqCst)
     }
 }
 
@@ -190,7 +192,7 @@ mod tests {
         for _ in 0..4 {
             assert_eq!(tx.try_send(frame(25)), Ok(()));
         }
-        assert!(!tx.wait_for_room(), "full: wait for the message");
+        assert!(!tx.wait_for_room(25), "full: wait for the message");
         assert_eq!(
             recv(&mut rx).map(|(_, wake)| wake),
             Some(false),
@@ -202,7 +204,21 @@ mod tests {
             Some(false),
             "told once"
         );
-        assert!(tx.wait_for_room(), "room already: no message will come");
+        assert!(tx.wait_for_room(25), "room already: no message will come");
+    }
+
+    #[test]
+    fn a_frame_larger_than_half_the_budget_waits_for_an_empty_pipe() {
+        let (tx, mut rx) = pipe(16, 100);
+        assert_eq!(tx.try_send(frame(10)), Ok(()));
+        // 10 queued is under half the budget, but 95 more do not fit: no room yet.
+        assert!(!tx.wait_for_room(95), "wait for the message");
+        assert_eq!(
+            recv(&mut rx).map(|(_, wake)| wake),
+            Some(true),
+            "told once empty"
+        );
+        assert!(tx.wait_for_room(95), "fits now");
     }
 
     #[test]

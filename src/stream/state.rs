@@ -378,7 +378,7 @@ impl StreamState {
                 return Err(CloseReason::ClientGone);
             };
             if !tx.fits(len) {
-                if tx.wait_for_room() {
+                if tx.wait_for_room(len) {
                     continue;
                 }
                 return Ok(());

@@ -12,7 +12,7 @@ use crate::handler::{BoxFuture, ClientRequestError, Note, NotifyError, Outbox};
 use crate::ids::StreamKey;
 use crate::news::{NewsHub, ServerNews};
 use crate::protocol::methods::{ListKind, ServerRequest, log_notification, progress_notification};
-use crate::protocol::{Outgoing, Request};
+use crate::protocol::{Notification, Outgoing, Request};
 use crate::session::SessionHandle;
 
 /// Opened once the request's stream has a connection following it. The handler's first
@@ -77,6 +77,10 @@ pub(super) fn note_payload(note: Note) -> bytes::Bytes {
             logger,
             data,
         } => log_notification(level, logger.as_deref(), data),
+        Note::Custom { method, params } => Notification {
+            method,
+            params: Some(params),
+        },
     };
     Outgoing::Notification(notification).to_bytes()
 }

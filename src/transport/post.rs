@@ -274,6 +274,7 @@ async fn serve(
         apply_session_effects(state, session, &request).await?;
         let id = request.id.clone();
         let ctx = RequestContext::default()
+            .with_session(session)
             .with_principal(caller.principal)
             .with_log_level(touched.log_level.clone())
             .with_client_capabilities(touched.client_capabilities.clone());

@@ -89,6 +89,7 @@ pub(super) async fn serve(
         announce: state.announcer(),
     });
     let ctx = RequestContext::new(McpServer::progress_token(&request), Some(outbox))
+        .with_session(session)
         .with_principal(caller.principal)
         .with_log_level(touched.log_level.clone())
         .with_client_capabilities(touched.client_capabilities.clone());

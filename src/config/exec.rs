@@ -1,0 +1,187 @@
+//! `[exec]`: supervised execution of configured programs (off by default).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::{ConfigError, human_duration};
+
+/// `[exec]`: the `execute` tool family. Only programs listed under `[exec.programs.NAME]`
+/// run, never a shell unless an entry says `shell = true`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ExecConfig {
+    /// Offer `execute`, `get_execution_output`, `list_executions` and `cancel_execution`.
+    /// Default false.
+    pub enabled: bool,
+    /// Most executions running at once on this replica. Default 16.
+    pub max_running: usize,
+    /// Most executions one session (or, without a session, one principal) runs at once.
+    /// Default 4.
+    pub max_per_session: usize,
+    /// An output chunk is cut at this many bytes. Default 16384.
+    pub chunk_bytes: usize,
+    /// ... or when its first byte has waited this long. Default `20ms`.
+    #[serde(with = "human_duration")]
+    pub chunk_interval: Duration,
+    /// Between SIGTERM to the process group and SIGKILL. Default `2s`.
+    #[serde(with = "human_duration")]
+    pub kill_grace: Duration,
+    /// How long output and records are kept after an execution ends. Default `1h`.
+    #[serde(with = "human_duration")]
+    pub output_ttl: Duration,
+    /// The longest `wait_ms` of `get_execution_output`. Default `30s`.
+    #[serde(with = "human_duration")]
+    pub max_wait: Duration,
+    /// How often a long poll on another replica looks for new output. Default `100ms`.
+    #[serde(with = "human_duration")]
+    pub poll_interval: Duration,
+    /// How often a running execution renews its record; one not renewed for three
+    /// intervals is reported `lost` (its replica died). Default `2s`.
+    #[serde(with = "human_duration")]
+    pub heartbeat: Duration,
+    /// The head of each stream the final result carries. Default 65536.
+    pub result_bytes: usize,
+    /// The programs `execute` may run, by name.
+    pub programs: BTreeMap<String, ProgramConfig>,
+}
+
+impl Default for ExecConfig {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            max_running: 16,
+            max_per_session: 4,
+            chunk_bytes: 16 * 1024,
+            chunk_interval: Duration::from_millis(20),
+            kill_grace: Duration::from_secs(2),
+            output_ttl: Duration::from_secs(3600),
+            max_wait: Duration::from_secs(30),
+            poll_interval: Duration::from_millis(100),
+            heartbeat: Duration::from_secs(2),
+            result_bytes: 64 * 1024,
+            programs: BTreeMap::new(),
+        }
+    }
+}
+
+/// `[exec.programs.NAME]`: one program `execute` may run, and its limits.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ProgramConfig {
+    /// The argv prefix: an absolute path, then fixed arguments; the call's `args` are
+    /// appended. Run directly, never through a shell.
+    pub command: Vec<String>,
+    /// Say so when `command` is a shell (`sh`, `bash`, ...): refused otherwise.
+    pub shell: bool,
+    /// What the program is for, shown in `execute`'s description.
+    pub description: String,
+    /// Each execution runs in a new directory under this one, removed when it ends.
+    /// Default: the system's temporary directory.
+    pub workdir_root: Option<PathBuf>,
+    /// Variables passed through from the server's environment. Default `["PATH",
+    /// "LANG"]`; nothing else is inherited.
+    pub env_allow: Vec<String>,
+    /// Variables set for the program.
+    pub env: BTreeMap<String, String>,
+    /// Run as this user id (the server must be root to switch). Default: the server's.
+    pub uid: Option<u32>,
+    /// ... and this group id.
+    pub gid: Option<u32>,
+    /// Wall time, and the largest `timeout_ms` a call may ask. Default `30s`.
+    #[serde(with = "human_duration")]
+    pub wall_time: Duration,
+    /// CPU seconds (RLIMIT_CPU). Default 30; 0: no limit.
+    pub cpu_seconds: u64,
+    /// Address space in bytes (RLIMIT_AS). Default 1 GiB; 0: no limit.
+    pub memory_bytes: u64,
+    /// Output bytes, both streams together; past them the execution is stopped and
+    /// marked truncated. Default 16 MiB.
+    pub output_bytes: u64,
+    /// Processes of the program's user (RLIMIT_NPROC; not enforced for root, so set
+    /// `uid` too). Default 0: no limit.
+    pub processes: u64,
+    /// Open files (RLIMIT_NOFILE). Default 256.
+    pub open_files: u64,
+    /// Largest `stdin` a call may give. Default 1 MiB.
+    pub max_stdin_bytes: usize,
+    /// Most `args` a call may append. Default 64.
+    pub max_args: usize,
+}
+
+impl Default for ProgramConfig {
+    fn default() -> Self {
+        Self {
+            command: Vec::new(),
+            shell: false,
+            description: String::new(),
+            workdir_root: None,
+            env_allow: vec!["PATH".into(), "LANG".into()],
+            env: BTreeMap::new(),
+            uid: None,
+            gid: None,
+            wall_time: Duration::from_secs(30),
+            cpu_seconds: 30,
+            memory_bytes: 1 << 30,
+            output_bytes: 16 << 20,
+            processes: 0,
+            open_files: 256,
+            max_stdin_bytes: 1 << 20,
+            max_args: 64,
+        }
+    }
+}
+
+/// Interpreters that would run whatever text they are given.
+const SHELLS: [&str; 8] = ["sh", "bash", "dash", "zsh", "ksh", "fish", "csh", "busybox"];
+
+impl ExecConfig {
+    /// Checks what serde cannot; only when `enabled`.
+    pub(super) fn validate(&self) -> Result<(), ConfigError> {
+        if !self.enabled {
+            return Ok(());
+        }
+        let invalid = |key, problem: String| Err(ConfigError::Invalid { key, problem });
+        if self.max_running == 0 || self.max_per_session == 0 {
+            return invalid(
+                "exec.max_running",
+                "and exec.max_per_session must be at least 1".into(),
+            );
+        }
+        if self.chunk_bytes < 4 {
+            return invalid("exec.chunk_bytes", "must be at least 4".into());
+        }
+        for (key, value) in [
+            ("exec.chunk_interval", self.chunk_interval),
+            ("exec.output_ttl", self.output_ttl),
+            ("exec.poll_interval", self.poll_interval),
+            ("exec.heartbeat", self.heartbeat),
+        ] {
+            if value.is_zero() {
+                return invalid(key, "must be greater than zero".into());
+            }
+        }
+        for (name, program) in &self.programs {
+            let problem = |why: &str| invalid("exec.programs", format!("`{name}`: {why}"));
+            let Some(path) = program.command.first() else {
+                return problem("command must name a program");
+            };
+            if !path.starts_with('/') {
+                return problem("command must start with an absolute path");
+            }
+            let base = path.rsplit('/').next().unwrap_or_default();
+            if SHELLS.contains(&base) && !program.shell {
+                return problem("command is a shell: set `shell = true` to allow it");
+            }
+            if program.wall_time.is_zero() {
+                return problem("wall_time must be greater than zero");
+            }
+            if program.gid.is_some() && program.uid.is_none() {
+                return problem("gid needs uid");
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,379 @@
+//! One program as an OS process group: spawned with no shell in a directory of its own,
+//! limited (setrlimit) and tied to this process (parent-death signal) before `exec`,
+//! signalled as a group, and reaped with its resource usage.
+//!
+//! The one module that uses `unsafe`: these are system calls std does not wrap
+//! (`prctl`, `setrlimit`, `pidfd_open`, `wait4`, `kill` of a group). Each block says
+//! why it is sound.
+#![allow(unsafe_code)]
+
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::unix::process::CommandExt as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use tokio::io::unix::AsyncFd;
+use tokio::net::unix::pipe;
+
+use crate::config::ProgramConfig;
+
+/// Why a program could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum SpawnError {
+    /// Its working directory could not be made.
+    #[error("cannot make the working directory {path}: {source}")]
+    Workdir {
+        /// Where.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// `fork`/`exec` failed (no such program, a limit refused, ...).
+    #[error("cannot start {program}: {source}")]
+    Spawn {
+        /// The program's path.
+        program: String,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// How a process ended, and what it used.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ExitInfo {
+    /// Its exit code, when it exited.
+    pub code: Option<i32>,
+    /// The signal that ended it, when one did.
+    pub signal: Option<i32>,
+    /// User CPU time, in milliseconds (its waited-for descendants included).
+    pub user_ms: u64,
+    /// System CPU time, in milliseconds.
+    pub system_ms: u64,
+    /// Peak resident memory, in kilobytes.
+    pub max_rss_kb: u64,
+}
+
+/// A directory an execution runs in, removed with everything in it when dropped.
+#[derive(Debug)]
+pub struct Workdir(PathBuf);
+
+impl Workdir {
+    /// Makes `root/otpmcp-exec-NAME`, private to the program's user.
+    pub fn create(root: &Path, name: &str, owner: Option<(u32, u32)>) -> Result<Self, SpawnError> {
+        use std::os::unix::fs::{DirBuilderExt as _, chown};
+        let path = root.join(format!("otpmcp-exec-{name}"));
+        let fail = |source| SpawnError::Workdir {
+            path: path.clone(),
+            source,
+        };
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&path)
+            .map_err(fail)?;
+        let dir = Self(path.clone());
+        if let Some((uid, gid)) = owner {
+            chown(&path, Some(uid), Some(gid)).map_err(fail)?;
+        }
+        Ok(dir)
+    }
+
+    /// Its path.
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Workdir {
+    fn drop(&mut self) {
+        if let Err(e) = std::fs::remove_dir_all(&self.0)
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            tracing::warn!(path = %self.0.display(), error = %e, "could not remove an execution's directory");
+        }
+    }
+}
+
+/// A running program: the leader of its own process group.
+#[derive(Debug)]
+pub struct Process {
+    pid: i32,
+    /// Readable once the leader has exited (a pidfd).
+    exited: AsyncFd<OwnedFd>,
+    reaped: bool,
+}
+
+/// The program's ends of its pipes, as the server holds them.
+#[derive(Debug)]
+pub struct Pipes {
+    /// Its stdout.
+    pub stdout: pipe::Receiver,
+    /// Its stderr.
+    pub stderr: pipe::Receiver,
+    /// Its stdin, when the call gave one.
+    pub stdin: Option<pipe::Sender>,
+}
+
+/// Starts `program` with `args` appended, in `workdir`, with no environment but what the
+/// entry allows and sets. Must run on a thread that lives as long as the server (a
+/// runtime worker, not a blocking-pool thread): the parent-death signal fires when the
+/// thread that forked exits.
+pub fn spawn(
+    program: &ProgramConfig,
+    args: &[String],
+    workdir: &Workdir,
+    with_stdin: bool,
+) -> Result<(Process, Pipes), SpawnError> {
+    let Some((path, fixed)) = program.command.split_first() else {
+        return Err(SpawnError::Spawn {
+            program: String::new(),
+            source: std::io::Error::other("the entry names no program"),
+        });
+    };
+    let fail = |source| SpawnError::Spawn {
+        program: path.clone(),
+        source,
+    };
+    let mut command = Command::new(path);
+    command
+        .args(fixed)
+        .args(args)
+        .env_clear()
+        .current_dir(workdir.path())
+        .stdin(if with_stdin {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    for name in &program.env_allow {
+        if let Some(value) = std::env::var_os(name) {
+            command.env(name, value);
+        }
+    }
+    command
+        .env("TMPDIR", workdir.path())
+        .env("HOME", workdir.path());
+    command.envs(&program.env);
+    let limits = Limits::of(program);
+    // SAFETY: the closure runs in the child between fork and exec and calls only
+    // async-signal-safe functions (prctl, getppid, setrlimit, setgroups, setgid, setuid)
+    // on values computed before the fork; it allocates nothing.
+    unsafe {
+        command.pre_exec(move || limits.apply());
+    }
+    let mut child = command.spawn().map_err(fail)?;
+    let pid = child.id() as i32;
+    let take = |fd: Option<OwnedFd>| fd.ok_or_else(|| std::io::Error::other("no pipe"));
+    let stdout = take(child.stdout.take().map(OwnedFd::from)).map_err(fail)?;
+    let stderr = take(child.stderr.take().map(OwnedFd::from)).map_err(fail)?;
+    let stdin = child.stdin.take().map(OwnedFd::from);
+    // From here on the pid is ours to reap (std's `Child` does not wait when dropped).
+    let process = Process::watch(pid).map_err(fail)?;
+    let pipes = Pipes {
+        stdout: pipe::Receiver::from_owned_fd(stdout).map_err(fail)?,
+        stderr: pipe::Receiver::from_owned_fd(stderr).map_err(fail)?,
+        stdin: match stdin {
+            Some(fd) => Some(pipe::Sender::from_owned_fd(fd).map_err(fail)?),
+            None => None,
+        },
+    };
+    Ok((process, pipes))
+}
+
+/// The limits and identity applied in the child before `exec`.
+#[derive(Debug, Clone, Copy)]
+struct Limits {
+    parent: libc::pid_t,
+    cpu: u64,
+    memory: u64,
+    processes: u64,
+    open_files: u64,
+    user: Option<(u32, u32)>,
+}
+
+impl Limits {
+    fn of(program: &ProgramConfig) -> Self {
+        Self {
+            // SAFETY: getpid has no preconditions.
+            parent: unsafe { libc::getpid() },
+            cpu: program.cpu_seconds,
+            memory: program.memory_bytes,
+            processes: program.processes,
+            open_files: program.open_files,
+            user: program.uid.map(|uid| (uid, program.gid.unwrap_or(uid))),
+        }
+    }
+
+    /// In the child: die with the server, then limit, then drop privileges.
+    fn apply(self) -> std::io::Result<()> {
+        let check = |rc: libc::c_int| match rc {
+            0 => Ok(()),
+            _ => Err(std::io::Error::last_os_error()),
+        };
+        // SAFETY: plain system calls on integers, allowed between fork and exec.
+        unsafe {
+            check(libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0))?;
+            // The server may have died before the signal was armed.
+            if libc::getppid() != self.parent {
+                libc::_exit(127);
+            }
+            let limit = |resource, soft: u64, hard: u64| {
+                let value = libc::rlimit {
+                    rlim_cur: soft,
+                    rlim_max: hard,
+                };
+                check(libc::setrlimit(resource, &value))
+            };
+            if self.cpu > 0 {
+                // At the soft limit SIGXCPU, one second later SIGKILL.
+                limit(libc::RLIMIT_CPU, self.cpu, self.cpu + 1)?;
+            }
+            if self.memory > 0 {
+                limit(libc::RLIMIT_AS, self.memory, self.memory)?;
+            }
+            if self.processes > 0 {
+                limit(libc::RLIMIT_NPROC, self.processes, self.processes)?;
+            }
+            if self.open_files > 0 {
+                limit(libc::RLIMIT_NOFILE, self.open_files, self.open_files)?;
+            }
+            if let Some((uid, gid)) = self.user {
+                check(libc::setgroups(0, std::ptr::null()))?;
+                check(libc::setgid(gid))?;
+                check(libc::setuid(uid))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Process {
+    fn watch(pid: i32) -> std::io::Result<Self> {
+        // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: the descriptor was just opened and is owned by nothing else.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+        Ok(Self {
+            pid,
+            // SAFETY: the pidfd is open and owned by the AsyncFd until it drops.
+            exited: unsafe { AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE)? },
+            reaped: false,
+        })
+    }
+
+    /// The leader's pid, which is also the group's id.
+    pub fn pid(&self) -> i32 {
+        self.pid
+    }
+
+    /// Sends `signal` to every process of the group. False when none is left.
+    pub fn signal_group(&self, signal: i32) -> bool {
+        signal_group(self.pid, signal)
+    }
+
+    /// Waits for the leader to exit and reaps it, with its resource usage.
+    pub async fn wait(&mut self) -> std::io::Result<ExitInfo> {
+        loop {
+            self.exited.readable().await?.retain_ready();
+            if let Some(info) = self.try_reap()? {
+                return Ok(info);
+            }
+            // A pidfd stays readable once the process exited, so this is not reached
+            // unless the wakeup was spurious: wait again.
+            tokio::task::yield_now().await;
+        }
+    }
+
+    fn try_reap(&mut self) -> std::io::Result<Option<ExitInfo>> {
+        let mut status = 0;
+        // SAFETY: rusage is plain data; wait4 fills it.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: waits for our own child, without blocking.
+        let rc = unsafe { libc::wait4(self.pid, &mut status, libc::WNOHANG, &mut usage) };
+        match rc {
+            0 => Ok(None),
+            rc if rc < 0 => Err(std::io::Error::last_os_error()),
+            _ => {
+                self.reaped = true;
+                let millis = |t: libc::timeval| t.tv_sec as u64 * 1000 + t.tv_usec as u64 / 1000;
+                Ok(Some(ExitInfo {
+                    code: libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status)),
+                    signal: libc::WIFSIGNALED(status).then(|| libc::WTERMSIG(status)),
+                    user_ms: millis(usage.ru_utime),
+                    system_ms: millis(usage.ru_stime),
+                    max_rss_kb: usage.ru_maxrss.max(0) as u64,
+                }))
+            }
+        }
+    }
+}
+
+impl Drop for Process {
+    /// On every path out (a panic included): nothing of the group outlives its
+    /// execution, and the leader does not stay a zombie.
+    fn drop(&mut self) {
+        signal_group(self.pid, libc::SIGKILL);
+        if !self.reaped {
+            // SAFETY: as in try_reap; after SIGKILL the leader exits promptly.
+            unsafe {
+                let mut status = 0;
+                libc::waitpid(self.pid, &mut status, 0);
+            }
+        }
+    }
+}
+
+/// Sends `signal` to process group `pgid`. False when the group is empty.
+pub fn signal_group(pgid: i32, signal: i32) -> bool {
+    // SAFETY: kill with a negative pid signals a group; no memory is involved.
+    unsafe { libc::kill(-pgid, signal) == 0 }
+}
+
+/// Whether any process of group `pgid` remains (zombies aside, which hold nothing).
+pub fn group_alive(pgid: i32) -> bool {
+    // Signal 0 checks without sending; zombies still count, so look at their state too.
+    if !signal_group(pgid, 0) {
+        return false;
+    }
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return true;
+    };
+    entries.flatten().any(|entry| {
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            return false;
+        };
+        // `pid (comm) state ppid pgrp ...`; comm may hold spaces, so read after the ')'.
+        let Some((_, rest)) = stat.rsplit_once(')') else {
+            return false;
+        };
+        let mut fields = rest.split_whitespace();
+        let state = fields.next();
+        let pgrp = fields.nth(1).and_then(|p| p.parse::<i32>().ok());
+        pgrp == Some(pgid) && state != Some("Z")
+    })
+}
+
+/// Writes `input` to the program's stdin and closes it; a program that exits without
+/// reading it all is not an error.
+pub async fn feed_stdin(stdin: pipe::Sender, input: Vec<u8>, timeout: Duration) {
+    let write = async {
+        let mut rest = &input[..];
+        while !rest.is_empty() {
+            if stdin.writable().await.is_err() {
+                return;
+            }
+            match stdin.try_write(rest) {
+                Ok(n) => rest = &rest[n..],
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(_) => return,
+            }
+        }
+    };
+    let _ = tokio::time::timeout(timeout, write).await;
+}
