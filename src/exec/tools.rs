@@ -84,14 +84,14 @@ pub fn register(tools: &mut ToolRegistry, handle: &ExecHandle) {
         "Runs a configured program and answers with its exit status, resource usage and the start of its output. Programs: {programs}. Output chunks arrive as {OUTPUT_METHOD} notifications while it runs; get_execution_output reads them later."
     );
     let h = handle.clone();
-    tools.register(typed_tool(
-        "execute",
-        &description,
-        move |args: ExecuteArgs, ctx| {
-            let handle = h.clone();
-            async move { execute(&handle, args, ctx).await }
-        },
-    ));
+    // A durable task for clients that ask (2026-07-28), never run again by another
+    // replica: a program's effects are not known to be repeatable.
+    let execute_tool = typed_tool("execute", &description, move |args: ExecuteArgs, ctx| {
+        let handle = h.clone();
+        async move { execute(&handle, args, ctx).await }
+    })
+    .with_task_support(TaskSupport::Optional);
+    tools.register(execute_tool);
     let h = handle.clone();
     tools.register(typed_tool(
         "get_execution_output",

@@ -12,6 +12,7 @@
 //! flight: it is meant to be pinned to a core of its own, beside the server's.
 
 mod client;
+mod exec;
 mod mcp;
 mod ports;
 mod procfs;
@@ -52,6 +53,9 @@ commands:
                  session churn, interrupted and resumed calls checked event by event, a
                  slow reader, and with --admin a panic every --panic-every; fails on a
                  lost or duplicated event (outside --faults windows) or a hung request
+  exec           execute(--program, [--bytes]) once: output MB/s through to this client,
+                 server CPU ms per MB (needs [exec] and such a program; see
+                 config/exec-bench.toml)
   free-port      print a free TCP port on 127.0.0.1, below the kernel's ephemeral range
   wait           wait until --url accepts TCP connections (up to --timeout)
 
@@ -70,6 +74,8 @@ options (defaults in brackets):
   --missed LIST        resume: missed events, comma-separated [100,1000,10000]
   --mode MODE          resume: finished, in-flight or both [both]
   --timeout SECS       wait: how long [10]
+  --program NAME       exec: the program [yes]
+  --bytes N            exec: output bytes [104857600]
   --admin URLS         soak: admin listeners (http://host:port), comma-separated
   --panic-every SECS   soak: between injected panics [60]
   --faults FILE        soak: Redis outages, `start_ms end_ms` a line
@@ -100,6 +106,8 @@ struct Opts {
     admins: Vec<String>,
     panic_every: Duration,
     faults: Option<String>,
+    program: String,
+    bytes: u64,
 }
 
 fn secs(value: &str) -> std::result::Result<Duration, String> {
@@ -154,6 +162,8 @@ fn parse_args() -> std::result::Result<Opts, String> {
         admins: Vec::new(),
         panic_every: Duration::from_secs(60),
         faults: None,
+        program: "yes".into(),
+        bytes: 100 << 20,
     };
     while let Some(flag) = args.next() {
         let value = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
@@ -164,6 +174,8 @@ fn parse_args() -> std::result::Result<Opts, String> {
             "--admin" => o.admins = value.split(',').map(str::to_owned).collect(),
             "--panic-every" => o.panic_every = secs(value).map_err(bad)?,
             "--faults" => o.faults = Some(value.to_owned()),
+            "--program" => o.program = value.to_owned(),
+            "--bytes" => o.bytes = number(value, 1 << 40).map_err(bad)?,
             "--pid" => o.pid = Some(number(value, u32::MAX).map_err(bad)?),
             "--duration" => o.duration = secs(value).map_err(bad)?,
             "--warmup" => o.warmup = secs(value).map_err(bad)?,
@@ -418,6 +430,10 @@ async fn run(o: Opts) -> Result<u64> {
         }
         "resume" => resume_all(&ctx, out_, &o, Duration::from_secs(1), false).await,
         "all" => all(&ctx, out_, &o).await,
+        "exec" => {
+            let r = exec::throughput(&ctx, out_, &o.program, o.bytes);
+            report(out_, "exec", r.await);
+        }
         "smoke" => smoke(&ctx, out_).await,
         other => return Err(format!("unknown command {other:?}\n{USAGE}").into()),
     }

@@ -29,7 +29,7 @@ pub(crate) struct Ctx {
 }
 
 impl Ctx {
-    fn cpu(&self) -> Option<u64> {
+    pub(crate) fn cpu(&self) -> Option<u64> {
         self.pid.and_then(|pid| procfs::cpu_ticks(pid).ok())
     }
 
