@@ -256,21 +256,12 @@ impl ExecSupervisorState {
         // The record and the log exist before anyone can learn the id.
         let ttl = self.settings.output_ttl;
         self.store.open_session(id).await.map_err(store_error)?;
-        record::put(&self.store, &record, ttl)
-            .await
-            .map_err(store_error)?;
+        if let Err(e) = self.remember(&record, request.party.as_deref()).await {
+            myself.send_after(ttl, move || ExecMsg::Forget(id));
+            return Err(e);
+        }
         if let Some(party) = &request.party {
-            let index = index_key(party);
-            self.store
-                .open_session(index.session)
-                .await
-                .map_err(store_error)?;
-            self.store
-                .append(index, index_entry(&record), false)
-                .await
-                .map_err(store_error)?;
-            self.indexes.insert(index.session, Instant::now());
-            let session = index.session;
+            let session = index_key(party).session;
             myself.send_after(ttl, move || ExecMsg::Forget(session));
         }
         let (output_tx, output) = mpsc::channel(OUTPUT_BUFFER);
@@ -322,6 +313,32 @@ impl ExecSupervisorState {
             },
         );
         Ok(Started { id, output, done })
+    }
+}
+
+impl ExecSupervisorState {
+    /// Stores a new execution's record and adds it to its owner's index.
+    async fn remember(
+        &mut self,
+        record: &ExecRecord,
+        party: Option<&str>,
+    ) -> Result<(), ExecError> {
+        record::put(&self.store, record, self.settings.output_ttl)
+            .await
+            .map_err(store_error)?;
+        if let Some(party) = party {
+            let index = index_key(party);
+            self.store
+                .open_session(index.session)
+                .await
+                .map_err(store_error)?;
+            self.store
+                .append(index, index_entry(record), false)
+                .await
+                .map_err(store_error)?;
+            self.indexes.insert(index.session, Instant::now());
+        }
+        Ok(())
     }
 }
 

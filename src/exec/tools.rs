@@ -6,6 +6,7 @@
 
 use std::time::Duration;
 
+use base64::Engine as _;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -315,7 +316,16 @@ fn result(
             if !head.is_empty() {
                 content.push(Content::text(format!("{name}:\n{}", text(head))));
             }
-            map.insert(name.into(), text(head).into());
+            // Text when it is text; bytes that are not UTF-8 as base64, not mangled.
+            match std::str::from_utf8(head) {
+                Ok(utf8) => map.insert(name.into(), utf8.into()),
+                Err(_) => map.insert(
+                    format!("{name}Base64"),
+                    base64::engine::general_purpose::STANDARD
+                        .encode(head)
+                        .into(),
+                ),
+            };
         }
         let cut = [outcome.stdout_bytes, outcome.stderr_bytes]
             .iter()
