@@ -89,6 +89,7 @@ pub mod handler;
 pub mod ids;
 pub mod news;
 pub mod protocol;
+pub mod proxy;
 pub mod rt;
 pub mod server;
 pub mod session;

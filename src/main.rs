@@ -1,4 +1,5 @@
-//! The `otpmcp` command: `otpmcp [serve] [--config FILE]... [--bind ADDR:PORT]`.
+//! The `otpmcp` command: `otpmcp [serve] [--config FILE]... [--bind ADDR:PORT]`, and
+//! `otpmcp proxy` (docs/proxy.md).
 //!
 //! Exit codes: 0 after a clean stop (SIGINT/SIGTERM), 1 when the supervision tree gives
 //! up (restart intensity exceeded) or the server cannot start, 2 for bad usage or
@@ -24,7 +25,97 @@ const USAGE: &str = "usage: otpmcp [serve] [--config FILE]... [--bind ADDR:PORT]
 Serves MCP (Streamable HTTP) with resumable SSE streams.
   --config FILE     overlay FILE on ./sys.toml (repeatable; later wins)
   --bind ADDR:PORT  listen address (overrides server.bind)
-Environment overrides: OTPMCP__<SECTION>__<KEY>, e.g. OTPMCP__SSE__KEEPALIVE_INTERVAL=10s";
+Environment overrides: OTPMCP__<SECTION>__<KEY>, e.g. OTPMCP__SSE__KEEPALIVE_INTERVAL=10s
+
+       otpmcp proxy --upstream URL --record FILE [--bind ADDR:PORT] [--redact H1,H2]
+       otpmcp proxy --replay FILE [--timing] [--bind ADDR:PORT]
+Records every request, response and SSE event of the sessions it forwards to URL, or
+serves such a recording as an MCP server (docs/proxy.md). --bind defaults to
+127.0.0.1:8090; 127.0.0.1:0 picks a free port.";
+
+/// `otpmcp proxy ...`: its mode and address, or a usage error.
+fn parse_proxy(
+    mut it: impl Iterator<Item = String>,
+) -> Result<(otpmcp::proxy::Mode, SocketAddr), String> {
+    let (mut upstream, mut record, mut replay, mut timing) = (None, None, None, false);
+    let mut redact: Vec<String> = otpmcp::proxy::REDACTED
+        .iter()
+        .map(|h| (*h).to_owned())
+        .collect();
+    let mut bind: SocketAddr = ([127, 0, 0, 1], 8090).into();
+    while let Some(arg) = it.next() {
+        let mut value = |what: &str| it.next().ok_or(format!("{arg} needs {what}"));
+        match arg.as_str() {
+            "--upstream" => upstream = Some(value("a URL")?),
+            "--record" => record = Some(PathBuf::from(value("a file")?)),
+            "--replay" => replay = Some(PathBuf::from(value("a file")?)),
+            "--redact" => redact.extend(
+                value("header names")?
+                    .split(',')
+                    .map(|h| h.trim().to_ascii_lowercase()),
+            ),
+            "--bind" => {
+                let v = value("ADDR:PORT")?;
+                bind = v
+                    .parse()
+                    .map_err(|_| format!("--bind: {v:?} is not ADDR:PORT"))?;
+            }
+            "--timing" => timing = true,
+            other => return Err(format!("proxy: unknown argument {other:?}")),
+        }
+    }
+    let mode = match (upstream, record, replay) {
+        (Some(upstream), Some(file), None) => otpmcp::proxy::Mode::Record {
+            upstream,
+            file,
+            redact,
+        },
+        (None, None, Some(file)) => otpmcp::proxy::Mode::Replay { file, timing },
+        _ => return Err("proxy: give --upstream URL --record FILE, or --replay FILE".into()),
+    };
+    Ok((mode, bind))
+}
+
+/// Runs `otpmcp proxy` until SIGINT or SIGTERM.
+fn proxy(args: impl Iterator<Item = String>) -> ExitCode {
+    let (mode, bind) = match parse_proxy(args) {
+        Ok(parsed) => parsed,
+        Err(msg) => {
+            eprintln!("otpmcp: {msg}\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("otpmcp: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(async move {
+        let telemetry = otpmcp::telemetry::init(&otpmcp::config::TelemetryConfig::default());
+        let proxy = match otpmcp::proxy::Proxy::bind(mode, bind).await {
+            Ok(proxy) => proxy,
+            Err(e) => {
+                eprintln!("otpmcp: {e}");
+                return ExitCode::from(2);
+            }
+        };
+        println!("otpmcp proxy serving MCP at {}", proxy.url);
+        proxy
+            .serve(async {
+                stop_signal().await;
+            })
+            .await;
+        if let Ok(telemetry) = telemetry {
+            telemetry.shutdown();
+        }
+        ExitCode::SUCCESS
+    })
+}
 
 struct Args {
     configs: Vec<PathBuf>,
@@ -63,6 +154,9 @@ fn parse_args() -> Result<Args, String> {
 }
 
 fn main() -> ExitCode {
+    if std::env::args().nth(1).as_deref() == Some("proxy") {
+        return proxy(std::env::args().skip(2));
+    }
     let args = match parse_args() {
         Ok(args) => args,
         Err(msg) => {

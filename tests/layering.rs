@@ -26,6 +26,7 @@ const LAYERS: &[&[&str]] = &[
     &["supervisor"],
     &["admin"],
     &["app"],
+    &["proxy"],
     &["fuzzing"],
 ];
 

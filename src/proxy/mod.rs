@@ -1,0 +1,180 @@
+//! `otpmcp proxy`: a record/replay proxy for any Streamable HTTP MCP server.
+//!
+//! - `--upstream URL --record FILE`: serves MCP on its own address and forwards every
+//!   POST, GET and DELETE to the server at URL, SSE passed through as it arrives
+//!   ([`record`]), writing a JSON Lines recording ([`artifact`]).
+//! - `--replay FILE`: serves the recording as an MCP server ([`replay`]): the same
+//!   answers, the same bytes on the wire, resumable anywhere with `Last-Event-ID`.
+//!
+//! See docs/proxy.md.
+
+pub mod artifact;
+pub mod record;
+pub mod replay;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use axum::Router;
+use http::HeaderMap;
+
+/// Largest request body, response body (not streamed) or SSE block handled.
+pub const MAX_BODY: usize = 64 << 20;
+
+/// Headers passed on and recorded, besides every `mcp-*` one: what MCP's transport uses.
+const KEPT: [&str; 9] = [
+    "accept",
+    "content-type",
+    "authorization",
+    "last-event-id",
+    "cache-control",
+    "www-authenticate",
+    "retry-after",
+    "x-accel-buffering",
+    "cookie",
+];
+
+/// The headers of `headers` a proxy passes on: [`KEPT`] and `mcp-*` (session id,
+/// protocol version, routing headers), not hop-by-hop or host headers.
+pub fn kept_headers(
+    headers: &HeaderMap,
+) -> impl Iterator<Item = (&http::HeaderName, &http::HeaderValue)> {
+    headers.iter().filter(|(name, _)| {
+        let name = name.as_str();
+        KEPT.contains(&name) || name.starts_with("mcp-")
+    })
+}
+
+/// Whether an answer is an SSE stream.
+pub fn is_event_stream(headers: &HeaderMap) -> bool {
+    headers
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"))
+}
+
+/// What `otpmcp proxy` was asked to do.
+#[derive(Debug, Clone)]
+pub enum Mode {
+    /// Forward to `upstream`, recording to `file`.
+    Record {
+        /// The MCP endpoint, e.g. `http://127.0.0.1:8080/mcp`.
+        upstream: String,
+        /// Where the recording goes.
+        file: PathBuf,
+        /// Headers written as `[redacted]` (lower case).
+        redact: Vec<String>,
+    },
+    /// Serve `file`.
+    Replay {
+        /// The recording.
+        file: PathBuf,
+        /// Keep the recorded spacing of SSE blocks.
+        timing: bool,
+    },
+}
+
+/// Headers redacted by default.
+pub const REDACTED: [&str; 4] = [
+    "authorization",
+    "cookie",
+    "proxy-authorization",
+    "x-api-key",
+];
+
+/// Why the proxy could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ProxyError {
+    /// `--upstream` is not an http:// URL.
+    #[error("--upstream {0:?} is not an http:// URL")]
+    Upstream(String),
+    /// The recording could not be written or read.
+    #[error(transparent)]
+    Artifact(#[from] artifact::ArtifactError),
+    /// The address could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// A proxy bound and ready to serve.
+pub struct Proxy {
+    listener: tokio::net::TcpListener,
+    router: Router,
+    /// The MCP URL clients use.
+    pub url: String,
+}
+
+impl Proxy {
+    /// Binds `bind` and prepares `mode`.
+    pub async fn bind(mode: Mode, bind: SocketAddr) -> Result<Self, ProxyError> {
+        let (router, path) = match mode {
+            Mode::Record {
+                upstream,
+                file,
+                redact,
+            } => {
+                let uri: http::Uri = upstream
+                    .parse()
+                    .ok()
+                    .filter(|u: &http::Uri| u.scheme_str() == Some("http"))
+                    .ok_or_else(|| ProxyError::Upstream(upstream.clone()))?;
+                let path = uri.path().to_owned();
+                let recorder = artifact::Recorder::create(&file, &upstream)?;
+                let state = Arc::new(record::Recording::new(uri, recorder, redact));
+                (
+                    Router::new().fallback(record::forward).with_state(state),
+                    path,
+                )
+            }
+            Mode::Replay { file, timing } => {
+                let (_, entries) = artifact::read(&file)?;
+                let path = entries
+                    .iter()
+                    .find_map(|e| match e {
+                        artifact::Entry::Request { path, .. } => Some(path.clone()),
+                        _ => None,
+                    })
+                    .unwrap_or_else(|| "/mcp".into());
+                let state = Arc::new(replay::Replay::new(entries, timing));
+                tracing::info!(exchanges = state.exchanges(), "replaying");
+                (
+                    Router::new().fallback(replay::answer).with_state(state),
+                    path,
+                )
+            }
+        };
+        let listener = tokio::net::TcpListener::bind(bind)
+            .await
+            .map_err(|source| ProxyError::Bind { addr: bind, source })?;
+        let addr = listener
+            .local_addr()
+            .map_err(|source| ProxyError::Bind { addr: bind, source })?;
+        let path = path.split('?').next().unwrap_or("/mcp").to_owned();
+        Ok(Self {
+            listener,
+            router,
+            url: format!("http://{addr}{path}"),
+        })
+    }
+
+    /// Serves until `stop` resolves.
+    pub async fn serve(self, stop: impl std::future::Future<Output = ()> + Send + 'static) {
+        use axum::serve::ListenerExt as _;
+        // TCP_NODELAY: each SSE block goes out when written, as the upstream sent it.
+        let listener = self.listener.tap_io(|tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
+        if let Err(e) = axum::serve(listener, self.router)
+            .with_graceful_shutdown(stop)
+            .await
+        {
+            tracing::error!(error = %e, "the proxy stopped");
+        }
+    }
+}
