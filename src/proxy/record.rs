@@ -165,22 +165,34 @@ struct Tap {
 
 impl Tap {
     fn record(&mut self, data: &[u8]) {
-        // Byte by byte, to know where each block ends in the upstream's own bytes.
-        for &b in data {
-            self.raw.push(b);
-            let blocks = match self.parser.feed(&[b]) {
-                Ok(blocks) => blocks,
-                Err(e) => {
-                    tracing::warn!(error = %e, "an upstream SSE block is too large to record");
-                    self.parser = Parser::new(MAX_BODY);
-                    Vec::new()
-                }
-            };
-            if let Some(block) = blocks.into_iter().last() {
-                let raw = String::from_utf8_lossy(&std::mem::take(&mut self.raw)).into_owned();
-                self.recorder
-                    .write(&event(self.n, self.recorder.now(), raw, block));
+        // A block can end only at a line end: fed a line at a time, the parser says
+        // where each block ends in the upstream's own bytes.
+        let mut start = 0;
+        for (i, &b) in data.iter().enumerate() {
+            if b == b'\n' || b == b'\r' {
+                self.feed(&data[start..=i]);
+                start = i + 1;
             }
+        }
+        self.feed(&data[start..]);
+    }
+
+    fn feed(&mut self, piece: &[u8]) {
+        if piece.is_empty() {
+            return;
+        }
+        self.raw.extend_from_slice(piece);
+        let blocks = match self.parser.feed(piece) {
+            Ok(blocks) => blocks,
+            Err(e) => {
+                tracing::warn!(error = %e, "an upstream SSE block is too large to record");
+                self.parser = Parser::new(MAX_BODY);
+                Vec::new()
+            }
+        };
+        if let Some(block) = blocks.into_iter().last() {
+            let raw = String::from_utf8_lossy(&std::mem::take(&mut self.raw)).into_owned();
+            self.recorder.write(&event(self.n, self.recorder.now(), raw, block));
         }
     }
 
