@@ -192,7 +192,8 @@ impl Tap {
         };
         if let Some(block) = blocks.into_iter().last() {
             let raw = String::from_utf8_lossy(&std::mem::take(&mut self.raw)).into_owned();
-            self.recorder.write(&event(self.n, self.recorder.now(), raw, block));
+            self.recorder
+                .write(&event(self.n, self.recorder.now(), raw, block));
         }
     }
 
