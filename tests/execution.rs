@@ -497,3 +497,37 @@ async fn a_shell_needs_saying_so() {
     }
     assert!(config.validate().is_ok());
 }
+
+/// A 2026-07-28 client that declares the tasks extension gets a task; the output is
+/// read with get_execution_output, the outcome with tasks/get.
+#[tokio::test]
+async fn an_execution_runs_as_a_durable_task() {
+    let server = TestServer::start(exec_on).await;
+    let client = common::stateless::Stateless::new(&server.url).with_tasks();
+    let code = "for i in range(3): print(f'line{i}')";
+    let id = client
+        .start_task("execute", json!({"program": "python", "args": [code]}))
+        .await;
+    let done = client.until_status(&id, "completed").await;
+    let outcome = &done["result"]["structuredContent"];
+    assert_eq!(outcome["status"], "exited", "{done}");
+    assert_eq!(outcome["stdout"], "line0\nline1\nline2\n");
+    let execution = outcome["executionId"].as_str().unwrap_or_default();
+    let page = client
+        .ask(
+            "tools/call",
+            json!({"name": "get_execution_output", "arguments": {"execution_id": execution}}),
+        )
+        .await;
+    let chunks = page.result()["structuredContent"]["chunks"].clone();
+    let text = chunks
+        .as_array()
+        .map(|c| {
+            c.iter()
+                .filter_map(|c| c["text"].as_str())
+                .collect::<String>()
+        })
+        .unwrap_or_default();
+    assert_eq!(text, "line0\nline1\nline2\n", "{chunks}");
+    server.shutdown().await;
+}

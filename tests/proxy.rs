@@ -317,3 +317,57 @@ async fn the_python_sdk_against_the_typescript_example_server_replays_identicall
     assert_eq!(ts.url, port.to_string());
     record_and_replay("ts", &format!("http://localhost:{port}/mcp")).await;
 }
+
+/// `--timing` keeps the recorded spacing: the replayed call lasts at least as long as
+/// the recorded one did (a lower bound: a replay cannot be early).
+#[tokio::test]
+async fn with_timing_a_replay_keeps_the_recorded_spacing() {
+    let server = TestServer::start(|_| {}).await;
+    let file = artifact_path("timing");
+    let call = json!({"count": 5, "interval_ms": 60});
+    {
+        let proxy = recording(&server.url, &file).await;
+        let mut client = Client::new(&proxy.url);
+        client.initialize().await;
+        let mut reader = client
+            .call_stream("stream_events", call.clone(), Some("t"))
+            .await;
+        within("the recorded call", reader.rest()).await;
+    }
+    // The recorded span from the call's first block to its last.
+    let (_, entries) = artifact::read(&file).unwrap_or_else(|e| panic!("{e}"));
+    let times: Vec<f64> = entries
+        .iter()
+        .filter_map(|e| match e {
+            Entry::Event { n, t, .. } if *n == 3 => Some(*t),
+            _ => None,
+        })
+        .collect();
+    let recorded = times.last().copied().unwrap_or(0.0) - times.first().copied().unwrap_or(0.0);
+    assert!(
+        recorded >= 200.0,
+        "four 60 ms pauses were recorded: {times:?}"
+    );
+
+    let file_arg = file.to_string_lossy().into_owned();
+    let replay = start(
+        proxy(&["--replay", &file_arg, "--timing"]),
+        "serving MCP at ",
+    )
+    .await;
+    let mut client = Client::new(&replay.url);
+    client.initialize().await;
+    let mut reader = client.call_stream("stream_events", call, Some("t")).await;
+    let first = within("the first block", reader.next()).await;
+    assert!(first.is_some());
+    let started = std::time::Instant::now();
+    let rest = within("the rest", reader.rest()).await;
+    let replayed = started.elapsed().as_secs_f64() * 1000.0;
+    assert!(rest.iter().any(Frame::is_response));
+    assert!(
+        replayed >= recorded * 0.95,
+        "replayed in {replayed} ms, recorded over {recorded} ms"
+    );
+    let _ = std::fs::remove_file(&file);
+    server.shutdown().await;
+}

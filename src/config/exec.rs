@@ -18,8 +18,9 @@ pub struct ExecConfig {
     pub enabled: bool,
     /// Most executions running at once on this replica. Default 16.
     pub max_running: usize,
-    /// Most executions one session (or, without a session, one principal) runs at once.
-    /// Default 4.
+    /// Most executions one session (or, without a session, one principal) runs at once;
+    /// callers with neither (stateless requests and tasks without `[auth]`) share one
+    /// count. Default 4.
     pub max_per_session: usize,
     /// An output chunk is cut at this many bytes. Default 16384.
     pub chunk_bytes: usize,

@@ -150,7 +150,7 @@ impl Chunker {
 /// How many bytes at the end of `bytes` begin a UTF-8 character that is not complete:
 /// they wait for the next chunk, so text is not cut inside a character. 0 when the
 /// bytes are not UTF-8 anyway.
-fn utf8_tail(bytes: &[u8]) -> usize {
+pub(super) fn utf8_tail(bytes: &[u8]) -> usize {
     match std::str::from_utf8(bytes) {
         Err(e) if e.error_len().is_none() && e.valid_up_to() > 0 => bytes.len() - e.valid_up_to(),
         _ => 0,

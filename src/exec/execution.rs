@@ -6,8 +6,10 @@
 //! SIGKILL. The execution ends once the leader is reaped and the pump has stored the
 //! last chunk (or, if a process that left the group holds the pipes, `kill_grace` after
 //! the leader). Its outcome is stored as the log's last event and in the record, then
-//! sent to the request. Dropping the state (a clean stop or a panic) kills whatever is
-//! left of the group and removes the directory.
+//! sent to the request. The group is signalled only before its leader is reaped, and the
+//! actor reaps it itself, so no signal can reach a group that reused the id. Dropping
+//! the state (a clean stop or a panic) kills whatever is left of the group, reaps the
+//! leader and removes the directory.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -17,7 +19,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::chunker::Chunker;
-use super::process::{self, ExitInfo, Pipes, Workdir};
+use super::process::{self, ExitInfo, Pipes, Process, Workdir};
 use super::pump::{Output, Pump, Pumped};
 use super::record::{self, ExecRecord, Outcome, Status, Usage, log_key};
 use crate::config::{ExecConfig, ProgramConfig};
@@ -59,8 +61,8 @@ pub enum ExecutionMsg {
     Stop(Status),
     /// The grace period is over: SIGKILL.
     Escalate,
-    /// The leader was reaped.
-    Exited(Result<ExitInfo, String>),
+    /// The leader exited: reap it.
+    LeaderExited,
     /// The pump stored the last chunk.
     Pumped(Pumped),
     /// The pipes stayed open `kill_grace` after the leader: give up on them.
@@ -74,29 +76,28 @@ pub struct ExecutionState {
     record: ExecRecord,
     settings: Arc<ExecConfig>,
     store: EventStoreHandle,
-    pgid: i32,
+    /// The process group; dropping it kills what is left and reaps the leader.
+    process: Process,
     started: Instant,
     stopping: Option<Status>,
     exit: Option<ExitInfo>,
     pumped: Option<Pumped>,
     done: Option<oneshot::Sender<Outcome>>,
-    /// Timers and helpers; aborted with the state.
+    /// Timers and helpers (the exit watcher among them); aborted with the state.
     tasks: Vec<OwnedTask>,
-    /// The reaper (owns the process: dropping it kills and reaps the group).
-    _reaper: OwnedTask,
     /// The pump.
     pump: Option<OwnedTask>,
     /// Removed last, when the state drops.
     _workdir: Workdir,
 }
 
-impl Drop for ExecutionState {
-    fn drop(&mut self) {
-        // Whatever path led here (a panic included), nothing of the group survives.
-        if self.exit.is_none() || self.stopping.is_some() {
-            process::signal_group(self.pgid, libc::SIGKILL);
-        }
-    }
+/// Tells the actor when the leader exits.
+fn watch_exit(myself: &ActorRef<ExecutionMsg>, process: &Process) -> OwnedTask {
+    let (myself, exited) = (myself.clone(), process.exited());
+    OwnedTask::spawn(async move {
+        exited.await;
+        let _ = myself.cast(ExecutionMsg::LeaderExited);
+    })
 }
 
 fn after(myself: &ActorRef<ExecutionMsg>, wait: Duration, msg: ExecutionMsg) -> OwnedTask {
@@ -124,10 +125,8 @@ impl Actor for Execution {
             .unwrap_or_else(std::env::temp_dir);
         let owner = program.uid.map(|uid| (uid, program.gid.unwrap_or(uid)));
         let workdir = Workdir::create(&root, &args.record.id.to_string(), owner)?;
-        let (mut process, pipes) =
-            process::spawn(program, &args.args, &workdir, args.stdin.is_some())?;
-        let pgid = process.pid();
-        tracing::info!(execution = %args.record.id, program = %args.record.program, pid = pgid, "execution started");
+        let (process, pipes) = process::spawn(program, &args.args, &workdir, args.stdin.is_some())?;
+        tracing::info!(execution = %args.record.id, program = %args.record.program, pid = process.pid(), "execution started");
         let Pipes {
             stdout,
             stderr,
@@ -141,15 +140,7 @@ impl Actor for Execution {
                 args.timeout,
             )));
         }
-        let reaper = {
-            let myself = myself.clone();
-            OwnedTask::spawn(async move {
-                let exit = process.wait().await.map_err(|e| e.to_string());
-                let _ = myself.cast(ExecutionMsg::Exited(exit));
-                // Keep the process (and so its group guard) until the actor stops.
-                std::future::pending::<()>().await;
-            })
-        };
+        tasks.push(watch_exit(&myself, &process));
         let pump = Pump {
             id: args.record.id,
             store: args.store.clone(),
@@ -192,14 +183,13 @@ impl Actor for Execution {
             record: args.record,
             settings: args.settings,
             store: args.store,
-            pgid,
+            process,
             started: Instant::now(),
             stopping: None,
             exit: None,
             pumped: None,
             done: Some(args.done),
             tasks,
-            _reaper: reaper,
             pump: Some(pump),
             _workdir: workdir,
         })
@@ -216,7 +206,7 @@ impl Actor for Execution {
                 if state.stopping.is_none() && state.exit.is_none() {
                     tracing::info!(execution = %state.record.id, reason = reason.as_str(), "stopping an execution");
                     state.stopping = Some(reason);
-                    process::signal_group(state.pgid, libc::SIGTERM);
+                    state.process.signal_group(libc::SIGTERM);
                     let grace = state.settings.kill_grace;
                     state
                         .tasks
@@ -224,18 +214,24 @@ impl Actor for Execution {
                 }
             }
             ExecutionMsg::Escalate => {
-                if process::signal_group(state.pgid, libc::SIGKILL) {
+                if state.process.signal_group(libc::SIGKILL) {
                     tracing::info!(execution = %state.record.id, "the program outlived SIGTERM: SIGKILL");
                 }
             }
-            ExecutionMsg::Exited(exit) => {
-                let exit = exit.unwrap_or_else(|e| {
-                    tracing::warn!(execution = %state.record.id, error = %e, "could not reap the program");
-                    ExitInfo::default()
-                });
+            ExecutionMsg::LeaderExited => {
+                // Reaped here, between messages, so no signal above can follow it.
+                let exit = match state.process.reap() {
+                    Ok(Some(exit)) => exit,
+                    Ok(None) => {
+                        state.tasks.push(watch_exit(&myself, &state.process));
+                        return Ok(());
+                    }
+                    Err(e) => {
+                        tracing::warn!(execution = %state.record.id, error = %e, "could not reap the program");
+                        ExitInfo::default()
+                    }
+                };
                 state.exit = Some(exit);
-                // The leader is gone; what it left in its group goes with it.
-                process::signal_group(state.pgid, libc::SIGKILL);
                 let grace = state.settings.kill_grace;
                 state
                     .tasks
@@ -293,8 +289,6 @@ async fn finish(state: &mut ExecutionState) {
         },
         message: None,
     };
-    // The group is empty now: the guard has nothing left to kill.
-    state.stopping = None;
     tracing::info!(execution = %state.record.id, status = status.as_str(), code = ?exit.code, signal = ?exit.signal, "execution ended");
     let mut last = serde_json::to_value(&outcome).unwrap_or_default();
     if let Some(map) = last.as_object_mut() {

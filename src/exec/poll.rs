@@ -90,7 +90,7 @@ impl ExecHandle {
                 record.status_at(record::now_ms(), self.settings.heartbeat.as_millis() as u64);
             let now = Instant::now();
             if replay.events.is_empty() && status == Status::Running && now < deadline {
-                self.wait_for_more(id, deadline).await;
+                self.wait_for_more(id, deadline, replay.position).await;
                 record = self.record(caller, id).await?;
                 continue;
             }
@@ -103,14 +103,18 @@ impl ExecHandle {
         }
     }
 
-    async fn wait_for_more(&self, id: SessionId, deadline: Instant) {
+    /// Waits until the log holds more than `position` chunks, `deadline`, or (elsewhere
+    /// than the running replica) the next `poll_interval`.
+    async fn wait_for_more(&self, id: SessionId, deadline: Instant, position: u64) {
         let interval = self.settings.poll_interval;
         let pause = tokio::time::sleep_until(deadline.min(Instant::now() + interval));
         match self.watch(id).await {
-            // Runs here: wake at the next chunk (or when the pump ends).
+            // Runs here: wake at the next chunk (or when the pump ends). Compared with
+            // what was read, not with what this receiver saw: it is a fresh clone.
             Some(mut progress) => {
                 tokio::select! {
-                    changed = progress.changed() => if changed.is_err() { pause.await },
+                    // `wait_for` holds the value's lock: keep only whether the pump lives.
+                    more = async { progress.wait_for(|&stored| stored > position).await.is_ok() } => if !more { pause.await },
                     () = tokio::time::sleep_until(deadline) => {}
                 }
             }
@@ -147,7 +151,7 @@ fn page(
     if status == Status::Lost && outcome.is_none() {
         outcome = Some(Outcome::without_exit(
             status,
-            "the replica running it stopped; its processes were killed with it (parent-death signal)".into(),
+            "the replica running it stopped; its program was killed with it (the parent-death signal of its process group's leader)".into(),
         ));
     }
     let next = chunks

@@ -11,6 +11,7 @@ use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::unix::AsyncFd;
@@ -95,11 +96,14 @@ impl Drop for Workdir {
 }
 
 /// A running program: the leader of its own process group.
+///
+/// The group is signalled only while the leader is not reaped: its zombie keeps the
+/// group id taken, so a signal can never reach a group that reused the id.
 #[derive(Debug)]
 pub struct Process {
     pid: i32,
     /// Readable once the leader has exited (a pidfd).
-    exited: AsyncFd<OwnedFd>,
+    exited: Arc<AsyncFd<OwnedFd>>,
     reaped: bool,
 }
 
@@ -171,7 +175,14 @@ pub fn spawn(
     let stderr = take(child.stderr.take().map(OwnedFd::from)).map_err(fail)?;
     let stdin = child.stdin.take().map(OwnedFd::from);
     // From here on the pid is ours to reap (std's `Child` does not wait when dropped).
-    let process = Process::watch(pid).map_err(fail)?;
+    let process = match Process::watch(pid) {
+        Ok(process) => process,
+        Err(e) => {
+            signal_group(pid, libc::SIGKILL);
+            let _ = child.wait();
+            return Err(fail(e));
+        }
+    };
     let pipes = Pipes {
         stdout: pipe::Receiver::from_owned_fd(stdout).map_err(fail)?,
         stderr: pipe::Receiver::from_owned_fd(stderr).map_err(fail)?,
@@ -207,7 +218,7 @@ impl Limits {
         }
     }
 
-    /// In the child: die with the server, then limit, then drop privileges.
+    /// In the child: limit, drop privileges, then die with the server.
     fn apply(self) -> std::io::Result<()> {
         let check = |rc: libc::c_int| match rc {
             0 => Ok(()),
@@ -215,11 +226,6 @@ impl Limits {
         };
         // SAFETY: plain system calls on integers, allowed between fork and exec.
         unsafe {
-            check(libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0))?;
-            // The server may have died before the signal was armed.
-            if libc::getppid() != self.parent {
-                libc::_exit(127);
-            }
             let limit = |resource, soft: u64, hard: u64| {
                 let value = libc::rlimit {
                     rlim_cur: soft,
@@ -245,6 +251,12 @@ impl Limits {
                 check(libc::setgid(gid))?;
                 check(libc::setuid(uid))?;
             }
+            // Last: a change of user or group clears the parent-death signal.
+            check(libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0))?;
+            // The server may have died before the signal was armed.
+            if libc::getppid() != self.parent {
+                libc::_exit(127);
+            }
         }
         Ok(())
     }
@@ -262,7 +274,9 @@ impl Process {
         Ok(Self {
             pid,
             // SAFETY: the pidfd is open and owned by the AsyncFd until it drops.
-            exited: unsafe { AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE)? },
+            exited: Arc::new(unsafe {
+                AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE)?
+            }),
             reaped: false,
         })
     }
@@ -272,22 +286,36 @@ impl Process {
         self.pid
     }
 
-    /// Sends `signal` to every process of the group. False when none is left.
+    /// Sends `signal` to every process of the group. False when none is left, or when
+    /// the leader is reaped (then nothing is sent: the id may be another group's).
     pub fn signal_group(&self, signal: i32) -> bool {
-        signal_group(self.pid, signal)
+        !self.reaped && signal_group(self.pid, signal)
     }
 
-    /// Waits for the leader to exit and reaps it, with its resource usage.
-    pub async fn wait(&mut self) -> std::io::Result<ExitInfo> {
-        loop {
-            self.exited.readable().await?.retain_ready();
-            if let Some(info) = self.try_reap()? {
-                return Ok(info);
+    /// Resolves once the leader has exited (it is not reaped: see [`Process::reap`]).
+    pub fn exited(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let (fd, pid) = (self.exited.clone(), self.pid);
+        async move {
+            loop {
+                let Ok(mut ready) = fd.readable().await else {
+                    return;
+                };
+                if leader_exited(pid) {
+                    return;
+                }
+                ready.clear_ready();
             }
-            // A pidfd stays readable once the process exited, so this is not reached
-            // unless the wakeup was spurious: wait again.
-            tokio::task::yield_now().await;
         }
+    }
+
+    /// Once the leader has exited: kills what it left in its group, then reaps it, with
+    /// its resource usage. `None` while it runs.
+    pub fn reap(&mut self) -> std::io::Result<Option<ExitInfo>> {
+        if self.reaped || !leader_exited(self.pid) {
+            return Ok(None);
+        }
+        signal_group(self.pid, libc::SIGKILL);
+        self.try_reap()
     }
 
     fn try_reap(&mut self) -> std::io::Result<Option<ExitInfo>> {
@@ -318,14 +346,25 @@ impl Drop for Process {
     /// On every path out (a panic included): nothing of the group outlives its
     /// execution, and the leader does not stay a zombie.
     fn drop(&mut self) {
-        signal_group(self.pid, libc::SIGKILL);
         if !self.reaped {
+            signal_group(self.pid, libc::SIGKILL);
             // SAFETY: as in try_reap; after SIGKILL the leader exits promptly.
             unsafe {
                 let mut status = 0;
                 libc::waitpid(self.pid, &mut status, 0);
             }
         }
+    }
+}
+
+/// Whether the leader `pid` has exited, without reaping it.
+fn leader_exited(pid: i32) -> bool {
+    // SAFETY: siginfo_t is plain data that waitid fills; WNOWAIT leaves the child
+    // waitable, WNOHANG returns at once.
+    unsafe {
+        let mut info: libc::siginfo_t = std::mem::zeroed();
+        let flags = libc::WEXITED | libc::WNOHANG | libc::WNOWAIT;
+        libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, flags) == 0 && info.si_pid() == pid
     }
 }
 

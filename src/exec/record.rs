@@ -36,7 +36,8 @@ pub enum Status {
     OutputLimit,
     /// Could not start, or its actor failed (the message says why).
     Failed,
-    /// Its replica stopped renewing the record (it died); its processes died with it.
+    /// Its replica stopped renewing the record (it died); its program died with it (the
+    /// parent-death signal of its group's leader).
     Lost,
 }
 

@@ -20,6 +20,9 @@ use crate::ids::SessionId;
 
 /// Chunks handed to the request ahead of it; past them the pump waits.
 const OUTPUT_BUFFER: usize = 16;
+/// Whose `max_per_session` counts callers with neither a session nor a principal (a
+/// stateless request or a task without `[auth]`): all of them together.
+const ANONYMOUS: &str = "anonymous";
 
 /// The supervisor actor.
 pub struct ExecSupervisor;
@@ -69,7 +72,8 @@ pub enum ExecMsg {
 
 struct Running {
     actor: ActorRef<ExecutionMsg>,
-    party: Option<String>,
+    /// Whose `max_per_session` it counts in.
+    party: String,
     progress: watch::Receiver<u64>,
     record: ExecRecord,
 }
@@ -117,7 +121,13 @@ impl Actor for ExecSupervisor {
         match msg {
             ExecMsg::Start(request, reply) => {
                 let started = state.start(&myself, *request).await;
-                let _ = reply.send(started);
+                let id = started.as_ref().ok().map(|s| s.id);
+                // The caller gave up waiting: nobody would ever stop or read it.
+                if reply.send(started).is_err()
+                    && let Some(running) = id.and_then(|id| state.running.get(&id))
+                {
+                    let _ = running.actor.cast(ExecutionMsg::Stop(Status::Cancelled));
+                }
             }
             ExecMsg::Stop(id, reason, reply) => {
                 let found = state.running.get(&id);
@@ -175,12 +185,10 @@ impl Actor for ExecSupervisor {
         let Some(running) = state.running.remove(&id) else {
             return Ok(());
         };
-        if let Some(party) = &running.party
-            && let Some(n) = state.per_party.get_mut(party)
-        {
+        if let Some(n) = state.per_party.get_mut(&running.party) {
             *n -= 1;
             if *n == 0 {
-                state.per_party.remove(party);
+                state.per_party.remove(&running.party);
             }
         }
         if let Some(why) = failure {
@@ -234,9 +242,8 @@ impl ExecSupervisorState {
                 self.running.len()
             )));
         }
-        if let Some(party) = &request.party
-            && self.per_party.get(party).copied().unwrap_or(0) >= self.settings.max_per_session
-        {
+        let party = request.party.clone().unwrap_or_else(|| ANONYMOUS.into());
+        if self.per_party.get(&party).copied().unwrap_or(0) >= self.settings.max_per_session {
             return Err(ExecError::Busy(format!(
                 "this session runs {} executions already (exec.max_per_session)",
                 self.settings.max_per_session
@@ -299,15 +306,13 @@ impl ExecSupervisorState {
                 return Err(ExecError::Spawn(why));
             }
         };
-        if let Some(party) = &request.party {
-            *self.per_party.entry(party.clone()).or_default() += 1;
-        }
+        *self.per_party.entry(party.clone()).or_default() += 1;
         self.by_actor.insert(actor.get_id(), id);
         self.running.insert(
             id,
             Running {
                 actor,
-                party: request.party,
+                party,
                 progress,
                 record,
             },

@@ -316,8 +316,10 @@ fn result(
             if !head.is_empty() {
                 content.push(Content::text(format!("{name}:\n{}", text(head))));
             }
-            // Text when it is text; bytes that are not UTF-8 as base64, not mangled.
-            match std::str::from_utf8(head) {
+            // Text when it is text (a character cut at result_bytes left out); bytes
+            // that are not UTF-8 as base64, not mangled.
+            let whole = &head[..head.len() - super::chunker::utf8_tail(head)];
+            match std::str::from_utf8(whole) {
                 Ok(utf8) => map.insert(name.into(), utf8.into()),
                 Err(_) => map.insert(
                     format!("{name}Base64"),

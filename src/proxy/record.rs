@@ -185,8 +185,10 @@ impl Tap {
         let blocks = match self.parser.feed(piece) {
             Ok(blocks) => blocks,
             Err(e) => {
+                // Passed on to the client all the same, but not recorded.
                 tracing::warn!(error = %e, "an upstream SSE block is too large to record");
                 self.parser = Parser::new(MAX_BODY);
+                self.raw.clear();
                 Vec::new()
             }
         };

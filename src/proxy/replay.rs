@@ -251,9 +251,8 @@ fn async_stream(
             }
             match rest.next() {
                 Some(Some((at, raw))) => {
-                    if timing && at > 0.0 {
-                        tokio::time::sleep_until(start + Duration::from_secs_f64(at / 1000.0))
-                            .await;
+                    if timing && let Ok(offset) = Duration::try_from_secs_f64(at / 1000.0) {
+                        tokio::time::sleep_until(start + offset).await;
                     }
                     Some((Ok(Bytes::from(raw)), (rest, tail, false)))
                 }
@@ -325,7 +324,7 @@ fn not_recorded(
 }
 
 /// Characters of each text compared by [`distance`]: the cost is their product.
-const COMPARED: usize = 2000;
+const COMPARED: usize = 400;
 
 /// Edit distance of the first [`COMPARED`] characters of two texts (two rows of the
 /// table), so a huge request cannot make the nearest-request search quadratic in it.
