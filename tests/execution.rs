@@ -531,3 +531,66 @@ async fn an_execution_runs_as_a_durable_task() {
     assert_eq!(text, "line0\nline1\nline2\n", "{chunks}");
     server.shutdown().await;
 }
+
+/// With `[auth]`, an execution is its principal's: readable and listed from another of
+/// its sessions, unknown to anyone else, who cannot cancel it either.
+#[tokio::test]
+async fn with_auth_an_execution_is_its_principals_only() {
+    let issuer = common::issuer::Issuer::start().await;
+    let audience = "http://mcp.test/mcp";
+    let url = issuer.url.clone();
+    let server = TestServer::start(move |c| {
+        exec_on(c);
+        c.auth.enabled = true;
+        c.auth.issuer = url;
+        c.auth.audience = audience.into();
+    })
+    .await;
+    let session = |sub: &str| {
+        let client = Client::new(&server.url).with_token(&issuer.token(audience, sub, "mcp"));
+        async move {
+            let mut client = client;
+            client.initialize().await;
+            client
+        }
+    };
+    let alice = session("alice").await;
+    let code =
+        "import time\nprint('first', flush=True)\ntime.sleep(0.5)\nprint('second', flush=True)";
+    let args = json!({"program": "python", "args": [code]});
+    let mut reader = alice.call_stream("execute", args, None).await;
+    let mut run = Run::default();
+    while run.chunks.is_empty() {
+        let frame = within("the first chunk", reader.next()).await;
+        run.add(&frame.unwrap_or_else(|| panic!("ended early")));
+    }
+    let id = run.id.clone().unwrap_or_default();
+
+    let again = session("alice").await;
+    let page = tool(&again, "get_execution_output", json!({"execution_id": id})).await;
+    assert_eq!(
+        page["structuredContent"]["chunks"][0]["text"], "first\n",
+        "{page}"
+    );
+    let listed = tool(&again, "list_executions", json!({})).await;
+    assert_eq!(
+        listed["structuredContent"]["executions"][0]["executionId"],
+        id.as_str()
+    );
+
+    let bob = session("bob").await;
+    for (name, args) in [
+        ("get_execution_output", json!({"execution_id": id})),
+        ("cancel_execution", json!({"execution_id": id})),
+    ] {
+        let answer = tool(&bob, name, args).await;
+        assert_eq!(answer["isError"], true, "{name}: {answer}");
+        let text = answer["content"][0]["text"].as_str().unwrap_or_default();
+        assert!(text.contains("unknown execution"), "{name}: {text}");
+    }
+    let listed = tool(&bob, "list_executions", json!({})).await;
+    assert_eq!(listed["structuredContent"]["executions"], json!([]));
+    run.read(&mut reader).await;
+    assert_eq!(run.result()["status"], "exited", "not cancelled by bob");
+    server.shutdown().await;
+}
