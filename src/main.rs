@@ -85,15 +85,9 @@ fn proxy(args: impl Iterator<Item = String>) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match runtime() {
         Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("otpmcp: cannot start the async runtime: {e}");
-            return ExitCode::FAILURE;
-        }
+        Err(code) => return code,
     };
     runtime.block_on(async move {
         let telemetry = otpmcp::telemetry::init(&otpmcp::config::TelemetryConfig::default());
@@ -179,15 +173,9 @@ fn main() -> ExitCode {
     if let Some(bind) = args.bind {
         config.server.bind = bind;
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match runtime() {
         Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("otpmcp: cannot start the async runtime: {e}");
-            return ExitCode::FAILURE;
-        }
+        Err(code) => return code,
     };
     // The batch exporter and the subscriber are set up inside the runtime so that the
     // exporter's HTTP client finds it.
@@ -227,6 +215,17 @@ fn main() -> ExitCode {
         telemetry.shutdown();
         code
     })
+}
+
+/// The multi-threaded runtime both commands run on, or the exit code when it cannot start.
+fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            eprintln!("otpmcp: cannot start the async runtime: {e}");
+            ExitCode::FAILURE
+        })
 }
 
 /// Resolves on SIGINT or SIGTERM.

@@ -13,7 +13,7 @@ use serde_json::{Map, Value, json};
 
 use super::record::{ExecRecord, Outcome};
 use super::{Caller, ExecError, ExecHandle, StartRequest};
-use crate::handler::tools::typed_tool;
+use crate::handler::tools::{FnTool, typed_tool};
 use crate::handler::{RequestContext, ToolError, ToolRegistry};
 use crate::ids::SessionId;
 use crate::protocol::methods::{CallToolResult, Content, TaskSupport};
@@ -84,74 +84,96 @@ pub fn register(tools: &mut ToolRegistry, handle: &ExecHandle) {
     let description = format!(
         "Runs a configured program and answers with its exit status, resource usage and the start of its output. Programs: {programs}. Output chunks arrive as {OUTPUT_METHOD} notifications while it runs; get_execution_output reads them later."
     );
-    let h = handle.clone();
     // A durable task for clients that ask (2026-07-28), never run again by another
     // replica: a program's effects are not known to be repeatable.
-    let execute_tool = typed_tool("execute", &description, move |args: ExecuteArgs, ctx| {
-        let handle = h.clone();
-        async move { execute(&handle, args, ctx).await }
+    let execute_tool = with_handle(handle, "execute", &description, execute)
+        .with_task_support(TaskSupport::Optional);
+    tools
+        .register(execute_tool)
+        .register(with_handle(
+            handle,
+            "get_execution_output",
+            "Returns an execution's output chunks after last_event_id (each with its id), its status and, once it ended, its outcome. wait_ms long-polls for new output.",
+            output,
+        ))
+        .register(with_handle(
+            handle,
+            "list_executions",
+            "Lists the caller's executions (this session's, or this principal's with authorization), newest first.",
+            list,
+        ))
+        .register(with_handle(
+            handle,
+            "cancel_execution",
+            "Stops a running execution: SIGTERM to its process group, SIGKILL after the grace period.",
+            cancel,
+        ));
+}
+
+/// A typed tool whose body gets its own clone of `handle`.
+fn with_handle<A, F, Fut>(handle: &ExecHandle, name: &str, description: &str, body: F) -> FnTool
+where
+    A: serde::de::DeserializeOwned + JsonSchema + Send + 'static,
+    F: Fn(ExecHandle, A, RequestContext) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Result<CallToolResult, ToolError>> + Send + 'static,
+{
+    let handle = handle.clone();
+    typed_tool(name, description, move |args: A, ctx| {
+        body(handle.clone(), args, ctx)
     })
-    .with_task_support(TaskSupport::Optional);
-    tools.register(execute_tool);
-    let h = handle.clone();
-    tools.register(typed_tool(
-        "get_execution_output",
-        "Returns an execution's output chunks after last_event_id (each with its id), its status and, once it ended, its outcome. wait_ms long-polls for new output.",
-        move |args: OutputArgs, ctx| {
-            let handle = h.clone();
-            async move {
-                let id = execution_id(&args.execution_id)?;
-                let wait = Duration::from_millis(args.wait_ms.unwrap_or(0));
-                let page = handle
-                    .output(&caller(&ctx), id, args.last_event_id.as_deref(), wait)
-                    .await?;
-                let mut out = Map::new();
-                out.insert("executionId".into(), id.to_string().into());
-                out.insert("status".into(), page.status.as_str().into());
-                out.insert("chunks".into(), page.chunks.into_iter().map(Value::Object).collect());
-                out.insert("next".into(), page.next.into());
-                out.insert("more".into(), page.more.into());
-                if page.missing > 0 {
-                    out.insert("missing".into(), page.missing.into());
-                }
-                if let Some(outcome) = page.outcome {
-                    out.insert("outcome".into(), serde_json::to_value(outcome)?);
-                }
-                Ok(structured(Value::Object(out)))
-            }
-        },
-    ));
-    let h = handle.clone();
-    tools.register(typed_tool(
-        "list_executions",
-        "Lists the caller's executions (this session's, or this principal's with authorization), newest first.",
-        move |_: ListArgs, ctx| {
-            let handle = h.clone();
-            async move {
-                let records = handle.list(&caller(&ctx), LIST_LIMIT).await?;
-                let list = records.iter().map(summary).collect::<Vec<_>>();
-                Ok(structured(json!({ "executions": list })))
-            }
-        },
-    ));
-    let h = handle.clone();
-    tools.register(typed_tool(
-        "cancel_execution",
-        "Stops a running execution: SIGTERM to its process group, SIGKILL after the grace period.",
-        move |args: CancelArgs, ctx| {
-            let handle = h.clone();
-            async move {
-                let id = execution_id(&args.execution_id)?;
-                let record = handle.cancel(&caller(&ctx), id).await?;
-                let running = record.status == super::Status::Running;
-                Ok(structured(json!({
-                    "executionId": id.to_string(),
-                    "cancelled": running,
-                    "status": if running { "cancelling" } else { record.status.as_str() },
-                })))
-            }
-        },
-    ));
+}
+
+async fn output(
+    handle: ExecHandle,
+    args: OutputArgs,
+    ctx: RequestContext,
+) -> Result<CallToolResult, ToolError> {
+    let id = execution_id(&args.execution_id)?;
+    let wait = Duration::from_millis(args.wait_ms.unwrap_or(0));
+    let page = handle
+        .output(&caller(&ctx), id, args.last_event_id.as_deref(), wait)
+        .await?;
+    let mut out = Map::new();
+    out.insert("executionId".into(), id.to_string().into());
+    out.insert("status".into(), page.status.as_str().into());
+    out.insert(
+        "chunks".into(),
+        page.chunks.into_iter().map(Value::Object).collect(),
+    );
+    out.insert("next".into(), page.next.into());
+    out.insert("more".into(), page.more.into());
+    if page.missing > 0 {
+        out.insert("missing".into(), page.missing.into());
+    }
+    if let Some(outcome) = page.outcome {
+        out.insert("outcome".into(), serde_json::to_value(outcome)?);
+    }
+    Ok(structured(Value::Object(out)))
+}
+
+async fn list(
+    handle: ExecHandle,
+    _: ListArgs,
+    ctx: RequestContext,
+) -> Result<CallToolResult, ToolError> {
+    let records = handle.list(&caller(&ctx), LIST_LIMIT).await?;
+    let list = records.iter().map(summary).collect::<Vec<_>>();
+    Ok(structured(json!({ "executions": list })))
+}
+
+async fn cancel(
+    handle: ExecHandle,
+    args: CancelArgs,
+    ctx: RequestContext,
+) -> Result<CallToolResult, ToolError> {
+    let id = execution_id(&args.execution_id)?;
+    let record = handle.cancel(&caller(&ctx), id).await?;
+    let running = record.status == super::Status::Running;
+    Ok(structured(json!({
+        "executionId": id.to_string(),
+        "cancelled": running,
+        "status": if running { "cancelling" } else { record.status.as_str() },
+    })))
 }
 
 fn caller(ctx: &RequestContext) -> Caller {
@@ -207,7 +229,7 @@ impl Drop for Abandon<'_> {
 }
 
 async fn execute(
-    handle: &ExecHandle,
+    handle: ExecHandle,
     args: ExecuteArgs,
     ctx: RequestContext,
 ) -> Result<CallToolResult, ToolError> {
@@ -254,7 +276,7 @@ async fn execute(
         .await?;
     let id = started.id;
     let mut guard = Abandon {
-        handle,
+        handle: &handle,
         id: Some(id),
     };
     let _ = ctx
