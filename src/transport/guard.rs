@@ -17,15 +17,23 @@ pub struct Guard {
 impl Guard {
     /// From `[server]`.
     pub fn new(config: &ServerConfig) -> Self {
+        Self::from_lists(
+            config.dns_rebinding_protection,
+            &config.allowed_hosts,
+            &config.allowed_origins,
+        )
+    }
+
+    /// From allow-lists written as `[server]`'s are (ports ignored), for the other
+    /// listeners that browsers must not reach: the admin listener and `otpmcp proxy`.
+    pub fn from_lists(enabled: bool, hosts: &[String], origins: &[String]) -> Self {
         Self {
-            enabled: config.dns_rebinding_protection,
-            hosts: config
-                .allowed_hosts
+            enabled,
+            hosts: hosts
                 .iter()
                 .map(|h| strip_port(h).to_ascii_lowercase())
                 .collect(),
-            origins: config
-                .allowed_origins
+            origins: origins
                 .iter()
                 .map(|o| origin_without_port(o).to_ascii_lowercase())
                 .collect(),
