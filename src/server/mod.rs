@@ -159,16 +159,23 @@ impl McpServer {
             (Method::ToolsCall, Some(name), _) => self.tools.get().scopes(name),
             (Method::PromptsGet, Some(name), _) => self.prompts.get().scopes(name),
             (Method::ResourcesRead | Method::ResourcesSubscribe, _, Some(uri)) => {
-                self.resources.get().scopes(uri)
+                self.resource_scopes(uri)
             }
             (Method::Complete, Some(name), _) if kind == Some("ref/prompt") => {
                 self.prompts.get().scopes(name)
             }
             (Method::Complete, _, Some(uri)) if kind == Some("ref/resource") => {
-                self.resources.get().scopes(uri)
+                self.resource_scopes(uri)
             }
             _ => Arc::new([]),
         }
+    }
+
+    /// The scopes reading, or being told of changes to, resource `uri` needs (`[auth]`):
+    /// what `resources/subscribe` checks, and what a `subscriptions/listen` stream's
+    /// `resourceSubscriptions` are filtered by.
+    pub fn resource_scopes(&self, uri: &str) -> Arc<[String]> {
+        self.resources.get().scopes(uri)
     }
 
     /// What a call to tool `name` needs checked, if there is such a tool.

@@ -23,6 +23,7 @@ use tokio::time::Interval;
 use tokio_util::sync::WaitForCancellationFutureOwned;
 
 use super::{AppState, error_response};
+use crate::auth::Principal;
 use crate::handler::BoxFuture;
 use crate::news::{Heard, ServerNews};
 use crate::protocol::meta::{RequestMeta, SERVER_INFO, SUBSCRIPTION_ID, TASKS_EXTENSION};
@@ -51,7 +52,7 @@ impl Filter {
         state: &AppState,
         params: Option<&Value>,
         meta: &RequestMeta,
-        owner: Option<String>,
+        principal: Option<&Principal>,
     ) -> Result<Self, ErrorObject> {
         let Some(asked) = params
             .and_then(|p| p.get("notifications"))
@@ -88,16 +89,25 @@ impl Filter {
             ));
         }
         let has_resources = server.offers(ListKind::Resources);
+        // A URI is honoured when `resources/subscribe` to it would be, its scopes
+        // included; one the caller may not watch is left out of the acknowledgement, as
+        // an unknown one is, so the answer does not tell a protected URI from a missing
+        // one.
+        let may_watch = |uri: &String| {
+            has_resources
+                && server.accepts_subscription(uri)
+                && principal.is_none_or(|p| p.has_scopes(&server.resource_scopes(uri)))
+        };
         Ok(Self {
             tools: flag("toolsListChanged"),
             prompts: flag("promptsListChanged") && server.offers(ListKind::Prompts),
             resources: flag("resourcesListChanged") && has_resources,
             uris: list("resourceSubscriptions")?
                 .into_iter()
-                .filter(|uri| has_resources && server.accepts_subscription(uri))
+                .filter(may_watch)
                 .collect(),
             tasks: task_ids.into_iter().collect(),
-            owner,
+            owner: principal.map(|p| p.owner().to_string()),
         })
     }
 
@@ -156,9 +166,9 @@ pub(super) fn serve(
     state: &AppState,
     request: Request,
     meta: RequestMeta,
-    owner: Option<String>,
+    principal: Option<&Principal>,
 ) -> Response {
-    let filter = match Filter::read(state, request.params.as_ref(), &meta, owner) {
+    let filter = match Filter::read(state, request.params.as_ref(), &meta, principal) {
         Ok(filter) => filter,
         Err(error) => {
             let status = if error.code == ErrorObject::MISSING_CAPABILITY {

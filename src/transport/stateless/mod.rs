@@ -86,8 +86,7 @@ pub(super) async fn serve(
     if Method::parse(&request.method) == Method::Listen {
         // Its operation ends with the acknowledgement (the stream lives on), or with the
         // refusal.
-        let owner = principal.as_ref().map(|p| p.owner().to_string());
-        let response = listen::serve(state, request, meta, owner);
+        let response = listen::serve(state, request, meta, principal.as_deref());
         if let Some(op) = op.take() {
             match response.status() {
                 StatusCode::OK => op.finish(Outcome::Ok),
