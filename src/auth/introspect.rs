@@ -1,5 +1,8 @@
 //! Opaque tokens, checked by the authorization server (RFC 7662 introspection) and the
-//! answer kept briefly, so a client's burst of requests costs one round trip.
+//! answer kept briefly, so a client's burst of requests costs one round trip. Refusals are
+//! kept too, and introspections in flight are bounded: a flood of made-up tokens costs
+//! the authorization server at most one call each, never more than
+//! `auth.introspection_concurrency` at once.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -20,12 +23,18 @@ pub(crate) struct Introspector {
     client_secret: String,
     issuer: String,
     audience: String,
+    require_aud: bool,
+    leeway: Duration,
     ttl: Duration,
-    capacity: usize,
     /// By the token's SHA-256, never the token itself. A lock held for a map lookup:
     /// checked on every request that carries an opaque token, so not worth an actor's
     /// round trip.
-    cache: Mutex<HashMap<[u8; 32], (Principal, Instant)>>,
+    cache: Mutex<Bounded<Principal>>,
+    /// Refusals, by the token's SHA-256, with why.
+    refused: Mutex<Bounded<AuthError>>,
+    negative_ttl: Duration,
+    /// One permit per introspection in flight.
+    slots: tokio::sync::Semaphore,
 }
 
 impl std::fmt::Debug for Introspector {
@@ -45,18 +54,30 @@ impl Introspector {
             client_secret: config.introspection_client_secret.clone(),
             issuer: config.issuer.clone(),
             audience: config.audience.clone(),
+            require_aud: config.introspection_require_aud,
+            leeway: config.leeway,
             ttl: config.introspection_cache,
-            capacity: config.introspection_cache_entries,
-            cache: Mutex::default(),
+            cache: Mutex::new(Bounded::new(config.introspection_cache_entries)),
+            refused: Mutex::new(Bounded::new(config.introspection_negative_entries)),
+            negative_ttl: config.introspection_negative_ttl,
+            slots: tokio::sync::Semaphore::new(config.introspection_concurrency),
         }
     }
 
     /// The principal an active token names.
     pub(crate) async fn check(&self, token: &str) -> Result<Principal, AuthError> {
         let key: [u8; 32] = Sha256::digest(token.as_bytes()).into();
-        if let Some(principal) = self.cached(&key) {
+        if let Some(principal) = lock(&self.cache).get(&key) {
             return Ok(principal);
         }
+        if let Some(refusal) = lock(&self.refused).get(&key) {
+            return Err(refusal);
+        }
+        // No waiting for a slot: a queue would hold each flooding request (and its
+        // connection) for as long as the authorization server is slow.
+        let Ok(_slot) = self.slots.try_acquire() else {
+            return Err(AuthError::Busy);
+        };
         let basic = (!self.client_id.is_empty())
             .then_some((self.client_id.as_str(), self.client_secret.as_str()));
         let answer = self
@@ -67,15 +88,23 @@ impl Introspector {
                 &[("token", token), ("token_type_hint", "access_token")],
             )
             .await
-            .map_err(|e| AuthError::Unavailable(format!("introspection: {e}")))?;
+            .map_err(|e| AuthError::Unavailable(format!("introspection at {}: {e}", self.url)))?;
         let Value::Object(mut claims) = answer else {
-            return Err(AuthError::Unavailable(
-                "introspection answered with a non-object".into(),
-            ));
+            return Err(AuthError::Unavailable(format!(
+                "introspection at {} answered with a non-object",
+                self.url
+            )));
         };
-        let (principal, lifetime) = self.judge(&mut claims)?;
-        self.remember(key, principal.clone(), lifetime.min(self.ttl));
-        Ok(principal)
+        match self.judge(&mut claims) {
+            Ok((principal, lifetime)) => {
+                lock(&self.cache).insert(key, principal.clone(), lifetime.min(self.ttl));
+                Ok(principal)
+            }
+            Err(refusal) => {
+                lock(&self.refused).insert(key, refusal.clone(), self.negative_ttl);
+                Err(refusal)
+            }
+        }
     }
 
     /// An introspection answer as a principal, with how long it may be kept.
@@ -90,8 +119,10 @@ impl Introspector {
         if issuer.as_str() != Some(self.issuer.as_str()) {
             return Err(AuthError::WrongIssuer);
         }
-        // A token for another resource is refused when the answer names its audience.
+        // A token for another resource is refused; one whose answer names no audience
+        // too, unless the deployment says its authorization server never names one.
         let fits = match claims.get("aud") {
+            None if self.require_aud => return Err(AuthError::MissingClaim("aud")),
             None => true,
             Some(Value::String(aud)) => aud == &self.audience,
             Some(Value::Array(list)) => list.iter().any(|a| a.as_str() == Some(&self.audience)),
@@ -100,9 +131,18 @@ impl Introspector {
         if !fits {
             return Err(AuthError::WrongAudience);
         }
+        if !claims.get("token_type").is_none_or(is_access_token_type) {
+            return Err(AuthError::WrongTokenType);
+        }
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
+        if let Some(nbf) = claims.get("nbf") {
+            let starts = nbf.as_u64().ok_or(AuthError::NotYetValid)?;
+            if starts > now.saturating_add(self.leeway.as_secs()) {
+                return Err(AuthError::NotYetValid);
+            }
+        }
         let lifetime = match claims.get("exp").and_then(Value::as_u64) {
             Some(exp) if exp <= now => return Err(AuthError::Expired),
             Some(exp) => Duration::from_secs(exp - now),
@@ -110,27 +150,64 @@ impl Introspector {
         };
         Ok((Principal::from_claims(std::mem::take(claims))?, lifetime))
     }
+}
 
-    fn cached(&self, key: &[u8; 32]) -> Option<Principal> {
-        let cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
-        cache
-            .get(key)
-            .filter(|(_, until)| *until > Instant::now())
-            .map(|(p, _)| p.clone())
+/// RFC 7662's `token_type` names the kind of token (RFC 6749 §7.1, or an RFC 8693 type
+/// URI): those of a bearer access token pass, case-insensitively. A refresh token, an ID
+/// token, a DPoP-bound token (which this server cannot check the proof of) do not.
+fn is_access_token_type(value: &Value) -> bool {
+    const ACCESS: [&str; 3] = [
+        "bearer",
+        "access_token",
+        "urn:ietf:params:oauth:token-type:access_token",
+    ];
+    value
+        .as_str()
+        .is_some_and(|t| ACCESS.iter().any(|a| a.eq_ignore_ascii_case(t)))
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Answers by token hash, each until its deadline, at most `capacity` of them.
+struct Bounded<T> {
+    entries: HashMap<[u8; 32], (T, Instant)>,
+    capacity: usize,
+}
+
+impl<T: Clone> Bounded<T> {
+    fn new(capacity: usize) -> Self {
+        Self {
+            entries: HashMap::new(),
+            capacity,
+        }
     }
 
-    fn remember(&self, key: [u8; 32], principal: Principal, lifetime: Duration) {
-        let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
-        if cache.len() >= self.capacity {
+    fn get(&self, key: &[u8; 32]) -> Option<T> {
+        self.entries
+            .get(key)
+            .filter(|(_, until)| *until > Instant::now())
+            .map(|(value, _)| value.clone())
+    }
+
+    fn insert(&mut self, key: [u8; 32], value: T, lifetime: Duration) {
+        if self.entries.len() >= self.capacity {
             let now = Instant::now();
-            cache.retain(|_, (_, until)| *until > now);
+            self.entries.retain(|_, (_, until)| *until > now);
         }
         // Still full of live answers: drop one, whichever; the next use introspects again.
-        if cache.len() >= self.capacity
-            && let Some(victim) = cache.keys().next().copied()
+        if self.entries.len() >= self.capacity
+            && let Some(victim) = self.entries.keys().next().copied()
         {
-            cache.remove(&victim);
+            self.entries.remove(&victim);
         }
-        cache.insert(key, (principal, Instant::now() + lifetime));
+        let now = Instant::now();
+        // A configured lifetime too long for the clock is kept as long as it can be.
+        let until = now
+            .checked_add(lifetime)
+            .or_else(|| now.checked_add(Duration::from_secs(u32::MAX.into())))
+            .unwrap_or(now);
+        self.entries.insert(key, (value, until));
     }
 }

@@ -53,6 +53,8 @@ pub(crate) struct KeyCache {
     refresh: tokio::sync::Mutex<Option<Instant>>,
     max_age: Duration,
     min_refresh: Duration,
+    /// Keys older than this (since their fetch) no longer verify: see `auth.jwks_max_stale`.
+    max_stale: Duration,
 }
 
 impl std::fmt::Debug for KeyCache {
@@ -70,6 +72,7 @@ impl KeyCache {
         jwks_url: &str,
         max_age: Duration,
         min_refresh: Duration,
+        max_stale: Duration,
     ) -> Self {
         let configured = tokio::sync::OnceCell::new();
         if !jwks_url.is_empty() {
@@ -83,6 +86,7 @@ impl KeyCache {
             refresh: tokio::sync::Mutex::new(None),
             max_age,
             min_refresh,
+            max_stale,
         }
     }
 
@@ -123,13 +127,7 @@ impl KeyCache {
             return Ok(set);
         }
         if last_try.is_some_and(|t| t.elapsed() < self.min_refresh) {
-            return if set.fetched.is_some() {
-                Ok(set)
-            } else {
-                Err(AuthError::Unavailable(
-                    "the issuer's keys could not be fetched; retried at most every auth.jwks_min_refresh".into(),
-                ))
-            };
+            return self.usable(set);
         }
         *last_try = Some(Instant::now());
         match self.fetch().await {
@@ -141,15 +139,29 @@ impl KeyCache {
                 }
                 Ok(fetched)
             }
-            // Keys we had still check tokens while the issuer is away.
-            Err(e) if set.fetched.is_some() => {
-                tracing::warn!(error = %e, "could not fetch the issuer's keys again; using those fetched before");
-                Ok(set)
-            }
             Err(e) => {
-                tracing::warn!(error = %e, "could not fetch the issuer's keys");
-                Err(e)
+                tracing::warn!(
+                    error = e.detail().unwrap_or_default(),
+                    "could not fetch the issuer's keys"
+                );
+                self.usable(set)
             }
+        }
+    }
+
+    /// Keys we had, while the issuer cannot be asked for new ones: they still check
+    /// tokens until `max_stale` after their fetch, so a short outage goes unnoticed but
+    /// a key the issuer withdrew meanwhile does not verify for ever.
+    fn usable(&self, set: Arc<KeySet>) -> Result<Arc<KeySet>, AuthError> {
+        match set.fetched {
+            Some(at) if at.elapsed() < self.max_stale => Ok(set),
+            Some(at) => Err(AuthError::Unavailable(format!(
+                "the issuer's keys were last fetched {:?} ago, longer than auth.jwks_max_stale; fetches fail, retried at most every auth.jwks_min_refresh",
+                at.elapsed()
+            ))),
+            None => Err(AuthError::Unavailable(
+                "the issuer's keys could not be fetched; retried at most every auth.jwks_min_refresh".into(),
+            )),
         }
     }
 
@@ -169,6 +181,7 @@ impl KeyCache {
             fetched: Some(Instant::now()),
             ..KeySet::default()
         };
+        let mut skipped = 0_usize;
         for jwk in &set.keys {
             // Encryption keys and shared secrets never check a signature here.
             if matches!(jwk.common.public_key_use, Some(PublicKeyUse::Encryption))
@@ -177,12 +190,22 @@ impl KeyCache {
                 continue;
             }
             let Ok(key) = DecodingKey::from_jwk(jwk) else {
+                skipped += 1;
                 continue;
             };
-            let alg = jwk
-                .common
-                .key_algorithm
-                .and_then(|a| a.to_string().parse::<Algorithm>().ok());
+            // An `alg` we cannot read restricts the key to something we do not know: it
+            // is no key for any algorithm we do (reading it as "any" would let a key
+            // meant for one purpose verify another's tokens).
+            let alg = match jwk.common.key_algorithm {
+                None => None,
+                Some(named) => match named.to_string().parse::<Algorithm>() {
+                    Ok(alg) => Some(alg),
+                    Err(_) => {
+                        skipped += 1;
+                        continue;
+                    }
+                },
+            };
             let key = Key { key, alg };
             match &jwk.common.key_id {
                 Some(kid) => {
@@ -190,6 +213,12 @@ impl KeyCache {
                 }
                 None => out.unnamed.push(key),
             }
+        }
+        if skipped > 0 {
+            tracing::warn!(
+                skipped,
+                "some of the issuer's keys are unusable (an unknown `alg`, or parameters that do not parse); skipped"
+            );
         }
         tracing::info!(
             keys = out.by_kid.len() + out.unnamed.len(),

@@ -4,7 +4,8 @@
 //! This layer knows tokens, keys and claims, not HTTP: the transport takes the token from
 //! the `Authorization` header, asks the [`Verifier`], and answers 401 or 403 itself. What
 //! a principal owns (sessions, tasks, their events) is bound to its [`Owner`], a hash of
-//! issuer and subject, which is what the stores keep.
+//! issuer and subject (and the OAuth client, with `auth.bind_to_client`), which is what
+//! the stores keep.
 
 mod fetch;
 mod introspect;
@@ -33,6 +34,11 @@ pub struct Principal {
     /// decisions.
     #[serde(default)]
     pub claims: Map<String, Value>,
+    /// `auth.bind_to_client`: its [`Owner`] covers `client_id` too. Kept with the
+    /// principal (a task record holds one) so its owner is the same wherever it is
+    /// worked out.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub bound_to_client: bool,
 }
 
 impl Principal {
@@ -59,12 +65,17 @@ impl Principal {
             scopes,
             client_id,
             claims,
+            bound_to_client: false,
         })
     }
 
     /// What this principal's sessions, tasks and events are bound to.
     pub fn owner(&self) -> Owner {
-        Owner::of(&self.issuer, &self.subject)
+        if self.bound_to_client {
+            Owner::of_client(&self.issuer, &self.subject, self.client_id.as_deref())
+        } else {
+            Owner::of(&self.issuer, &self.subject)
+        }
     }
 
     /// True when every scope in `needed` was granted.
@@ -101,6 +112,23 @@ impl Owner {
         // A separator no URL holds, so ("a", "bc") and ("ab", "c") differ.
         hash.update([0]);
         hash.update(subject.as_bytes());
+        Self::truncated(hash)
+    }
+
+    /// The owner for `issuer`, `subject` and the OAuth client (`auth.bind_to_client`).
+    /// Never equal to [`Owner::of`] for the same pair: a token without a client id is
+    /// still its own owner when binding is on.
+    pub fn of_client(issuer: &str, subject: &str, client_id: Option<&str>) -> Self {
+        let mut hash = Sha256::new();
+        hash.update(issuer.as_bytes());
+        hash.update([0]);
+        hash.update(subject.as_bytes());
+        hash.update([1]);
+        hash.update(client_id.unwrap_or_default().as_bytes());
+        Self::truncated(hash)
+    }
+
+    fn truncated(hash: Sha256) -> Self {
         let digest = hash.finalize();
         let mut out = [0; 16];
         out.copy_from_slice(&digest[..16]);
@@ -171,9 +199,17 @@ pub enum AuthError {
     /// Introspection says the token is not active.
     #[error("the token is not active")]
     Inactive,
-    /// The authorization server could not be reached to check it.
-    #[error("the authorization server could not be reached: {0}")]
+    /// Introspection names a `token_type` other than an access token's (a refresh
+    /// token, say).
+    #[error("the token is not an access token")]
+    WrongTokenType,
+    /// The authorization server could not be reached to check it. The detail (its URL,
+    /// the fetch error) is for the log: the client is told only that it is unavailable.
+    #[error("the authorization server is unavailable")]
     Unavailable(String),
+    /// `auth.introspection_concurrency` introspections are in flight already.
+    #[error("too many tokens are being checked; retry shortly")]
+    Busy,
 }
 
 impl AuthError {
@@ -191,7 +227,23 @@ impl AuthError {
             Self::WrongIssuer => "wrong_issuer",
             Self::MissingClaim(_) => "missing_claim",
             Self::Inactive => "inactive",
+            Self::WrongTokenType => "wrong_token_type",
             Self::Unavailable(_) => "unavailable",
+            Self::Busy => "busy",
+        }
+    }
+
+    /// True when the server, not the token, is why it was not accepted: the answer is
+    /// 503, with no challenge.
+    pub fn is_server_side(&self) -> bool {
+        matches!(self, Self::Unavailable(_) | Self::Busy)
+    }
+
+    /// What the log says beyond the client's message (`Unavailable`'s detail).
+    pub fn detail(&self) -> Option<&str> {
+        match self {
+            Self::Unavailable(detail) => Some(detail),
+            _ => None,
         }
     }
 }
@@ -230,5 +282,9 @@ mod tests {
         assert_ne!(Owner::of("ab", "c"), Owner::of("a", "bc"));
         assert_eq!(Owner::parse(&a.to_string()), Some(a));
         assert_eq!(Owner::parse("zz"), None);
+        let bound = |c| Owner::of_client("https://a", "alice", c);
+        assert_ne!(bound(Some("app1")), bound(Some("app2")));
+        assert_ne!(bound(None), a);
+        assert_ne!(bound(Some("")), a);
     }
 }

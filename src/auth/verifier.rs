@@ -45,6 +45,7 @@ impl Verifier {
                 &config.jwks_url,
                 config.jwks_max_age,
                 config.jwks_min_refresh,
+                config.jwks_max_stale,
             ),
             introspector: (!config.introspection_url.is_empty())
                 .then(|| Introspector::new(Fetcher::clone(&fetcher), config)),
@@ -60,15 +61,20 @@ impl Verifier {
 
     /// The principal `token` names, if it is valid for this server.
     pub async fn verify(&self, token: &str) -> Result<Principal, AuthError> {
-        if looks_like_jwt(token) {
-            return self.verify_jwt(token).await;
-        }
-        match &self.introspector {
-            Some(introspector) => introspector.check(token).await,
-            None => Err(AuthError::Malformed(
-                "not a JWT (opaque tokens need auth.introspection_url)".into(),
-            )),
-        }
+        let mut principal = if looks_like_jwt(token) {
+            self.verify_jwt(token).await?
+        } else {
+            match &self.introspector {
+                Some(introspector) => introspector.check(token).await?,
+                None => {
+                    return Err(AuthError::Malformed(
+                        "not a JWT (opaque tokens need auth.introspection_url)".into(),
+                    ));
+                }
+            }
+        };
+        principal.bound_to_client = self.config.bind_to_client;
+        Ok(principal)
     }
 
     async fn verify_jwt(&self, token: &str) -> Result<Principal, AuthError> {

@@ -59,6 +59,34 @@ pub struct AuthConfig {
     pub introspection_cache: Duration,
     /// Most introspection answers cached at once. Default 10000.
     pub introspection_cache_entries: usize,
+    /// An active introspection answer must name this server (`auth.audience`) in `aud`.
+    /// Default true; false accepts an answer without `aud` (one naming another audience
+    /// is refused either way), for authorization servers that leave it out.
+    pub introspection_require_aud: bool,
+    /// Most introspections in flight at once; a token that would need one more gets 503
+    /// with `Retry-After`, so a flood of bogus tokens cannot become a flood at the
+    /// authorization server. Default 16.
+    pub introspection_concurrency: usize,
+    /// A refused token (inactive, or an answer that does not fit) is refused again
+    /// without asking for this long. Default `30s`.
+    #[serde(with = "human_duration")]
+    pub introspection_negative_ttl: Duration,
+    /// Most refusals remembered at once. Default 10000.
+    pub introspection_negative_entries: usize,
+    /// Keys the issuer can no longer be asked for still verify tokens until this long
+    /// after the last successful fetch; then requests get 503. Default `1h`.
+    #[serde(with = "human_duration")]
+    pub jwks_max_stale: Duration,
+    /// Requests refused with 401 (no token, or an invalid one) one client address may
+    /// make per minute; past it the address gets 429 before any token is looked at.
+    /// 0: no limit. Default 60.
+    pub max_failures_per_client: u32,
+    /// Most client addresses whose failures are counted at once. Default 10000.
+    pub failure_clients: usize,
+    /// The owner of sessions and tasks also covers the token's OAuth client
+    /// (`client_id` or `azp`): one client app's sessions and tasks are invisible to
+    /// another of the same user. Default false.
+    pub bind_to_client: bool,
     /// Most live sessions one principal (issuer and subject) holds; past it `initialize`
     /// evicts that principal's least recently used idle session, or is refused with 429.
     /// 0 (the default): no cap beyond `server.max_sessions`.
@@ -87,6 +115,14 @@ impl Default for AuthConfig {
             introspection_client_secret: String::new(),
             introspection_cache: Duration::from_secs(30),
             introspection_cache_entries: 10_000,
+            introspection_require_aud: true,
+            introspection_concurrency: 16,
+            introspection_negative_ttl: Duration::from_secs(30),
+            introspection_negative_entries: 10_000,
+            jwks_max_stale: Duration::from_secs(3600),
+            max_failures_per_client: 60,
+            failure_clients: 10_000,
+            bind_to_client: false,
             max_sessions_per_principal: 0,
             max_requests_per_principal: 0,
         }
@@ -142,15 +178,43 @@ impl AuthConfig {
             ("auth.jwks_min_refresh", self.jwks_min_refresh),
             ("auth.fetch_timeout", self.fetch_timeout),
             ("auth.introspection_cache", self.introspection_cache),
+            (
+                "auth.introspection_negative_ttl",
+                self.introspection_negative_ttl,
+            ),
         ] {
             if value.is_zero() {
                 return invalid(key, "must be greater than zero".into());
             }
         }
-        if self.introspection_cache_entries == 0 {
-            return invalid(
+        for (key, value) in [
+            (
                 "auth.introspection_cache_entries",
-                "must be at least 1".into(),
+                self.introspection_cache_entries,
+            ),
+            (
+                "auth.introspection_concurrency",
+                self.introspection_concurrency,
+            ),
+            (
+                "auth.introspection_negative_entries",
+                self.introspection_negative_entries,
+            ),
+            ("auth.failure_clients", self.failure_clients),
+        ] {
+            if value == 0 {
+                return invalid(key, "must be at least 1".into());
+            }
+        }
+        // Keys are only fetched again once older than jwks_max_age: a shorter staleness
+        // limit would refuse them before anyone tried to refresh them.
+        if self.jwks_max_stale < self.jwks_max_age {
+            return invalid(
+                "auth.jwks_max_stale",
+                format!(
+                    "must be at least auth.jwks_max_age ({:?})",
+                    self.jwks_max_age
+                ),
             );
         }
         Ok(())

@@ -339,8 +339,14 @@ label!(
         MissingClaim => "missing_claim",
         /// Introspection says inactive.
         Inactive => "inactive",
+        /// Introspection names another token type than an access token's.
+        WrongTokenType => "wrong_token_type",
         /// The authorization server could not be reached.
         Unavailable => "unavailable",
+        /// `auth.introspection_concurrency` introspections were in flight.
+        Busy => "busy",
+        /// `auth.max_failures_per_client` failures from this address this minute.
+        TooManyFailures => "too_many_failures",
         /// A scope the request needs was not granted.
         InsufficientScope => "insufficient_scope",
         /// A token in the query string.
@@ -433,7 +439,7 @@ pub static SESSIONS_EVICTED: Counter = Counter::new();
 /// Requests refused for their session, by reason.
 pub static SESSIONS_REFUSED: Counters<Refusal, 8> = Counters::new();
 /// Requests refused by `[auth]`, by reason.
-pub static AUTH_REFUSED: Counters<AuthRefusal, 14> = Counters::new();
+pub static AUTH_REFUSED: Counters<AuthRefusal, 17> = Counters::new();
 /// SSE streams open now, by kind.
 pub static STREAMS_OPEN: Gauges<StreamKind, 5> = Gauges::new();
 /// Events stored.

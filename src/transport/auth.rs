@@ -3,6 +3,7 @@
 //! without one; and each principal's running requests are counted.
 
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
@@ -13,6 +14,7 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use serde_json::json;
 
+use super::failures::Failures;
 use super::rejection::{Challenge, Rejection};
 use crate::auth::{AuthError, Owner, Principal, Verifier, token_hash};
 use crate::config::AuthConfig;
@@ -28,6 +30,8 @@ pub struct Gate {
     /// for a counter update, twice per request, and only when that cap is set: an actor
     /// would cost a message round trip on every request for the same count.
     running: Arc<Mutex<HashMap<Owner, usize>>>,
+    /// 401s per client address (`auth.max_failures_per_client`).
+    failures: Failures,
 }
 
 impl Gate {
@@ -41,6 +45,7 @@ impl Gate {
             },
             max_requests: config.max_requests_per_principal,
             running: Arc::default(),
+            failures: Failures::new(config.max_failures_per_client, config.failure_clients),
             verifier,
         }
     }
@@ -50,15 +55,26 @@ impl Gate {
         self.verifier.config()
     }
 
-    /// The principal of a request: its bearer token, verified, with the scopes every
-    /// request needs.
+    /// The principal of a request from `client`: its bearer token, verified, with the
+    /// scopes every request needs. An address with too many refusals this minute is
+    /// refused before its token is looked at.
     pub(crate) async fn authenticate(
         &self,
         query: Option<&str>,
         headers: &HeaderMap,
+        client: Option<IpAddr>,
     ) -> Result<Arc<Principal>, Rejection> {
+        if let Some(retry_after) = self.failures.blocked(client) {
+            AUTH_REFUSED.inc(AuthRefusal::TooManyFailures);
+            return Err(Rejection::TooManyFailures { retry_after });
+        }
         let refuse = |reason: AuthRefusal, error: Option<AuthError>| {
             AUTH_REFUSED.inc(reason);
+            // Only the token's fault counts against the address: an authorization server
+            // that is away or busy is not the client's doing.
+            if !error.as_ref().is_some_and(AuthError::is_server_side) {
+                self.failures.record(client);
+            }
             Rejection::Unauthorized {
                 error,
                 challenge: self.challenge.clone(),
@@ -80,7 +96,16 @@ impl Gate {
         let principal = match self.verifier.verify(token).await {
             Ok(principal) => principal,
             Err(error) => {
-                tracing::info!(token = %token_hash(token), reason = error.kind(), "bearer token refused");
+                match error.detail() {
+                    // What the client is not told (the authorization server's address,
+                    // why the fetch failed) is logged here.
+                    Some(detail) => {
+                        tracing::warn!(token = %token_hash(token), reason = error.kind(), detail, "bearer token not checked");
+                    }
+                    None => {
+                        tracing::info!(token = %token_hash(token), reason = error.kind(), "bearer token refused");
+                    }
+                }
                 return Err(refuse(refusal_of(&error), Some(error)));
             }
         };
@@ -215,7 +240,9 @@ fn refusal_of(error: &AuthError) -> AuthRefusal {
         AuthError::WrongIssuer => AuthRefusal::WrongIssuer,
         AuthError::MissingClaim(_) => AuthRefusal::MissingClaim,
         AuthError::Inactive => AuthRefusal::Inactive,
+        AuthError::WrongTokenType => AuthRefusal::WrongTokenType,
         AuthError::Unavailable(_) => AuthRefusal::Unavailable,
+        AuthError::Busy => AuthRefusal::Busy,
     }
 }
 

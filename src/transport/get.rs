@@ -14,6 +14,7 @@
 //!   the resume get 410).
 
 use crate::telemetry::metrics::{REPLAYS, ReplayResult};
+use axum::Extension;
 use axum::extract::RawQuery;
 use axum::extract::State;
 use axum::http::HeaderMap;
@@ -22,19 +23,22 @@ use tracing::Instrument;
 
 use super::extract::{self, LastEventId};
 use super::rejection::Rejection;
+use super::serve::ClientAddr;
 use super::{AppState, Opening, StreamOpenError, reject, session_rejection};
 use crate::event_store::{StoreError, StreamKey, StreamNo};
 
 /// Handles GET on the MCP endpoint.
 pub(crate) async fn handle(
     State(state): State<AppState>,
+    client: Option<Extension<ClientAddr>>,
     RawQuery(query): RawQuery,
     headers: HeaderMap,
 ) -> Response {
     let span = super::trace::http_span("GET", &headers);
     let stream_span = span.clone();
+    let client = client.map(|Extension(ClientAddr(addr))| addr.ip());
     async move {
-        match open(&state, query.as_deref(), &headers, stream_span).await {
+        match open(&state, query.as_deref(), &headers, client, stream_span).await {
             Ok(response) => response,
             Err(r) => reject(r),
         }
@@ -47,13 +51,17 @@ async fn open(
     state: &AppState,
     query: Option<&str>,
     headers: &HeaderMap,
+    client: Option<std::net::IpAddr>,
     span: tracing::Span,
 ) -> Result<Response, Rejection> {
     let inner = &state.inner;
     inner.guard.check(headers)?;
     // The events of a session are its owner's: another principal's resume is refused by
     // the session check below, as if the session did not exist.
-    let caller = state.authenticate(query, headers).await?.map(|p| p.owner());
+    let caller = state
+        .authenticate(query, headers, client)
+        .await?
+        .map(|p| p.owner());
     if !inner.config.sse.enabled {
         return Err(Rejection::StreamsDisabled);
     }

@@ -5,6 +5,7 @@
 pub mod auth;
 pub mod delete;
 pub mod extract;
+mod failures;
 pub mod get;
 pub mod guard;
 pub mod inflight;
@@ -200,16 +201,17 @@ impl AppState {
         self.inner.closing.load(std::sync::atomic::Ordering::SeqCst)
     }
 
-    /// The principal of a request: `None` without `[auth]`; with it, the verified bearer
-    /// token's, or the refusal.
+    /// The principal of a request from `client`: `None` without `[auth]`; with it, the
+    /// verified bearer token's, or the refusal.
     async fn authenticate(
         &self,
         query: Option<&str>,
         headers: &axum::http::HeaderMap,
+        client: Option<std::net::IpAddr>,
     ) -> Result<Option<Arc<crate::auth::Principal>>, Rejection> {
         match &self.inner.gate {
             None => Ok(None),
-            Some(gate) => gate.authenticate(query, headers).await.map(Some),
+            Some(gate) => gate.authenticate(query, headers, client).await.map(Some),
         }
     }
 

@@ -38,7 +38,7 @@ pub(crate) async fn handle(
     body: Body,
 ) -> Response {
     let client = client.map(|Extension(ClientAddr(addr))| addr.ip());
-    let (message, principal) = match admit(&state, query.as_deref(), &headers, body).await {
+    let (message, principal) = match admit(&state, query.as_deref(), &headers, client, body).await {
         Ok(admitted) => admitted,
         Err(r) => {
             let span = super::trace::http_span("POST", &headers);
@@ -142,11 +142,12 @@ async fn admit(
     state: &AppState,
     query: Option<&str>,
     headers: &HeaderMap,
+    client: Option<IpAddr>,
     body: Body,
 ) -> Result<(Incoming, Option<Arc<Principal>>), Rejection> {
     let inner = &state.inner;
     inner.guard.check(headers)?;
-    let principal = state.authenticate(query, headers).await?;
+    let principal = state.authenticate(query, headers, client).await?;
     if !extract::is_json_content(headers) {
         return Err(Rejection::UnsupportedMediaType);
     }

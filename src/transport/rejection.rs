@@ -129,6 +129,13 @@ pub enum Rejection {
         /// What the `WWW-Authenticate` challenge names.
         challenge: Challenge,
     },
+    /// 429 with `Retry-After`: this client address had `auth.max_failures_per_client`
+    /// requests refused with 401 this minute; its next token is not even looked at.
+    #[error("Too Many Requests: too many failed authentications from this address; retry later")]
+    TooManyFailures {
+        /// Seconds until the address's minute ends.
+        retry_after: u64,
+    },
     /// 400: an access token in the query string, where it would be logged on the way.
     #[error("Bad Request: access tokens are accepted only in the Authorization header")]
     TokenInQuery,
@@ -160,16 +167,16 @@ impl Rejection {
             }
             Self::TokenInQuery => StatusCode::BAD_REQUEST,
             Self::Unauthorized {
-                error: Some(AuthError::Unavailable(_)),
-                ..
-            } => StatusCode::SERVICE_UNAVAILABLE,
+                error: Some(error), ..
+            } if error.is_server_side() => StatusCode::SERVICE_UNAVAILABLE,
             Self::Unauthorized { .. } => StatusCode::UNAUTHORIZED,
             Self::StreamsDisabled => StatusCode::METHOD_NOT_ALLOWED,
             Self::StreamGone => StatusCode::GONE,
             Self::TooBusy
             | Self::TooManyClientSessions
             | Self::TooManyPrincipalSessions
-            | Self::PrincipalBusy => StatusCode::TOO_MANY_REQUESTS,
+            | Self::PrincipalBusy
+            | Self::TooManyFailures { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::TooManySessions | Self::Unavailable(_) | Self::Draining => {
                 StatusCode::SERVICE_UNAVAILABLE
             }
@@ -182,24 +189,24 @@ impl IntoResponse for Rejection {
     /// so clients show the message.
     fn into_response(self) -> Response {
         let status = self.status();
-        let retry_after = matches!(
-            self,
+        let retry_after = match &self {
+            Self::TooManyFailures { retry_after } => Some(*retry_after),
             Self::Draining
-                | Self::TooManySessions
-                | Self::TooManyClientSessions
-                | Self::TooManyPrincipalSessions
-                | Self::PrincipalBusy
-                | Self::Unauthorized {
-                    error: Some(AuthError::Unavailable(_)),
-                    ..
-                }
-        );
-        let challenge = match &self {
-            // The authorization server being away is not the token's fault: no challenge.
+            | Self::TooManySessions
+            | Self::TooManyClientSessions
+            | Self::TooManyPrincipalSessions
+            | Self::PrincipalBusy => Some(1),
             Self::Unauthorized {
-                error: Some(AuthError::Unavailable(_)),
-                ..
-            } => None,
+                error: Some(error), ..
+            } if error.is_server_side() => Some(1),
+            _ => None,
+        };
+        let challenge = match &self {
+            // The authorization server being away, or busy, is not the token's fault: no
+            // challenge.
+            Self::Unauthorized {
+                error: Some(error), ..
+            } if error.is_server_side() => None,
             Self::Unauthorized { error, challenge } => Some(challenge.header(
                 error.as_ref().map(|e| ("invalid_token", e.to_string())),
                 None,
@@ -224,11 +231,12 @@ impl IntoResponse for Rejection {
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
         );
-        if retry_after {
-            // A load balancer moves traffic away, or a session frees up, within about this.
+        if let Some(seconds) = retry_after {
+            // A load balancer moves traffic away, or a session frees up, within about a
+            // second; an address refused for its failures waits for its minute to end.
             response
                 .headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+                .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
         }
         if let Some(value) = challenge.and_then(|c| HeaderValue::from_str(&c).ok()) {
             response

@@ -1,10 +1,11 @@
 //! A stand-in authorization server on loopback: keys made by `openssl` (RSA and EC), its
 //! metadata (RFC 8414), its JWKS, and an introspection endpoint (RFC 7662); and tokens
-//! minted with those keys, for the `[auth]` tests.
+//! minted with those keys, for the `[auth]` tests. A test can make its JWKS fail, publish
+//! a key as raw JSON, and hold introspection answers until it lets them go.
 
 use std::collections::HashMap;
 use std::process::Command;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -74,13 +75,20 @@ pub fn now() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-#[derive(Default)]
 struct Shared {
     issuer: String,
     jwks: Mutex<Vec<Jwk>>,
+    /// Keys published as they are written, readable by this server or not.
+    raw_jwks: Mutex<Vec<Value>>,
+    /// The JWKS answers 500 while set.
+    jwks_failing: AtomicBool,
     /// Opaque token → introspection answer.
     opaque: Mutex<HashMap<String, Value>>,
+    /// Introspection answers wait while this is false.
+    introspection_open: tokio::sync::watch::Sender<bool>,
+    /// Every JWKS request, the failed ones too.
     jwks_fetches: AtomicUsize,
+    /// Every introspection request, counted as it arrives.
     introspections: AtomicUsize,
 }
 
@@ -114,7 +122,12 @@ impl Issuer {
         let shared = Arc::new(Shared {
             issuer: url.clone(),
             jwks: Mutex::new(vec![jwk_of(&rsa), jwk_of(&ec)]),
-            ..Shared::default()
+            raw_jwks: Mutex::default(),
+            jwks_failing: AtomicBool::new(false),
+            opaque: Mutex::default(),
+            introspection_open: tokio::sync::watch::Sender::new(true),
+            jwks_fetches: AtomicUsize::new(0),
+            introspections: AtomicUsize::new(0),
         });
         let app = Router::new()
             .route("/.well-known/oauth-authorization-server", get(metadata))
@@ -136,6 +149,21 @@ impl Issuer {
     /// Publishes `key` too (a rotation).
     pub fn publish(&self, key: &Key) {
         lock(&self.shared.jwks).push(jwk_of(key));
+    }
+
+    /// Publishes `jwk` as written (a key with an `alg` nobody knows, say).
+    pub fn publish_raw(&self, jwk: Value) {
+        lock(&self.shared.raw_jwks).push(jwk);
+    }
+
+    /// Makes the JWKS answer 500 (`true`) or the keys again (`false`).
+    pub fn fail_jwks(&self, failing: bool) {
+        self.shared.jwks_failing.store(failing, Ordering::SeqCst);
+    }
+
+    /// Holds every introspection answer (`false`) until let go (`true`).
+    pub fn open_introspection(&self, open: bool) {
+        self.shared.introspection_open.send_replace(open);
     }
 
     /// Withdraws the key named `kid`.
@@ -197,15 +225,25 @@ async fn metadata(State(shared): State<Arc<Shared>>) -> axum::response::Response
 }
 
 async fn jwks(State(shared): State<Arc<Shared>>) -> axum::response::Response {
+    use axum::response::IntoResponse;
     shared.jwks_fetches.fetch_add(1, Ordering::SeqCst);
+    if shared.jwks_failing.load(Ordering::SeqCst) {
+        return axum::http::StatusCode::INTERNAL_SERVER_ERROR.into_response();
+    }
     let set = JwkSet {
         keys: lock(&shared.jwks).clone(),
     };
-    json_response(serde_json::to_value(&set).unwrap_or_default())
+    let mut value = serde_json::to_value(&set).unwrap_or_default();
+    if let Some(keys) = value.get_mut("keys").and_then(Value::as_array_mut) {
+        keys.extend(lock(&shared.raw_jwks).iter().cloned());
+    }
+    json_response(value)
 }
 
 async fn introspect(State(shared): State<Arc<Shared>>, body: String) -> axum::response::Response {
     shared.introspections.fetch_add(1, Ordering::SeqCst);
+    let mut open = shared.introspection_open.subscribe();
+    let _ = open.wait_for(|open| *open).await;
     let token = body
         .split('&')
         .find_map(|pair| pair.strip_prefix("token="))
