@@ -9,7 +9,7 @@ mod common;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::issuer::{Issuer, make_key, now};
+use common::issuer::{Issuer, jwk_of, make_key, now};
 use common::redis::RedisServer;
 use common::stateless::{Stateless, wait_tool};
 use common::{Client, SseReader, TestServer, eventually, within};
@@ -19,9 +19,10 @@ use otpmcp::config::{BackendKind, Config};
 
 use otpmcp::handler::builtin::{Echo, StreamEvents};
 use otpmcp::handler::tools::tool_fn;
-use otpmcp::handler::{PromptRegistry, ToolRegistry};
+use otpmcp::handler::{PromptRegistry, ResourceRegistry, ToolRegistry};
 use otpmcp::protocol::methods::{
-    CallToolResult, GetPromptResult, PromptArgument, PromptDefinition,
+    CallToolResult, GetPromptResult, PromptArgument, PromptDefinition, ResourceContents,
+    ResourceDefinition,
 };
 use serde_json::{Value, json};
 
@@ -36,11 +37,24 @@ fn auth_on(issuer: &Issuer) -> impl FnOnce(&mut Config) + Clone + 'static {
         c.auth.issuer = url;
         c.auth.audience = AUDIENCE.into();
         c.auth.scopes_supported = vec!["mcp".into(), "admin".into()];
+        // Every client here is 127.0.0.1, and some tests are refused on purpose many
+        // times: the per-address limit has its own test.
+        c.auth.max_failures_per_client = 10_000;
+    }
+}
+
+/// A resource whose contents are its URI.
+fn resource(uri: &str) -> ResourceDefinition {
+    ResourceDefinition {
+        uri: uri.into(),
+        name: uri.into(),
+        description: uri.into(),
+        mime_type: None,
     }
 }
 
 /// `echo`, `stream_events`, `whoami` (the principal a handler sees) and `reset`, which
-/// needs scope `admin`.
+/// needs scope `admin`; resources `mem://open` and `mem://secret`, which needs `admin`.
 fn server() -> McpServer {
     let mut tools = ToolRegistry::default();
     tools
@@ -84,8 +98,21 @@ fn server() -> McpServer {
         });
     }
     prompts.require_scopes("audit", ["admin"]);
+    let mut resources = ResourceRegistry::default();
+    for uri in ["mem://open", "mem://secret"] {
+        resources.resource(resource(uri), |uri, _| async move {
+            Ok(vec![ResourceContents {
+                text: Some(uri.clone()),
+                uri,
+                mime_type: None,
+                blob: None,
+            }])
+        });
+    }
+    resources.require_scopes("mem://secret", ["admin"]);
     McpServer::new(tools)
         .with_prompts(prompts)
+        .with_resources(resources)
         .with_completion(|_, _, _| async { vec!["ada".to_owned()] })
 }
 
@@ -103,6 +130,12 @@ async fn start(issuer: &Issuer, tweak: impl FnOnce(&mut Config)) -> TestServer {
 
 /// `initialize` as a client with `token`: the status, and the challenge if refused.
 async fn try_initialize(url: &str, token: Option<&str>) -> (u16, String) {
+    let resp = initialize(url, token).await;
+    (resp.status().as_u16(), challenge_of(&resp))
+}
+
+/// `initialize` as a client with `token`: the whole answer.
+async fn initialize(url: &str, token: Option<&str>) -> reqwest::Response {
     let mut client = Client::new(url);
     if let Some(token) = token {
         client = client.with_token(token);
@@ -112,8 +145,7 @@ async fn try_initialize(url: &str, token: Option<&str>) -> (u16, String) {
         "params": {"protocolVersion": "2025-11-25", "capabilities": {},
                    "clientInfo": {"name": "t", "version": "0"}}
     });
-    let resp = Client::send(client.post(&body)).await;
-    (resp.status().as_u16(), challenge_of(&resp))
+    Client::send(client.post(&body)).await
 }
 
 /// The `WWW-Authenticate` header of `resp` (empty if none).
@@ -612,6 +644,374 @@ async fn opaque_tokens_are_introspected_and_the_answer_is_kept_briefly() {
             401,
             "{token}"
         );
+    }
+    server.shutdown().await;
+}
+
+/// `[auth]` with opaque tokens introspected at the stand-in.
+fn introspected(issuer: &Issuer) -> impl FnOnce(&mut Config) + Clone + 'static {
+    let url = format!("{}/introspect", issuer.url);
+    move |c: &mut Config| c.auth.introspection_url = url
+}
+
+/// An active introspection answer for alice with `changes` applied (`null` removes).
+fn active(changes: Value) -> Value {
+    let mut answer = json!({"active": true, "sub": "alice", "scope": "mcp", "aud": AUDIENCE,
+                            "exp": now() + 300});
+    if let (Some(answer), Some(changes)) = (answer.as_object_mut(), changes.as_object()) {
+        for (key, value) in changes {
+            match value {
+                Value::Null => answer.remove(key),
+                value => answer.insert(key.clone(), value.clone()),
+            };
+        }
+    }
+    answer
+}
+
+#[tokio::test]
+async fn an_introspected_token_must_name_this_resource_be_valid_already_and_be_an_access_token() {
+    // Issue 22, finding 5: an active answer without `aud`, before its `nbf`, or of a
+    // refresh token was accepted.
+    let issuer = Issuer::start().await;
+    let server = start(&issuer, introspected(&issuer)).await;
+    let t = now();
+    let cases = [
+        ("no-aud", json!({"aud": null}), 401),
+        ("early", json!({"nbf": t + 120}), 401),
+        ("refresh", json!({"token_type": "refresh_token"}), 401),
+        ("dpop", json!({"token_type": "DPoP"}), 401),
+        ("lately", json!({"nbf": t + 10}), 200),
+        ("bearer", json!({"token_type": "Bearer"}), 200),
+        ("access", json!({"token_type": "access_token"}), 200),
+        (
+            "listed",
+            json!({"aud": ["http://other.test", AUDIENCE]}),
+            200,
+        ),
+    ];
+    for (token, changes, _) in &cases {
+        issuer.opaque(token, active(changes.clone()));
+    }
+    for (token, _, status) in cases {
+        let (got, challenge) = try_initialize(&server.url, Some(token)).await;
+        assert_eq!(got, status, "{token}");
+        if status == 401 {
+            assert!(challenge.contains("invalid_token"), "{token}: {challenge}");
+        }
+    }
+    server.shutdown().await;
+
+    // An authorization server that never names an audience: allowed by configuration,
+    // but one naming another resource is still refused.
+    let lenient = introspected(&issuer);
+    let server = start(&issuer, move |c| {
+        lenient(c);
+        c.auth.introspection_require_aud = false;
+    })
+    .await;
+    issuer.opaque("other-aud", active(json!({"aud": "http://other.test/mcp"})));
+    assert_eq!(try_initialize(&server.url, Some("no-aud")).await.0, 200);
+    assert_eq!(try_initialize(&server.url, Some("other-aud")).await.0, 401);
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn refused_tokens_are_remembered_and_introspections_in_flight_are_bounded() {
+    // Issue 22, finding 5: every bogus token cost an introspection, every time, with no
+    // bound on how many ran at once.
+    let issuer = Issuer::start().await;
+    let on = introspected(&issuer);
+    let server = start(&issuer, move |c| {
+        on(c);
+        // Held answers must not time out while the test fills the slots.
+        c.auth.fetch_timeout = Duration::from_secs(60);
+    })
+    .await;
+    let bogus: Vec<String> = (0..20).map(|n| format!("bogus-{n}")).collect();
+    let before = issuer.introspections();
+    for token in &bogus {
+        assert_eq!(try_initialize(&server.url, Some(token)).await.0, 401);
+    }
+    let asked = issuer.introspections() - before;
+    assert!(asked <= bogus.len(), "{asked} introspections");
+    for token in &bogus {
+        assert_eq!(try_initialize(&server.url, Some(token)).await.0, 401);
+    }
+    assert_eq!(
+        issuer.introspections() - before,
+        asked,
+        "a refusal is remembered for auth.introspection_negative_ttl"
+    );
+
+    // 16 (the default) introspections held at the authorization server: the 17th token
+    // is not sent there but answered 503 with Retry-After at once.
+    issuer.open_introspection(false);
+    let before = issuer.introspections();
+    let held: Vec<_> = (0..16)
+        .map(|n| {
+            let url = server.url.clone();
+            tokio::spawn(async move { try_initialize(&url, Some(&format!("held-{n}"))).await })
+        })
+        .collect();
+    eventually("16 introspections to be waiting", || async {
+        (issuer.introspections() - before == 16).then_some(())
+    })
+    .await;
+    let resp = initialize(&server.url, Some("one-too-many")).await;
+    assert_eq!(resp.status(), 503);
+    assert!(resp.headers().contains_key("retry-after"));
+    assert_eq!(
+        challenge_of(&resp),
+        "",
+        "not the token's fault: no challenge"
+    );
+    assert_eq!(
+        issuer.introspections() - before,
+        16,
+        "the 17th was not sent"
+    );
+    issuer.open_introspection(true);
+    for waiting in held {
+        let (status, _) = within("a held introspection", waiting)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(status, 401);
+    }
+    // The refused one was not remembered: it is introspected once a slot is free.
+    assert_eq!(
+        try_initialize(&server.url, Some("one-too-many")).await.0,
+        401
+    );
+    assert_eq!(issuer.introspections() - before, 17);
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_address_refused_too_often_gets_429_before_its_token_is_checked() {
+    // Issue 22, finding 5: nothing stopped one address trying token after token.
+    let issuer = Issuer::start().await;
+    let on = introspected(&issuer);
+    let server = start(&issuer, move |c| {
+        on(c);
+        c.auth.max_failures_per_client = 3;
+    })
+    .await;
+    issuer.opaque("good", active(json!({})));
+    assert_eq!(try_initialize(&server.url, Some("good")).await.0, 200);
+    assert_eq!(try_initialize(&server.url, None).await.0, 401);
+    for n in 0..2 {
+        let token = format!("guess-{n}");
+        assert_eq!(try_initialize(&server.url, Some(&token)).await.0, 401);
+    }
+    let introspections = issuer.introspections();
+    let jwks = issuer.jwks_fetches();
+    let fresh = issuer.token(AUDIENCE, "alice", "mcp");
+    for token in ["good", "guess-9", fresh.as_str()] {
+        let resp = initialize(&server.url, Some(token)).await;
+        assert_eq!(resp.status(), 429, "{token}");
+        let retry = resp
+            .headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        assert!(retry.is_some_and(|s| (1..=60).contains(&s)), "{retry:?}");
+    }
+    assert_eq!(
+        issuer.introspections(),
+        introspections,
+        "no token was checked"
+    );
+    assert_eq!(issuer.jwks_fetches(), jwks, "no token was checked");
+    server.shutdown().await;
+}
+
+/// The JSON-RPC error message of a refusal's body.
+async fn refusal_message(resp: reqwest::Response) -> String {
+    let body = resp.text().await.unwrap_or_default();
+    let value: Value = serde_json::from_str(&body).unwrap_or_default();
+    value["error"]["message"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no error message in {body}"))
+        .to_owned()
+}
+
+#[tokio::test]
+async fn a_503_names_neither_the_authorization_servers_address_nor_the_fetch_error() {
+    // Issue 22, finding 9: the 503 body showed the JWKS or introspection URL and the
+    // connection error.
+    let issuer = Issuer::start().await;
+    // A port nothing listens on.
+    let dead = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .and_then(|l| l.local_addr())
+        .unwrap_or_else(|e| panic!("bind: {e}"));
+    let server = start(&issuer, move |c| {
+        c.auth.jwks_url = format!("http://{dead}/jwks");
+        c.auth.introspection_url = format!("http://{dead}/introspect");
+    })
+    .await;
+    let jwt = issuer.token(AUDIENCE, "alice", "mcp");
+    for token in [jwt.as_str(), "opaque-token"] {
+        let resp = initialize(&server.url, Some(token)).await;
+        assert_eq!(resp.status(), 503, "{token}");
+        let message = refusal_message(resp).await;
+        assert_eq!(
+            message, "Unauthorized: the authorization server is unavailable",
+            "{token}"
+        );
+    }
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_key_whose_alg_is_unreadable_verifies_no_token() {
+    // Issue 22, finding 9: a JWK whose `alg` did not parse was taken as a key for any
+    // algorithm.
+    let issuer = Issuer::start().await;
+    let odd = make_key("odd-1", Algorithm::RS256);
+    let mut jwk = serde_json::to_value(jwk_of(&odd)).unwrap_or_default();
+    jwk["alg"] = json!("bogus");
+    issuer.publish_raw(jwk);
+    let server = start(&issuer, |_| {}).await;
+    let token = Issuer::sign(&odd, &issuer.claims(AUDIENCE, "mallory", "mcp"));
+    let (status, challenge) = try_initialize(&server.url, Some(&token)).await;
+    assert_eq!(status, 401);
+    assert!(challenge.contains("invalid_token"), "{challenge}");
+    // The rest of the JWKS was read: the issuer's own keys still verify.
+    let good = issuer.token(AUDIENCE, "alice", "mcp");
+    assert_eq!(try_initialize(&server.url, Some(&good)).await.0, 200);
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn keys_stop_verifying_once_the_issuer_has_been_away_longer_than_jwks_max_stale() {
+    // Issue 22, finding 9: keys fetched once verified for ever while fetches failed.
+    let issuer = Issuer::start().await;
+    let max_stale = Duration::from_millis(1500);
+    let server = start(&issuer, move |c| {
+        c.auth.jwks_max_age = Duration::from_millis(100);
+        c.auth.jwks_min_refresh = Duration::from_millis(50);
+        c.auth.jwks_max_stale = max_stale;
+    })
+    .await;
+    let token = issuer.token(AUDIENCE, "alice", "mcp");
+    // The keys are fetched during this request, so no earlier than now.
+    let start = Instant::now();
+    assert_eq!(try_initialize(&server.url, Some(&token)).await.0, 200);
+    issuer.fail_jwks(true);
+    let fetches = issuer.jwks_fetches();
+    // Once a fetch has failed, the keys fetched before still verify (while not stale).
+    let (status, when) = eventually("a fetch of the keys to fail", || async {
+        let status = try_initialize(&server.url, Some(&token)).await.0;
+        (issuer.jwks_fetches() > fetches).then(|| (status, start.elapsed()))
+    })
+    .await;
+    if when < max_stale {
+        assert_eq!(status, 200, "old keys within jwks_max_stale");
+    }
+    let resp = eventually("the stale keys to be refused", || async {
+        let resp = initialize(&server.url, Some(&token)).await;
+        (resp.status() == 503).then_some(resp)
+    })
+    .await;
+    assert!(
+        start.elapsed() >= max_stale,
+        "refused before jwks_max_stale"
+    );
+    assert!(resp.headers().contains_key("retry-after"));
+    assert_eq!(
+        refusal_message(resp).await,
+        "Unauthorized: the authorization server is unavailable"
+    );
+    // The issuer back: its keys are fetched again and verify.
+    issuer.fail_jwks(false);
+    eventually("the keys to be fetched again", || async {
+        (try_initialize(&server.url, Some(&token)).await.0 == 200).then_some(())
+    })
+    .await;
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn with_bind_to_client_one_apps_sessions_and_tasks_are_invisible_to_another() {
+    // Issue 22, finding 9: the owner was (issuer, subject) only, so every client app of a
+    // user saw the others' sessions and tasks.
+    let issuer = Issuer::start().await;
+    let of_app = |app: &str| {
+        let mut claims = issuer.claims(AUDIENCE, "alice", "mcp");
+        claims.insert("client_id".into(), json!(app));
+        Issuer::sign(&issuer.rsa, &claims)
+    };
+    let (one, two) = (of_app("app-1"), of_app("app-2"));
+
+    // By default both apps are alice: the second may use the first's session.
+    let server = start(&issuer, |_| {}).await;
+    let first = session(&server.url, &one).await;
+    let mut second = Client::new(&server.url).with_token(&two);
+    second.session = first.session.clone();
+    assert_eq!(call_text(&second).await, "hi");
+    server.shutdown().await;
+
+    let server = start(&issuer, |c| c.auth.bind_to_client = true).await;
+    let first = session(&server.url, &one).await;
+    let event = first_event_id(&first).await;
+    let second = Client::new(&server.url).with_token(&two);
+    bob_cannot_use_alices_session(&first, second, &event).await;
+    let app1 = Stateless::new(&server.url).with_tasks().with_token(&one);
+    let app2 = app1.clone().with_token(&two);
+    let id = app1.start_task("wait", json!({})).await;
+    let unknown = app2.task("0123456789abcdef0123456789abcdef").await;
+    let foreign = app2.task(&id).await;
+    assert_eq!(foreign.error_code(), unknown.error_code());
+    assert_eq!(app1.task(&id).await.result()["status"], "working");
+    app1.ask("tasks/cancel", json!({"taskId": id})).await;
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_listen_stream_is_told_only_of_the_resources_its_scopes_allow() {
+    // Issue 22, finding 7: `resourceSubscriptions` of subscriptions/listen were honoured
+    // without the resource's scopes, which resources/subscribe checks.
+    let issuer = Issuer::start().await;
+    let server = start(&issuer, |_| {}).await;
+    let user_token = issuer.token(AUDIENCE, "u", "mcp");
+    // resources/subscribe refuses the protected URI...
+    let user_session = session(&server.url, &user_token).await;
+    let subscribe = json!({"jsonrpc": "2.0", "id": 3, "method": "resources/subscribe",
+                           "params": {"uri": "mem://secret"}});
+    assert_eq!(
+        Client::send(user_session.post(&subscribe)).await.status(),
+        403
+    );
+    // ...and listen leaves it out, as it does a URI the server does not have.
+    let user = Stateless::new(&server.url).with_token(&user_token);
+    let admin = user
+        .clone()
+        .with_token(&issuer.token(AUDIENCE, "a", "mcp admin"));
+    let asked = json!({"resourceSubscriptions": ["mem://secret", "mem://open", "mem://none"]});
+    let (mut users, ack) = user.listen(asked.clone()).await;
+    assert_eq!(
+        ack["notifications"]["resourceSubscriptions"],
+        json!(["mem://open"])
+    );
+    let (mut admins, ack) = admin.listen(asked).await;
+    let mut acknowledged: Vec<String> =
+        serde_json::from_value(ack["notifications"]["resourceSubscriptions"].clone())
+            .unwrap_or_default();
+    acknowledged.sort();
+    assert_eq!(acknowledged, ["mem://open", "mem://secret"]);
+    // The secret changes, then the open one. Changes arrive in order: had the secret's
+    // reached the user's stream, it would come first.
+    for uri in ["mem://secret", "mem://open"] {
+        let _ = server.app.notify_resource_updated(uri).await;
+    }
+    let note = users.next_json().await;
+    assert_eq!(note["method"], "notifications/resources/updated");
+    assert_eq!(note["params"]["uri"], "mem://open", "{note}");
+    for uri in ["mem://secret", "mem://open"] {
+        let note = admins.next_json().await;
+        assert_eq!(note["params"]["uri"], uri, "{note}");
     }
     server.shutdown().await;
 }
