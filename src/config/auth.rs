@@ -311,4 +311,60 @@ mod tests {
         assert!(no_issuer.validate().is_err());
         assert!(AuthConfig::default().validate().is_ok(), "off: not checked");
     }
+
+    #[test]
+    fn the_hardening_limits_are_checked_at_start_up() {
+        let named = |config: AuthConfig| config.validate().err().map(|e| e.to_string());
+        let stale = named(AuthConfig {
+            jwks_max_stale: Duration::from_secs(60),
+            ..enabled()
+        });
+        assert!(
+            stale
+                .as_deref()
+                .is_some_and(|e| e.contains("auth.jwks_max_stale")),
+            "{stale:?}"
+        );
+        for (key, config) in [
+            (
+                "auth.introspection_concurrency",
+                AuthConfig {
+                    introspection_concurrency: 0,
+                    ..enabled()
+                },
+            ),
+            (
+                "auth.introspection_negative_ttl",
+                AuthConfig {
+                    introspection_negative_ttl: Duration::ZERO,
+                    ..enabled()
+                },
+            ),
+            (
+                "auth.introspection_negative_entries",
+                AuthConfig {
+                    introspection_negative_entries: 0,
+                    ..enabled()
+                },
+            ),
+            (
+                "auth.failure_clients",
+                AuthConfig {
+                    failure_clients: 0,
+                    ..enabled()
+                },
+            ),
+        ] {
+            let err = named(config);
+            assert!(
+                err.as_deref().is_some_and(|e| e.contains(key)),
+                "{key}: {err:?}"
+            );
+        }
+        let off = AuthConfig {
+            max_failures_per_client: 0,
+            ..enabled()
+        };
+        assert!(off.validate().is_ok(), "0 turns the per-address limit off");
+    }
 }
