@@ -18,8 +18,9 @@ use serde::Deserialize;
 
 mod auth;
 mod exec;
+mod runners;
 pub use auth::{ASYMMETRIC_ALGORITHMS, AuthConfig, WELL_KNOWN_RESOURCE};
-pub use exec::{ExecConfig, ProgramConfig};
+pub use exec::{ArgsPolicy, ExecConfig, ProgramConfig};
 
 /// Prefix of environment overrides.
 pub const ENV_PREFIX: &str = "OTPMCP";
@@ -695,7 +696,31 @@ impl Config {
             return invalid("telemetry.log_filter", "is not a valid filter");
         }
         self.auth.validate()?;
-        self.exec.validate()
+        self.exec.validate()?;
+        self.validate_run_as()
+    }
+
+    /// With `[auth]` on, a program running as the server's user could read the server's
+    /// secrets (its environment, its memory) and, through the store, other principals'
+    /// data: each entry must name a `uid` or say that it runs as the server's user.
+    fn validate_run_as(&self) -> Result<(), ConfigError> {
+        if !(self.auth.enabled && self.exec.enabled) {
+            return Ok(());
+        }
+        let unsaid = self
+            .exec
+            .programs
+            .iter()
+            .find(|(_, p)| p.uid.is_none() && !p.run_as_server_user);
+        match unsaid {
+            Some((name, _)) => Err(ConfigError::Invalid {
+                key: "exec.programs",
+                problem: format!(
+                    "`{name}`: with auth.enabled, set `uid` (a user of its own) or `run_as_server_user = true` (it can then read what the server's user can)"
+                ),
+            }),
+            None => Ok(()),
+        }
     }
 }
 
