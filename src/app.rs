@@ -103,6 +103,9 @@ pub async fn start_with(config: Config, server: McpServer) -> Result<App, StartE
     let admin_socket = match config.admin.enabled {
         true => {
             let at = config.admin.bind;
+            if !at.ip().is_loopback() {
+                tracing::warn!(%at, "the admin listener binds off loopback (admin.allow_remote): anyone who reaches it can read metrics and the dashboard");
+            }
             let socket = std::net::TcpListener::bind(at)
                 .map_err(|source| StartError::Bind { addr: at, source })?;
             Some(socket)
