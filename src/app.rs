@@ -56,6 +56,9 @@ pub enum StartError {
     /// `[auth]` is enabled and its verifier could not be built.
     #[error(transparent)]
     Auth(#[from] crate::auth::verifier::SetupError),
+    /// `[exec]` is enabled and the process could not be made non-dumpable.
+    #[error("cannot make the server non-dumpable (PR_SET_DUMPABLE): {0}")]
+    NonDumpable(std::io::Error),
 }
 
 /// A running server.
@@ -100,6 +103,9 @@ pub async fn start_with(config: Config, server: McpServer) -> Result<App, StartE
     let admin_socket = match config.admin.enabled {
         true => {
             let at = config.admin.bind;
+            if !at.ip().is_loopback() {
+                tracing::warn!(%at, "the admin listener binds off loopback (admin.allow_remote): anyone who reaches it can read metrics and the dashboard");
+            }
             let socket = std::net::TcpListener::bind(at)
                 .map_err(|source| StartError::Bind { addr: at, source })?;
             Some(socket)
@@ -157,6 +163,9 @@ pub async fn start_with(config: Config, server: McpServer) -> Result<App, StartE
     }
     let exec = match config.exec.enabled {
         true => {
+            // A program running as the server's user could read its environment (the
+            // introspection secret, the Redis URL) and memory under /proc/<pid>.
+            crate::exec::process::set_non_dumpable().map_err(StartError::NonDumpable)?;
             let exec = crate::exec::ExecHandle::start(Arc::new(config.exec.clone()), store.clone())
                 .await
                 .map_err(|e| StartError::Tree(e.to_string()))?;

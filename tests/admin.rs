@@ -98,14 +98,76 @@ async fn fault_injection_is_off_unless_asked_for_and_restarts_the_child() {
     })
     .await;
     let before = on.app.child_id(Child::SessionManager);
-    let sent = Client::send(http.post(on.admin_url("/fault/panic/session_manager"))).await;
+    let sent = Client::send(
+        http.post(on.admin_url("/fault/panic/session_manager"))
+            .header(otpmcp::admin::FAULT_HEADER, "1"),
+    )
+    .await;
     assert_eq!(sent.status(), 202);
     eventually("a new session manager", || async {
         let now = on.app.child_id(Child::SessionManager);
         (now.is_some() && now != before).then_some(())
     })
     .await;
-    let unknown = Client::send(http.post(on.admin_url("/fault/panic/nobody"))).await;
+    let unknown = Client::send(
+        http.post(on.admin_url("/fault/panic/nobody"))
+            .header(otpmcp::admin::FAULT_HEADER, "1"),
+    )
+    .await;
     assert_eq!(unknown.status(), 404);
     on.shutdown().await;
+}
+
+// Issue 22, finding 6: the admin listener checked neither Host nor Origin, and
+// `POST /fault/panic/{child}` was a CORS simple request any page could send.
+#[tokio::test]
+async fn browsers_are_refused_and_faults_need_their_header() {
+    use otpmcp::supervisor::Child;
+    let server = TestServer::start(|c| {
+        admin_on(c);
+        c.admin.fault_injection = true;
+    })
+    .await;
+    let Some(admin) = server.app.admin_addr() else {
+        panic!("the admin listener is on");
+    };
+    let http = reqwest::Client::new();
+    for path in ["/healthz", "/readyz", "/metrics", "/dashboard"] {
+        let url = format!("http://{admin}{path}");
+        let rebound = Client::send(http.get(&url).header("host", "evil.example")).await;
+        assert_eq!(rebound.status(), 403, "{path} with a foreign Host");
+        let foreign = Client::send(http.get(&url).header("origin", "http://evil.example")).await;
+        assert_eq!(foreign.status(), 403, "{path} with a foreign Origin");
+        let local = Client::send(http.get(&url).header("origin", "http://localhost:3000")).await;
+        assert_eq!(local.status(), 200, "{path} from a local page");
+    }
+    let fault = server.admin_url("/fault/panic/session_manager");
+    let before = server.app.child_id(Child::SessionManager);
+    let foreign = Client::send(
+        http.post(&fault)
+            .header("origin", "http://evil.example")
+            .header(otpmcp::admin::FAULT_HEADER, "1"),
+    )
+    .await;
+    assert_eq!(foreign.status(), 403, "a foreign page's fault");
+    // What a page on an allowed origin can send without a preflight: no custom header.
+    let simple = Client::send(
+        http.post(&fault)
+            .header("origin", "http://localhost")
+            .header("content-type", "text/plain")
+            .body("x"),
+    )
+    .await;
+    assert_eq!(simple.status(), 403, "a simple request's fault");
+    // Nothing panicked: the readiness probe and the same incarnation answer.
+    assert_eq!(probe(admin, "/healthz").await.0, 200);
+    assert_eq!(server.app.child_id(Child::SessionManager), before);
+    let sent = Client::send(http.post(&fault).header(otpmcp::admin::FAULT_HEADER, "1")).await;
+    assert_eq!(sent.status(), 202);
+    eventually("a new session manager", || async {
+        let now = server.app.child_id(Child::SessionManager);
+        (now.is_some() && now != before).then_some(())
+    })
+    .await;
+    server.shutdown().await;
 }

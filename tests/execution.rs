@@ -17,6 +17,7 @@ const PYTHON: &str = "/usr/bin/python3";
 fn python(tweak: impl FnOnce(&mut ProgramConfig)) -> ProgramConfig {
     let mut p = ProgramConfig {
         command: vec![PYTHON.into(), "-c".into()],
+        shell: true,
         wall_time: Duration::from_secs(20),
         ..ProgramConfig::default()
     };
@@ -541,6 +542,9 @@ async fn with_auth_an_execution_is_its_principals_only() {
     let url = issuer.url.clone();
     let server = TestServer::start(move |c| {
         exec_on(c);
+        for program in c.exec.programs.values_mut() {
+            program.run_as_server_user = true;
+        }
         c.auth.enabled = true;
         c.auth.issuer = url;
         c.auth.audience = audience.into();

@@ -11,7 +11,13 @@
 //! - `GET /dashboard`: a live view of the tree, sessions, store and rates ([`dashboard`]).
 //! - `POST /fault/panic/{child}`: makes `event_store`, `session_manager` or
 //!   `http_listener` panic, so that a soak or a drill sees the supervisor restart it. Only
-//!   with `admin.fault_injection = true` (off by default); 404 otherwise.
+//!   with `admin.fault_injection = true` (off by default); 404 otherwise. It needs the
+//!   header `X-Otpmcp-Fault: 1`, which no browser sends without a CORS preflight (that
+//!   this listener never answers), so a web page cannot send it.
+//!
+//! Every route checks `Host` and `Origin` against `admin.allowed_hosts` and
+//! `admin.allowed_origins` (loopback by default), as the MCP endpoint does: a page the
+//! operator opens cannot reach the listener through DNS rebinding or read it cross-origin.
 
 mod dashboard;
 mod metrics;
@@ -23,8 +29,9 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::extract::Path;
-use axum::extract::State;
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use ractor::{ActorCell, ActorRef, ActorStatus};
@@ -38,7 +45,12 @@ use crate::rt::slot::Slot;
 use crate::rt::task::OwnedTask;
 use crate::session::SessionHandle;
 use crate::supervisor::SupervisorMsg;
+use crate::transport::guard::Guard;
 use crate::transport::listener::ListenerMsg;
+
+/// The header `POST /fault/panic/{child}` needs (its value `1`): a request with a custom
+/// header is not a CORS simple request.
+pub const FAULT_HEADER: &str = "x-otpmcp-fault";
 
 /// Longest a readiness probe waits for the store or Redis to answer.
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
@@ -115,7 +127,11 @@ impl AdminServer {
             .route("/readyz", get(readyz))
             .route("/metrics", get(metrics::metrics))
             .route("/dashboard", get(dashboard::page))
-            .route("/dashboard/events", get(dashboard::events))
+            .route("/dashboard/events", get(dashboard::events));
+        let admin = &probes.config.admin;
+        let guard = Guard::from_lists(true, &admin.allowed_hosts, &admin.allowed_origins);
+        let router = router
+            .layer(middleware::from_fn_with_state(guard, guarded))
             .with_state(probes);
         let task = OwnedTask::spawn(async move {
             if let Err(e) = axum::serve(listener, router).await {
@@ -161,8 +177,29 @@ async fn readyz(State(probes): State<Probes>) -> Response {
     }
 }
 
+/// Refuses a request whose `Host` or `Origin` is not allowed, on every route.
+async fn guarded(State(guard): State<Guard>, request: Request, next: Next) -> Response {
+    match guard.check(request.headers()) {
+        Ok(()) => next.run(request).await,
+        Err(rejection) => rejection.into_response(),
+    }
+}
+
 /// Makes a child of the root supervisor panic (`admin.fault_injection`).
-async fn inject_panic(State(probes): State<Probes>, Path(child): Path<String>) -> Response {
+async fn inject_panic(
+    State(probes): State<Probes>,
+    Path(child): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    if headers
+        .get(FAULT_HEADER)
+        .is_none_or(|v| v.as_bytes() != b"1")
+    {
+        return json(
+            StatusCode::FORBIDDEN,
+            json!({"error": format!("send the header `{FAULT_HEADER}: 1` (a browser cannot)")}),
+        );
+    }
     let sent = match child.as_str() {
         "event_store" => probes.store.inject_panic(),
         "session_manager" => probes.sessions.inject_panic(),

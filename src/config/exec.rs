@@ -1,7 +1,7 @@
 //! `[exec]`: supervised execution of configured programs (off by default).
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -73,9 +73,11 @@ impl Default for ExecConfig {
 #[serde(default, deny_unknown_fields)]
 pub struct ProgramConfig {
     /// The argv prefix: an absolute path, then fixed arguments; the call's `args` are
-    /// appended. Run directly, never through a shell.
+    /// appended, as `args` allows. Run directly, never through a shell.
     pub command: Vec<String>,
-    /// Say so when `command` is a shell (`sh`, `bash`, ...): refused otherwise.
+    /// Say so when `command` runs code or other programs its arguments name (a shell,
+    /// an interpreter, `env`, `xargs`, ...; judged by the file it resolves to): such an
+    /// entry is refused otherwise.
     pub shell: bool,
     /// What the program is for, shown in `execute`'s description.
     pub description: String,
@@ -110,6 +112,31 @@ pub struct ProgramConfig {
     pub max_stdin_bytes: usize,
     /// Most `args` a call may append. Default 64.
     pub max_args: usize,
+    /// What a call's `args` may be. Default `no-options`.
+    pub args: ArgsPolicy,
+    /// A regular expression every one of a call's `args` must match in full. Default
+    /// none.
+    pub args_pattern: Option<String>,
+    /// With `[auth]` on, an entry without `uid` must say this: the program then runs as
+    /// the server's user. Default false.
+    pub run_as_server_user: bool,
+}
+
+/// `args` of `[exec.programs.NAME]`: what a call's arguments may be. Options are where
+/// most programs hide "run this" (`find -exec`, `git -c`, `tar --to-command`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum ArgsPolicy {
+    /// No arguments at all.
+    None,
+    /// Any argument but one that begins with `-`.
+    #[default]
+    NoOptions,
+    /// Any argument, after a `--` put between the configured command and them (unless
+    /// the command already ends with `--`); only as good as the program's own `--`.
+    AfterSeparator,
+    /// Anything: the program must be safe with whatever a client appends.
+    Any,
 }
 
 impl Default for ProgramConfig {
@@ -131,12 +158,12 @@ impl Default for ProgramConfig {
             open_files: 256,
             max_stdin_bytes: 1 << 20,
             max_args: 64,
+            args: ArgsPolicy::NoOptions,
+            args_pattern: None,
+            run_as_server_user: false,
         }
     }
 }
-
-/// Interpreters that would run whatever text they are given.
-const SHELLS: [&str; 8] = ["sh", "bash", "dash", "zsh", "ksh", "fish", "csh", "busybox"];
 
 impl ExecConfig {
     /// Checks what serde cannot; only when `enabled`.
@@ -172,9 +199,19 @@ impl ExecConfig {
             if !path.starts_with('/') {
                 return problem("command must start with an absolute path");
             }
-            let base = path.rsplit('/').next().unwrap_or_default();
-            if SHELLS.contains(&base) && !program.shell {
-                return problem("command is a shell: set `shell = true` to allow it");
+            match super::runners::runner(Path::new(path)) {
+                Err(e) => return problem(&format!("command {path} does not resolve: {e}")),
+                Ok(Some(runner)) if !program.shell => {
+                    return problem(&format!(
+                        "command {path} (resolved: {}) is {}, so a client could run anything with it: set `shell = true` to allow it",
+                        runner.resolved.display(),
+                        runner.why
+                    ));
+                }
+                Ok(_) => {}
+            }
+            if let Err(e) = program.args_regex() {
+                return problem(&format!("args_pattern is not a valid expression: {e}"));
             }
             if program.wall_time.is_zero() {
                 return problem("wall_time must be greater than zero");
@@ -184,5 +221,15 @@ impl ExecConfig {
             }
         }
         Ok(())
+    }
+}
+
+impl ProgramConfig {
+    /// `args_pattern` compiled to match a whole argument, if there is one.
+    pub fn args_regex(&self) -> Result<Option<regex_lite::Regex>, regex_lite::Error> {
+        self.args_pattern
+            .as_deref()
+            .map(|pattern| regex_lite::Regex::new(&format!("^(?:{pattern})$")))
+            .transpose()
     }
 }

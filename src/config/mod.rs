@@ -18,8 +18,9 @@ use serde::Deserialize;
 
 mod auth;
 mod exec;
+mod runners;
 pub use auth::{ASYMMETRIC_ALGORITHMS, AuthConfig, WELL_KNOWN_RESOURCE};
-pub use exec::{ExecConfig, ProgramConfig};
+pub use exec::{ArgsPolicy, ExecConfig, ProgramConfig};
 
 /// Prefix of environment overrides.
 pub const ENV_PREFIX: &str = "OTPMCP";
@@ -452,8 +453,17 @@ pub struct AdminConfig {
     /// Serve it. Default false: nothing listens beyond the MCP endpoint.
     pub enabled: bool,
     /// Where. Default `127.0.0.1:9464`: loopback, so the probes are not reachable from
-    /// the network unless you ask for it.
+    /// the network unless you ask for it (`allow_remote`).
     pub bind: SocketAddr,
+    /// Let `bind` be an address other than loopback. Default false: such a `bind` is
+    /// refused at start-up, since the listener has no authentication of its own.
+    pub allow_remote: bool,
+    /// Host names (port ignored) accepted in `Host`, as `server.allowed_hosts`; empty:
+    /// any. Default: localhost, 127.0.0.1, [::1].
+    pub allowed_hosts: Vec<String>,
+    /// Origins (scheme://host, port ignored) accepted in `Origin`; requests without one
+    /// (probes, Prometheus) pass. Default: http(s) on localhost, 127.0.0.1, [::1].
+    pub allowed_origins: Vec<String>,
     /// How often `/dashboard` gets a new snapshot. Default `1s`.
     #[serde(with = "human_duration")]
     pub dashboard_interval: Duration,
@@ -470,6 +480,9 @@ impl Default for AdminConfig {
         Self {
             enabled: false,
             bind: SocketAddr::from(([127, 0, 0, 1], 9464)),
+            allow_remote: false,
+            allowed_hosts: ServerConfig::default().allowed_hosts,
+            allowed_origins: ServerConfig::default().allowed_origins,
             dashboard_interval: Duration::from_secs(1),
             dashboard_history: 300,
             fault_injection: false,
@@ -548,6 +561,8 @@ impl Config {
                 .list_separator(",")
                 .with_list_parse_key("server.allowed_hosts")
                 .with_list_parse_key("server.allowed_origins")
+                .with_list_parse_key("admin.allowed_hosts")
+                .with_list_parse_key("admin.allowed_origins")
                 .with_list_parse_key("store.redis_nodes")
                 .with_list_parse_key("auth.algorithms")
                 .with_list_parse_key("auth.required_scopes")
@@ -607,6 +622,12 @@ impl Config {
         }
         if self.admin.dashboard_history == 0 {
             return invalid("admin.dashboard_history", "must be at least 1");
+        }
+        if self.admin.enabled && !self.admin.bind.ip().is_loopback() && !self.admin.allow_remote {
+            return invalid(
+                "admin.bind",
+                "is not a loopback address: the admin listener has no authentication (set admin.allow_remote = true to allow it)",
+            );
         }
         if self.stateless.listen_backlog == 0 {
             return invalid("stateless.listen_backlog", "must be at least 1");
@@ -695,7 +716,31 @@ impl Config {
             return invalid("telemetry.log_filter", "is not a valid filter");
         }
         self.auth.validate()?;
-        self.exec.validate()
+        self.exec.validate()?;
+        self.validate_run_as()
+    }
+
+    /// With `[auth]` on, a program running as the server's user could read the server's
+    /// secrets (its environment, its memory) and, through the store, other principals'
+    /// data: each entry must name a `uid` or say that it runs as the server's user.
+    fn validate_run_as(&self) -> Result<(), ConfigError> {
+        if !(self.auth.enabled && self.exec.enabled) {
+            return Ok(());
+        }
+        let unsaid = self
+            .exec
+            .programs
+            .iter()
+            .find(|(_, p)| p.uid.is_none() && !p.run_as_server_user);
+        match unsaid {
+            Some((name, _)) => Err(ConfigError::Invalid {
+                key: "exec.programs",
+                problem: format!(
+                    "`{name}`: with auth.enabled, set `uid` (a user of its own) or `run_as_server_user = true` (it can then read what the server's user can)"
+                ),
+            }),
+            None => Ok(()),
+        }
     }
 }
 
@@ -826,6 +871,28 @@ mod tests {
         assert_eq!(c.sse.keepalive_interval, Duration::from_millis(150));
         assert!(!c.sse.enable_replay);
         assert_eq!(c.server.allowed_hosts, ["example.com", "localhost"]);
+    }
+
+    // Issue 22, finding 6: the admin listener bound anywhere it was told, unauthenticated.
+    #[test]
+    fn an_admin_listener_off_loopback_needs_allow_remote() {
+        let mut c = Config::default();
+        c.admin.enabled = true;
+        c.admin.bind = SocketAddr::from(([0, 0, 0, 0], 9464));
+        let err = c
+            .validate()
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            err.contains("admin.bind") && err.contains("admin.allow_remote"),
+            "{err:?}"
+        );
+        c.admin.allow_remote = true;
+        assert!(c.validate().is_ok());
+        c.admin.allow_remote = false;
+        c.admin.bind = SocketAddr::from(([127, 0, 0, 1], 9464));
+        assert!(c.validate().is_ok());
     }
 
     #[test]

@@ -13,6 +13,7 @@
 //!
 //! See docs/execution.md for the configuration and the security model.
 
+pub mod args;
 pub mod chunker;
 pub mod execution;
 pub mod poll;

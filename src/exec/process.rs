@@ -416,3 +416,18 @@ pub async fn feed_stdin(stdin: pipe::Sender, input: Vec<u8>, timeout: Duration) 
     };
     let _ = tokio::time::timeout(timeout, write).await;
 }
+
+/// Makes this process non-dumpable (`PR_SET_DUMPABLE` 0): its `/proc/<pid>` files
+/// (`environ`, `mem`, `maps`, ...) become root's, and no process of the same user may
+/// ptrace it. A configured program running as the server's user could otherwise read the
+/// server's secrets there. It also turns core dumps off. Children become dumpable again
+/// when they `exec`.
+pub fn set_non_dumpable() -> std::io::Result<()> {
+    // SAFETY: prctl with PR_SET_DUMPABLE takes integer arguments only and changes a flag
+    // of this process; no memory is passed.
+    let done = unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
+    match done {
+        0 => Ok(()),
+        _ => Err(std::io::Error::last_os_error()),
+    }
+}

@@ -4,6 +4,8 @@
 //! on the request's stream (stored and resumable like progress), after it is stored in
 //! the execution's own log (which `get_execution_output` reads from any replica).
 
+use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine as _;
@@ -11,6 +13,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
+use super::args::ArgsRule;
 use super::record::{ExecRecord, Outcome};
 use super::{Caller, ExecError, ExecHandle, StartRequest};
 use crate::handler::tools::{FnTool, typed_tool};
@@ -31,7 +34,8 @@ const LIST_LIMIT: usize = 100;
 struct ExecuteArgs {
     /// The program's name.
     program: String,
-    /// Arguments appended to the program's configured command.
+    /// Arguments appended to the program's configured command, as its policy allows
+    /// (by default, none that begins with `-`).
     #[serde(default)]
     args: Vec<String>,
     /// Text written to its standard input.
@@ -84,10 +88,20 @@ pub fn register(tools: &mut ToolRegistry, handle: &ExecHandle) {
     let description = format!(
         "Runs a configured program and answers with its exit status, resource usage and the start of its output. Programs: {programs}. Output chunks arrive as {OUTPUT_METHOD} notifications while it runs; get_execution_output reads them later."
     );
+    // Each program's argument rule, its pattern compiled once.
+    let rules: Arc<BTreeMap<String, ArgsRule>> = Arc::new(
+        handle
+            .settings()
+            .programs
+            .iter()
+            .map(|(name, p)| (name.clone(), ArgsRule::new(p)))
+            .collect(),
+    );
+    let body = move |handle, args, ctx| execute(handle, rules.clone(), args, ctx);
     // A durable task for clients that ask (2026-07-28), never run again by another
     // replica: a program's effects are not known to be repeatable.
-    let execute_tool = with_handle(handle, "execute", &description, execute)
-        .with_task_support(TaskSupport::Optional);
+    let execute_tool =
+        with_handle(handle, "execute", &description, body).with_task_support(TaskSupport::Optional);
     tools
         .register(execute_tool)
         .register(with_handle(
@@ -230,6 +244,7 @@ impl Drop for Abandon<'_> {
 
 async fn execute(
     handle: ExecHandle,
+    rules: Arc<BTreeMap<String, ArgsRule>>,
     args: ExecuteArgs,
     ctx: RequestContext,
 ) -> Result<CallToolResult, ToolError> {
@@ -244,6 +259,11 @@ async fn execute(
     if args.args.iter().any(|a| a.contains('\0')) {
         return invalid("args may not contain NUL".into());
     }
+    // Refused as the tool's error (isError), so the model reads which argument and why.
+    let Some(rule) = rules.get(&args.program) else {
+        return Err(ExecError::UnknownProgram(args.program).into());
+    };
+    let program_args = rule.apply(&args.program, args.args)?;
     let stdin = args.stdin.map(String::into_bytes);
     if stdin
         .as_ref()
@@ -267,7 +287,7 @@ async fn execute(
     let mut started = handle
         .run(StartRequest {
             program: args.program.clone(),
-            args: args.args,
+            args: program_args,
             stdin,
             timeout,
             owner: who.owner.clone(),

@@ -475,6 +475,8 @@ async fn inject(admin: &Target, child: &str) -> Result<()> {
         .method(Method::POST)
         .uri(format!("/fault/panic/{child}"))
         .header(hyper::header::HOST, admin.authority.as_str())
+        // otpmcp refuses the fault endpoints without it (a browser cannot send it).
+        .header("x-otpmcp-fault", "1")
         .body(Full::new(Bytes::new()))?;
     let resp = conn.send(req).await?;
     let status = resp.status();

@@ -1,0 +1,213 @@
+//! Programs that run code or other programs their arguments name: shells, interpreters
+//! and wrappers such as `env` or `xargs`. An `[exec.programs.NAME]` entry whose command
+//! is one of them hands the client a shell, so it must say `shell = true`.
+//!
+//! The check looks at the file the command really is (symlinks followed), as well as the
+//! name it was configured by: `/bin/sh` may be `dash` or `busybox`, `/usr/bin/python3`
+//! is `python3.11`, and a symlink named `tool` may be `bash`.
+
+use std::path::{Path, PathBuf};
+
+/// Why a program counts as a runner, shown in the start-up error.
+const SHELL: &str = "a shell";
+const WRAPPER: &str = "runs the program its arguments name";
+const INTERPRETER: &str = "an interpreter: runs the code its arguments or input give it";
+
+/// Names (without a version suffix) and why each runs other code.
+const RUNNERS: &[(&str, &str)] = &[
+    // Shells, and the multi-call binaries that are one.
+    ("sh", SHELL),
+    ("bash", SHELL),
+    ("rbash", SHELL),
+    ("dash", SHELL),
+    ("ash", SHELL),
+    ("zsh", SHELL),
+    ("ksh", SHELL),
+    ("mksh", SHELL),
+    ("pdksh", SHELL),
+    ("yash", SHELL),
+    ("fish", SHELL),
+    ("csh", SHELL),
+    ("tcsh", SHELL),
+    ("nu", SHELL),
+    ("elvish", SHELL),
+    ("xonsh", SHELL),
+    ("pwsh", SHELL),
+    ("powershell", SHELL),
+    ("busybox", SHELL),
+    ("toybox", SHELL),
+    // Wrappers: their operands are a program and its arguments.
+    ("env", WRAPPER),
+    ("xargs", WRAPPER),
+    ("parallel", WRAPPER),
+    ("nohup", WRAPPER),
+    ("timeout", WRAPPER),
+    ("sudo", WRAPPER),
+    ("doas", WRAPPER),
+    ("su", WRAPPER),
+    ("runuser", WRAPPER),
+    ("setpriv", WRAPPER),
+    ("nice", WRAPPER),
+    ("ionice", WRAPPER),
+    ("chrt", WRAPPER),
+    ("taskset", WRAPPER),
+    ("prlimit", WRAPPER),
+    ("setsid", WRAPPER),
+    ("stdbuf", WRAPPER),
+    ("chroot", WRAPPER),
+    ("unshare", WRAPPER),
+    ("nsenter", WRAPPER),
+    ("flock", WRAPPER),
+    ("strace", WRAPPER),
+    ("ltrace", WRAPPER),
+    ("valgrind", WRAPPER),
+    ("gdb", WRAPPER),
+    ("time", WRAPPER),
+    ("watch", WRAPPER),
+    ("script", WRAPPER),
+    ("capsh", WRAPPER),
+    ("systemd-run", WRAPPER),
+    ("firejail", WRAPPER),
+    ("bwrap", WRAPPER),
+    ("fakeroot", WRAPPER),
+    ("catchsegv", WRAPPER),
+    ("expect", WRAPPER),
+    ("tmux", WRAPPER),
+    ("screen", WRAPPER),
+    // GNU tar's first argument may be bundled options without a dash (`cIf PROG`).
+    ("tar", WRAPPER),
+    // Interpreters, and tools with a command language that can run programs.
+    ("python", INTERPRETER),
+    ("pythonw", INTERPRETER),
+    ("ipython", INTERPRETER),
+    ("pypy", INTERPRETER),
+    ("perl", INTERPRETER),
+    ("ruby", INTERPRETER),
+    ("irb", INTERPRETER),
+    ("node", INTERPRETER),
+    ("nodejs", INTERPRETER),
+    ("deno", INTERPRETER),
+    ("bun", INTERPRETER),
+    ("php", INTERPRETER),
+    ("php-cgi", INTERPRETER),
+    ("lua", INTERPRETER),
+    ("luajit", INTERPRETER),
+    ("tclsh", INTERPRETER),
+    ("wish", INTERPRETER),
+    ("rscript", INTERPRETER),
+    ("r", INTERPRETER),
+    ("julia", INTERPRETER),
+    ("java", INTERPRETER),
+    ("jshell", INTERPRETER),
+    ("groovy", INTERPRETER),
+    ("scala", INTERPRETER),
+    ("kotlin", INTERPRETER),
+    ("dotnet", INTERPRETER),
+    ("mono", INTERPRETER),
+    ("guile", INTERPRETER),
+    ("racket", INTERPRETER),
+    ("sbcl", INTERPRETER),
+    ("ocaml", INTERPRETER),
+    ("erl", INTERPRETER),
+    ("escript", INTERPRETER),
+    ("elixir", INTERPRETER),
+    ("awk", INTERPRETER),
+    ("gawk", INTERPRETER),
+    ("mawk", INTERPRETER),
+    ("nawk", INTERPRETER),
+    ("busybox-awk", INTERPRETER),
+    // GNU sed's `e` command runs a shell command.
+    ("sed", INTERPRETER),
+    ("ed", INTERPRETER),
+    ("ex", INTERPRETER),
+    ("vi", INTERPRETER),
+    ("vim", INTERPRETER),
+    ("nvim", INTERPRETER),
+    ("emacs", INTERPRETER),
+    ("make", INTERPRETER),
+    ("gmake", INTERPRETER),
+    ("osascript", INTERPRETER),
+];
+
+/// A command that runs other code: the file it really is, and why.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct Runner {
+    /// The command with every symlink resolved.
+    pub resolved: PathBuf,
+    /// Why it counts (a shell, a wrapper, an interpreter).
+    pub why: &'static str,
+}
+
+/// Resolves `command` (symlinks included) and tells whether it, or the name it was
+/// configured by, is a runner. A command that does not resolve is an error: it could
+/// not run either.
+pub(super) fn runner(command: &Path) -> std::io::Result<Option<Runner>> {
+    let resolved = std::fs::canonicalize(command)?;
+    let why = [command, resolved.as_path()]
+        .into_iter()
+        .filter_map(|path| path.file_name()?.to_str())
+        .find_map(why_runner);
+    Ok(why.map(|why| Runner { resolved, why }))
+}
+
+/// Why the file `name` runs other code, if it does. Versioned names count as their
+/// program: `python3.11`, `perl5.36`, `php8.2`, `lua5.4`, `tclsh8.6`, `guile-3.0`.
+fn why_runner(name: &str) -> Option<&'static str> {
+    let lower = name.to_ascii_lowercase();
+    let bare = lower.trim_end_matches(|c: char| c.is_ascii_digit() || matches!(c, '.' | '-' | '_'));
+    RUNNERS
+        .iter()
+        .find(|(runner, _)| *runner == bare || *runner == lower)
+        .map(|(_, why)| *why)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versioned_and_plain_names_are_recognised() {
+        for name in [
+            "sh",
+            "dash",
+            "python3",
+            "python3.11",
+            "perl5.36.0",
+            "php8.2",
+            "lua5.4",
+            "node18",
+            "tclsh8.6",
+            "guile-3.0",
+            "env",
+            "xargs",
+            "Rscript",
+            "gawk",
+        ] {
+            assert!(why_runner(name).is_some(), "{name}");
+        }
+        for name in [
+            "cat",
+            "echo",
+            "find",
+            "ls",
+            "grep",
+            "python3-config",
+            "shasum",
+        ] {
+            assert_eq!(why_runner(name), None, "{name}");
+        }
+    }
+
+    #[test]
+    fn a_symlink_is_judged_by_what_it_points_to() {
+        let dir = std::env::temp_dir().join(format!("otpmcp-runners-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+        let link = dir.join("harmless");
+        std::os::unix::fs::symlink("/bin/sh", &link).unwrap_or_else(|e| panic!("{e}"));
+        let found = runner(&link).unwrap_or_else(|e| panic!("{e}"));
+        assert!(found.is_some_and(|r| r.why == SHELL));
+        assert!(runner(&dir.join("missing")).is_err());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
