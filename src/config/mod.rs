@@ -19,7 +19,7 @@ use serde::Deserialize;
 mod auth;
 mod exec;
 pub use auth::{ASYMMETRIC_ALGORITHMS, AuthConfig, WELL_KNOWN_RESOURCE};
-pub use exec::{ExecConfig, ProgramConfig};
+pub use exec::{ExecConfig, IsolationMode, ProgramConfig};
 
 /// Prefix of environment overrides.
 pub const ENV_PREFIX: &str = "OTPMCP";
