@@ -633,6 +633,19 @@ fn kill(pid: i32) {
     unsafe { libc::kill(pid, libc::SIGKILL) };
 }
 
+/// Kills, when dropped, whichever of its pids still run: a failing test leaves no
+/// escaped process behind.
+struct KillOnDrop(Vec<i32>);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        self.0
+            .iter()
+            .filter(|pid| !dead(**pid))
+            .for_each(|pid| kill(*pid));
+    }
+}
+
 /// The parent of `pid`, while it exists.
 fn parent_of(pid: i32) -> Option<i32> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
@@ -745,10 +758,12 @@ async fn descendants_cannot_escape(mode: IsolationMode) {
     let limit = Duration::from_millis(300) + MARGIN;
 
     let run = execute(&client, "python", ESCAPES, json!({"timeout_ms": 3000})).await;
+    let _guard = KillOnDrop(escapees(&run));
     assert_eq!(run.result()["status"], "timeout", "{}", run.result());
     gone_within(&escapees(&run), limit, "the wall time").await;
 
     let (mut reader, mut run, pids) = start_escapes(&client).await;
+    let _guard = KillOnDrop(pids.clone());
     let id = run.id.clone().unwrap_or_default();
     let cancelled = tool(&client, "cancel_execution", json!({"execution_id": id})).await;
     assert_eq!(
@@ -760,6 +775,7 @@ async fn descendants_cannot_escape(mode: IsolationMode) {
     assert_eq!(run.result()["status"], "cancelled");
 
     let (_reader, _, pids) = start_escapes(&client).await;
+    let _guard = KillOnDrop(pids.clone());
     let resp = Client::send(client.delete()).await;
     assert!(resp.status().is_success());
     gone_within(&pids, limit, "the session's DELETE").await;
@@ -784,6 +800,7 @@ async fn with_the_process_group_alone_setsid_escapes_and_orphans_are_reaped() {
     let (server, client) = server_with(IsolationMode::ProcessGroup).await;
     let me = std::process::id() as i32;
     let (mut reader, mut run, pids) = start_escapes(&client).await;
+    let _guard = KillOnDrop(pids.clone());
     let (setsid, double, sh) = (pids[0], pids[1], pids[2]);
     eventually(
         "the double-forked orphan to be the server's",
@@ -831,10 +848,6 @@ async fn a_setsid_fork_bomb_leaves_nothing(mode: IsolationMode) {
     let (server, client) = server_with(mode).await;
     let code = "import os, sys, time\nsaid = False\nwhile True:\n    try:\n        if os.fork() == 0:\n            os.setsid()\n            time.sleep(600)\n            os._exit(0)\n    except OSError:\n        if not said:\n            said = True\n            sys.stderr.write('limited\\n'); sys.stderr.flush()\n        time.sleep(0.01)";
     let run = execute(&client, "bomb", code, json!({})).await;
-    let result = run.result();
-    assert_eq!(result["status"], "timeout", "{result}");
-    let stderr = String::from_utf8_lossy(&run.bytes("stderr")).into_owned();
-    assert!(stderr.contains("limited"), "fork was refused: {stderr:?}");
     let left = processes_of(BOMB_UID);
     left.iter().for_each(|pid| kill(*pid));
     assert_eq!(
@@ -842,6 +855,10 @@ async fn a_setsid_fork_bomb_leaves_nothing(mode: IsolationMode) {
         Vec::<i32>::new(),
         "processes of the bomb's user outlived it"
     );
+    let result = run.result();
+    assert_eq!(result["status"], "timeout", "{result}");
+    let stderr = String::from_utf8_lossy(&run.bytes("stderr")).into_owned();
+    assert!(stderr.contains("limited"), "fork was refused: {stderr:?}");
     let again = execute(&client, "bomb", "print('again')", json!({})).await;
     assert_eq!(again.result()["status"], "exited", "{}", again.result());
     assert_eq!(again.result()["stdout"], "again\n");
