@@ -506,6 +506,32 @@ async fn a_shell_needs_saying_so() {
     assert!(config.validate().is_ok());
 }
 
+// Issue 22, finding 2: the isolation keys are checked with the configuration: `cgroup`
+// needs a parent, which must be an absolute path and is refused beside another mode.
+#[test]
+fn isolation_keys_are_checked_at_start_up() {
+    let refused = |tweak: &dyn Fn(&mut Config)| {
+        let mut config = common::test_config();
+        exec_on(&mut config);
+        tweak(&mut config);
+        config
+            .validate()
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default()
+    };
+    let error = refused(&|c| c.exec.isolation = IsolationMode::Cgroup);
+    assert!(error.contains("needs exec.cgroup_parent"), "{error}");
+    let error = refused(&|c| {
+        c.exec.isolation = IsolationMode::Cgroup;
+        c.exec.cgroup_parent = "otpmcp".into();
+    });
+    assert!(error.contains("absolute path"), "{error}");
+    let error = refused(&|c| c.exec.cgroup_parent = "/sys/fs/cgroup/otpmcp".into());
+    assert!(error.contains("not \"pid-namespace\""), "{error}");
+    assert_eq!(refused(&|_| {}), "");
+}
+
 /// A 2026-07-28 client that declares the tasks extension gets a task; the output is
 /// read with get_execution_output, the outcome with tasks/get.
 #[tokio::test]
