@@ -720,27 +720,28 @@ async fn gone_within(pids: &[i32], limit: Duration, what: &str) {
 
 /// A program whose descendants try to outlive it: one calls `setsid`, one is
 /// double-forked (its parent exits), one is `setsid sh -c '...'`. Each sends its pid as
-/// the host sees it; the program prints the three on one line, then sleeps.
+/// the host sees it; the program prints the three on one line in that order, then sleeps.
 const ESCAPES: &str = r#"
 import os, subprocess, time
 r, w = os.pipe()
-def tell():
-    os.write(w, (os.readlink('/proc/self') + '\n').encode())
+def tell(name):
+    os.write(w, f"{name} {os.readlink('/proc/self')}\n".encode())
 def hide():
     null = os.open('/dev/null', os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(null, fd)
 if os.fork() == 0:
-    os.setsid(); hide(); tell(); time.sleep(600); os._exit(0)
+    os.setsid(); hide(); tell('setsid'); time.sleep(600); os._exit(0)
 if os.fork() == 0:
     if os.fork() == 0:
-        hide(); tell(); time.sleep(600)
+        hide(); tell('double'); time.sleep(600)
     os._exit(0)
-subprocess.Popen(['setsid', 'sh', '-c', f'read p rest < /proc/self/stat; echo $p >&{w}; exec sleep 600'],
+subprocess.Popen(['setsid', 'sh', '-c', f'read p rest < /proc/self/stat; echo sh $p >&{w}; exec sleep 600'],
                  pass_fds=(w,), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 os.close(w)
 lines = os.fdopen(r)
-print(' '.join(lines.readline().strip() for _ in range(3)), flush=True)
+pids = dict(lines.readline().split() for _ in range(3))
+print(pids['setsid'], pids['double'], pids['sh'], flush=True)
 time.sleep(600)
 "#;
 

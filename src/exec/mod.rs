@@ -38,6 +38,7 @@ use ractor::{Actor, ActorRef};
 use crate::config::ExecConfig;
 use crate::event_store::EventStoreHandle;
 use crate::ids::SessionId;
+use crate::rt::task::OwnedTask;
 pub use record::{ExecRecord, Outcome, Status};
 pub use supervisor::{ExecMsg, ExecSupervisor, StartRequest, Started};
 
@@ -122,6 +123,8 @@ pub struct ExecHandle {
     actor: ActorRef<ExecMsg>,
     store: EventStoreHandle,
     settings: Arc<ExecConfig>,
+    /// Reaps the orphans the server adopts, while any handle lives.
+    _reaper: Arc<OwnedTask>,
 }
 
 impl ExecHandle {
@@ -133,7 +136,7 @@ impl ExecHandle {
     ) -> Result<Self, ExecError> {
         let isolation =
             isolation::start(&settings).map_err(|e| ExecError::Unavailable(e.to_string()))?;
-        reaper::start()
+        let orphans = reaper::start()
             .map_err(|e| ExecError::Unavailable(format!("cannot become a child subreaper: {e}")))?;
         let args = (settings.clone(), store.clone(), isolation);
         let (actor, _) = Actor::spawn(None, ExecSupervisor, args)
@@ -143,6 +146,7 @@ impl ExecHandle {
             actor,
             store,
             settings,
+            _reaper: Arc::new(orphans),
         })
     }
 

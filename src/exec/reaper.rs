@@ -14,6 +14,8 @@
 use std::collections::HashSet;
 use std::sync::{Mutex, OnceLock, RwLock, RwLockReadGuard};
 
+use crate::rt::task::OwnedTask;
+
 /// Execution leaders, which only their actors reap.
 fn leaders() -> &'static Mutex<HashSet<i32>> {
     static LEADERS: OnceLock<Mutex<HashSet<i32>>> = OnceLock::new();
@@ -48,29 +50,24 @@ pub fn unregister(pid: i32) {
         .remove(&pid);
 }
 
-/// Makes this process a child subreaper and starts reaping what it inherits (once per
-/// process; later calls do nothing). Needs a Tokio runtime.
-pub fn start() -> std::io::Result<()> {
-    static STARTED: OnceLock<Result<(), std::io::ErrorKind>> = OnceLock::new();
-    let started = STARTED.get_or_init(|| {
-        // SAFETY: prctl with integer arguments; no memory is involved.
-        if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } != 0 {
-            return Err(std::io::Error::last_os_error().kind());
-        }
-        let mut sigchld = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::child())
-            .map_err(|e| e.kind())?;
-        tokio::spawn(async move {
-            // Orphans adopted before the handler was installed are reaped at once.
-            loop {
-                let _ = tokio::task::spawn_blocking(reap_orphans).await;
-                if sigchld.recv().await.is_none() {
-                    return;
-                }
+/// Makes this process a child subreaper and reaps what it inherits for as long as the
+/// returned task lives. Needs a Tokio runtime. Several at once (servers in one process)
+/// are harmless: each reaps only what has exited.
+pub fn start() -> std::io::Result<OwnedTask> {
+    // SAFETY: prctl with integer arguments; no memory is involved.
+    if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let mut sigchld = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::child())?;
+    Ok(OwnedTask::spawn(async move {
+        // Orphans adopted before the handler was installed are reaped at once.
+        loop {
+            let _ = tokio::task::spawn_blocking(reap_orphans).await;
+            if sigchld.recv().await.is_none() {
+                return;
             }
-        });
-        Ok(())
-    });
-    started.map_err(std::io::Error::from)
+        }
+    }))
 }
 
 /// Reaps every exited child that is not an execution leader.
