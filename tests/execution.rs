@@ -14,7 +14,8 @@ use otpmcp::config::{Config, IsolationMode, ProgramConfig};
 use serde_json::{Value, json};
 
 const PYTHON: &str = "/usr/bin/python3";
-/// The fork bombs' own user, so that counting its processes sees no other test's.
+/// The fork bomb's own user, so that counting its processes sees no other test's; each
+/// isolation mode's bomb test takes the one below it ([`bomb_uid`]), as they run at once.
 const BOMB_UID: u32 = 65533;
 /// Prints the program's pid as the host sees it (in a PID namespace `os.getpid()` is
 /// the namespace's): `/proc` is the host's.
@@ -868,14 +869,31 @@ async fn with_the_process_group_alone_setsid_escapes_and_orphans_are_reaped() {
     server.shutdown().await;
 }
 
+/// A user per isolation mode for the fork bomb tests.
+fn bomb_uid(mode: IsolationMode) -> u32 {
+    match mode {
+        IsolationMode::Cgroup => BOMB_UID,
+        _ => BOMB_UID - 1,
+    }
+}
+
 // Issue 22, finding 2: a fork bomb whose children call setsid and sleep, under
 // `processes` as a user of its own: nothing of that user outlives the execution, and a
 // second execution as that user starts (RLIMIT_NPROC is not left exhausted: EAGAIN).
 async fn a_setsid_fork_bomb_leaves_nothing(mode: IsolationMode) {
-    let (server, client) = server_with(mode).await;
+    let uid = bomb_uid(mode);
+    let server = TestServer::start(move |c| {
+        isolated(mode)(c);
+        if let Some(bomb) = c.exec.programs.get_mut("bomb") {
+            bomb.uid = Some(uid);
+        }
+    })
+    .await;
+    let mut client = server.client();
+    client.initialize().await;
     let code = "import os, sys, time\nsaid = False\nwhile True:\n    try:\n        if os.fork() == 0:\n            os.setsid()\n            time.sleep(600)\n            os._exit(0)\n    except OSError:\n        if not said:\n            said = True\n            sys.stderr.write('limited\\n'); sys.stderr.flush()\n        time.sleep(0.01)";
     let run = execute(&client, "bomb", code, json!({})).await;
-    let left = processes_of(BOMB_UID);
+    let left = processes_of(uid);
     left.iter().for_each(|pid| kill(*pid));
     assert_eq!(
         left,
