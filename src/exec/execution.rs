@@ -265,12 +265,6 @@ impl Actor for Execution {
                 }
             }
             ExecutionMsg::LeaderExited => {
-                // A stopped child is gone with all it started, whichever way it ended.
-                if let Some(cgroup) = &state.cgroup
-                    && state.exit.is_none()
-                {
-                    cgroup.kill();
-                }
                 // Reaped here, between messages, so no signal above can follow it.
                 let exit = match state.process.reap() {
                     Ok(Some(exit)) => exit,
@@ -284,7 +278,9 @@ impl Actor for Execution {
                     }
                 };
                 state.exit = Some(exit);
+                // A stopped child is gone with all it started, whichever way it ended.
                 if let Some(cgroup) = &state.cgroup {
+                    cgroup.kill();
                     let (emptied, myself) = (cgroup.emptied(EMPTY_BOUND), myself.clone());
                     state.tasks.push(OwnedTask::spawn(async move {
                         if !emptied.await {
