@@ -128,8 +128,8 @@ async fn a_killed_replicas_execution_dies_with_it_and_is_reported_elsewhere() {
     let mut a = replica(&redis).await;
     let b = replica(&redis).await;
     let on_a = session(&a.url).await;
-    // The pid as the host sees it: in a PID namespace (`auto` here) `os.getpid()` is the
-    // namespace's, and /proc is the host's.
+    // The pid as the host sees it: in a PID namespace (config/exec-test.toml) `os.getpid()`
+    // is the namespace's, and /proc is the host's.
     let code = "import os, time\nprint(os.readlink('/proc/self'), flush=True)\ntime.sleep(600)";
     let (reader, id, text, last) = start(&on_a, code, 1).await;
     let pid: i32 = text
