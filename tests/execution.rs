@@ -779,11 +779,20 @@ async fn start_escapes(client: &Client) -> (common::SseReader, Run, Vec<i32>) {
 const MARGIN: Duration = Duration::from_secs(2);
 
 // Issue 22, finding 2: descendants made by setsid, a double fork and `setsid sh -c` are
-// gone within kill_grace of the end of the wall time, of cancel_execution and of the
-// session's DELETE.
+// gone when the program exits on its own, and within kill_grace of the end of the wall
+// time, of cancel_execution and of the session's DELETE.
 async fn descendants_cannot_escape(mode: IsolationMode) {
     let (server, client) = server_with(mode).await;
     let limit = Duration::from_millis(300) + MARGIN;
+
+    let exits = ESCAPES
+        .trim_end()
+        .strip_suffix("time.sleep(600)")
+        .unwrap_or_else(|| panic!("ESCAPES ends with its sleep"));
+    let run = execute(&client, "python", exits, json!({})).await;
+    let _guard = KillOnDrop(escapees(&run));
+    assert_eq!(run.result()["status"], "exited", "{}", run.result());
+    gone_within(&escapees(&run), limit, "the program's exit").await;
 
     let run = execute(&client, "python", ESCAPES, json!({"timeout_ms": 3000})).await;
     let _guard = KillOnDrop(escapees(&run));
