@@ -794,7 +794,7 @@ async fn descendants_cannot_escape(mode: IsolationMode) {
     assert_eq!(run.result()["status"], "exited", "{}", run.result());
     gone_within(&escapees(&run), limit, "the program's exit").await;
 
-    let run = execute(&client, "python", ESCAPES, json!({"timeout_ms": 3000})).await;
+    let run = execute(&client, "python", ESCAPES, json!({"timeout_ms": 5000})).await;
     let _guard = KillOnDrop(escapees(&run));
     assert_eq!(run.result()["status"], "timeout", "{}", run.result());
     gone_within(&escapees(&run), limit, "the wall time").await;
