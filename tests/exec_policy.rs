@@ -303,8 +303,10 @@ async fn binary(overlay: &str) -> Server {
 // now non-dumpable: those files are root's.
 #[tokio::test]
 async fn a_program_as_the_servers_user_cannot_read_the_servers_environment() {
+    // The server runs as nobody, who can make neither a cgroup nor a PID namespace:
+    // process-group isolation is what such a server has.
     let server = binary(
-        "[exec]\nenabled = true\n[exec.programs.cat]\ncommand = [\"/bin/cat\"]\nwall_time = \"10s\"\n",
+        "[exec]\nenabled = true\nisolation = \"process-group\"\n[exec.programs.cat]\ncommand = [\"/bin/cat\"]\nwall_time = \"10s\"\n",
     )
     .await;
     let mut client = Client::new(&server.url);

@@ -1,6 +1,8 @@
 //! Supervised execution (`[exec]`) with real processes: output order and separation,
-//! limits (wall time, SIGTERM ignored, fork bomb, memory, output), large and binary
-//! output, resume mid-execution, polling, cancel, and no process left behind.
+//! limits (wall time, SIGTERM ignored, fork bomb, memory, output, file size), large and
+//! binary output, resume mid-execution, polling, cancel, and no process left behind, in
+//! each isolation mode this host has (cgroup, PID namespace; and what the process group
+//! alone lets escape).
 
 mod common;
 
@@ -8,11 +10,16 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use common::{Client, SseReader, TestServer, eventually, within};
-use otpmcp::config::{Config, ProgramConfig};
-use otpmcp::exec::process::group_alive;
+use otpmcp::config::{Config, IsolationMode, ProgramConfig};
 use serde_json::{Value, json};
 
 const PYTHON: &str = "/usr/bin/python3";
+/// The fork bomb's own user, so that counting its processes sees no other test's; each
+/// isolation mode's bomb test takes the one below it ([`bomb_uid`]), as they run at once.
+const BOMB_UID: u32 = 65533;
+/// Prints the program's pid as the host sees it (in a PID namespace `os.getpid()` is
+/// the namespace's): `/proc` is the host's.
+const PRINT_PID: &str = "import os\nprint(os.readlink('/proc/self'), flush=True)\n";
 
 fn python(tweak: impl FnOnce(&mut ProgramConfig)) -> ProgramConfig {
     let mut p = ProgramConfig {
@@ -27,16 +34,17 @@ fn python(tweak: impl FnOnce(&mut ProgramConfig)) -> ProgramConfig {
 
 fn exec_on(c: &mut Config) {
     c.exec.enabled = true;
+    c.exec.isolation = IsolationMode::PidNamespace;
     c.exec.kill_grace = Duration::from_millis(300);
     c.exec.heartbeat = Duration::from_millis(200);
     c.exec.poll_interval = Duration::from_millis(20);
     let programs = &mut c.exec.programs;
     programs.insert("python".into(), python(|_| {}));
-    // RLIMIT_NPROC is not enforced for root: the bomb runs as nobody.
+    // RLIMIT_NPROC is not enforced for root: the bomb runs as a user of its own.
     programs.insert(
         "bomb".into(),
         python(|p| {
-            p.uid = Some(65534);
+            p.uid = Some(BOMB_UID);
             p.processes = 24;
             p.wall_time = Duration::from_secs(2);
         }),
@@ -143,10 +151,22 @@ async fn tool(client: &Client, name: &str, args: Value) -> Value {
     answer["result"].clone()
 }
 
-/// Waits until no process of group `pgid` is left.
-async fn no_survivors(pgid: i32) {
-    eventually("the process group to be gone", || async move {
-        (!group_alive(pgid)).then_some(())
+/// `pid`'s state letter, `None` once it is gone (reaped).
+fn state(pid: i32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(") ")
+        .and_then(|(_, rest)| rest.chars().next())
+}
+
+/// Not running: gone, or a zombie.
+fn dead(pid: i32) -> bool {
+    state(pid).is_none_or(|s| s == 'Z')
+}
+
+/// Waits until process `pid` no longer runs.
+async fn no_survivors(pid: i32) {
+    eventually("the program to be gone", || async move {
+        dead(pid).then_some(())
     })
     .await;
 }
@@ -238,8 +258,10 @@ async fn output_is_ordered_across_streams_and_kept_apart() {
 #[tokio::test]
 async fn a_program_that_ignores_sigterm_is_killed_and_keeps_its_partial_output() {
     let (server, client) = server().await;
-    let code = "import os, signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nprint(os.getpid(), flush=True)\nprint('partial', flush=True)\nwhile True: time.sleep(1)";
-    let run = execute(&client, "python", code, json!({"timeout_ms": 500})).await;
+    let code = format!(
+        "{PRINT_PID}import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nprint('partial', flush=True)\nwhile True: time.sleep(1)"
+    );
+    let run = execute(&client, "python", &code, json!({"timeout_ms": 500})).await;
     let result = run.result();
     assert_eq!(result["status"], "timeout", "{result}");
     assert_eq!(
@@ -250,19 +272,6 @@ async fn a_program_that_ignores_sigterm_is_killed_and_keeps_its_partial_output()
         result["stdout"].as_str().unwrap_or("").contains("partial"),
         "{result}"
     );
-    no_survivors(first_line_pid(&run)).await;
-    server.shutdown().await;
-}
-
-#[tokio::test]
-async fn a_fork_bomb_is_held_by_the_process_limit_and_leaves_nothing() {
-    let (server, client) = server().await;
-    let code = "import os, sys\nprint(os.getpid(), flush=True)\nsaid = False\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        if not said:\n            said = True\n            sys.stderr.write('limited\\n'); sys.stderr.flush()";
-    let run = execute(&client, "bomb", code, json!({})).await;
-    let result = run.result();
-    assert_eq!(result["status"], "timeout", "{result}");
-    let stderr = String::from_utf8_lossy(&run.bytes("stderr")).into_owned();
-    assert!(stderr.contains("limited"), "fork was refused: {stderr:?}");
     no_survivors(first_line_pid(&run)).await;
     server.shutdown().await;
 }
@@ -418,7 +427,7 @@ async fn polling_follows_a_running_execution_and_errors_say_how_to_recover() {
 #[tokio::test]
 async fn cancel_and_list_and_a_deleted_session_kill_the_group() {
     let (server, client) = server().await;
-    let code = "import os, time\nprint(os.getpid(), flush=True)\ntime.sleep(60)";
+    let code = format!("{PRINT_PID}import time\ntime.sleep(60)");
     let args = json!({"program": "python", "args": [code]});
     let mut reader = client.call_stream("execute", args.clone(), None).await;
     let mut run = Run::default();
@@ -497,6 +506,32 @@ async fn a_shell_needs_saying_so() {
         sh.shell = true;
     }
     assert!(config.validate().is_ok());
+}
+
+// Issue 22, finding 2: the isolation keys are checked with the configuration: `cgroup`
+// needs a parent, which must be an absolute path and is refused beside another mode.
+#[test]
+fn isolation_keys_are_checked_at_start_up() {
+    let refused = |tweak: &dyn Fn(&mut Config)| {
+        let mut config = common::test_config();
+        exec_on(&mut config);
+        tweak(&mut config);
+        config
+            .validate()
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default()
+    };
+    let error = refused(&|c| c.exec.isolation = IsolationMode::Cgroup);
+    assert!(error.contains("needs exec.cgroup_parent"), "{error}");
+    let error = refused(&|c| {
+        c.exec.isolation = IsolationMode::Cgroup;
+        c.exec.cgroup_parent = "otpmcp".into();
+    });
+    assert!(error.contains("absolute path"), "{error}");
+    let error = refused(&|c| c.exec.cgroup_parent = "/sys/fs/cgroup/otpmcp".into());
+    assert!(error.contains("not \"pid-namespace\""), "{error}");
+    assert_eq!(refused(&|_| {}), "");
 }
 
 /// A 2026-07-28 client that declares the tasks extension gets a task; the output is
@@ -597,4 +632,358 @@ async fn with_auth_an_execution_is_its_principals_only() {
     run.read(&mut reader).await;
     assert_eq!(run.result()["status"], "exited", "not cancelled by bob");
     server.shutdown().await;
+}
+
+/// `exec_on`, with `mode` (and, for a cgroup, a parent under this host's cgroup v2
+/// mount, shared by the tests: each execution's cgroup is named by its id).
+fn isolated(mode: IsolationMode) -> impl FnOnce(&mut Config) {
+    move |c| {
+        exec_on(c);
+        c.exec.isolation = mode;
+        if mode == IsolationMode::Cgroup {
+            let mounts = otpmcp::exec::cgroup::v2_mounts();
+            let Some(mount) = mounts.first() else {
+                panic!("this host has no cgroup v2 mount");
+            };
+            c.exec.cgroup_parent = mount.join("otpmcp-test");
+        }
+    }
+}
+
+async fn server_with(mode: IsolationMode) -> (TestServer, Client) {
+    let server = TestServer::start(isolated(mode)).await;
+    let mut client = server.client();
+    client.initialize().await;
+    (server, client)
+}
+
+/// Kills `pid` (a process a test's program left behind).
+#[allow(unsafe_code)]
+fn kill(pid: i32) {
+    // SAFETY: kill takes integers; the pid was read from the test's own program.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+}
+
+/// Kills, when dropped, whichever of its pids still run: a failing test leaves no
+/// escaped process behind.
+struct KillOnDrop(Vec<i32>);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        self.0
+            .iter()
+            .filter(|pid| !dead(**pid))
+            .for_each(|pid| kill(*pid));
+    }
+}
+
+/// The parent of `pid`, while it exists.
+fn parent_of(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(") ")?;
+    rest.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// The running (not zombie) processes whose real uid is `uid`.
+fn processes_of(uid: u32) -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+            let real = status
+                .lines()
+                .find_map(|l| l.strip_prefix("Uid:"))
+                .and_then(|ids| ids.split_whitespace().next())
+                .and_then(|id| id.parse::<u32>().ok());
+            real == Some(uid) && !dead(*pid)
+        })
+        .collect()
+}
+
+/// Waits until none of `pids` runs, at most `limit` after `what`; kills the survivors
+/// (so a failure leaves nothing behind) and fails otherwise.
+async fn gone_within(pids: &[i32], limit: Duration, what: &str) {
+    let all_dead = async {
+        while !pids.iter().all(|pid| dead(*pid)) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    if tokio::time::timeout(limit, all_dead).await.is_err() {
+        let alive = pids
+            .iter()
+            .copied()
+            .filter(|p| !dead(*p))
+            .collect::<Vec<_>>();
+        alive.iter().for_each(|pid| kill(*pid));
+        panic!("{alive:?} of {pids:?} still run {limit:?} after {what}");
+    }
+}
+
+/// A program whose descendants try to outlive it: one calls `setsid`, one is
+/// double-forked (its parent exits), one is `setsid sh -c '...'`. Each sends its pid as
+/// the host sees it; the program prints the three on one line in that order, then sleeps.
+const ESCAPES: &str = r#"
+import os, subprocess, time
+r, w = os.pipe()
+def tell(name):
+    os.write(w, f"{name} {os.readlink('/proc/self')}\n".encode())
+def hide():
+    null = os.open('/dev/null', os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+if os.fork() == 0:
+    os.setsid(); hide(); tell('setsid'); time.sleep(600); os._exit(0)
+if os.fork() == 0:
+    if os.fork() == 0:
+        hide(); tell('double'); time.sleep(600)
+    os._exit(0)
+subprocess.Popen(['setsid', 'sh', '-c', f'read p rest < /proc/self/stat; echo sh $p >&{w}; exec sleep 600'],
+                 pass_fds=(w,), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+os.close(w)
+lines = os.fdopen(r)
+pids = dict(lines.readline().split() for _ in range(3))
+print(pids['setsid'], pids['double'], pids['sh'], flush=True)
+time.sleep(600)
+"#;
+
+/// The three pids ESCAPES printed: setsid, double fork, setsid sh.
+fn escapees(run: &Run) -> Vec<i32> {
+    let out = String::from_utf8_lossy(&run.bytes("stdout")).into_owned();
+    let pids = out
+        .lines()
+        .next()
+        .map(|l| {
+            l.split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect::<Vec<i32>>()
+        })
+        .unwrap_or_default();
+    assert_eq!(pids.len(), 3, "three pids first: {out:?}");
+    pids
+}
+
+/// Starts ESCAPES and reads until its descendants are all there.
+async fn start_escapes(client: &Client) -> (common::SseReader, Run, Vec<i32>) {
+    let args = json!({"program": "python", "args": [ESCAPES]});
+    let mut reader = client.call_stream("execute", args, None).await;
+    let mut run = Run::default();
+    while run.chunks.is_empty() {
+        let frame = within("the descendants' pids", reader.next()).await;
+        run.add(&frame.unwrap_or_else(|| panic!("ended early")));
+    }
+    let pids = escapees(&run);
+    (reader, run, pids)
+}
+
+/// How long past `kill_grace` (300ms in these tests) the descendants may take to go.
+const MARGIN: Duration = Duration::from_secs(2);
+
+// Issue 22, finding 2: descendants made by setsid, a double fork and `setsid sh -c` are
+// gone when the program exits on its own, and within kill_grace of the end of the wall
+// time, of cancel_execution and of the session's DELETE.
+async fn descendants_cannot_escape(mode: IsolationMode) {
+    let (server, client) = server_with(mode).await;
+    let limit = Duration::from_millis(300) + MARGIN;
+
+    let exits = ESCAPES
+        .trim_end()
+        .strip_suffix("time.sleep(600)")
+        .unwrap_or_else(|| panic!("ESCAPES ends with its sleep"));
+    let run = execute(&client, "python", exits, json!({})).await;
+    let _guard = KillOnDrop(escapees(&run));
+    assert_eq!(run.result()["status"], "exited", "{}", run.result());
+    gone_within(&escapees(&run), limit, "the program's exit").await;
+
+    let run = execute(&client, "python", ESCAPES, json!({"timeout_ms": 5000})).await;
+    let _guard = KillOnDrop(escapees(&run));
+    assert_eq!(run.result()["status"], "timeout", "{}", run.result());
+    gone_within(&escapees(&run), limit, "the wall time").await;
+
+    let (mut reader, mut run, pids) = start_escapes(&client).await;
+    let _guard = KillOnDrop(pids.clone());
+    let id = run.id.clone().unwrap_or_default();
+    let cancelled = tool(&client, "cancel_execution", json!({"execution_id": id})).await;
+    assert_eq!(
+        cancelled["structuredContent"]["cancelled"], true,
+        "{cancelled}"
+    );
+    gone_within(&pids, limit, "cancel_execution").await;
+    run.read(&mut reader).await;
+    assert_eq!(run.result()["status"], "cancelled");
+
+    let (_reader, _, pids) = start_escapes(&client).await;
+    let _guard = KillOnDrop(pids.clone());
+    let resp = Client::send(client.delete()).await;
+    assert!(resp.status().is_success());
+    gone_within(&pids, limit, "the session's DELETE").await;
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn in_a_cgroup_descendants_cannot_escape() {
+    descendants_cannot_escape(IsolationMode::Cgroup).await;
+}
+
+#[tokio::test]
+async fn in_a_pid_namespace_descendants_cannot_escape() {
+    descendants_cannot_escape(IsolationMode::PidNamespace).await;
+}
+
+// Issue 22, finding 2: the documented weakness of the process group alone (what calls
+// setsid outlives the execution), and the server as a child subreaper: what its
+// executions orphan is reparented to it, and reaped, not left a zombie.
+#[tokio::test]
+async fn with_the_process_group_alone_setsid_escapes_and_orphans_are_reaped() {
+    let (server, client) = server_with(IsolationMode::ProcessGroup).await;
+    let me = std::process::id() as i32;
+    let (mut reader, mut run, pids) = start_escapes(&client).await;
+    let _guard = KillOnDrop(pids.clone());
+    let (setsid, double, sh) = (pids[0], pids[1], pids[2]);
+    eventually(
+        "the double-forked orphan to be the server's",
+        || async move { (parent_of(double) == Some(me)).then_some(()) },
+    )
+    .await;
+    let id = run.id.clone().unwrap_or_default();
+    tool(&client, "cancel_execution", json!({"execution_id": id})).await;
+    run.read(&mut reader).await;
+    assert_eq!(run.result()["status"], "cancelled");
+    // It stayed in the group: killed, and reaped by the server.
+    eventually("the killed orphan to be reaped", || async move {
+        state(double).is_none().then_some(())
+    })
+    .await;
+    let survivors = [setsid, sh];
+    let escaped = survivors.iter().all(|pid| !dead(*pid));
+    let adopted = survivors
+        .iter()
+        .map(|pid| parent_of(*pid))
+        .collect::<Vec<_>>();
+    survivors.iter().for_each(|pid| kill(*pid));
+    assert!(
+        escaped,
+        "with the process group alone, setsid escapes (docs/execution.md)"
+    );
+    assert_eq!(
+        adopted,
+        vec![Some(me); 2],
+        "adopted by the server, a subreaper"
+    );
+    for pid in survivors {
+        eventually("the killed orphan to be reaped", || async move {
+            state(pid).is_none().then_some(())
+        })
+        .await;
+    }
+    server.shutdown().await;
+}
+
+/// A user per isolation mode for the fork bomb tests.
+fn bomb_uid(mode: IsolationMode) -> u32 {
+    match mode {
+        IsolationMode::Cgroup => BOMB_UID,
+        _ => BOMB_UID - 1,
+    }
+}
+
+// Issue 22, finding 2: a fork bomb whose children call setsid and sleep, under
+// `processes` as a user of its own: nothing of that user outlives the execution, and a
+// second execution as that user starts (RLIMIT_NPROC is not left exhausted: EAGAIN).
+async fn a_setsid_fork_bomb_leaves_nothing(mode: IsolationMode) {
+    let uid = bomb_uid(mode);
+    let server = TestServer::start(move |c| {
+        isolated(mode)(c);
+        if let Some(bomb) = c.exec.programs.get_mut("bomb") {
+            bomb.uid = Some(uid);
+        }
+    })
+    .await;
+    let mut client = server.client();
+    client.initialize().await;
+    let code = "import os, sys, time\nsaid = False\nwhile True:\n    try:\n        if os.fork() == 0:\n            os.setsid()\n            time.sleep(600)\n            os._exit(0)\n    except OSError:\n        if not said:\n            said = True\n            sys.stderr.write('limited\\n'); sys.stderr.flush()\n        time.sleep(0.01)";
+    let run = execute(&client, "bomb", code, json!({})).await;
+    let left = processes_of(uid);
+    left.iter().for_each(|pid| kill(*pid));
+    assert_eq!(
+        left,
+        Vec::<i32>::new(),
+        "processes of the bomb's user outlived it"
+    );
+    let result = run.result();
+    assert_eq!(result["status"], "timeout", "{result}");
+    let stderr = String::from_utf8_lossy(&run.bytes("stderr")).into_owned();
+    assert!(stderr.contains("limited"), "fork was refused: {stderr:?}");
+    let again = execute(&client, "bomb", "print('again')", json!({})).await;
+    assert_eq!(again.result()["status"], "exited", "{}", again.result());
+    assert_eq!(again.result()["stdout"], "again\n");
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn in_a_cgroup_a_fork_bomb_leaves_nothing() {
+    a_setsid_fork_bomb_leaves_nothing(IsolationMode::Cgroup).await;
+}
+
+#[tokio::test]
+async fn in_a_pid_namespace_a_fork_bomb_leaves_nothing() {
+    a_setsid_fork_bomb_leaves_nothing(IsolationMode::PidNamespace).await;
+}
+
+// Issue 22, finding 2: RLIMIT_FSIZE from `file_bytes` (SIGXFSZ ends a write past it),
+// RLIMIT_CORE = 0 and no new privileges, in the program.
+#[tokio::test]
+async fn a_write_past_file_bytes_is_killed_and_the_program_gains_no_privileges() {
+    let server = TestServer::start(|c| {
+        exec_on(c);
+        c.exec.programs.insert(
+            "dd".into(),
+            ProgramConfig {
+                command: vec![
+                    "/usr/bin/dd".into(),
+                    "if=/dev/zero".into(),
+                    "of=big".into(),
+                    "bs=65536".into(),
+                ],
+                file_bytes: 1 << 20,
+                ..ProgramConfig::default()
+            },
+        );
+    })
+    .await;
+    let mut client = server.client();
+    client.initialize().await;
+    let args = json!({"program": "dd", "args": ["count=64"]});
+    let mut reader = client.call_stream("execute", args, None).await;
+    let mut run = Run::default();
+    run.read(&mut reader).await;
+    let result = run.result();
+    assert_eq!(result["status"], "killed", "{result}");
+    assert_eq!(result["signal"], libc::SIGXFSZ, "{result}");
+
+    let code = "import resource\nflags = dict(l.split(':\\t') for l in open('/proc/self/status').read().splitlines())\nprint(flags['NoNewPrivs'], resource.getrlimit(resource.RLIMIT_CORE))";
+    let run = execute(&client, "python", code, json!({})).await;
+    assert_eq!(run.result()["stdout"], "1 (0, 0)\n", "{}", run.result());
+    server.shutdown().await;
+}
+
+// Issue 22, finding 2: an explicit `cgroup` isolation whose parent is not usable is a
+// start-up error that says why.
+#[tokio::test]
+async fn an_unusable_cgroup_parent_refuses_to_start() {
+    let mut config = common::test_config();
+    isolated(IsolationMode::Cgroup)(&mut config);
+    config.exec.cgroup_parent = std::env::temp_dir().join("otpmcp-not-a-cgroup");
+    let error = match otpmcp::start(config).await {
+        Ok(app) => {
+            app.shutdown().await;
+            panic!("started with a cgroup_parent outside cgroup v2");
+        }
+        Err(e) => e.to_string(),
+    };
+    assert!(error.contains("exec.cgroup_parent"), "{error}");
+    assert!(error.contains("not under a cgroup v2 mount"), "{error}");
 }

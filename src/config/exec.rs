@@ -45,6 +45,11 @@ pub struct ExecConfig {
     pub heartbeat: Duration,
     /// The head of each stream the final result carries. Default 65536.
     pub result_bytes: usize,
+    /// What contains an execution and everything it starts. Default `auto`.
+    pub isolation: IsolationMode,
+    /// A cgroup v2 directory under which each execution gets a cgroup of its own
+    /// (`isolation = "cgroup"`, or `auto`); made at start-up if missing. Default: unset.
+    pub cgroup_parent: PathBuf,
     /// The programs `execute` may run, by name.
     pub programs: BTreeMap<String, ProgramConfig>,
 }
@@ -63,7 +68,38 @@ impl Default for ExecConfig {
             poll_interval: Duration::from_millis(100),
             heartbeat: Duration::from_secs(2),
             result_bytes: 64 * 1024,
+            isolation: IsolationMode::Auto,
+            cgroup_parent: PathBuf::new(),
             programs: BTreeMap::new(),
+        }
+    }
+}
+
+/// `exec.isolation`: how an execution's descendants are kept from outliving it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum IsolationMode {
+    /// A cgroup when `cgroup_parent` is set and usable, else a PID namespace when the host
+    /// allows one; else the server refuses to start.
+    #[default]
+    Auto,
+    /// A cgroup v2 per execution under `cgroup_parent`, killed whole (`cgroup.kill`).
+    Cgroup,
+    /// A PID namespace per execution, whose init's exit kills the rest.
+    PidNamespace,
+    /// The process group only: a descendant that calls `setsid` escapes it. Must be
+    /// asked for by name.
+    ProcessGroup,
+}
+
+impl IsolationMode {
+    /// Its name in the configuration.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::Cgroup => "cgroup",
+            Self::PidNamespace => "pid-namespace",
+            Self::ProcessGroup => "process-group",
         }
     }
 }
@@ -108,6 +144,9 @@ pub struct ProgramConfig {
     pub processes: u64,
     /// Open files (RLIMIT_NOFILE). Default 256.
     pub open_files: u64,
+    /// Largest file the program may write (RLIMIT_FSIZE; past it SIGXFSZ). Default 1 GiB;
+    /// 0: no limit.
+    pub file_bytes: u64,
     /// Largest `stdin` a call may give. Default 1 MiB.
     pub max_stdin_bytes: usize,
     /// Most `args` a call may append. Default 64.
@@ -156,6 +195,7 @@ impl Default for ProgramConfig {
             output_bytes: 16 << 20,
             processes: 0,
             open_files: 256,
+            file_bytes: 1 << 30,
             max_stdin_bytes: 1 << 20,
             max_args: 64,
             args: ArgsPolicy::NoOptions,
@@ -190,6 +230,32 @@ impl ExecConfig {
             if value.is_zero() {
                 return invalid(key, "must be greater than zero".into());
             }
+        }
+        let parent = &self.cgroup_parent;
+        let parent_set = !parent.as_os_str().is_empty();
+        if parent_set && !parent.is_absolute() {
+            return invalid(
+                "exec.cgroup_parent",
+                "must be an absolute path (a directory of the cgroup v2 file system)".into(),
+            );
+        }
+        match self.isolation {
+            IsolationMode::Cgroup if !parent_set => {
+                return invalid(
+                    "exec.isolation",
+                    "\"cgroup\" needs exec.cgroup_parent (a cgroup v2 directory)".into(),
+                );
+            }
+            IsolationMode::PidNamespace | IsolationMode::ProcessGroup if parent_set => {
+                return invalid(
+                    "exec.cgroup_parent",
+                    format!(
+                        "is used only with exec.isolation = \"cgroup\" or \"auto\", not \"{}\"",
+                        self.isolation.as_str()
+                    ),
+                );
+            }
+            _ => {}
         }
         for (name, program) in &self.programs {
             let problem = |why: &str| invalid("exec.programs", format!("`{name}`: {why}"));

@@ -20,7 +20,7 @@ mod auth;
 mod exec;
 mod runners;
 pub use auth::{ASYMMETRIC_ALGORITHMS, AuthConfig, WELL_KNOWN_RESOURCE};
-pub use exec::{ArgsPolicy, ExecConfig, ProgramConfig};
+pub use exec::{ArgsPolicy, ExecConfig, IsolationMode, ProgramConfig};
 
 /// Prefix of environment overrides.
 pub const ENV_PREFIX: &str = "OTPMCP";

@@ -7,9 +7,14 @@
 //! last chunk (or, if a process that left the group holds the pipes, `kill_grace` after
 //! the leader). Its outcome is stored as the log's last event and in the record, then
 //! sent to the request. The group is signalled only before its leader is reaped, and the
-//! actor reaps it itself, so no signal can reach a group that reused the id. Dropping
-//! the state (a clean stop or a panic) kills whatever is left of the group, reaps the
-//! leader and removes the directory.
+//! actor reaps it itself, so no signal can reach a group that reused the id.
+//!
+//! With `exec.isolation = "cgroup"` the execution also owns its cgroup: SIGKILL becomes
+//! `cgroup.kill`, which reaches the descendants that left the group, and when the leader
+//! exits whatever is left in the cgroup is killed; the execution ends once the cgroup is
+//! empty. (In a PID namespace the kernel does the same when the namespace's init exits.)
+//! Dropping the state (a clean stop or a panic) kills whatever is left of the group and
+//! the cgroup, reaps the leader and removes the cgroup and the directory.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -18,8 +23,10 @@ use bytes::Bytes;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::sync::{mpsc, oneshot, watch};
 
+use super::cgroup::Cgroup;
 use super::chunker::Chunker;
-use super::process::{self, ExitInfo, Pipes, Process, Workdir};
+use super::isolation::Isolation;
+use super::process::{self, Containment, ExitInfo, Pipes, Process, Workdir};
 use super::pump::{Output, Pump, Pumped};
 use super::record::{self, ExecRecord, Outcome, Status, Usage, log_key};
 use crate::config::{ExecConfig, ProgramConfig};
@@ -51,6 +58,8 @@ pub struct ExecutionArgs {
     pub done: oneshot::Sender<Outcome>,
     /// Chunks stored so far.
     pub progress: watch::Sender<u64>,
+    /// How it is contained.
+    pub isolation: Isolation,
 }
 
 /// Messages of an execution. Only [`super::ExecHandle`] and the execution's own tasks
@@ -63,6 +72,8 @@ pub enum ExecutionMsg {
     Escalate,
     /// The leader exited: reap it.
     LeaderExited,
+    /// The cgroup is empty (or the wait for it is over).
+    Emptied,
     /// The pump stored the last chunk.
     Pumped(Pumped),
     /// The pipes stayed open `kill_grace` after the leader: give up on them.
@@ -78,6 +89,10 @@ pub struct ExecutionState {
     store: EventStoreHandle,
     /// The process group; dropping it kills what is left and reaps the leader.
     process: Process,
+    /// The execution's cgroup, if it has one; dropping it kills and removes it.
+    cgroup: Option<Cgroup>,
+    /// Nothing of it is left running (always, without a cgroup, once the leader exited).
+    contained: bool,
     started: Instant,
     stopping: Option<Status>,
     exit: Option<ExitInfo>,
@@ -90,6 +105,9 @@ pub struct ExecutionState {
     /// Removed last, when the state drops.
     _workdir: Workdir,
 }
+
+/// How long the end of an execution waits for its killed cgroup to be empty.
+const EMPTY_BOUND: Duration = Duration::from_secs(5);
 
 /// Tells the actor when the leader exits.
 fn watch_exit(myself: &ActorRef<ExecutionMsg>, process: &Process) -> OwnedTask {
@@ -125,7 +143,29 @@ impl Actor for Execution {
             .unwrap_or_else(std::env::temp_dir);
         let owner = program.uid.map(|uid| (uid, program.gid.unwrap_or(uid)));
         let workdir = Workdir::create(&root, &args.record.id.to_string(), owner)?;
-        let (process, pipes) = process::spawn(program, &args.args, &workdir, args.stdin.is_some())?;
+        let mut cgroup = match &args.isolation {
+            Isolation::Cgroup(parent) => Some(
+                parent
+                    .create(
+                        &format!("exec-{}", args.record.id),
+                        program.processes,
+                        program.memory_bytes,
+                    )
+                    .map_err(|e| format!("cannot make the execution's cgroup: {e}"))?,
+            ),
+            _ => None,
+        };
+        let containment = Containment {
+            cgroup: cgroup.as_mut(),
+            pid_namespace: matches!(args.isolation, Isolation::PidNamespace),
+        };
+        let (process, pipes) = process::spawn(
+            program,
+            &args.args,
+            &workdir,
+            args.stdin.is_some(),
+            containment,
+        )?;
         tracing::info!(execution = %args.record.id, program = %args.record.program, pid = process.pid(), "execution started");
         let Pipes {
             stdout,
@@ -184,6 +224,8 @@ impl Actor for Execution {
             settings: args.settings,
             store: args.store,
             process,
+            contained: cgroup.is_none(),
+            cgroup,
             started: Instant::now(),
             stopping: None,
             exit: None,
@@ -217,6 +259,10 @@ impl Actor for Execution {
                 if state.process.signal_group(libc::SIGKILL) {
                     tracing::info!(execution = %state.record.id, "the program outlived SIGTERM: SIGKILL");
                 }
+                // Also what left the group (setsid); the kernel reaches all of it.
+                if let Some(cgroup) = &state.cgroup {
+                    cgroup.kill();
+                }
             }
             ExecutionMsg::LeaderExited => {
                 // Reaped here, between messages, so no signal above can follow it.
@@ -232,11 +278,23 @@ impl Actor for Execution {
                     }
                 };
                 state.exit = Some(exit);
+                // A stopped child is gone with all it started, whichever way it ended.
+                if let Some(cgroup) = &state.cgroup {
+                    cgroup.kill();
+                    let (emptied, myself) = (cgroup.emptied(EMPTY_BOUND), myself.clone());
+                    state.tasks.push(OwnedTask::spawn(async move {
+                        if !emptied.await {
+                            tracing::warn!("an execution's cgroup is not empty after cgroup.kill");
+                        }
+                        let _ = myself.cast(ExecutionMsg::Emptied);
+                    }));
+                }
                 let grace = state.settings.kill_grace;
                 state
                     .tasks
                     .push(after(&myself, grace, ExecutionMsg::DrainOver));
             }
+            ExecutionMsg::Emptied => state.contained = true,
             ExecutionMsg::Pumped(pumped) => state.pumped = Some(pumped),
             ExecutionMsg::DrainOver => {
                 if state.pumped.is_none() {
@@ -256,7 +314,7 @@ impl Actor for Execution {
                 }
             }
         }
-        if state.exit.is_some() && state.pumped.is_some() {
+        if state.exit.is_some() && state.pumped.is_some() && state.contained {
             finish(state).await;
             myself.stop(None);
         }

@@ -1,24 +1,31 @@
 //! Supervised execution (`[exec]`, off by default): configured programs run as OS
-//! process groups, each owned by an actor under the executions supervisor, their output
-//! stored as events.
+//! process groups, each contained (a cgroup or a PID namespace, `exec.isolation`) and
+//! owned by an actor under the executions supervisor, their output stored as events.
 //!
 //! - [`tools`]: `execute`, `get_execution_output`, `list_executions`,
 //!   `cancel_execution`, the handler-side face of this module.
 //! - [`ExecHandle`]: what the tools call; it sends the supervisor its messages and reads
 //!   the store.
 //! - [`supervisor`] admits and supervises; [`execution`] owns one program (process group,
-//!   timers, pump, directory); [`process`] spawns and signals; [`pump`] and [`chunker`]
+//!   timers, pump, directory); [`process`] spawns and signals, [`child`] is what the
+//!   child does before `exec`; [`isolation`] chooses the containment at start-up,
+//!   [`cgroup`] is one of them; [`reaper`] reaps the orphans the server adopts as a
+//!   subreaper; [`pump`] and [`chunker`]
 //!   turn output into stored chunks; [`record`] is what the store keeps, so any replica
 //!   answers; [`poll`] reads a log back.
 //!
 //! See docs/execution.md for the configuration and the security model.
 
 pub mod args;
+pub mod cgroup;
+pub mod child;
 pub mod chunker;
 pub mod execution;
+pub mod isolation;
 pub mod poll;
 pub mod process;
 pub mod pump;
+pub mod reaper;
 pub mod record;
 pub mod supervisor;
 pub mod tools;
@@ -32,6 +39,7 @@ use ractor::{Actor, ActorRef};
 use crate::config::ExecConfig;
 use crate::event_store::EventStoreHandle;
 use crate::ids::SessionId;
+use crate::rt::task::OwnedTask;
 pub use record::{ExecRecord, Outcome, Status};
 pub use supervisor::{ExecMsg, ExecSupervisor, StartRequest, Started};
 
@@ -116,21 +124,30 @@ pub struct ExecHandle {
     actor: ActorRef<ExecMsg>,
     store: EventStoreHandle,
     settings: Arc<ExecConfig>,
+    /// Reaps the orphans the server adopts, while any handle lives.
+    _reaper: Arc<OwnedTask>,
 }
 
 impl ExecHandle {
-    /// Starts the executions supervisor.
+    /// Chooses the isolation (refusing to start without one that the configuration
+    /// accepts), makes the server a subreaper, and starts the executions supervisor.
     pub async fn start(
         settings: Arc<ExecConfig>,
         store: EventStoreHandle,
     ) -> Result<Self, ExecError> {
-        let (actor, _) = Actor::spawn(None, ExecSupervisor, (settings.clone(), store.clone()))
+        let isolation =
+            isolation::start(&settings).map_err(|e| ExecError::Unavailable(e.to_string()))?;
+        let orphans = reaper::start()
+            .map_err(|e| ExecError::Unavailable(format!("cannot become a child subreaper: {e}")))?;
+        let args = (settings.clone(), store.clone(), isolation);
+        let (actor, _) = Actor::spawn(None, ExecSupervisor, args)
             .await
             .map_err(|e| ExecError::Unavailable(e.to_string()))?;
         Ok(Self {
             actor,
             store,
             settings,
+            _reaper: Arc::new(orphans),
         })
     }
 

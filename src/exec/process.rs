@@ -1,10 +1,9 @@
 //! One program as an OS process group: spawned with no shell in a directory of its own,
-//! limited (setrlimit) and tied to this process (parent-death signal) before `exec`,
+//! contained, limited and tied to this process before `exec` ([`super::child`]),
 //! signalled as a group, and reaped with its resource usage.
 //!
-//! The one module that uses `unsafe`: these are system calls std does not wrap
-//! (`prctl`, `setrlimit`, `pidfd_open`, `wait4`, `kill` of a group). Each block says
-//! why it is sound.
+//! `unsafe` here is for system calls std does not wrap (`pidfd_open`, `wait4`, `kill`
+//! of a group). Each block says why it is sound.
 #![allow(unsafe_code)]
 
 use std::os::fd::{FromRawFd, OwnedFd};
@@ -17,6 +16,9 @@ use std::time::Duration;
 use tokio::io::unix::AsyncFd;
 use tokio::net::unix::pipe;
 
+use super::cgroup::Cgroup;
+use super::child::ChildPlan;
+use super::reaper;
 use crate::config::ProgramConfig;
 
 /// Why a program could not start.
@@ -118,15 +120,26 @@ pub struct Pipes {
     pub stdin: Option<pipe::Sender>,
 }
 
+/// How one execution is contained: the cgroup its child joins, or a PID namespace of its
+/// own (neither: its process group only).
+#[derive(Debug, Default)]
+pub struct Containment<'a> {
+    /// The execution's cgroup (`exec.isolation = "cgroup"`).
+    pub cgroup: Option<&'a mut Cgroup>,
+    /// A PID namespace under an init (`exec.isolation = "pid-namespace"`).
+    pub pid_namespace: bool,
+}
+
 /// Starts `program` with `args` appended, in `workdir`, with no environment but what the
-/// entry allows and sets. Must run on a thread that lives as long as the server (a
-/// runtime worker, not a blocking-pool thread): the parent-death signal fires when the
-/// thread that forked exits.
+/// entry allows and sets, contained as `containment` says. Must run on a thread that
+/// lives as long as the server (a runtime worker, not a blocking-pool thread): the
+/// parent-death signal fires when the thread that forked exits.
 pub fn spawn(
     program: &ProgramConfig,
     args: &[String],
     workdir: &Workdir,
     with_stdin: bool,
+    containment: Containment<'_>,
 ) -> Result<(Process, Pipes), SpawnError> {
     let Some((path, fixed)) = program.command.split_first() else {
         return Err(SpawnError::Spawn {
@@ -161,15 +174,25 @@ pub fn spawn(
         .env("TMPDIR", workdir.path())
         .env("HOME", workdir.path());
     command.envs(&program.env);
-    let limits = Limits::of(program);
+    let mut plan = ChildPlan::of(program);
+    plan.cgroup_procs = containment.cgroup.as_ref().and_then(|c| c.procs_fd());
+    plan.pid_namespace = containment.pid_namespace;
     // SAFETY: the closure runs in the child between fork and exec and calls only
-    // async-signal-safe functions (prctl, getppid, setrlimit, setgroups, setgid, setuid)
-    // on values computed before the fork; it allocates nothing.
+    // async-signal-safe functions on values computed before the fork; it allocates
+    // nothing (see super::child).
     unsafe {
-        command.pre_exec(move || limits.apply());
+        command.pre_exec(move || plan.apply());
     }
-    let mut child = command.spawn().map_err(fail)?;
+    // Until the leader is registered, the reaper must not take it for an orphan.
+    let spawning = reaper::spawning();
+    let spawned = command.spawn();
+    if let Some(cgroup) = containment.cgroup {
+        cgroup.joined();
+    }
+    let mut child = spawned.map_err(fail)?;
     let pid = child.id() as i32;
+    reaper::register(pid);
+    drop(spawning);
     let take = |fd: Option<OwnedFd>| fd.ok_or_else(|| std::io::Error::other("no pipe"));
     let stdout = take(child.stdout.take().map(OwnedFd::from)).map_err(fail)?;
     let stderr = take(child.stderr.take().map(OwnedFd::from)).map_err(fail)?;
@@ -179,7 +202,10 @@ pub fn spawn(
         Ok(process) => process,
         Err(e) => {
             signal_group(pid, libc::SIGKILL);
+            // SAFETY: kill of our own unreaped child.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
             let _ = child.wait();
+            reaper::unregister(pid);
             return Err(fail(e));
         }
     };
@@ -192,74 +218,6 @@ pub fn spawn(
         },
     };
     Ok((process, pipes))
-}
-
-/// The limits and identity applied in the child before `exec`.
-#[derive(Debug, Clone, Copy)]
-struct Limits {
-    parent: libc::pid_t,
-    cpu: u64,
-    memory: u64,
-    processes: u64,
-    open_files: u64,
-    user: Option<(u32, u32)>,
-}
-
-impl Limits {
-    fn of(program: &ProgramConfig) -> Self {
-        Self {
-            // SAFETY: getpid has no preconditions.
-            parent: unsafe { libc::getpid() },
-            cpu: program.cpu_seconds,
-            memory: program.memory_bytes,
-            processes: program.processes,
-            open_files: program.open_files,
-            user: program.uid.map(|uid| (uid, program.gid.unwrap_or(uid))),
-        }
-    }
-
-    /// In the child: limit, drop privileges, then die with the server.
-    fn apply(self) -> std::io::Result<()> {
-        let check = |rc: libc::c_int| match rc {
-            0 => Ok(()),
-            _ => Err(std::io::Error::last_os_error()),
-        };
-        // SAFETY: plain system calls on integers, allowed between fork and exec.
-        unsafe {
-            let limit = |resource, soft: u64, hard: u64| {
-                let value = libc::rlimit {
-                    rlim_cur: soft,
-                    rlim_max: hard,
-                };
-                check(libc::setrlimit(resource, &value))
-            };
-            if self.cpu > 0 {
-                // At the soft limit SIGXCPU, one second later SIGKILL.
-                limit(libc::RLIMIT_CPU, self.cpu, self.cpu + 1)?;
-            }
-            if self.memory > 0 {
-                limit(libc::RLIMIT_AS, self.memory, self.memory)?;
-            }
-            if self.processes > 0 {
-                limit(libc::RLIMIT_NPROC, self.processes, self.processes)?;
-            }
-            if self.open_files > 0 {
-                limit(libc::RLIMIT_NOFILE, self.open_files, self.open_files)?;
-            }
-            if let Some((uid, gid)) = self.user {
-                check(libc::setgroups(0, std::ptr::null()))?;
-                check(libc::setgid(gid))?;
-                check(libc::setuid(uid))?;
-            }
-            // Last: a change of user or group clears the parent-death signal.
-            check(libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0))?;
-            // The server may have died before the signal was armed.
-            if libc::getppid() != self.parent {
-                libc::_exit(127);
-            }
-        }
-        Ok(())
-    }
 }
 
 impl Process {
@@ -286,10 +244,18 @@ impl Process {
         self.pid
     }
 
-    /// Sends `signal` to every process of the group. False when none is left, or when
-    /// the leader is reaped (then nothing is sent: the id may be another group's).
+    /// Sends `signal` to every process of the group, and to the leader if it left the
+    /// group. False when none is left, or when the leader is reaped (then nothing is
+    /// sent: the id may be another group's).
     pub fn signal_group(&self, signal: i32) -> bool {
-        !self.reaped && signal_group(self.pid, signal)
+        if self.reaped {
+            return false;
+        }
+        let group = signal_group(self.pid, signal);
+        // SAFETY: kill of our own child, which cannot be reaped meanwhile (only the
+        // owner of this Process reaps it).
+        let leader = unsafe { libc::kill(self.pid, signal) == 0 };
+        group || leader
     }
 
     /// Resolves once the leader has exited (it is not reaped: see [`Process::reap`]).
@@ -329,6 +295,7 @@ impl Process {
             rc if rc < 0 => Err(std::io::Error::last_os_error()),
             _ => {
                 self.reaped = true;
+                reaper::unregister(self.pid);
                 let millis = |t: libc::timeval| t.tv_sec as u64 * 1000 + t.tv_usec as u64 / 1000;
                 Ok(Some(ExitInfo {
                     code: libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status)),
@@ -346,13 +313,23 @@ impl Drop for Process {
     /// On every path out (a panic included): nothing of the group outlives its
     /// execution, and the leader does not stay a zombie.
     fn drop(&mut self) {
-        if !self.reaped {
-            signal_group(self.pid, libc::SIGKILL);
-            // SAFETY: as in try_reap; after SIGKILL the leader exits promptly.
+        if self.reaped {
+            return;
+        }
+        self.signal_group(libc::SIGKILL);
+        let pid = self.pid;
+        // Not on this thread (a runtime worker): the wait, short after SIGKILL, blocks.
+        let reap = move || {
+            // SAFETY: as in try_reap, for our own child that nothing else reaps.
             unsafe {
                 let mut status = 0;
-                libc::waitpid(self.pid, &mut status, 0);
+                libc::waitpid(pid, &mut status, 0);
             }
+            reaper::unregister(pid);
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => drop(runtime.spawn_blocking(reap)),
+            Err(_) => reap(),
         }
     }
 }

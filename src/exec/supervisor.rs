@@ -12,6 +12,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use super::ExecError;
 use super::execution::{Execution, ExecutionArgs, ExecutionMsg};
+use super::isolation::Isolation;
 use super::pump::Output;
 use super::record::{self, ExecRecord, Outcome, Status, index_entry, index_key, log_key};
 use crate::config::ExecConfig;
@@ -82,6 +83,8 @@ struct Running {
 pub struct ExecSupervisorState {
     settings: Arc<ExecConfig>,
     store: EventStoreHandle,
+    /// How every execution is contained, chosen at start-up.
+    isolation: Isolation,
     running: HashMap<SessionId, Running>,
     by_actor: HashMap<ActorId, SessionId>,
     per_party: HashMap<String, usize>,
@@ -94,16 +97,17 @@ pub struct ExecSupervisorState {
 impl Actor for ExecSupervisor {
     type Msg = ExecMsg;
     type State = ExecSupervisorState;
-    type Arguments = (Arc<ExecConfig>, EventStoreHandle);
+    type Arguments = (Arc<ExecConfig>, EventStoreHandle, Isolation);
 
     async fn pre_start(
         &self,
         _: ActorRef<Self::Msg>,
-        (settings, store): Self::Arguments,
+        (settings, store, isolation): Self::Arguments,
     ) -> Result<Self::State, ActorProcessingErr> {
         Ok(ExecSupervisorState {
             settings,
             store,
+            isolation,
             running: HashMap::new(),
             by_actor: HashMap::new(),
             per_party: HashMap::new(),
@@ -285,6 +289,7 @@ impl ExecSupervisorState {
             output: output_tx,
             done: done_tx,
             progress: progress_tx,
+            isolation: self.isolation.clone(),
         };
         let actor = match Actor::spawn_linked(None, Execution, args, myself.get_cell()).await {
             Ok((actor, _)) => actor,

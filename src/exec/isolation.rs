@@ -1,0 +1,181 @@
+//! The start-up choice of `exec.isolation`: what keeps an execution's descendants from
+//! outliving it on this host. `auto` takes a cgroup when `exec.cgroup_parent` is set and
+//! usable, else a PID namespace when the host allows one, else refuses to start; the
+//! process group alone (which `setsid` escapes) runs only when asked for by name.
+
+use std::sync::Arc;
+
+use super::cgroup::{CgroupError, CgroupParent};
+use crate::config::{ExecConfig, IsolationMode};
+
+/// The containment every execution of this server gets.
+#[derive(Debug, Clone)]
+pub enum Isolation {
+    /// A cgroup per execution under this parent.
+    Cgroup(Arc<CgroupParent>),
+    /// A PID namespace per execution.
+    PidNamespace,
+    /// The process group only.
+    ProcessGroup,
+}
+
+impl Isolation {
+    /// Its name in the configuration.
+    pub fn mode(&self) -> IsolationMode {
+        match self {
+            Self::Cgroup(_) => IsolationMode::Cgroup,
+            Self::PidNamespace => IsolationMode::PidNamespace,
+            Self::ProcessGroup => IsolationMode::ProcessGroup,
+        }
+    }
+}
+
+/// Why `[exec]` cannot start with the configured isolation.
+#[derive(Debug, thiserror::Error)]
+pub enum IsolationError {
+    /// `exec.cgroup_parent` is not usable.
+    #[error("exec.isolation = \"cgroup\": {0}")]
+    Cgroup(#[from] CgroupError),
+    /// This host makes no PID namespace for the server.
+    #[error(
+        "exec.isolation = \"pid-namespace\": this host does not let the server make a PID namespace (it needs root or CAP_SYS_ADMIN)"
+    )]
+    PidNamespace,
+    /// Neither works and the weaker mode was not asked for.
+    #[error(
+        "exec: no isolation that contains an execution's descendants is available ({why}); set exec.cgroup_parent to a cgroup v2 directory the server may write, run the server where it may make PID namespaces, or write exec.isolation = \"process-group\" to accept that a program's descendants can escape (docs/execution.md#security-model)"
+    )]
+    NoneAvailable {
+        /// What was tried.
+        why: String,
+    },
+}
+
+/// What the host offers, as probed at start-up.
+#[derive(Debug)]
+pub struct HostProbe {
+    /// `exec.cgroup_parent` prepared, or why not (`None` when it is not set).
+    pub cgroup: Option<Result<CgroupParent, CgroupError>>,
+    /// A PID namespace can be made.
+    pub pid_namespace: bool,
+}
+
+impl HostProbe {
+    /// Probes this host for `settings`.
+    pub fn of(settings: &ExecConfig) -> Self {
+        let cgroup = (!settings.cgroup_parent.as_os_str().is_empty())
+            .then(|| CgroupParent::prepare(&settings.cgroup_parent));
+        let pid_namespace = matches!(
+            settings.isolation,
+            IsolationMode::Auto | IsolationMode::PidNamespace
+        ) && super::child::pid_namespace_works();
+        Self {
+            cgroup,
+            pid_namespace,
+        }
+    }
+}
+
+/// Decides the isolation from the configured mode and what the host offers.
+pub fn choose(mode: IsolationMode, probe: HostProbe) -> Result<Isolation, IsolationError> {
+    match mode {
+        IsolationMode::ProcessGroup => Ok(Isolation::ProcessGroup),
+        IsolationMode::PidNamespace if probe.pid_namespace => Ok(Isolation::PidNamespace),
+        IsolationMode::PidNamespace => Err(IsolationError::PidNamespace),
+        IsolationMode::Cgroup => match probe.cgroup {
+            Some(parent) => Ok(Isolation::Cgroup(Arc::new(parent?))),
+            None => Err(IsolationError::NoneAvailable {
+                why: "exec.cgroup_parent is not set".into(),
+            }),
+        },
+        IsolationMode::Auto => {
+            let cgroup_why = match probe.cgroup {
+                Some(Ok(parent)) => return Ok(Isolation::Cgroup(Arc::new(parent))),
+                Some(Err(e)) => {
+                    tracing::warn!(error = %e, "exec.cgroup_parent is not usable; trying a PID namespace");
+                    e.to_string()
+                }
+                None => "exec.cgroup_parent is not set".to_owned(),
+            };
+            match probe.pid_namespace {
+                true => Ok(Isolation::PidNamespace),
+                false => Err(IsolationError::NoneAvailable {
+                    why: format!("{cgroup_why}; no PID namespace can be made"),
+                }),
+            }
+        }
+    }
+}
+
+/// Probes the host, decides, and says at start-up what runs and what it enforces.
+pub fn start(settings: &ExecConfig) -> Result<Isolation, IsolationError> {
+    let isolation = choose(settings.isolation, HostProbe::of(settings))?;
+    match &isolation {
+        Isolation::Cgroup(parent) => tracing::info!(
+            cgroup_parent = %parent.path().display(),
+            pids_max = parent.pids,
+            memory_max = parent.memory,
+            "executions isolated in a cgroup each (killed whole); the controllers not enforced leave RLIMIT_NPROC and RLIMIT_AS per process"
+        ),
+        Isolation::PidNamespace => {
+            tracing::info!(
+                "executions isolated in a PID namespace each (its init's exit kills the rest)"
+            )
+        }
+        Isolation::ProcessGroup => tracing::warn!(
+            "exec.isolation = \"process-group\": a program's descendants that leave its process group (setsid) outlive it"
+        ),
+    }
+    Ok(isolation)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn host(cgroup: Option<Result<CgroupParent, CgroupError>>, pid_namespace: bool) -> HostProbe {
+        HostProbe {
+            cgroup,
+            pid_namespace,
+        }
+    }
+
+    // Issue 22, finding 2: with nothing that contains descendants, `auto` refuses to start
+    // and names the weaker mode an operator may accept.
+    #[test]
+    fn auto_without_cgroup_or_namespace_refuses_and_names_process_group() {
+        let error = match choose(IsolationMode::Auto, host(None, false)) {
+            Err(e) => e.to_string(),
+            Ok(chosen) => panic!("started with {chosen:?}"),
+        };
+        assert!(
+            error.contains("exec.isolation = \"process-group\""),
+            "{error}"
+        );
+        let unusable = CgroupError {
+            path: "/nowhere".into(),
+            problem: "is not under a cgroup v2 mount".into(),
+        };
+        let error = choose(IsolationMode::Auto, host(Some(Err(unusable)), false))
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(error.contains("/nowhere"), "{error}");
+    }
+
+    #[test]
+    fn auto_prefers_a_namespace_when_no_cgroup_and_explicit_modes_are_kept() {
+        let chosen = choose(IsolationMode::Auto, host(None, true))
+            .ok()
+            .map(|i| i.mode());
+        assert_eq!(chosen, Some(IsolationMode::PidNamespace));
+        let chosen = choose(IsolationMode::ProcessGroup, host(None, true))
+            .ok()
+            .map(|i| i.mode());
+        assert_eq!(chosen, Some(IsolationMode::ProcessGroup));
+        assert!(matches!(
+            choose(IsolationMode::PidNamespace, host(None, false)),
+            Err(IsolationError::PidNamespace)
+        ));
+    }
+}
