@@ -302,6 +302,28 @@ impl Replay {
     }
 }
 
+impl Replay {
+    /// Builds every answer this replay can give: each exchange's, for a client with and
+    /// without a session, each resume from a recorded event id, and the nearest-request
+    /// error for each recorded request. For the `recording` fuzz target: a recording
+    /// from anywhere must not make any of them panic. Returns how many were built.
+    pub(crate) fn answer_everything(&self) -> usize {
+        let mut built = 0;
+        for (i, x) in self.exchanges.iter().enumerate() {
+            let _ = self.send(i, 0, None);
+            let _ = self.send(i, x.events.len() + 1, Some("a-session"));
+            let last = x.last_event_id.as_deref();
+            let _ = not_recorded(self, &x.method, x.json.as_ref(), last);
+            built += 3;
+        }
+        for &(i, j) in self.events.values() {
+            let _ = self.resume(i, j, None);
+            built += 1;
+        }
+        built
+    }
+}
+
 /// The blocks as a body, at their recorded times when `timing`; then the tail, and if
 /// the recorded client left first, nothing more until this client leaves too.
 fn async_stream(
