@@ -73,13 +73,11 @@ fn is_origin(origin: &str) -> bool {
     }
 }
 
-/// `Err` with the refusal when `headers` may not pass: 421 Misdirected Request for a
-/// foreign `Host` (the request was meant for another name), 403 for a foreign `Origin`,
-/// 400 for a repeated `Host`, `Origin` or MCP header.
-pub fn check(guard: &Guard, headers: &HeaderMap) -> Result<(), Response> {
-    let Err(rejection) = guard.check(headers) else {
-        return Ok(());
-    };
+/// The answer to a request whose `headers` may not pass, `None` if they may: 421
+/// Misdirected Request for a foreign `Host` (the request was meant for another name), 403
+/// for a foreign `Origin`, 400 for a repeated `Host`, `Origin` or MCP header.
+pub fn refusal(guard: &Guard, headers: &HeaderMap) -> Option<Response> {
+    let rejection = guard.check(headers).err()?;
     let status = match rejection {
         Rejection::ForbiddenHost(_) => StatusCode::MISDIRECTED_REQUEST,
         Rejection::ForbiddenOrigin(_) => StatusCode::FORBIDDEN,
@@ -91,7 +89,7 @@ pub fn check(guard: &Guard, headers: &HeaderMap) -> Result<(), Response> {
         http::header::CONTENT_TYPE,
         HeaderValue::from_static("text/plain"),
     );
-    Err(response)
+    Some(response)
 }
 
 #[cfg(test)]

@@ -122,7 +122,10 @@ impl Recording {
     /// The upstream's URL for a request to `uri`: the upstream's path, its own query and
     /// then the client's (docs/proxy.md: the query string is forwarded).
     fn target(&self, uri: &Uri) -> Result<Uri, http::Error> {
-        let path = self.upstream.path();
+        let path = match self.upstream.path() {
+            "" => "/",
+            path => path,
+        };
         let query = [self.upstream.query(), uri.query()]
             .into_iter()
             .flatten()
@@ -141,7 +144,7 @@ impl Recording {
 
 /// Any request to the proxy: forwarded to the upstream's MCP endpoint.
 pub async fn forward(State(rec): State<Arc<Recording>>, request: Request) -> Response {
-    if let Err(refused) = access::check(&rec.guard, request.headers()) {
+    if let Some(refused) = access::refusal(&rec.guard, request.headers()) {
         return refused;
     }
     let target = match rec.target(request.uri()) {

@@ -201,7 +201,7 @@ fn header(headers: &HeaderMap, name: &str) -> Option<String> {
 
 /// Any request to the replaying server.
 pub async fn answer(State(replay): State<Arc<Replay>>, request: Request) -> Response {
-    if let Err(refused) = access::check(&replay.guard, request.headers()) {
+    if let Some(refused) = access::refusal(&replay.guard, request.headers()) {
         return refused;
     }
     let (parts, body) = request.into_parts();
