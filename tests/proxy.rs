@@ -724,3 +724,57 @@ async fn the_query_string_is_forwarded_and_recorded() {
     );
     let _ = std::fs::remove_file(&file);
 }
+
+// Issue 22, finding 8: --keep-session-ids writes the upstream's ids as they were (for a
+// recording that must show them); a replay still hands each client a fresh id and maps it
+// back to the recorded one.
+#[tokio::test]
+async fn with_keep_session_ids_the_ids_are_recorded_and_replay_still_maps_fresh_ones() {
+    let upstream = Upstream::start().await;
+    let file = artifact_path("keep-ids");
+    let _ = std::fs::remove_file(&file);
+    let file_arg = file.to_string_lossy().into_owned();
+    let args = [
+        "--upstream",
+        &upstream.url,
+        "--record",
+        &file_arg,
+        "--keep-session-ids",
+    ];
+    let live = {
+        let proxy = start(proxy(&args), "serving MCP at ").await;
+        let (status, headers, _) = post(&proxy.url, &request("initialize"), &[]).await;
+        assert_eq!(status, 200);
+        let live = headers
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        let session = [("mcp-session-id", live.as_str())];
+        assert_eq!(
+            post(&proxy.url, &request("tools/list"), &session).await.0,
+            200
+        );
+        live
+    };
+    let text = std::fs::read_to_string(&file).unwrap_or_default();
+    assert!(live.starts_with("live-") && text.contains(&live), "{text}");
+
+    let replay = replaying(&file).await;
+    let (_, headers, _) = post(&replay.url, &request("initialize"), &[]).await;
+    let fresh = headers
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    assert!(!fresh.is_empty() && fresh != live, "{fresh}");
+    let session = [("mcp-session-id", fresh.as_str())];
+    let (status, _, text) = post(&replay.url, &request("tools/list"), &session).await;
+    assert_eq!(status, 200);
+    assert!(
+        text.contains("\"result\":{\"method\":\"tools/list\"}"),
+        "{text}"
+    );
+    drop(replay);
+    let _ = std::fs::remove_file(&file);
+}
