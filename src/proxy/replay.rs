@@ -237,7 +237,7 @@ pub async fn answer(State(replay): State<Arc<Replay>>, request: Request) -> Resp
 
 impl Replay {
     /// Exchange `i`'s answer, its blocks from `from` on, for a client in session `client`.
-    pub(crate) fn send(&self, i: usize, from: usize, client: Option<&str>) -> Response {
+    fn send(&self, i: usize, from: usize, client: Option<&str>) -> Response {
         let x = &self.exchanges[i];
         let blocks = x.events[from.min(x.events.len())..]
             .iter()
@@ -248,7 +248,7 @@ impl Replay {
 
     /// What followed block `j` of exchange `i`: the rest of it, then the exchanges that
     /// resumed it (and those that resumed them), each event once.
-    pub(crate) fn resume(&self, i: usize, j: usize, client: Option<&str>) -> Response {
+    fn resume(&self, i: usize, j: usize, client: Option<&str>) -> Response {
         let mut chain = vec![i];
         let mut k = 0;
         while k < chain.len() {
