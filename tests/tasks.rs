@@ -186,6 +186,27 @@ async fn task_methods_refuse_with_the_specs_codes() {
     server.shutdown().await;
 }
 
+// Issue 23, part 6: arguments a tool refuses end its task `completed` with a result that
+// has `isError` (the model reads it), not `failed` with -32602.
+#[tokio::test]
+async fn a_task_whose_arguments_are_refused_completes_with_is_error() {
+    let (server, _) = start().await;
+    let client = Stateless::new(&server.url).with_tasks();
+    let id = client
+        .start_task("stream_events", json!({"count": "many"}))
+        .await;
+    let done = client.until_status(&id, "completed").await;
+    assert_eq!(done["result"]["isError"], true, "{done}");
+    assert!(
+        done["result"]["content"][0]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("Invalid arguments for tool stream_events")),
+        "{done}"
+    );
+    assert!(done.get("error").is_none(), "{done}");
+    server.shutdown().await;
+}
+
 #[tokio::test]
 async fn a_task_is_dropped_when_its_ttl_runs_out() {
     let dropped = Arc::new(AtomicBool::new(false));
