@@ -186,6 +186,45 @@ async fn task_methods_refuse_with_the_specs_codes() {
     server.shutdown().await;
 }
 
+// Issue 23, part 7: fastmcp-tasks 4.1.4 and the MCP Inspector send `tasks/get`,
+// `tasks/update` and `tasks/cancel` without `Mcp-Name` (they were -32020); a missing one is
+// served, a different one is still refused (above).
+#[tokio::test]
+async fn task_methods_serve_a_request_without_mcp_name() {
+    let (server, dropped) = start().await;
+    let client = Stateless::new(&server.url).with_tasks();
+    let unnamed = |method: &'static str, params: Value| {
+        let request = client.post_without_name(method, params);
+        client.answer(method, request)
+    };
+    let id = client.start_task("confirm", json!({})).await;
+    let waiting = common::eventually("the task to ask", || async {
+        let task = unnamed("tasks/get", json!({"taskId": id})).await;
+        assert_eq!(task.status, 200, "{:?}", task.message);
+        (task.result()["status"] == "input_required").then(|| task.result().clone())
+    })
+    .await;
+    let key = waiting["inputRequests"]
+        .as_object()
+        .and_then(|r| r.keys().next().cloned())
+        .unwrap_or_default();
+    let ack = unnamed(
+        "tasks/update",
+        json!({"taskId": id, "inputResponses": {key: {"action": "accept", "content": {"ok": true}}}}),
+    )
+    .await;
+    assert_eq!(ack.result()["resultType"], "complete", "{:?}", ack.message);
+    let done = client.until_status(&id, "completed").await;
+    assert_eq!(done["result"]["content"][0]["text"], "ok=true");
+
+    let id = client.start_task("wait", json!({})).await;
+    let ack = unnamed("tasks/cancel", json!({"taskId": id})).await;
+    assert_eq!(ack.result()["resultType"], "complete", "{:?}", ack.message);
+    client.until_status(&id, "cancelled").await;
+    assert!(dropped.load(Ordering::SeqCst), "the handler was stopped");
+    server.shutdown().await;
+}
+
 // Issue 23, part 6: arguments a tool refuses end its task `completed` with a result that
 // has `isError` (the model reads it), not `failed` with -32602.
 #[tokio::test]
