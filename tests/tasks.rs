@@ -1,7 +1,7 @@
 //! Durable tasks on one server (the `io.modelcontextprotocol/tasks` extension): created
 //! only for requests that declare it, polled, answered, cancelled, expired, announced on
-//! listen streams, and refused with the spec's codes. Raw HTTP: no released client
-//! library speaks the tasks extension. Replicas: tests/replica_tasks.rs.
+//! listen streams, and refused with the spec's codes. Raw HTTP; a released client
+//! (fastmcp-tasks) is in tests/interop.rs. Replicas: tests/replica_tasks.rs.
 
 mod common;
 
