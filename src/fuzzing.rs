@@ -1,5 +1,6 @@
 //! The fuzz targets' bodies: one function per target of `fuzz/`, each taking the raw input
-//! and checking a property of a decoder that a client (or Redis, read back) reaches. They
+//! and checking a property of a decoder that a client (or Redis, read back, or a recording
+//! given to `otpmcp proxy --replay`) reaches. They
 //! never panic on any input unless the property fails. `tests/fuzz_corpus.rs` runs the
 //! committed corpus through them on the stable toolchain; `cargo fuzz` runs them under
 //! libFuzzer (docs/reliability.md).
@@ -18,6 +19,7 @@ use crate::ids::{EventId, SessionId, StreamKey, StreamNo};
 use crate::protocol::meta::RequestMeta;
 use crate::protocol::methods::Method;
 use crate::protocol::{self, Incoming};
+use crate::proxy::{artifact, replay::Replay};
 use crate::stream::sse;
 use crate::transport::extract::{self, LastEventId};
 use crate::transport::guard::Guard;
@@ -181,6 +183,31 @@ pub fn sse_round_trip(data: &[u8]) {
         .map(|l| format!(" {l}"))
         .collect();
     assert_eq!(blocks[3].comments, lines);
+}
+
+/// A recording, as `otpmcp proxy --replay` reads a file it may not have written: any
+/// bytes parse or give an error; whatever parses is indexed as a replay, and every
+/// answer that replay can give (each exchange's, each resume from a recorded event id,
+/// the nearest-request error for each recorded request) is built without a panic.
+pub fn recording(data: &[u8]) {
+    let entries = match artifact::parse(data, "input") {
+        Ok((header, entries)) => {
+            assert_eq!(header.format, artifact::FORMAT);
+            entries
+        }
+        Err(e) => {
+            assert!(!e.to_string().is_empty());
+            return;
+        }
+    };
+    let exchanges = entries
+        .iter()
+        .map(artifact::Entry::exchange)
+        .collect::<std::collections::HashSet<_>>()
+        .len();
+    let replay = Replay::new(entries, true, Guard::new(&ServerConfig::default()));
+    assert_eq!(replay.exchanges(), exchanges);
+    assert!(replay.answer_everything() >= 3 * exchanges);
 }
 
 /// What is read back from Redis: an event (RESP, as `HMGET` returns it), a message

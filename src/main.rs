@@ -27,17 +27,23 @@ Serves MCP (Streamable HTTP) with resumable SSE streams.
   --bind ADDR:PORT  listen address (overrides server.bind)
 Environment overrides: OTPMCP__<SECTION>__<KEY>, e.g. OTPMCP__SSE__KEEPALIVE_INTERVAL=10s
 
-       otpmcp proxy --upstream URL --record FILE [--bind ADDR:PORT] [--redact H1,H2]
-       otpmcp proxy --replay FILE [--timing] [--bind ADDR:PORT]
+       otpmcp proxy --upstream URL --record FILE [--overwrite] [--redact H1,H2]
+                    [--keep-session-ids] [--bind ADDR:PORT] [--allowed-host H]...
+                    [--allowed-origin O]...
+       otpmcp proxy --replay FILE [--timing] [--bind ADDR:PORT] [--allowed-host H]...
+                    [--allowed-origin O]...
 Records every request, response and SSE event of the sessions it forwards to URL, or
 serves such a recording as an MCP server (docs/proxy.md). --bind defaults to
-127.0.0.1:8090; 127.0.0.1:0 picks a free port.";
+127.0.0.1:8090; 127.0.0.1:0 picks a free port. --allowed-host and --allowed-origin
+(repeatable) replace the loopback defaults of the Host and Origin allow-lists.";
 
-/// `otpmcp proxy ...`: its mode and address, or a usage error.
+/// `otpmcp proxy ...`: its mode, address and allow-lists, or a usage error.
 fn parse_proxy(
     mut it: impl Iterator<Item = String>,
-) -> Result<(otpmcp::proxy::Mode, SocketAddr), String> {
+) -> Result<(otpmcp::proxy::Mode, SocketAddr, otpmcp::proxy::Access), String> {
     let (mut upstream, mut record, mut replay, mut timing) = (None, None, None, false);
+    let (mut overwrite, mut keep_session_ids) = (false, false);
+    let mut access = otpmcp::proxy::Access::default();
     let mut redact: Vec<String> = otpmcp::proxy::REDACTED
         .iter()
         .map(|h| (*h).to_owned())
@@ -61,6 +67,16 @@ fn parse_proxy(
                     .map_err(|_| format!("--bind: {v:?} is not ADDR:PORT"))?;
             }
             "--timing" => timing = true,
+            "--overwrite" => overwrite = true,
+            "--keep-session-ids" => keep_session_ids = true,
+            "--allowed-host" => access
+                .hosts
+                .get_or_insert_with(Vec::new)
+                .push(value("a host name")?),
+            "--allowed-origin" => access
+                .origins
+                .get_or_insert_with(Vec::new)
+                .push(value("an origin")?),
             other => return Err(format!("proxy: unknown argument {other:?}")),
         }
     }
@@ -69,16 +85,25 @@ fn parse_proxy(
             upstream,
             file,
             redact,
+            overwrite,
+            keep_session_ids,
         },
-        (None, None, Some(file)) => otpmcp::proxy::Mode::Replay { file, timing },
+        (None, None, Some(file)) if !overwrite && !keep_session_ids => {
+            otpmcp::proxy::Mode::Replay { file, timing }
+        }
+        (None, None, Some(_)) => {
+            return Err("proxy: --overwrite and --keep-session-ids go with --record".into());
+        }
         _ => return Err("proxy: give --upstream URL --record FILE, or --replay FILE".into()),
     };
-    Ok((mode, bind))
+    // Checked here too, so a bad entry is a usage error before anything is bound.
+    access.guard().map_err(|e| format!("proxy: {e}"))?;
+    Ok((mode, bind, access))
 }
 
 /// Runs `otpmcp proxy` until SIGINT or SIGTERM.
 fn proxy(args: impl Iterator<Item = String>) -> ExitCode {
-    let (mode, bind) = match parse_proxy(args) {
+    let (mode, bind, access) = match parse_proxy(args) {
         Ok(parsed) => parsed,
         Err(msg) => {
             eprintln!("otpmcp: {msg}\n{USAGE}");
@@ -91,7 +116,7 @@ fn proxy(args: impl Iterator<Item = String>) -> ExitCode {
     };
     runtime.block_on(async move {
         let telemetry = otpmcp::telemetry::init(&otpmcp::config::TelemetryConfig::default());
-        let proxy = match otpmcp::proxy::Proxy::bind(mode, bind).await {
+        let proxy = match otpmcp::proxy::Proxy::bind(mode, bind, &access).await {
             Ok(proxy) => proxy,
             Err(e) => {
                 eprintln!("otpmcp: {e}");

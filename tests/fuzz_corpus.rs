@@ -53,3 +53,8 @@ fn sse_round_trip() {
 fn redis_entry() {
     replay("redis_entry", otpmcp::fuzzing::redis_entry);
 }
+
+#[test]
+fn recording() {
+    replay("recording", otpmcp::fuzzing::recording);
+}

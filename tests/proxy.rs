@@ -2,9 +2,13 @@
 //! recording, compared event by event (ids, `retry:` and all); a resume in the middle of
 //! a replay; a request the recording does not hold; and recordings of the Python SDK
 //! against examples/everything and against the TypeScript SDK's example server, whose
-//! replays give the client the same transcript and the same bytes on the wire.
+//! replays give the client the same transcript and the same bytes on the wire. Then what
+//! a hostile reader found (issue 22): Host and Origin checks in both modes, the recording
+//! file's creation, session ids kept out of it, a flood of blank lines, the query string.
 
 mod common;
+#[path = "proxy/upstream.rs"]
+mod upstream;
 
 use std::io::BufRead as _;
 use std::path::{Path, PathBuf};
@@ -12,7 +16,8 @@ use std::process::{Child, Command, Stdio};
 
 use common::{Client, Frame, TestServer, within};
 use otpmcp::proxy::artifact::{self, Entry};
-use serde_json::json;
+use serde_json::{Value, json};
+use upstream::Upstream;
 
 /// A process that prints its URL on its first line (`otpmcp proxy`, the example).
 struct Running {
@@ -370,4 +375,406 @@ async fn with_timing_a_replay_keeps_the_recorded_spacing() {
     );
     let _ = std::fs::remove_file(&file);
     server.shutdown().await;
+}
+
+/// A POST of `body` to `url` with `headers` added: status, headers and body.
+async fn post(
+    url: &str,
+    body: &Value,
+    headers: &[(&str, &str)],
+) -> (u16, reqwest::header::HeaderMap, String) {
+    let mut request = reqwest::Client::new()
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", common::ACCEPT_BOTH)
+        .body(body.to_string());
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = Client::send(request).await;
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let text = within("the body", response.text())
+        .await
+        .unwrap_or_default();
+    (status, headers, text)
+}
+
+fn request(method: &str) -> Value {
+    json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": {}})
+}
+
+/// The recording's lines after its header.
+fn recorded_lines(file: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(file).unwrap_or_default();
+    text.lines().skip(1).map(str::to_owned).collect()
+}
+
+/// A host that the proxy's URL does not name, and an origin that no loopback page has.
+const EVIL_HOST: &str = "evil.example:8090";
+const EVIL_ORIGIN: &str = "http://evil.example";
+
+// Issue 22, finding 1: the recording proxy checked neither Host nor Origin, so a page
+// whose name re-resolved to 127.0.0.1 could drive the upstream through it. A foreign
+// Host gets 421 and a foreign Origin 403, before anything is forwarded or recorded; an
+// allowed Origin is forwarded, so the upstream's own check applies too.
+#[tokio::test]
+async fn recording_refuses_a_foreign_host_or_origin_before_forwarding_and_forwards_origin() {
+    let upstream = Upstream::start().await;
+    let file = artifact_path("guard-record");
+    let _ = std::fs::remove_file(&file);
+    let proxy = recording(&upstream.url, &file).await;
+
+    let (status, _, text) = post(&proxy.url, &request("initialize"), &[("host", EVIL_HOST)]).await;
+    assert_eq!(status, 421, "{text}");
+    let origin = [("origin", EVIL_ORIGIN)];
+    let (status, _, text) = post(&proxy.url, &request("initialize"), &origin).await;
+    assert_eq!(status, 403, "{text}");
+    assert!(
+        upstream.seen().is_empty(),
+        "forwarded: {:?}",
+        upstream.seen()
+    );
+    assert!(
+        recorded_lines(&file).is_empty(),
+        "recorded: {:?}",
+        recorded_lines(&file)
+    );
+
+    // A loopback page and a non-browser client pass; the Origin goes upstream.
+    let page = [("origin", "http://localhost:5173")];
+    let (status, _, text) = post(&proxy.url, &request("initialize"), &page).await;
+    assert_eq!(status, 200, "{text}");
+    let (status, _, _) = post(&proxy.url, &request("tools/list"), &[]).await;
+    assert_eq!(status, 200);
+    let seen = upstream.seen();
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert_eq!(
+        seen[0].headers.get("origin").and_then(|v| v.to_str().ok()),
+        Some("http://localhost:5173"),
+        "the Origin is forwarded"
+    );
+    assert_eq!(recorded_lines(&file).len(), 4, "two requests, two answers");
+    drop(proxy);
+    let _ = std::fs::remove_file(&file);
+}
+
+// Issue 22, finding 1: in replay mode a foreign Host or Origin could read the recording
+// (its answers, and recorded bodies in the nearest-request error); now 421 and 403, with
+// nothing of the recording in the answer.
+#[tokio::test]
+async fn replay_refuses_a_foreign_host_or_origin_before_answering_from_the_recording() {
+    let upstream = Upstream::start().await;
+    let file = artifact_path("guard-replay");
+    let _ = std::fs::remove_file(&file);
+    {
+        let proxy = recording(&upstream.url, &file).await;
+        let (status, _, _) = post(&proxy.url, &request("initialize"), &[]).await;
+        assert_eq!(status, 200);
+    }
+    let replay = replaying(&file).await;
+    let secret = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {}});
+    for (headers, want) in [
+        ([("host", EVIL_HOST)], 421),
+        ([("origin", EVIL_ORIGIN)], 403),
+    ] {
+        for body in [&request("initialize"), &secret] {
+            let (status, _, text) = post(&replay.url, body, &headers).await;
+            assert_eq!(status, want, "{headers:?}: {text}");
+            assert!(
+                !text.contains("initialize"),
+                "nothing recorded leaks: {text}"
+            );
+        }
+    }
+    let page = [("origin", "http://127.0.0.1:3000")];
+    let (status, _, text) = post(&replay.url, &request("initialize"), &page).await;
+    assert_eq!(
+        (status, text.contains("\"initialize\"")),
+        (200, true),
+        "{text}"
+    );
+    drop(replay);
+    let _ = std::fs::remove_file(&file);
+}
+
+// Issue 22, finding 1: --allowed-host and --allowed-origin replace the loopback lists
+// (as server.allowed_hosts and server.allowed_origins do); a malformed entry is a usage
+// error at start.
+#[tokio::test]
+async fn allowed_host_and_origin_flags_replace_the_loopback_lists() {
+    let upstream = Upstream::start().await;
+    let file = artifact_path("guard-flags");
+    let _ = std::fs::remove_file(&file);
+    let file_arg = file.to_string_lossy().into_owned();
+    let args = [
+        "--upstream",
+        &upstream.url,
+        "--record",
+        &file_arg,
+        "--allowed-host",
+        "mcp.example.test",
+        "--allowed-host",
+        "127.0.0.1",
+        "--allowed-origin",
+        "https://app.example.test",
+    ];
+    let proxy = start(proxy(&args), "serving MCP at ").await;
+    let init = request("initialize");
+    let host = [("host", "mcp.example.test:8090")];
+    assert_eq!(post(&proxy.url, &init, &host).await.0, 200);
+    let localhost = [("host", "localhost")];
+    assert_eq!(post(&proxy.url, &init, &localhost).await.0, 421);
+    let app = [("origin", "https://app.example.test")];
+    assert_eq!(post(&proxy.url, &init, &app).await.0, 200);
+    let loopback_page = [("origin", "http://localhost:5173")];
+    assert_eq!(post(&proxy.url, &init, &loopback_page).await.0, 403);
+    assert_eq!(upstream.seen().len(), 2);
+    drop(proxy);
+
+    let (code, stderr) = exits(&["--replay", &file_arg, "--allowed-origin", "localhost"]).await;
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--allowed-origin \"localhost\" is not an origin"),
+        "{stderr}"
+    );
+    let _ = std::fs::remove_file(&file);
+}
+
+fn strs(args: &[String]) -> Vec<&str> {
+    args.iter().map(String::as_str).collect()
+}
+
+/// Runs `otpmcp proxy args`, which must exit by itself: its exit code and stderr.
+async fn exits(args: &[&str]) -> (Option<i32>, String) {
+    let mut command = tokio::process::Command::from(proxy(args));
+    command
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let out = within("the proxy to exit", command.output())
+        .await
+        .unwrap_or_else(|e| panic!("spawn: {e}"));
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+// Issue 22, finding 8: the recording was File::create'd: an existing file truncated, a
+// symbolic link followed, the mode left to the umask. Now O_EXCL | O_NOFOLLOW, 0600; an
+// existing file only with --overwrite, a symbolic link never.
+#[tokio::test]
+async fn a_recording_is_a_new_private_file_never_through_a_symbolic_link() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let upstream = Upstream::start().await;
+    let file = artifact_path("exclusive");
+    let target = artifact_path("exclusive-target");
+    let link = artifact_path("exclusive-link");
+    for f in [&file, &target, &link] {
+        let _ = std::fs::remove_file(f);
+    }
+    let record = |path: &Path, overwrite: bool| {
+        let mut args = vec![
+            "--upstream".to_owned(),
+            upstream.url.clone(),
+            "--record".into(),
+        ];
+        args.push(path.to_string_lossy().into_owned());
+        if overwrite {
+            args.push("--overwrite".into());
+        }
+        args
+    };
+
+    std::fs::write(&file, "keep me").unwrap_or_else(|e| panic!("{e}"));
+    let (code, stderr) = exits(&strs(&record(&file, false))).await;
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("already exists: give --overwrite"),
+        "{stderr}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap_or_default(),
+        "keep me"
+    );
+
+    for overwrite in [true, false] {
+        if !overwrite {
+            let _ = std::fs::remove_file(&file);
+        }
+        let _proxy = start(proxy(&strs(&record(&file, overwrite))), "serving MCP at ").await;
+        let meta = std::fs::symlink_metadata(&file).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600, "owner only");
+        let text = std::fs::read_to_string(&file).unwrap_or_default();
+        assert!(text.starts_with("{\"format\":\"otpmcp-proxy\""), "{text}");
+    }
+
+    std::fs::write(&target, "not yours").unwrap_or_else(|e| panic!("{e}"));
+    std::os::unix::fs::symlink(&target, &link).unwrap_or_else(|e| panic!("{e}"));
+    for overwrite in [false, true] {
+        let (code, stderr) = exits(&strs(&record(&link, overwrite))).await;
+        assert_eq!(code, Some(2), "{stderr}");
+        assert!(stderr.contains("is a symbolic link"), "{stderr}");
+        assert_eq!(
+            std::fs::read_to_string(&target).unwrap_or_default(),
+            "not yours"
+        );
+    }
+    for f in [&file, &target, &link] {
+        let _ = std::fs::remove_file(f);
+    }
+}
+
+// Issue 22, finding 8: Mcp-Session-Id values were recorded as they were, a live
+// credential in the file. Now each session is `[session-N]` in it, and a replay hands
+// each client that initializes a fresh id of its own, mapped back to the recording.
+#[tokio::test]
+async fn session_ids_are_not_recorded_and_a_replay_hands_out_fresh_ones() {
+    let server = TestServer::start(|_| {}).await;
+    let file = artifact_path("sessions");
+    let _ = std::fs::remove_file(&file);
+    let live = {
+        let proxy = recording(&server.url, &file).await;
+        let mut client = Client::new(&proxy.url);
+        client.initialize().await;
+        client.echo("a session").await;
+        client.session.clone().unwrap_or_default()
+    };
+    let text = std::fs::read_to_string(&file).unwrap_or_default();
+    assert!(!live.is_empty() && !text.contains(&live), "{text}");
+    assert!(
+        text.contains("\"mcp-session-id\":\"[session-1]\""),
+        "{text}"
+    );
+
+    let replay = replaying(&file).await;
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        let mut client = Client::new(&replay.url);
+        client.initialize().await;
+        client.echo("a session").await;
+        ids.push(client.session.clone().unwrap_or_default());
+    }
+    assert_ne!(ids[0], ids[1], "each client its own session id");
+    for id in &ids {
+        assert!(id != &live && !id.contains("session-"), "{id}");
+    }
+    drop(replay);
+    let _ = std::fs::remove_file(&file);
+    server.shutdown().await;
+}
+
+// Issue 22, finding 8: an upstream that sends nothing but line feeds grew the recorder's
+// raw buffer without bound (and then wrote it all as one event). Now they are passed on
+// but not recorded beyond 64 KiB, and the block after them is recorded as itself.
+#[tokio::test]
+async fn a_flood_of_blank_lines_is_passed_on_but_not_held_or_recorded() {
+    let upstream = Upstream::start().await;
+    let file = artifact_path("flood");
+    let _ = std::fs::remove_file(&file);
+    let proxy = recording(&upstream.url, &file).await;
+    let response = Client::send(
+        reqwest::Client::new()
+            .post(&proxy.url)
+            .header("content-type", "application/json")
+            .header("accept", common::ACCEPT_BOTH)
+            .body(request("flood").to_string()),
+    )
+    .await;
+    assert_eq!(response.status(), 200);
+    let body = within("the flood", response.bytes())
+        .await
+        .unwrap_or_default();
+    assert_eq!(body.len(), upstream::FLOOD + upstream::FLOOD_END.len());
+    assert!(body.ends_with(upstream::FLOOD_END.as_bytes()));
+    drop(proxy);
+    let size = std::fs::metadata(&file).map_or(0, |m| m.len());
+    assert!(size < 256 << 10, "the recording holds {size} bytes");
+    let (_, entries) = artifact::read(&file).unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        entries
+            .iter()
+            .any(|e| matches!(e, Entry::Event { data: Some(d), .. } if d == "done")),
+        "{entries:?}"
+    );
+    let _ = std::fs::remove_file(&file);
+}
+
+// Issue 22, finding 8: docs/proxy.md said the query string is forwarded, but only the
+// upstream's URL was requested (while the client's query was recorded). Now it is
+// forwarded, after the upstream URL's own, and recorded as the client sent it.
+#[tokio::test]
+async fn the_query_string_is_forwarded_and_recorded() {
+    let upstream = Upstream::start().await;
+    let file = artifact_path("query");
+    let _ = std::fs::remove_file(&file);
+    let proxy = recording(&format!("{}?tenant=a", upstream.url), &file).await;
+    let url = format!("{}?trace=1&x=%20y", proxy.url);
+    assert_eq!(post(&url, &request("tools/list"), &[]).await.0, 200);
+    let seen = upstream.seen();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].uri, "/mcp?tenant=a&trace=1&x=%20y");
+    drop(proxy);
+    let (_, entries) = artifact::read(&file).unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        matches!(&entries[0], Entry::Request { path, .. } if path == "/mcp?trace=1&x=%20y"),
+        "{entries:?}"
+    );
+    let _ = std::fs::remove_file(&file);
+}
+
+// Issue 22, finding 8: --keep-session-ids writes the upstream's ids as they were (for a
+// recording that must show them); a replay still hands each client a fresh id and maps it
+// back to the recorded one.
+#[tokio::test]
+async fn with_keep_session_ids_the_ids_are_recorded_and_replay_still_maps_fresh_ones() {
+    let upstream = Upstream::start().await;
+    let file = artifact_path("keep-ids");
+    let _ = std::fs::remove_file(&file);
+    let file_arg = file.to_string_lossy().into_owned();
+    let args = [
+        "--upstream",
+        &upstream.url,
+        "--record",
+        &file_arg,
+        "--keep-session-ids",
+    ];
+    let live = {
+        let proxy = start(proxy(&args), "serving MCP at ").await;
+        let (status, headers, _) = post(&proxy.url, &request("initialize"), &[]).await;
+        assert_eq!(status, 200);
+        let live = headers
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        let session = [("mcp-session-id", live.as_str())];
+        assert_eq!(
+            post(&proxy.url, &request("tools/list"), &session).await.0,
+            200
+        );
+        live
+    };
+    let text = std::fs::read_to_string(&file).unwrap_or_default();
+    assert!(live.starts_with("live-") && text.contains(&live), "{text}");
+
+    let replay = replaying(&file).await;
+    let (_, headers, _) = post(&replay.url, &request("initialize"), &[]).await;
+    let fresh = headers
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    assert!(!fresh.is_empty() && fresh != live, "{fresh}");
+    let session = [("mcp-session-id", fresh.as_str())];
+    let (status, _, text) = post(&replay.url, &request("tools/list"), &session).await;
+    assert_eq!(status, 200);
+    assert!(
+        text.contains("\"result\":{\"method\":\"tools/list\"}"),
+        "{text}"
+    );
+    drop(replay);
+    let _ = std::fs::remove_file(&file);
 }

@@ -136,6 +136,25 @@ pub enum ArtifactError {
         /// Why.
         source: std::io::Error,
     },
+    /// Something is already at the path and `--overwrite` was not given.
+    #[error("{path} already exists: give --overwrite to replace it")]
+    Exists {
+        /// Which file.
+        path: String,
+    },
+    /// A symbolic link is at the path: followed, it would let whoever planted it choose
+    /// which file the recording (with its bodies) lands in.
+    #[error("{path} is a symbolic link: a recording never follows one, even with --overwrite")]
+    Symlink {
+        /// Which file.
+        path: String,
+    },
+    /// A directory, socket or device is at the path.
+    #[error("{path} is not a regular file: --overwrite replaces only a regular file")]
+    NotAFile {
+        /// Which path.
+        path: String,
+    },
     /// A line is not what this version writes.
     #[error("{path}, line {line}: {problem}")]
     Format {
@@ -157,13 +176,39 @@ pub struct Recorder {
 }
 
 impl Recorder {
-    /// Creates (or truncates) `path` and writes the header.
-    pub fn create(path: &Path, upstream: &str) -> Result<Self, ArtifactError> {
+    /// Creates `path`, readable and writable by its owner only, and writes the header. An
+    /// existing file is refused unless `overwrite`, and then only a regular file is
+    /// replaced; a symbolic link is always refused, and the file is opened with
+    /// `O_EXCL | O_NOFOLLOW`, so one planted after the check is refused too.
+    pub fn create(path: &Path, upstream: &str, overwrite: bool) -> Result<Self, ArtifactError> {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        let name = || path.display().to_string();
         let io = |source| ArtifactError::Io {
-            path: path.display().to_string(),
+            path: name(),
             source,
         };
-        let file = std::fs::File::create(path).map_err(io)?;
+        match std::fs::symlink_metadata(path) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                return Err(ArtifactError::Symlink { path: name() });
+            }
+            Ok(_) if !overwrite => return Err(ArtifactError::Exists { path: name() }),
+            // Removed, not truncated: the new file gets mode 0600 whatever the old had.
+            Ok(meta) if meta.is_file() => std::fs::remove_file(path).map_err(io)?,
+            Ok(_) => return Err(ArtifactError::NotAFile { path: name() }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io(e)),
+        }
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .mode(0o600)
+            .open(path)
+            .map_err(|e| match e.kind() {
+                // Something appeared at the path since the check.
+                std::io::ErrorKind::AlreadyExists => ArtifactError::Exists { path: name() },
+                _ => io(e),
+            })?;
         let recorder = Self {
             file: Mutex::new(file),
             start: Instant::now(),
@@ -209,15 +254,29 @@ impl Recorder {
 /// Reads a whole recording.
 pub fn read(path: &Path) -> Result<(Header, Vec<Entry>), ArtifactError> {
     let name = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|source| ArtifactError::Io {
+    let bytes = std::fs::read(path).map_err(|source| ArtifactError::Io {
         path: name.clone(),
         source,
     })?;
+    parse(&bytes, &name)
+}
+
+/// Reads a whole recording from its bytes; `name` is what errors call it. A recording
+/// may come from anywhere (`--replay` reads files it did not write): anything that is not
+/// one gives an error, never a panic (the `recording` fuzz target).
+pub fn parse(bytes: &[u8], name: &str) -> Result<(Header, Vec<Entry>), ArtifactError> {
     let problem = |line: usize, problem: String| ArtifactError::Format {
-        path: name.clone(),
+        path: name.to_owned(),
         line,
         problem,
     };
+    let text = std::str::from_utf8(bytes).map_err(|e| {
+        let line = 1 + bytes[..e.valid_up_to()]
+            .iter()
+            .filter(|&&b| b == b'\n')
+            .count();
+        problem(line, "not UTF-8".into())
+    })?;
     let mut lines = text
         .lines()
         .enumerate()

@@ -6,8 +6,10 @@
 //! - `--replay FILE`: serves the recording as an MCP server ([`replay`]): the same
 //!   answers, the same bytes on the wire, resumable anywhere with `Last-Event-ID`.
 //!
-//! See docs/proxy.md.
+//! Both modes refuse a foreign `Host` or `Origin` first ([`access`]), as the MCP endpoint
+//! does. See docs/proxy.md.
 
+pub mod access;
 pub mod artifact;
 pub mod record;
 pub mod replay;
@@ -19,12 +21,16 @@ use std::sync::Arc;
 use axum::Router;
 use http::HeaderMap;
 
+pub use access::Access;
+
 /// Largest request body, response body (not streamed) or SSE block handled.
 pub const MAX_BODY: usize = 64 << 20;
 
-/// Headers passed on and recorded, besides every `mcp-*` one: what MCP's transport uses.
-const KEPT: [&str; 9] = [
+/// Headers passed on and recorded, besides every `mcp-*` one: what MCP's transport uses,
+/// and `origin`, so that the upstream's own DNS-rebinding check sees the browser's page.
+const KEPT: [&str; 10] = [
     "accept",
+    "origin",
     "content-type",
     "authorization",
     "last-event-id",
@@ -65,6 +71,10 @@ pub enum Mode {
         file: PathBuf,
         /// Headers written as `[redacted]` (lower case).
         redact: Vec<String>,
+        /// Replace an existing regular file at `file` (never a symbolic link).
+        overwrite: bool,
+        /// Write `Mcp-Session-Id` values as they were, not as `[session-N]`.
+        keep_session_ids: bool,
     },
     /// Serve `file`.
     Replay {
@@ -92,6 +102,9 @@ pub enum ProxyError {
     /// The recording could not be written or read.
     #[error(transparent)]
     Artifact(#[from] artifact::ArtifactError),
+    /// An `--allowed-host` or `--allowed-origin` that cannot match.
+    #[error(transparent)]
+    Access(#[from] access::AccessError),
     /// The address could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Bind {
@@ -111,13 +124,16 @@ pub struct Proxy {
 }
 
 impl Proxy {
-    /// Binds `bind` and prepares `mode`.
-    pub async fn bind(mode: Mode, bind: SocketAddr) -> Result<Self, ProxyError> {
+    /// Binds `bind` and prepares `mode`, refusing requests that `access` does not allow.
+    pub async fn bind(mode: Mode, bind: SocketAddr, access: &Access) -> Result<Self, ProxyError> {
+        let guard = access.guard()?;
         let (router, path) = match mode {
             Mode::Record {
                 upstream,
                 file,
                 redact,
+                overwrite,
+                keep_session_ids,
             } => {
                 let uri: http::Uri = upstream
                     .parse()
@@ -125,8 +141,14 @@ impl Proxy {
                     .filter(|u: &http::Uri| u.scheme_str() == Some("http"))
                     .ok_or_else(|| ProxyError::Upstream(upstream.clone()))?;
                 let path = uri.path().to_owned();
-                let recorder = artifact::Recorder::create(&file, &upstream)?;
-                let state = Arc::new(record::Recording::new(uri, recorder, redact));
+                let recorder = artifact::Recorder::create(&file, &upstream, overwrite)?;
+                let state = Arc::new(record::Recording::new(
+                    uri,
+                    recorder,
+                    redact,
+                    keep_session_ids,
+                    guard,
+                ));
                 (
                     Router::new().fallback(record::forward).with_state(state),
                     path,
@@ -141,7 +163,7 @@ impl Proxy {
                         _ => None,
                     })
                     .unwrap_or_else(|| "/mcp".into());
-                let state = Arc::new(replay::Replay::new(entries, timing));
+                let state = Arc::new(replay::Replay::new(entries, timing, guard));
                 tracing::info!(exchanges = state.exchanges(), "replaying");
                 (
                     Router::new().fallback(replay::answer).with_state(state),

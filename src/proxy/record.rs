@@ -3,11 +3,15 @@
 //! block by block with the upstream's own bytes, paced by the client (the upstream body
 //! is read only as the client takes it). Each request, response, block and stream end is
 //! written to the recording on the way.
+//!
+//! A request whose `Host` or `Origin` is not allowed is refused before any of that
+//! ([`access`](super::access)). `Mcp-Session-Id` values are written as `[session-N]`, one
+//! number per session the upstream handed out, so a recording holds no live credential.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::pin::Pin;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use axum::body::Body;
@@ -23,8 +27,14 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 
 use super::artifact::{Entry, Recorder};
-use super::{MAX_BODY, is_event_stream, kept_headers};
+use super::{MAX_BODY, access, is_event_stream, kept_headers};
 use crate::stream::sse::{Block, Parser};
+use crate::transport::guard::Guard;
+
+/// Blank lines and empty blocks (which dispatch nothing) kept in front of the next block
+/// in the recording; beyond this they are passed on but not recorded, so an upstream
+/// that sends nothing but line ends cannot grow the proxy's memory or the recording.
+const SPARE: usize = 64 << 10;
 
 /// The recording proxy's state.
 pub struct Recording {
@@ -32,13 +42,48 @@ pub struct Recording {
     client: Client<HttpConnector, Full<Bytes>>,
     recorder: Arc<Recorder>,
     redact: Vec<String>,
+    /// `None`: session ids are recorded as they are (`--keep-session-ids`).
+    sessions: Option<Mutex<Sessions>>,
+    guard: Guard,
     next: AtomicU64,
+}
+
+/// The placeholder of each session id the upstream handed out.
+#[derive(Default)]
+struct Sessions {
+    names: HashMap<String, String>,
+}
+
+/// What a session id the upstream never handed out is recorded as.
+const UNKNOWN_SESSION: &str = "[session-unknown]";
+
+impl Sessions {
+    /// `id`'s placeholder; a new one when `issued` (the upstream's answer names it).
+    fn name(&mut self, id: &str, issued: bool) -> String {
+        if let Some(name) = self.names.get(id) {
+            return name.clone();
+        }
+        if !issued {
+            // Not stored: ids a client makes up cannot grow the table.
+            return UNKNOWN_SESSION.to_owned();
+        }
+        let name = format!("[session-{}]", self.names.len() + 1);
+        self.names.insert(id.to_owned(), name.clone());
+        name
+    }
 }
 
 impl Recording {
     /// Forwards to `upstream` and records with `recorder`, writing the headers named in
-    /// `redact` (lower case) as `[redacted]`.
-    pub fn new(upstream: Uri, recorder: Recorder, redact: Vec<String>) -> Self {
+    /// `redact` (lower case) as `[redacted]` and, unless `keep_session_ids`, session ids
+    /// as placeholders. Refuses what `guard` does not allow.
+    pub fn new(
+        upstream: Uri,
+        recorder: Recorder,
+        redact: Vec<String>,
+        keep_session_ids: bool,
+        guard: Guard,
+    ) -> Self {
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
         Self {
@@ -46,25 +91,66 @@ impl Recording {
             client: Client::builder(TokioExecutor::new()).build(connector),
             recorder: Arc::new(recorder),
             redact,
+            sessions: (!keep_session_ids).then(Mutex::default),
+            guard,
             next: AtomicU64::new(1),
         }
     }
 
-    fn recorded(&self, headers: &HeaderMap) -> BTreeMap<String, String> {
+    /// The headers to write down; `answer`: the upstream's (which hand out session ids).
+    fn recorded(&self, headers: &HeaderMap, answer: bool) -> BTreeMap<String, String> {
         kept_headers(headers)
             .map(|(name, value)| {
-                let value = match self.redact.iter().any(|r| r == name.as_str()) {
-                    true => "[redacted]".to_owned(),
-                    false => String::from_utf8_lossy(value.as_bytes()).into_owned(),
+                let text = String::from_utf8_lossy(value.as_bytes());
+                let value = if self.redact.iter().any(|r| r == name.as_str()) {
+                    "[redacted]".to_owned()
+                } else if name == "mcp-session-id"
+                    && let Some(sessions) = &self.sessions
+                {
+                    match sessions.lock() {
+                        Ok(mut sessions) => sessions.name(&text, answer),
+                        Err(_) => "[redacted]".to_owned(),
+                    }
+                } else {
+                    text.into_owned()
                 };
                 (name.as_str().to_owned(), value)
             })
             .collect()
     }
+
+    /// The upstream's URL for a request to `uri`: the upstream's path, its own query and
+    /// then the client's (docs/proxy.md: the query string is forwarded).
+    fn target(&self, uri: &Uri) -> Result<Uri, http::Error> {
+        let path = match self.upstream.path() {
+            "" => "/",
+            path => path,
+        };
+        let query = [self.upstream.query(), uri.query()]
+            .into_iter()
+            .flatten()
+            .filter(|q| !q.is_empty())
+            .collect::<Vec<_>>()
+            .join("&");
+        let path_and_query = match query.is_empty() {
+            true => path.to_owned(),
+            false => format!("{path}?{query}"),
+        };
+        let mut parts = self.upstream.clone().into_parts();
+        parts.path_and_query = Some(path_and_query.parse()?);
+        Ok(Uri::from_parts(parts)?)
+    }
 }
 
 /// Any request to the proxy: forwarded to the upstream's MCP endpoint.
 pub async fn forward(State(rec): State<Arc<Recording>>, request: Request) -> Response {
+    if let Some(refused) = access::refusal(&rec.guard, request.headers()) {
+        return refused;
+    }
+    let target = match rec.target(request.uri()) {
+        Ok(target) => target,
+        Err(e) => return (StatusCode::BAD_REQUEST, e.to_string()).into_response(),
+    };
     let n = rec.next.fetch_add(1, Ordering::Relaxed);
     let (parts, body) = request.into_parts();
     let body = match axum::body::to_bytes(body, MAX_BODY).await {
@@ -81,12 +167,12 @@ pub async fn forward(State(rec): State<Arc<Recording>>, request: Request) -> Res
         t: rec.recorder.now(),
         method: parts.method.to_string(),
         path,
-        headers: rec.recorded(&parts.headers),
+        headers: rec.recorded(&parts.headers, false),
         body: String::from_utf8_lossy(&body).into_owned(),
     });
     let mut upstream = http::Request::builder()
         .method(parts.method.clone())
-        .uri(rec.upstream.clone());
+        .uri(target);
     for (name, value) in kept_headers(&parts.headers) {
         upstream = upstream.header(name, value);
     }
@@ -102,7 +188,7 @@ pub async fn forward(State(rec): State<Arc<Recording>>, request: Request) -> Res
         }
     };
     let (parts, body) = answer.into_parts();
-    let headers = rec.recorded(&parts.headers);
+    let headers = rec.recorded(&parts.headers, true);
     let mut response = Response::builder().status(parts.status);
     for (name, value) in kept_headers(&parts.headers) {
         response = response.header(name, value);
@@ -122,6 +208,8 @@ pub async fn forward(State(rec): State<Arc<Recording>>, request: Request) -> Res
             n,
             parser: Parser::new(MAX_BODY),
             raw: Vec::new(),
+            line: Line::default(),
+            dropped: false,
             ended: false,
         })
     } else {
@@ -160,7 +248,41 @@ struct Tap {
     parser: Parser,
     /// The bytes of the block being read, as they came.
     raw: Vec<u8>,
+    line: Line,
+    /// Blank lines were left out of the recording (logged once per stream).
+    dropped: bool,
     ended: bool,
+}
+
+/// Where the upstream's bytes stand line by line, as the parser reads them (a line ends
+/// at CR, LF or CRLF): enough to tell where a blank line ends a block.
+#[derive(Debug, Default)]
+struct Line {
+    /// The current line has a byte other than a line end.
+    text: bool,
+    /// The last byte was a CR: a LF right after it ends nothing more.
+    after_cr: bool,
+}
+
+impl Line {
+    /// Reads `b`; whether it ends a blank line (and so a block, if only an empty one).
+    fn ends_block(&mut self, b: u8) -> bool {
+        match b {
+            b'\n' if self.after_cr => {
+                self.after_cr = false;
+                false
+            }
+            b'\n' | b'\r' => {
+                self.after_cr = b == b'\r';
+                !std::mem::replace(&mut self.text, false)
+            }
+            _ => {
+                self.after_cr = false;
+                self.text = true;
+                false
+            }
+        }
+    }
 }
 
 impl Tap {
@@ -169,15 +291,16 @@ impl Tap {
         // where each block ends in the upstream's own bytes.
         let mut start = 0;
         for (i, &b) in data.iter().enumerate() {
+            let ends_block = self.line.ends_block(b);
             if b == b'\n' || b == b'\r' {
-                self.feed(&data[start..=i]);
+                self.feed(&data[start..=i], ends_block);
                 start = i + 1;
             }
         }
-        self.feed(&data[start..]);
+        self.feed(&data[start..], false);
     }
 
-    fn feed(&mut self, piece: &[u8]) {
+    fn feed(&mut self, piece: &[u8], ends_block: bool) {
         if piece.is_empty() {
             return;
         }
@@ -196,6 +319,16 @@ impl Tap {
             let raw = String::from_utf8_lossy(&std::mem::take(&mut self.raw)).into_owned();
             self.recorder
                 .write(&event(self.n, self.recorder.now(), raw, block));
+        } else if ends_block && self.raw.len() > SPARE {
+            // Only empty blocks since the last one recorded: they dispatch nothing, so
+            // the stream means the same without them.
+            if !std::mem::replace(&mut self.dropped, true) {
+                tracing::warn!(
+                    bytes = self.raw.len(),
+                    "the upstream sends blank lines or empty SSE blocks: passed on, not recorded"
+                );
+            }
+            self.raw.clear();
         }
     }
 

@@ -7,10 +7,15 @@
 //! A GET with `Last-Event-ID` gets the recorded resume with that id if there is one, and
 //! otherwise what followed that event: the rest of its stream, then the streams that
 //! resumed it, each event once. So a client resumes anywhere in a replay.
+//!
+//! Each client whose request gets a recorded `Mcp-Session-Id` (an `initialize`) is handed
+//! a fresh random id instead, mapped back to the recorded one (`[session-N]`, or the id
+//! itself in a recording made with `--keep-session-ids`) on its later requests. A foreign
+//! `Host` or `Origin` is refused before anything is read from the recording.
 
-use std::collections::HashMap;
-use std::sync::Arc;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::body::Body;
@@ -20,8 +25,13 @@ use bytes::Bytes;
 use http::{HeaderMap, StatusCode};
 use serde_json::{Value, json};
 
-use super::MAX_BODY;
 use super::artifact::Entry;
+use super::{MAX_BODY, access};
+use crate::transport::guard::Guard;
+
+/// Fresh session ids remembered; past it the oldest is forgotten, so clients that
+/// initialize in a loop cannot grow the table.
+const MAX_SESSIONS: usize = 10_000;
 
 /// One recorded exchange.
 #[derive(Debug, Default)]
@@ -50,11 +60,36 @@ pub struct Replay {
     /// Event id to (exchange, block).
     events: HashMap<String, (usize, usize)>,
     timing: bool,
+    guard: Guard,
+    sessions: Mutex<Sessions>,
+}
+
+/// The fresh session ids handed out, each with the recorded one it stands for.
+#[derive(Debug, Default)]
+struct Sessions {
+    recorded: HashMap<String, String>,
+    order: VecDeque<String>,
+}
+
+impl Sessions {
+    /// A fresh id for `recorded`.
+    fn hand_out(&mut self, recorded: &str) -> String {
+        let fresh = uuid::Uuid::new_v4().simple().to_string();
+        if self.order.len() >= MAX_SESSIONS
+            && let Some(oldest) = self.order.pop_front()
+        {
+            self.recorded.remove(&oldest);
+        }
+        self.order.push_back(fresh.clone());
+        self.recorded.insert(fresh.clone(), recorded.to_owned());
+        fresh
+    }
 }
 
 impl Replay {
-    /// Indexes `entries`; `timing` keeps the recorded spacing of blocks.
-    pub fn new(entries: Vec<Entry>, timing: bool) -> Self {
+    /// Indexes `entries`; `timing` keeps the recorded spacing of blocks; requests that
+    /// `guard` refuses get nothing from the recording.
+    pub fn new(entries: Vec<Entry>, timing: bool, guard: Guard) -> Self {
         let mut exchanges: Vec<Exchange> = Vec::new();
         let mut by_n = HashMap::new();
         for entry in entries {
@@ -108,6 +143,33 @@ impl Replay {
             exchanges,
             events,
             timing,
+            guard,
+            sessions: Mutex::default(),
+        }
+    }
+
+    /// The recorded session id a client's `session` stands for: the one its fresh id was
+    /// handed out for, or itself.
+    fn recorded_session(&self, session: Option<String>) -> Option<String> {
+        let session = session?;
+        let recorded = self
+            .sessions
+            .lock()
+            .ok()
+            .and_then(|s| s.recorded.get(&session).cloned());
+        Some(recorded.unwrap_or(session))
+    }
+
+    /// The session id to send a client in place of `recorded`: its own (`client`), or a
+    /// fresh one when it has none yet.
+    fn session_for(&self, client: Option<&str>, recorded: &str) -> String {
+        if let Some(client) = client {
+            return client.to_owned();
+        }
+        match self.sessions.lock() {
+            Ok(mut sessions) => sessions.hand_out(recorded),
+            // Never the recorded value: it may be a live id (--keep-session-ids).
+            Err(_) => uuid::Uuid::new_v4().simple().to_string(),
         }
     }
 
@@ -139,9 +201,13 @@ fn header(headers: &HeaderMap, name: &str) -> Option<String> {
 
 /// Any request to the replaying server.
 pub async fn answer(State(replay): State<Arc<Replay>>, request: Request) -> Response {
+    if let Some(refused) = access::refusal(&replay.guard, request.headers()) {
+        return refused;
+    }
     let (parts, body) = request.into_parts();
     let method = parts.method.to_string();
-    let session = header(&parts.headers, "mcp-session-id");
+    let client = header(&parts.headers, "mcp-session-id");
+    let session = replay.recorded_session(client.clone());
     let last_event_id = header(&parts.headers, "last-event-id");
     let body = match axum::body::to_bytes(body, MAX_BODY).await {
         Ok(body) => String::from_utf8_lossy(&body).into_owned(),
@@ -157,31 +223,32 @@ pub async fn answer(State(replay): State<Arc<Replay>>, request: Request) -> Resp
                 _ => x.body == body,
             }
     });
+    let client = client.as_deref();
     if let Some(i) = found {
-        return replay.send(i, 0);
+        return replay.send(i, 0, client);
     }
     if let Some(id) = &last_event_id
         && let Some(&(i, j)) = replay.events.get(id)
     {
-        return replay.resume(i, j);
+        return replay.resume(i, j, client);
     }
     not_recorded(&replay, &method, json.as_ref(), last_event_id.as_deref())
 }
 
 impl Replay {
-    /// Exchange `i`'s answer, its blocks from `from` on.
-    fn send(&self, i: usize, from: usize) -> Response {
+    /// Exchange `i`'s answer, its blocks from `from` on, for a client in session `client`.
+    fn send(&self, i: usize, from: usize, client: Option<&str>) -> Response {
         let x = &self.exchanges[i];
         let blocks = x.events[from.min(x.events.len())..]
             .iter()
             .map(|(t, raw, _)| (*t - x.t_response, raw.clone()))
             .collect();
-        self.respond(x, blocks)
+        self.respond(x, blocks, client)
     }
 
     /// What followed block `j` of exchange `i`: the rest of it, then the exchanges that
     /// resumed it (and those that resumed them), each event once.
-    fn resume(&self, i: usize, j: usize) -> Response {
+    fn resume(&self, i: usize, j: usize, client: Option<&str>) -> Response {
         let mut chain = vec![i];
         let mut k = 0;
         while k < chain.len() {
@@ -210,13 +277,16 @@ impl Replay {
             }
         }
         let last = chain.last().map_or(i, |&n| n);
-        self.respond(&self.exchanges[last], blocks)
+        self.respond(&self.exchanges[last], blocks, client)
     }
 
-    fn respond(&self, x: &Exchange, blocks: Vec<(f64, String)>) -> Response {
+    fn respond(&self, x: &Exchange, blocks: Vec<(f64, String)>, client: Option<&str>) -> Response {
         let mut response = Response::builder().status(x.status);
         for (name, value) in &x.headers {
-            response = response.header(name, value);
+            match name.eq_ignore_ascii_case("mcp-session-id") {
+                true => response = response.header(name, self.session_for(client, value)),
+                false => response = response.header(name, value),
+            }
         }
         let body = match &x.answer {
             Some(answer) => Body::from(answer.clone()),
@@ -229,6 +299,28 @@ impl Replay {
         response
             .body(body)
             .unwrap_or_else(|e| (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response())
+    }
+}
+
+impl Replay {
+    /// Builds every answer this replay can give: each exchange's, for a client with and
+    /// without a session, each resume from a recorded event id, and the nearest-request
+    /// error for each recorded request. For the `recording` fuzz target: a recording
+    /// from anywhere must not make any of them panic. Returns how many were built.
+    pub(crate) fn answer_everything(&self) -> usize {
+        let mut built = 0;
+        for (i, x) in self.exchanges.iter().enumerate() {
+            let _ = self.send(i, 0, None);
+            let _ = self.send(i, x.events.len() + 1, Some("a-session"));
+            let last = x.last_event_id.as_deref();
+            let _ = not_recorded(self, &x.method, x.json.as_ref(), last);
+            built += 3;
+        }
+        for &(i, j) in self.events.values() {
+            let _ = self.resume(i, j, None);
+            built += 1;
+        }
+        built
     }
 }
 
