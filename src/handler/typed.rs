@@ -99,7 +99,7 @@ where
 
 /// A tool whose arguments are a Rust type: the input schema (JSON Schema 2020-12) is
 /// generated from `A`, and the arguments are deserialized into it; arguments that do not
-/// fit get -32602 with serde's explanation.
+/// fit get a result with `isError` and serde's explanation.
 ///
 /// ```
 /// use otpmcp::handler::{ToolRegistry, typed::typed_tool};

@@ -481,11 +481,14 @@ impl McpServer {
             })?;
         match tool.call(params.arguments, ctx).await {
             Ok(result) => to_value(&result),
-            Err(ToolError::InvalidArguments(why)) => Err(ErrorObject::invalid_params(format!(
+            // A tool result, not a protocol error, so the model reads what to correct
+            // (SEP-1303); both eras, and a task ends `completed` with it.
+            Err(ToolError::InvalidArguments(why)) => to_value(&CallToolResult::error(format!(
                 "Invalid arguments for tool {}: {why}",
                 params.name
             ))),
             Err(ToolError::Failed(why)) => to_value(&CallToolResult::error(why)),
+            Err(ToolError::Internal(why)) => Err(ErrorObject::internal(why)),
             Err(ToolError::MissingCapability(required)) => {
                 Err(ErrorObject::missing_capability(required))
             }

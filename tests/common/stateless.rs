@@ -139,8 +139,23 @@ impl Stateless {
     pub fn post_named(
         &self,
         method: &str,
+        params: Value,
+        name: Option<&str>,
+    ) -> (i64, reqwest::RequestBuilder) {
+        self.build(method, params, name, true)
+    }
+
+    /// [`Stateless::post`] without an `Mcp-Name` header, as some clients send `tasks/*`.
+    pub fn post_without_name(&self, method: &str, params: Value) -> (i64, reqwest::RequestBuilder) {
+        self.build(method, params, None, false)
+    }
+
+    fn build(
+        &self,
+        method: &str,
         mut params: Value,
         name: Option<&str>,
+        named: bool,
     ) -> (i64, reqwest::RequestBuilder) {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         // The request's own `_meta` keys (progressToken, logLevel) are kept.
@@ -155,6 +170,7 @@ impl Stateless {
         );
         params["_meta"] = Value::Object(meta);
         let name = name.or(match method {
+            _ if !named => None,
             "tools/call" | "prompts/get" => params["name"].as_str(),
             "resources/read" => params["uri"].as_str(),
             "tasks/get" | "tasks/update" | "tasks/cancel" => params["taskId"].as_str(),
@@ -176,7 +192,11 @@ impl Stateless {
 
     /// Sends a request and reads its whole answer.
     pub async fn ask(&self, method: &str, params: Value) -> Answer {
-        let (id, req) = self.post(method, params);
+        self.answer(method, self.post(method, params)).await
+    }
+
+    /// Sends a request made by [`Stateless::post`] or its kin and reads its whole answer.
+    pub async fn answer(&self, method: &str, (id, req): (i64, reqwest::RequestBuilder)) -> Answer {
         let resp = within("a stateless answer", req.send())
             .await
             .unwrap_or_else(|e| panic!("POST {method}: {e}"));

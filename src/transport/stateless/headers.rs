@@ -38,10 +38,14 @@ pub fn check_standard(
         }
         Some(_) => {}
     }
-    let field = match Method::parse(method) {
-        Method::ToolsCall | Method::PromptsGet => "name",
-        Method::ResourcesRead => "uri",
-        Method::TasksGet | Method::TasksUpdate | Method::TasksCancel => "taskId",
+    // The tasks methods may go without `Mcp-Name`: the clients people have omit it there
+    // (fastmcp-tasks 4.1.4, the MCP Inspector's issue #1917; the TypeScript SDK fixed the
+    // same bug in its pull request #2613), FastMCP's own server accepts it, and the task id
+    // routes nothing a proxy needs before the body. A header that is there must still match.
+    let (field, required) = match Method::parse(method) {
+        Method::ToolsCall | Method::PromptsGet => ("name", true),
+        Method::ResourcesRead => ("uri", true),
+        Method::TasksGet | Method::TasksUpdate | Method::TasksCancel => ("taskId", false),
         _ => return Ok(()),
     };
     let Some(body) = params.and_then(|p| p.get(field)).and_then(Value::as_str) else {
@@ -49,6 +53,7 @@ pub fn check_standard(
         return Ok(());
     };
     match decoded(header_value(headers, MCP_NAME)?)? {
+        None if !required => Ok(()),
         None => Err(ErrorObject::header_mismatch(format!(
             "the Mcp-Name header is required for {method}"
         ))),
@@ -180,6 +185,25 @@ mod tests {
             code(check_standard(&encoded, "tools/call", Some(&call))),
             None
         );
+    }
+
+    // Issue 23, part 7: fastmcp-tasks 4.1.4 (and the MCP Inspector) send tasks/get,
+    // tasks/update and tasks/cancel without Mcp-Name; a missing one is accepted there, a
+    // different one is still -32020, and tools/call still requires it.
+    #[test]
+    fn tasks_methods_may_omit_the_name_header() {
+        let task = json!({"taskId": "t-1"});
+        for method in ["tasks/get", "tasks/update", "tasks/cancel"] {
+            let missing = headers(&[("mcp-method", method)]);
+            assert_eq!(code(check_standard(&missing, method, Some(&task))), None);
+            let same = headers(&[("mcp-method", method), ("mcp-name", "t-1")]);
+            assert_eq!(code(check_standard(&same, method, Some(&task))), None);
+            let other = headers(&[("mcp-method", method), ("mcp-name", "t-2")]);
+            assert_eq!(
+                code(check_standard(&other, method, Some(&task))),
+                Some(-32020)
+            );
+        }
     }
 
     #[test]
