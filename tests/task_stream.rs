@@ -1,8 +1,10 @@
 //! `tasks/stream` (SEP-2694, issue 23): a task's events, stored before anyone is told,
 //! read over real HTTP through many cuts, each resumed with `after` = the last seq seen,
-//! on one server (memory store) and alternating between two replicas on one Redis. Also
-//! `events_gone` once the log's caps evicted what was asked, `after` beyond the end,
-//! unknown and other principals' tasks, and the announcement in `server/discover`.
+//! on one server (memory store) and alternating between two replicas on one Redis; a
+//! stream on one replica while the task's replica is killed (SIGKILL), ending `failed` or
+//! carrying the re-run. Also `events_gone` once the log's caps evicted what was asked,
+//! `after` at and beyond the end, unknown and other principals' tasks, and the
+//! announcement in `server/discover`.
 
 mod common;
 
@@ -13,7 +15,7 @@ use std::sync::atomic::AtomicBool;
 use common::issuer::Issuer;
 use common::redis::RedisServer;
 use common::stateless::{Stateless, TASKS, wait_tool};
-use common::{SseReader, TestServer, within};
+use common::{Binary, SseReader, TestServer, within};
 use otpmcp::McpServer;
 use otpmcp::config::{BackendKind, Config};
 use otpmcp::handler::ToolRegistry;
@@ -302,4 +304,85 @@ async fn another_principals_task_is_not_streamed() {
     assert_eq!(foreign.error_code(), unknown.error_code());
     alice.ask("tasks/cancel", json!({"taskId": id})).await;
     server.shutdown().await;
+}
+
+/// The binary (default tools) on `redis` with a short lease.
+async fn binary_on(redis: &RedisServer, rerun_lost: bool) -> Binary {
+    let url = redis.url();
+    let rerun = rerun_lost.to_string();
+    Binary::start(
+        &[
+            "--config",
+            concat!(env!("CARGO_MANIFEST_DIR"), "/config/redis.toml"),
+        ],
+        &[
+            ("OTPMCP__STORE__REDIS_URL", url.as_str()),
+            ("OTPMCP__STORE__LEASE_TTL", "1s"),
+            ("OTPMCP__TASKS__RERUN_LOST", rerun.as_str()),
+        ],
+    )
+    .await
+}
+
+/// Starts `stream_events` on `a`, streams it from `b`, kills `a` with SIGKILL once a few
+/// events came, and reads on to the end: every seq once, in order. Returns the events.
+async fn stream_through_a_kill(mut a: Binary, b: &Binary, count: u64) -> Vec<Value> {
+    let on_a = Stateless::new(&a.url).with_tasks();
+    let on_b = on_a.at(&b.url);
+    let id = on_a
+        .start_task("stream_events", json!({"count": count, "interval_ms": 20}))
+        .await;
+    let (rid, mut stream) = open(&on_b, &id, None).await;
+    let mut events: Vec<Value> = Vec::new();
+    loop {
+        let message = stream.next_json().await;
+        assert!(!message.is_null(), "the stream ended without its result");
+        if message["id"] == json!(rid) {
+            return events;
+        }
+        let event = message["params"].clone();
+        assert_eq!(
+            event["seq"],
+            json!(events.len()),
+            "gap or duplicate: {event}"
+        );
+        events.push(event);
+        if events.len() == 5 {
+            let _ = a.child.kill();
+            let _ = a.child.wait();
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_stream_on_another_replica_ends_failed_when_the_tasks_replica_is_killed() {
+    let redis = RedisServer::start();
+    let a = binary_on(&redis, false).await;
+    let b = binary_on(&redis, false).await;
+    let events = stream_through_a_kill(a, &b, 500).await;
+    let last = &events[events.len() - 1];
+    assert_eq!(last["payload"]["status"], "failed", "{last}");
+    assert_eq!(last["payload"]["error"]["code"], -32603);
+}
+
+#[tokio::test]
+async fn a_stream_on_another_replica_carries_the_rerun_after_a_kill() {
+    let redis = RedisServer::start();
+    let a = binary_on(&redis, true).await;
+    let b = binary_on(&redis, true).await;
+    let events = stream_through_a_kill(a, &b, 60).await;
+    let restarted = events
+        .iter()
+        .position(|e| e["payload"]["statusMessage"] == "restarted after its replica was lost")
+        .unwrap_or_else(|| panic!("no restart event in {events:?}"));
+    assert!(restarted >= 5);
+    // The re-run reports its progress from the start again, numbered after the restart.
+    let after: Vec<u64> = events[restarted..]
+        .iter()
+        .filter_map(|e| e["payload"]["progress"].as_f64())
+        .map(|p| p as u64)
+        .collect();
+    assert_eq!(after, (1..=60).collect::<Vec<_>>());
+    let last = &events[events.len() - 1];
+    assert_eq!(last["payload"]["status"], "completed", "{last}");
 }
