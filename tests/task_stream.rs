@@ -240,6 +240,21 @@ async fn a_cursor_at_or_beyond_the_end_and_unknown_tasks() {
         assert_eq!(stream.error_code(), Some(-32602));
         assert_eq!(stream.error_code(), get.error_code());
     }
+    // Mcp-Name may be left out, but one that is there names the task.
+    let wrong = client
+        .answer(
+            "tasks/stream",
+            client.post_named("tasks/stream", json!({"taskId": id}), Some("another")),
+        )
+        .await;
+    assert_eq!(wrong.error_code(), Some(-32020));
+    let unnamed = client
+        .answer(
+            "tasks/stream",
+            client.post_without_name("tasks/stream", json!({"taskId": id, "after": 4})),
+        )
+        .await;
+    assert_eq!(unnamed.result()["resultType"], "complete");
     // The extension must be declared, as for every tasks/* method.
     let plain = Stateless::new(&server.url);
     let undeclared = plain.ask("tasks/stream", json!({"taskId": id})).await;

@@ -19,8 +19,8 @@ use crate::auth::Principal;
 use crate::protocol::meta::{RequestMeta, TASKS_EXTENSION};
 use crate::protocol::{ErrorObject, Notification, Outgoing, Request, RequestId};
 use crate::stream::{SseBody, sse};
+use crate::tasks::Followed;
 use crate::tasks::events::EVENT_METHOD;
-use crate::tasks::{Followed, TaskHandle};
 use crate::telemetry::metrics::{STREAMS_OPEN, StreamKind};
 
 /// Frames queued toward the socket: the follower waits while they are full.
@@ -88,7 +88,7 @@ pub(super) async fn serve(
         keepalive: inner.config.sse.keepalive_interval,
         shutdown: inner.shutdown.clone(),
     };
-    tokio::spawn(pump.run(tasks.clone()));
+    tokio::spawn(pump.run());
     super::super::sse_response(Body::new(SseBody::detached(rx)))
 }
 
@@ -103,8 +103,7 @@ struct Pump {
 }
 
 impl Pump {
-    /// `_tasks` keeps the task layer alive while the stream is open.
-    async fn run(mut self, _tasks: TaskHandle) {
+    async fn run(mut self) {
         let _open = STREAMS_OPEN.track(StreamKind::Stateless);
         let mut ticks = super::keepalive(self.keepalive);
         loop {
