@@ -401,3 +401,29 @@ async fn a_stream_on_another_replica_carries_the_rerun_after_a_kill() {
     let last = &events[events.len() - 1];
     assert_eq!(last["payload"]["status"], "completed", "{last}");
 }
+
+#[tokio::test]
+async fn a_reader_that_stops_reading_while_the_task_runs_ahead_loses_nothing() {
+    let server = TestServer::start_with(|_| {}, tools()).await;
+    let client = Stateless::new(&server.url).with_tasks();
+    let id = client
+        .start_task("stream_events", json!({"count": NOTES, "interval_ms": 0}))
+        .await;
+    let (rid, mut stream) = open(&client, &id, None).await;
+    let first = stream.next_json().await;
+    assert_eq!(first["params"]["seq"], 0);
+    // The reader takes nothing more until the task has ended: the follower waits for
+    // it (its buffers are bounded) while the task does not.
+    client.until_status(&id, "completed").await;
+    let mut seq = 0;
+    loop {
+        let message = stream.next_json().await;
+        if message["id"] == json!(rid) {
+            break;
+        }
+        seq += 1;
+        assert_eq!(message["params"]["seq"], seq, "{message}");
+    }
+    assert_eq!(seq, NOTES + 1);
+    server.shutdown().await;
+}
