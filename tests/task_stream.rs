@@ -2,7 +2,7 @@
 //! read over real HTTP through many cuts, each resumed with `after` = the last seq seen,
 //! on one server (memory store) and alternating between two replicas on one Redis; a
 //! stream on one replica while the task's replica is killed (SIGKILL), ending `failed` or
-//! carrying the re-run. Also `events_gone` once the log's caps evicted what was asked,
+//! carrying the re-run; `execute` as a task, its output chunks read through cuts. Also `events_gone` once the log's caps evicted what was asked,
 //! `after` at and beyond the end, unknown and other principals' tasks, and the
 //! announcement in `server/discover`.
 
@@ -81,9 +81,9 @@ async fn open(client: &Stateless, id: &str, after: Option<u64>) -> (i64, SseRead
 }
 
 /// Reads task `id`'s whole stream through cuts after a few events each, resuming on the
-/// clients in turn. Checks every seq once, in order, ending with the terminal status then
+/// clients in turn, at most `most` events a connection. Checks every seq once, in order, ending with the terminal status then
 /// the result; returns the events and how many cuts there were.
-async fn read_through_cuts(clients: &[Stateless], id: &str) -> (Vec<Value>, usize) {
+async fn read_through_cuts(clients: &[Stateless], id: &str, most: u64) -> (Vec<Value>, usize) {
     let mut cuts = Cuts(0x2694);
     let mut events: Vec<Value> = Vec::new();
     let mut cut = 0usize;
@@ -91,7 +91,7 @@ async fn read_through_cuts(clients: &[Stateless], id: &str) -> (Vec<Value>, usiz
         let client = &clients[cut % clients.len()];
         let after = events.last().and_then(|e| e["seq"].as_u64());
         let (rid, mut stream) = open(client, id, after).await;
-        let take = 1 + cuts.next(60);
+        let take = 1 + cuts.next(most);
         let mut taken = 0;
         loop {
             let message = stream.next_json().await;
@@ -129,7 +129,7 @@ async fn long_task_read_through_cuts(clients: &[Stateless]) {
     let id = clients[0]
         .start_task("stream_events", json!({"count": NOTES, "interval_ms": 1}))
         .await;
-    let (events, cuts) = read_through_cuts(clients, &id).await;
+    let (events, cuts) = read_through_cuts(clients, &id, 60).await;
     assert!(cuts >= 20, "only {cuts} cuts");
     assert_eq!(events.len() as u64, NOTES + 2);
     assert_eq!(events[0]["type"], "dev.otpmcp.task.status");
@@ -425,5 +425,44 @@ async fn a_reader_that_stops_reading_while_the_task_runs_ahead_loses_nothing() {
         assert_eq!(message["params"]["seq"], seq, "{message}");
     }
     assert_eq!(seq, NOTES + 1);
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn execute_as_a_task_streams_its_output_through_cuts() {
+    let server = TestServer::start(|c: &mut Config| {
+        c.exec.enabled = true;
+        c.exec.isolation = otpmcp::config::IsolationMode::ProcessGroup;
+        c.exec.programs.insert(
+            "python".into(),
+            otpmcp::config::ProgramConfig {
+                command: vec!["/usr/bin/python3".into(), "-c".into()],
+                shell: true,
+                wall_time: std::time::Duration::from_secs(20),
+                ..Default::default()
+            },
+        );
+    })
+    .await;
+    let client = Stateless::new(&server.url).with_tasks();
+    let code = "import sys, time\nfor i in range(300):\n    print(f'line {i}', flush=True)\n    time.sleep(0.002)\n";
+    let id = client
+        .start_task("execute", json!({"program": "python", "args": [code]}))
+        .await;
+    let (events, cuts) = read_through_cuts(std::slice::from_ref(&client), &id, 2).await;
+    assert!(cuts >= 3, "{cuts} cuts: {events:?}");
+    let started = events
+        .iter()
+        .filter(|e| e["type"] == "dev.otpmcp.execution.started")
+        .count();
+    assert_eq!(started, 1);
+    let stdout: String = events
+        .iter()
+        .filter(|e| e["type"] == "dev.otpmcp.execution.output")
+        .filter(|e| e["payload"]["stream"] == "stdout")
+        .filter_map(|e| e["payload"]["text"].as_str())
+        .collect();
+    let expected: String = (0..300).map(|i| format!("line {i}\n")).collect();
+    assert_eq!(stdout, expected);
     server.shutdown().await;
 }

@@ -20,6 +20,7 @@ use std::time::Duration;
 
 use super::TaskHandle;
 use crate::event_store::{Event, StreamKey, StreamNo};
+use crate::exec::tools as exec;
 use crate::handler::Note;
 use crate::ids::SessionId;
 
@@ -29,8 +30,13 @@ pub const STATUS: &str = "dev.otpmcp.task.status";
 pub const PROGRESS: &str = "dev.otpmcp.progress";
 /// A log note (`level`, `logger`, `data`).
 pub const LOG: &str = "dev.otpmcp.log";
-/// Any other notification of the handler (`method`, `params`), e.g. an execution's
-/// output.
+/// A chunk of an execution's output (`execute` run as a task): the
+/// `notifications/otpmcp/execution_output` params (`executionId`, `id`, `stream`, `seq`,
+/// `text` or `base64`).
+pub const EXECUTION_OUTPUT: &str = "dev.otpmcp.execution.output";
+/// An execution started (`executionId`, `program`).
+pub const EXECUTION_STARTED: &str = "dev.otpmcp.execution.started";
+/// Any other notification of the handler (`method`, `params`).
 pub const NOTIFICATION: &str = "dev.otpmcp.notification";
 
 /// How often a running task renews its log's store session: on Redis a session's keys
@@ -97,6 +103,12 @@ pub(crate) fn of_note(note: Note) -> Stored {
             }
             p.insert("data".into(), data);
             (LOG, Value::Object(p))
+        }
+        Note::Custom { method, params } if method == exec::OUTPUT_METHOD => {
+            (EXECUTION_OUTPUT, params)
+        }
+        Note::Custom { method, params } if method == exec::STARTED_METHOD => {
+            (EXECUTION_STARTED, params)
         }
         Note::Custom { method, params } => {
             (NOTIFICATION, json!({ "method": method, "params": params }))
