@@ -194,6 +194,13 @@ impl RequestContext {
         self.outbox.as_ref()
     }
 
+    /// The same context reporting progress under `token` when the client sent none: a
+    /// task records its progress for `tasks/stream` whether or not the call asked for it.
+    pub fn or_progress_token(mut self, token: Value) -> Self {
+        self.progress_token.get_or_insert(token);
+        self
+    }
+
     /// The same context with its messages going to `outbox`.
     pub fn with_outbox(mut self, outbox: Arc<dyn Outbox>) -> Self {
         self.outbox = Some(outbox);

@@ -47,6 +47,8 @@ pub enum Method {
     TasksUpdate,
     /// `tasks/cancel` (tasks extension)
     TasksCancel,
+    /// `tasks/stream` (tasks extension, SEP-2694)
+    TasksStream,
     /// Anything else (answered with -32601).
     Unknown,
 }
@@ -73,6 +75,7 @@ impl Method {
             "tasks/get" => Self::TasksGet,
             "tasks/update" => Self::TasksUpdate,
             "tasks/cancel" => Self::TasksCancel,
+            "tasks/stream" => Self::TasksStream,
             _ => Self::Unknown,
         }
     }
@@ -98,6 +101,7 @@ impl Method {
             Self::TasksGet => "tasks/get",
             Self::TasksUpdate => "tasks/update",
             Self::TasksCancel => "tasks/cancel",
+            Self::TasksStream => "tasks/stream",
             Self::Unknown => return None,
         })
     }
@@ -119,7 +123,12 @@ impl Method {
     pub fn is_stateless_only(self) -> bool {
         matches!(
             self,
-            Self::Discover | Self::Listen | Self::TasksGet | Self::TasksUpdate | Self::TasksCancel
+            Self::Discover
+                | Self::Listen
+                | Self::TasksGet
+                | Self::TasksUpdate
+                | Self::TasksCancel
+                | Self::TasksStream
         )
     }
 

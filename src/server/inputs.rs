@@ -160,8 +160,9 @@ impl Inputs {
 impl Outbox for Inputs {
     fn notify(&self, note: Note) -> BoxFuture<'_, Result<(), NotifyError>> {
         match (&self.notes, self.task.get()) {
-            // A task's client polls; nothing streams to it.
-            (_, Some(_)) | (None, None) => Box::pin(async { Ok(()) }),
+            // A task's notes are its events (`tasks/stream`).
+            (_, Some(task)) => task.notify(note),
+            (None, None) => Box::pin(async { Ok(()) }),
             (Some(notes), None) => notes.notify(note),
         }
     }

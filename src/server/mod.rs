@@ -410,6 +410,7 @@ impl McpServer {
             | Method::TasksGet
             | Method::TasksUpdate
             | Method::TasksCancel
+            | Method::TasksStream
             | Method::Unknown => Err(ErrorObject::method_not_found(&request.method)),
         };
         match result {

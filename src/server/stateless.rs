@@ -138,7 +138,8 @@ impl McpServer {
         // Log messages are per request now (`logLevel`); list changes and resource updates
         // reach `subscriptions/listen` streams. Tasks when the runtime runs them.
         if self.tasks.is_some() {
-            capabilities["extensions"] = json!({ TASKS_EXTENSION: {} });
+            // SEP-2694: `tasks/stream` announced as the tasks' `eventStreams`.
+            capabilities["extensions"] = json!({ TASKS_EXTENSION: { "eventStreams": {} } });
         }
         let mut result = json!({
             "supportedVersions": ProtocolVersion::supported(),
@@ -207,7 +208,10 @@ impl McpServer {
                 .await
                 .map_err(|e| ErrorObject::internal(e.to_string()))?;
         }
-        let ctx = ctx.with_outbox(inputs.clone());
+        let mut ctx = ctx.with_outbox(inputs.clone());
+        if start_now {
+            ctx = ctx.or_progress_token(Value::from("task"));
+        }
         // Kept for the state of a next round; the handler takes the request.
         let params = request.params.clone();
         let server = self.clone();

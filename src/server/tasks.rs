@@ -153,7 +153,8 @@ impl Rerun for Rerunner {
             params: Some(work.params.clone()),
         };
         let inputs = Arc::new(Inputs::rerun(work.answers.clone(), outbox));
-        let ctx = RequestContext::new(None, Some(inputs))
+        // Progress is recorded as the task's events whether or not the call asked.
+        let ctx = RequestContext::new(Some(Value::from("task")), Some(inputs))
             .with_principal(work.principal.clone().map(Arc::new))
             .with_client_capabilities(Arc::new(work.capabilities.clone()))
             .with_request_log_level(None);

@@ -15,6 +15,8 @@
 //! This layer knows the store, the news hub and the handler API's [`Outbox`]; it runs
 //! handlers it is given (the server builds them), and asks [`Rerun`] to build one again.
 
+pub mod events;
+mod follow;
 pub mod record;
 mod registry;
 mod runner;
@@ -31,6 +33,7 @@ use crate::event_store::EventStoreHandle;
 use crate::handler::{BoxFuture, Outbox};
 use crate::news::{NewsHub, ServerNews};
 use crate::protocol::{ErrorObject, Outgoing};
+pub use follow::{Followed, StreamError};
 use record::{TaskRecord, TaskStatus, TaskWork, new_task_id, now_ms};
 use registry::RegistryMsg;
 pub use runner::{TaskMsg, TaskOutbox};
@@ -175,6 +178,8 @@ pub struct NewTask {
     sender: mpsc::Sender<TaskMsg>,
     /// Until it runs: who cleans up if it never does.
     tasks: Option<TaskHandle>,
+    /// Where its outboxes store its notes.
+    handle: TaskHandle,
 }
 
 impl Drop for NewTask {
@@ -204,7 +209,12 @@ impl NewTask {
 
     /// The outbox the task's handler must use.
     pub fn outbox(&self, announce: Option<Arc<dyn Outbox>>) -> TaskOutbox {
-        TaskOutbox::new(self.sender.clone(), announce)
+        TaskOutbox::new(
+            self.sender.clone(),
+            announce,
+            self.handle.clone(),
+            self.record.id.clone(),
+        )
     }
 
     /// Runs `work` as this task, in a process of its own.
@@ -307,6 +317,11 @@ impl TaskHandle {
         {
             tracing::warn!(task_id = %record.id, error = %e, "if this replica dies, the task stays working until its ttl");
         }
+        // The log's store session, before its first event (the status below). Idempotent:
+        // a re-run continues the log of the run it replaces.
+        if let Some(key) = events::log_key(&record.id) {
+            let _ = self.inner.store.open_session(key.session).await;
+        }
         if let Err(e) = self.put(&record).await {
             self.finished(&record.id).await;
             return Err(e);
@@ -316,6 +331,7 @@ impl TaskHandle {
             mailbox: Some(mailbox),
             sender,
             tasks: Some(self.clone()),
+            handle: self.clone(),
         })
     }
 
@@ -328,6 +344,14 @@ impl TaskHandle {
     }
 
     async fn put(&self, record: &TaskRecord) -> Result<(), TaskError> {
+        // In the log before the record: a `tasks/stream` reader never learns of a status
+        // `tasks/get` could not show yet, and a `tasks/get` never shows one its log lacks.
+        let status = events::Stored {
+            kind: events::STATUS.into(),
+            payload: record.wire(),
+            terminal: record.is_terminal(),
+        };
+        self.append(&record.id, status).await;
         let bytes =
             serde_json::to_vec(record).map_err(|e| TaskError::Unavailable(e.to_string()))?;
         self.inner

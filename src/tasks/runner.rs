@@ -9,8 +9,8 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 use tokio::sync::{mpsc, oneshot};
 
-use super::TaskHandle;
 use super::record::{TaskRecord, TaskStatus, now_ms};
+use super::{TaskHandle, events};
 use crate::handler::{BoxFuture, ClientRequestError, Note, NotifyError, Outbox};
 use crate::protocol::methods::{ListKind, ServerRequest};
 use crate::protocol::{ErrorObject, Outgoing};
@@ -38,22 +38,39 @@ pub enum TaskMsg {
 }
 
 /// A task's outbox: questions become the task's `inputRequests`, answered by
-/// `tasks/update`; notes are dropped (a task has no stream: its client polls); list and
-/// resource announcements go where the request's own outbox sent them.
+/// `tasks/update`; notes become events of the task's log (`tasks/stream`), stored before
+/// the handler goes on; list and resource announcements go where the request's own
+/// outbox sent them.
 pub struct TaskOutbox {
     mailbox: mpsc::Sender<TaskMsg>,
     announce: Option<Arc<dyn Outbox>>,
+    tasks: TaskHandle,
+    id: String,
 }
 
 impl TaskOutbox {
-    pub(super) fn new(mailbox: mpsc::Sender<TaskMsg>, announce: Option<Arc<dyn Outbox>>) -> Self {
-        Self { mailbox, announce }
+    pub(super) fn new(
+        mailbox: mpsc::Sender<TaskMsg>,
+        announce: Option<Arc<dyn Outbox>>,
+        tasks: TaskHandle,
+        id: String,
+    ) -> Self {
+        Self {
+            mailbox,
+            announce,
+            tasks,
+            id,
+        }
     }
 }
 
 impl Outbox for TaskOutbox {
-    fn notify(&self, _: Note) -> BoxFuture<'_, Result<(), NotifyError>> {
-        Box::pin(async { Ok(()) })
+    fn notify(&self, note: Note) -> BoxFuture<'_, Result<(), NotifyError>> {
+        Box::pin(async move {
+            // Paced by the store, as a session's notes are.
+            self.tasks.append(&self.id, events::of_note(note)).await;
+            Ok(())
+        })
     }
 
     fn request(&self, request: ServerRequest) -> BoxFuture<'_, Result<Value, ClientRequestError>> {
@@ -106,6 +123,10 @@ pub(super) async fn run(
     let deadline = tokio::time::Instant::now() + record.remaining(now_ms());
     let timeout = tokio::time::sleep_until(deadline);
     tokio::pin!(timeout);
+    let mut keep_log = tokio::time::interval_at(
+        tokio::time::Instant::now() + events::LOG_KEEPALIVE,
+        events::LOG_KEEPALIVE,
+    );
     loop {
         tokio::select! {
             biased;
@@ -178,6 +199,7 @@ pub(super) async fn run(
                 tasks.save(&record).await;
                 break;
             }
+            _ = keep_log.tick() => tasks.keep_log(&id).await,
             () = &mut timeout => {
                 // Out of time: the record is gone from the store with it.
                 tracing::info!(task_id = %id, "a task ran out of time (tasks.ttl) and was stopped");
@@ -185,5 +207,6 @@ pub(super) async fn run(
             }
         }
     }
+    tasks.forget_log_after(&id, record.remaining(now_ms()));
     tasks.finished(&id).await;
 }

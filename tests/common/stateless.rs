@@ -173,7 +173,9 @@ impl Stateless {
             _ if !named => None,
             "tools/call" | "prompts/get" => params["name"].as_str(),
             "resources/read" => params["uri"].as_str(),
-            "tasks/get" | "tasks/update" | "tasks/cancel" => params["taskId"].as_str(),
+            "tasks/get" | "tasks/update" | "tasks/cancel" | "tasks/stream" => {
+                params["taskId"].as_str()
+            }
             _ => None,
         });
         let mut req = self

@@ -45,7 +45,9 @@ pub fn check_standard(
     let (field, required) = match Method::parse(method) {
         Method::ToolsCall | Method::PromptsGet => ("name", true),
         Method::ResourcesRead => ("uri", true),
-        Method::TasksGet | Method::TasksUpdate | Method::TasksCancel => ("taskId", false),
+        Method::TasksGet | Method::TasksUpdate | Method::TasksCancel | Method::TasksStream => {
+            ("taskId", false)
+        }
         _ => return Ok(()),
     };
     let Some(body) = params.and_then(|p| p.get(field)).and_then(Value::as_str) else {

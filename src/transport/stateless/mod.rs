@@ -10,6 +10,7 @@
 mod body;
 pub mod headers;
 mod listen;
+mod task_stream;
 
 use std::sync::Arc;
 
@@ -95,6 +96,14 @@ pub(super) async fn serve(
                     message: "subscriptions/listen refused",
                 }),
             }
+        }
+        return response;
+    }
+    if Method::parse(&request.method) == Method::TasksStream {
+        // Its operation ends when the stream is answered or refused.
+        let response = task_stream::serve(state, request, &meta, principal.as_deref()).await;
+        if let Some(op) = op.take() {
+            op.finish(Outcome::Ok);
         }
         return response;
     }

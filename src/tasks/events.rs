@@ -1,0 +1,227 @@
+//! A task's event log (SEP-2694, resumable task event streams): every status change and
+//! every note of a task's handler, stored before anyone is told, and read back by
+//! `tasks/stream`.
+//!
+//! The log is a store session of its own whose id is the task id (a task id is 32 hex
+//! digits, like a session id), with one stream: like an execution's output
+//! ([`crate::exec`]), it is retained, capped and evicted as a session's events are
+//! (`sse.event_ttl`, `sse.max_session_events`, `sse.max_session_bytes`, the global
+//! budget), kept in Redis when the store is, and followed live from any replica through
+//! the store's own channel.
+//!
+//! The draft numbers a task's events from 0; the store numbers positions from 1. The
+//! mapping lives here only: `seq = position - 1`.
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+
+use std::time::Duration;
+
+use super::TaskHandle;
+use crate::event_store::{Event, StreamKey, StreamNo};
+use crate::exec::tools as exec;
+use crate::handler::Note;
+use crate::ids::SessionId;
+
+/// A status change: the payload is the task as `tasks/get` shows it.
+pub const STATUS: &str = "dev.otpmcp.task.status";
+/// A progress note (`progress`, `total`, `message`).
+pub const PROGRESS: &str = "dev.otpmcp.progress";
+/// A log note (`level`, `logger`, `data`).
+pub const LOG: &str = "dev.otpmcp.log";
+/// A chunk of an execution's output (`execute` run as a task): the
+/// `notifications/otpmcp/execution_output` params (`executionId`, `id`, `stream`, `seq`,
+/// `text` or `base64`).
+pub const EXECUTION_OUTPUT: &str = "dev.otpmcp.execution.output";
+/// An execution started (`executionId`, `program`).
+pub const EXECUTION_STARTED: &str = "dev.otpmcp.execution.started";
+/// Any other notification of the handler (`method`, `params`).
+pub const NOTIFICATION: &str = "dev.otpmcp.notification";
+
+/// How often a running task renews its log's store session: on Redis a session's keys
+/// expire `server.session_timeout` after their last use, and a quiet task (one waiting
+/// for its client's answer, say) must not lose its log meanwhile.
+pub(crate) const LOG_KEEPALIVE: Duration = Duration::from_secs(60);
+
+/// The method of the notification that carries each event.
+pub const EVENT_METHOD: &str = "notifications/tasks/event";
+
+/// The store stream holding task `id`'s log; `None` for an id that is not one of ours
+/// (it cannot have a log).
+pub fn log_key(id: &str) -> Option<StreamKey> {
+    let session: SessionId = id.parse().ok()?;
+    Some(StreamKey::new(session, StreamNo(1)))
+}
+
+/// An event as the log stores it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Stored {
+    #[serde(rename = "type")]
+    pub(crate) kind: String,
+    pub(crate) payload: Value,
+    /// The status event that ends the task.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) terminal: bool,
+}
+
+impl Stored {
+    pub(crate) fn bytes(&self) -> Bytes {
+        Bytes::from(serde_json::to_vec(self).unwrap_or_default())
+    }
+}
+
+/// The stored form of a handler's note.
+pub(crate) fn of_note(note: Note) -> Stored {
+    let (kind, payload) = match note {
+        // The token is the request's, not the task's: a stream reader has no use for it.
+        Note::Progress {
+            progress,
+            total,
+            message,
+            ..
+        } => {
+            let mut p = Map::new();
+            p.insert("progress".into(), json!(progress));
+            if let Some(total) = total {
+                p.insert("total".into(), json!(total));
+            }
+            if let Some(message) = message {
+                p.insert("message".into(), Value::String(message));
+            }
+            (PROGRESS, Value::Object(p))
+        }
+        Note::Log {
+            level,
+            logger,
+            data,
+        } => {
+            let mut p = Map::new();
+            p.insert("level".into(), json!(level));
+            if let Some(logger) = logger {
+                p.insert("logger".into(), Value::String(logger));
+            }
+            p.insert("data".into(), data);
+            (LOG, Value::Object(p))
+        }
+        Note::Custom { method, params } if method == exec::OUTPUT_METHOD => {
+            (EXECUTION_OUTPUT, params)
+        }
+        Note::Custom { method, params } if method == exec::STARTED_METHOD => {
+            (EXECUTION_STARTED, params)
+        }
+        Note::Custom { method, params } => {
+            (NOTIFICATION, json!({ "method": method, "params": params }))
+        }
+    };
+    Stored {
+        kind: kind.into(),
+        payload,
+        terminal: false,
+    }
+}
+
+impl TaskHandle {
+    /// Appends `event` to task `id`'s log. A failure is logged: the task goes on (as
+    /// with a record that could not be stored), and a reader of the log sees the gap as
+    /// nothing missing, since the store numbers only what it stored.
+    pub(crate) async fn append(&self, id: &str, event: Stored) {
+        let Some(key) = log_key(id) else {
+            return;
+        };
+        if let Err(e) = self.inner.store.append(key, event.bytes(), false).await {
+            tracing::warn!(task_id = %id, error = %e, "could not store a task's event");
+        }
+    }
+
+    /// Renews task `id`'s log (see [`LOG_KEEPALIVE`]); registering a session again keeps
+    /// what it holds.
+    pub(crate) async fn keep_log(&self, id: &str) {
+        if let Some(key) = log_key(id) {
+            let _ = self.inner.store.open_session(key.session).await;
+        }
+    }
+
+    /// Drops task `id`'s log once its record is gone too (`after` from now).
+    pub(super) fn forget_log_after(&self, id: &str, after: Duration) {
+        let Some(key) = log_key(id) else {
+            return;
+        };
+        let store = self.inner.store.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(after).await;
+            let _ = store.forget_session(key.session).await;
+        });
+    }
+}
+
+/// One event of a task's log, as `tasks/stream` delivers it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskEvent {
+    /// Its sequence number in the task's log, from 0.
+    pub seq: u64,
+    /// Its store position (`seq + 1`).
+    pub position: u64,
+    /// Its type, one of this module's constants.
+    pub kind: String,
+    /// Its payload (a JSON object).
+    pub payload: Value,
+    /// The status event that ends the task: nothing follows it.
+    pub terminal: bool,
+}
+
+impl TaskEvent {
+    /// Reads a stored event; `None` if it is not one (never written by this module).
+    pub(crate) fn read(event: &Event) -> Option<Self> {
+        let stored: Stored = serde_json::from_slice(&event.payload).ok()?;
+        Some(Self {
+            seq: event.id.seq.checked_sub(1)?,
+            position: event.id.seq,
+            kind: stored.kind,
+            payload: stored.payload,
+            terminal: stored.terminal,
+        })
+    }
+
+    /// The `notifications/tasks/event` params for task `task_id`.
+    pub fn params(&self, task_id: &str) -> Value {
+        json!({
+            "seq": self.seq,
+            "taskId": task_id,
+            "type": self.kind,
+            "payload": self.payload,
+            "_meta": { "io.modelcontextprotocol/related-task": { "taskId": task_id } },
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stored_note_reads_back_with_its_seq_from_zero() {
+        let key = log_key("0123456789abcdef0123456789abcdef");
+        let Some(key) = key else {
+            panic!("a task id is a session id")
+        };
+        let stored = of_note(Note::Progress {
+            token: json!("t"),
+            progress: 3.0,
+            total: Some(10.0),
+            message: None,
+        });
+        let event = Event {
+            id: key.event_id(1),
+            payload: stored.bytes(),
+            last: false,
+        };
+        let Some(read) = TaskEvent::read(&event) else {
+            panic!("reads back")
+        };
+        assert_eq!(read.seq, 0);
+        assert_eq!(read.kind, PROGRESS);
+        assert_eq!(read.payload, json!({"progress": 3.0, "total": 10.0}));
+        assert!(log_key("not-a-task").is_none());
+    }
+}
