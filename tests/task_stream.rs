@@ -161,6 +161,34 @@ async fn a_long_task_is_read_exactly_once_through_many_cuts() {
     server.shutdown().await;
 }
 
+// Short tasks streamed from their start end with their last note and terminal status.
+// (A follower that found the log empty and then the record terminal used to end without
+// reading again, losing what was stored between its two reads; that window is too narrow
+// for this test to hit reliably: it passed without the fix in follow.rs too.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_that_ends_right_after_its_last_note_is_streamed_whole() {
+    let server = TestServer::start_with(|_| {}, tools()).await;
+    let client = Stateless::new(&server.url).with_tasks();
+    for _ in 0..40 {
+        let id = client
+            .start_task("stream_events", json!({"count": 1, "interval_ms": 0}))
+            .await;
+        let (events, cuts) = read_through_cuts(std::slice::from_ref(&client), &id, 1000).await;
+        assert_eq!(cuts, 0);
+        let kinds: Vec<&str> = events.iter().filter_map(|e| e["type"].as_str()).collect();
+        assert_eq!(
+            kinds,
+            [
+                "dev.otpmcp.task.status",
+                "dev.otpmcp.progress",
+                "dev.otpmcp.task.status"
+            ],
+            "{events:?}"
+        );
+    }
+    server.shutdown().await;
+}
+
 #[tokio::test]
 async fn a_long_task_is_read_exactly_once_through_cuts_alternating_replicas() {
     let redis = RedisServer::start();

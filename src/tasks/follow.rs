@@ -170,6 +170,10 @@ impl Follower {
     async fn run(mut self, mut page: Replay) {
         let store = self.tasks.inner.store.clone();
         let mut doorbell = Doorbell::subscribe(&store, self.key, self.position).await;
+        // Set once the record showed a terminal status: the log is then read once more
+        // before the end, since the last notes and the terminal event were stored before
+        // the record changed, possibly after this follower's last read.
+        let mut ending = false;
         loop {
             let read = page.events.len();
             for event in &page.events {
@@ -186,21 +190,23 @@ impl Follower {
                     return;
                 }
             }
+            if read == 0 && ending {
+                // Caught up after the record turned terminal: the terminal event is
+                // behind us (before the cursor, or its log expired): the end.
+                let _ = self.tx.send(Followed::End).await;
+                return;
+            }
             if read == 0 {
-                // Caught up. A finished task's terminal event is behind us (stored
-                // before its record changed): the end. Gone: the reader resumes and hears
-                // that the task is.
+                // Caught up. Gone: the reader resumes and hears that the task is.
                 match self.tasks.record(&self.id).await {
-                    Ok(Some(record)) if record.is_terminal() => {
-                        let _ = self.tx.send(Followed::End).await;
-                        return;
+                    Ok(Some(record)) if record.is_terminal() => ending = true,
+                    Ok(Some(_)) => {
+                        tokio::select! {
+                            () = doorbell.rung() => {}
+                            () = self.tx.closed() => return,
+                        }
                     }
-                    Ok(Some(_)) => {}
                     Ok(None) | Err(_) => return,
-                }
-                tokio::select! {
-                    () = doorbell.rung() => {}
-                    () = self.tx.closed() => return,
                 }
             }
             page = match store.read_page(self.key, self.position).await {
