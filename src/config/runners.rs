@@ -76,6 +76,24 @@ const RUNNERS: &[(&str, &str)] = &[
     ("screen", WRAPPER),
     // GNU tar's first argument may be bundled options without a dash (`cIf PROG`).
     ("tar", WRAPPER),
+    // Package runners and container tools: their operands name a package or an image
+    // to fetch and run, or a command to run in a container.
+    ("npx", WRAPPER),
+    ("npm", WRAPPER),
+    ("pnpm", WRAPPER),
+    ("pnpx", WRAPPER),
+    ("yarn", WRAPPER),
+    ("bunx", WRAPPER),
+    ("uv", WRAPPER),
+    ("uvx", WRAPPER),
+    ("pipx", WRAPPER),
+    ("pip", WRAPPER),
+    ("go", WRAPPER),
+    ("cargo", WRAPPER),
+    ("docker", WRAPPER),
+    ("podman", WRAPPER),
+    ("nerdctl", WRAPPER),
+    ("kubectl", WRAPPER),
     // Interpreters, and tools with a command language that can run programs.
     ("python", INTERPRETER),
     ("pythonw", INTERPRETER),
@@ -127,6 +145,13 @@ const RUNNERS: &[(&str, &str)] = &[
     ("make", INTERPRETER),
     ("gmake", INTERPRETER),
     ("osascript", INTERPRETER),
+    // Database shells and calculators whose commands (as arguments or on stdin) include a
+    // shell escape: `sqlite3 :memory: .shell`, psql's and mysql's `\!`, dc's `!`.
+    ("sqlite", INTERPRETER),
+    ("psql", INTERPRETER),
+    ("mysql", INTERPRETER),
+    ("mariadb", INTERPRETER),
+    ("dc", INTERPRETER),
 ];
 
 /// A command that runs other code: the file it really is, and why.
@@ -182,6 +207,11 @@ mod tests {
             "xargs",
             "Rscript",
             "gawk",
+            "npx",
+            "uvx",
+            "docker",
+            "sqlite3",
+            "psql",
         ] {
             assert!(why_runner(name).is_some(), "{name}");
         }
