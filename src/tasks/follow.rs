@@ -8,6 +8,13 @@
 //! replica; each ring only makes the follower read the store again. A doorbell that stops
 //! ringing (another connection to the same log took the store's place for it, or the
 //! store restarted) leaves the follower re-reading every [`REREAD`].
+//!
+//! What a reader holds is weighed, not just counted: each event takes its stored size
+//! from the connection's byte budget ([`ByteBudget`], `sse.stream_buffer_bytes`) before
+//! it is handed over, and gives it back only when its frame leaves for the socket; a page
+//! read from the store is cut to the budget (the rest is read again when there is room).
+//! So a slow reader of 1 MB events holds about the budget and one event, as a GET
+//! stream does, not a page and a queue of them.
 
 use std::time::Duration;
 
@@ -21,20 +28,23 @@ use crate::event_store::{
     EventStoreHandle, Feed, Replay, ReplayOutcome, StoreCallError, StoreError, StreamKey,
 };
 use crate::protocol::ErrorObject;
+use crate::stream::budget::{ByteBudget, Reserved};
 
 /// How often a follower reads the store when no doorbell rings: [`LIVE_REREAD`] while
 /// it has one (a safety net), this when it lost it.
 const REREAD: Duration = Duration::from_millis(250);
 const LIVE_REREAD: Duration = Duration::from_secs(1);
 
-/// Events and the end queued for one reader: the follower waits when the reader is slow.
+/// Events and the end queued for one reader, within its byte budget: the follower waits
+/// when the reader is slow.
 const BUFFER: usize = 64;
 
 /// What a follower hands its reader.
 #[derive(Debug)]
 pub enum Followed {
-    /// The next event of the log.
-    Event(TaskEvent),
+    /// The next event of the log, with its weight in the connection's byte budget: keep
+    /// it until the event's frame is handed to the socket.
+    Event(TaskEvent, Reserved),
     /// The task's terminal status was delivered (now, or before the cursor): the stream
     /// ends with its result. A follower that stops without it (the record expired, the
     /// store failed) leaves the reader to resume.
@@ -91,13 +101,15 @@ impl From<StreamError> for ErrorObject {
 
 impl TaskHandle {
     /// Follows task `id`'s log after event `after` (from the oldest retained without
-    /// one), as `principal` may see it. Checks the cursor against the store before it
-    /// answers, so a refusal is an error rather than a stream.
+    /// one), as `principal` may see it, holding at most `budget` (and one event larger
+    /// than it) for the reader. Checks the cursor against the store before it answers, so
+    /// a refusal is an error rather than a stream.
     pub async fn follow(
         &self,
         id: &str,
         principal: Option<&str>,
         after: Option<u64>,
+        budget: ByteBudget,
     ) -> Result<mpsc::Receiver<Followed>, StreamError> {
         let record = self.get(id, principal).await?;
         let not_found = || TaskError::NotFound(id.chars().take(64).collect());
@@ -145,6 +157,7 @@ impl TaskHandle {
             key,
             position,
             tx,
+            budget,
         };
         tokio::spawn(follower.run(first));
         Ok(rx)
@@ -164,6 +177,7 @@ struct Follower {
     /// The store position of the last event handed over (or before the cursor).
     position: u64,
     tx: mpsc::Sender<Followed>,
+    budget: ByteBudget,
 }
 
 impl Follower {
@@ -172,13 +186,19 @@ impl Follower {
         let mut doorbell = Doorbell::subscribe(&store, self.key, self.position).await;
         loop {
             let read = page.events.len();
-            for event in &page.events {
+            within_budget(&mut page, self.budget.limit());
+            // Consumed as it goes: what was handed over is the reader's to hold.
+            for event in std::mem::take(&mut page.events) {
+                let held = tokio::select! {
+                    held = self.budget.reserve(event.payload.len()) => held,
+                    () = self.tx.closed() => return,
+                };
                 self.position = event.id.seq;
-                let Some(event) = TaskEvent::read(event) else {
+                let Some(event) = TaskEvent::read(&event) else {
                     continue;
                 };
                 let terminal = event.terminal;
-                if self.tx.send(Followed::Event(event)).await.is_err() {
+                if self.tx.send(Followed::Event(event, held)).await.is_err() {
                     return;
                 }
                 if terminal {
@@ -217,6 +237,23 @@ impl Follower {
             }
         }
     }
+}
+
+/// Cuts `page` to the events that fit `budget` bytes (the first one always): the rest is
+/// read again, by position, once the reader took these. A page is up to 256 events, and
+/// on Redis each is a copy of its own.
+fn within_budget(page: &mut Replay, budget: usize) {
+    let mut total = 0usize;
+    let fit = page
+        .events
+        .iter()
+        .position(|event| {
+            total = total.saturating_add(event.payload.len());
+            total > budget
+        })
+        .unwrap_or(page.events.len())
+        .max(1);
+    page.events.truncate(fit);
 }
 
 /// Rings when the store forwards an event of the followed log.
