@@ -12,7 +12,8 @@
 //! What a reader holds is weighed, not just counted: each event takes its stored size
 //! from the connection's byte budget ([`ByteBudget`], `sse.stream_buffer_bytes`) before
 //! it is handed over, and gives it back only when its frame leaves for the socket; a page
-//! read from the store is cut to the budget (the rest is read again when there is room).
+//! read from the store holds about as many events as the budget takes (sized by the last
+//! page's events, and cut to the budget: the rest is read again when there is room).
 //! So a slow reader of 1 MB events holds about the budget and one event, as a GET
 //! stream does, not a page and a queue of them.
 
@@ -25,7 +26,8 @@ use tokio::sync::mpsc;
 use super::events::{TaskEvent, log_key};
 use super::{TaskError, TaskHandle};
 use crate::event_store::{
-    EventStoreHandle, Feed, Replay, ReplayOutcome, StoreCallError, StoreError, StreamKey,
+    EventStoreHandle, Feed, REPLAY_PAGE, Replay, ReplayOutcome, StoreCallError, StoreError,
+    StreamKey,
 };
 use crate::protocol::ErrorObject;
 use crate::stream::budget::{ByteBudget, Reserved};
@@ -125,7 +127,8 @@ impl TaskHandle {
         };
         let store = &self.inner.store;
         let (tx, rx) = mpsc::channel(BUFFER);
-        let first = match store.read_page(key, position).await {
+        // One event first: its size tells how many the next page may hold.
+        let first = match store.read_page_of(key, position, 1).await {
             Ok(replay) => replay,
             // Nothing retained, not even the stream (all of it expired): a finished task
             // streamed from the start ends at once, as the draft asks.
@@ -183,9 +186,13 @@ struct Follower {
 impl Follower {
     async fn run(mut self, mut page: Replay) {
         let store = self.tasks.inner.store.clone();
-        let mut doorbell = Doorbell::subscribe(&store, self.key, self.position).await;
+        let mut doorbell = Doorbell::subscribe(&store, self.key).await;
+        let mut most = REPLAY_PAGE;
         loop {
             let read = page.events.len();
+            if read > 0 {
+                most = page_for(&page, self.budget.limit());
+            }
             within_budget(&mut page, self.budget.limit());
             // Consumed as it goes: what was handed over is the reader's to hold.
             for event in std::mem::take(&mut page.events) {
@@ -223,7 +230,7 @@ impl Follower {
                     () = self.tx.closed() => return,
                 }
             }
-            page = match store.read_page(self.key, self.position).await {
+            page = match store.read_page_of(self.key, self.position, most).await {
                 Ok(page) => page,
                 Err(e) => {
                     tracing::debug!(task_id = %self.id, error = %e, "a task stream stopped: the store failed");
@@ -237,6 +244,14 @@ impl Follower {
             }
         }
     }
+}
+
+/// How many events of the size of `page`'s fit `budget` bytes: the next page's size (1
+/// to a full page).
+fn page_for(page: &Replay, budget: usize) -> usize {
+    let bytes: usize = page.events.iter().map(|e| e.payload.len()).sum();
+    let each = (bytes / page.events.len().max(1)).max(1);
+    (budget / each).clamp(1, REPLAY_PAGE)
 }
 
 /// Cuts `page` to the events that fit `budget` bytes (the first one always): the rest is
@@ -263,7 +278,9 @@ struct Doorbell {
 }
 
 impl Doorbell {
-    async fn subscribe(store: &EventStoreHandle, key: StreamKey, position: u64) -> Self {
+    /// Live only: the follower reads every event from the store itself, so a replay
+    /// here would be read (on Redis, copied) for nothing.
+    async fn subscribe(store: &EventStoreHandle, key: StreamKey) -> Self {
         let (tx, rx) = mpsc::channel(1);
         let Ok((actor, _)) = Actor::spawn(None, Sink, tx).await else {
             return Self {
@@ -271,10 +288,7 @@ impl Doorbell {
                 sink: None,
             };
         };
-        match store
-            .subscribe(key, Some(position), false, actor.get_derived())
-            .await
-        {
+        match store.subscribe(key, None, false, actor.get_derived()).await {
             Ok(_) => Self {
                 bell: Some(rx),
                 sink: Some((actor, store.clone(), key)),
