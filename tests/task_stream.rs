@@ -689,7 +689,10 @@ async fn slow_readers_of_large_events(backend: Backend, most_each: u64) {
     client.until_status(&id, "completed").await;
     // One reader to the end first: what reading 1 MiB events costs once, not per reader
     // (on Redis, the connection's read buffer grows to fit one: 19 MB measured).
-    let (rid, mut warm) = open(&client, &id, None).await;
+    // Its own client: a connection that read fast has grown its receive buffer, and could
+    // take a whole stream without stalling.
+    let warm_client = Stateless::new(&binary.url).with_tasks();
+    let (rid, mut warm) = open(&warm_client, &id, None).await;
     assert!(read_all(&mut warm, rid, None).await.1);
     let stalls = write_stalls(&admin).await;
     let before = rss(pid);
@@ -702,7 +705,9 @@ async fn slow_readers_of_large_events(backend: Backend, most_each: u64) {
     }
     // Until the server cut every reader, it holds what each costs: the peak is kept.
     let mut peak = before;
-    within("the readers to be cut", async {
+    // Sampled every 20 ms while waiting; `server.write_timeout` (2 s) plus the time to
+    // fill the sockets, longer than the usual wait on a loaded machine.
+    let cut = tokio::time::timeout(std::time::Duration::from_secs(60), async {
         loop {
             peak = peak.max(rss(pid));
             if write_stalls(&admin).await >= stalls + READERS as u64 {
@@ -712,6 +717,7 @@ async fn slow_readers_of_large_events(backend: Backend, most_each: u64) {
         }
     })
     .await;
+    assert!(cut.is_ok(), "the stalled readers were not cut");
     let grown = peak.saturating_sub(before);
     assert!(
         grown < READERS as u64 * most_each,

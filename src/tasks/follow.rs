@@ -14,8 +14,9 @@
 //! it is handed over, and gives it back only when its frame leaves for the socket; a page
 //! read from the store holds about as many events as the budget takes (sized by the last
 //! page's events, and cut to the budget: the rest is read again when there is room).
-//! So a slow reader of 1 MB events holds about the budget and one event, as a GET
-//! stream does, not a page and a queue of them.
+//! So a slow reader of 1 MB events holds about the budget and the few events larger than
+//! it that pass one at a time (one with hyper, one queued, one read), as a GET stream
+//! does, not a page and a queue of them.
 
 use std::time::Duration;
 
