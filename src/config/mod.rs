@@ -227,13 +227,16 @@ pub struct SseConfig {
     /// live events waiting behind a replay past it) make the client too slow: the
     /// connection is closed and the client resumes from the store. One event larger than
     /// the budget still goes out alone. Default 256 KiB. Without it, a resume of a 16 MiB
-    /// stream that the client does not read held all 16 MiB in frames.
+    /// stream that the client does not read held all 16 MiB in frames. Also the budget of
+    /// a `tasks/stream` connection, from the task's log to the socket.
     pub stream_buffer_bytes: usize,
     /// Most connections following one request stream on a replica. A newer connection
     /// becomes the active one; older ones are parked and get only the stream's last event
     /// (the response). Past this many, the oldest parked one is closed with a `retry:`
     /// hint. Default 4. With 1, a newer connection closes the older at once, which makes
     /// clients that reconnect in the background while resuming close each other in turn.
+    /// Also the most `tasks/stream` connections following one task on a replica: past it
+    /// the oldest is closed with a `retry:` hint.
     pub max_connections_per_stream: usize,
 }
 

@@ -8,6 +8,15 @@
 //! replica; each ring only makes the follower read the store again. A doorbell that stops
 //! ringing (another connection to the same log took the store's place for it, or the
 //! store restarted) leaves the follower re-reading every [`REREAD`].
+//!
+//! What a reader holds is weighed, not just counted: each event takes its stored size
+//! from the connection's byte budget ([`ByteBudget`], `sse.stream_buffer_bytes`) before
+//! it is handed over, and gives it back only when its frame leaves for the socket; a page
+//! read from the store holds about as many events as the budget takes (sized by the last
+//! page's events, and cut to the budget: the rest is read again when there is room).
+//! So a slow reader of 1 MB events holds about the budget and the few events larger than
+//! it that pass one at a time (one with hyper, one queued, one read), as a GET stream
+//! does, not a page and a queue of them.
 
 use std::time::Duration;
 
@@ -18,23 +27,27 @@ use tokio::sync::mpsc;
 use super::events::{TaskEvent, log_key};
 use super::{TaskError, TaskHandle};
 use crate::event_store::{
-    EventStoreHandle, Feed, Replay, ReplayOutcome, StoreCallError, StoreError, StreamKey,
+    EventStoreHandle, Feed, REPLAY_PAGE, Replay, ReplayOutcome, StoreCallError, StoreError,
+    StreamKey,
 };
 use crate::protocol::ErrorObject;
+use crate::stream::budget::{ByteBudget, Reserved};
 
 /// How often a follower reads the store when no doorbell rings: [`LIVE_REREAD`] while
 /// it has one (a safety net), this when it lost it.
 const REREAD: Duration = Duration::from_millis(250);
 const LIVE_REREAD: Duration = Duration::from_secs(1);
 
-/// Events and the end queued for one reader: the follower waits when the reader is slow.
+/// Events and the end queued for one reader, within its byte budget: the follower waits
+/// when the reader is slow.
 const BUFFER: usize = 64;
 
 /// What a follower hands its reader.
 #[derive(Debug)]
 pub enum Followed {
-    /// The next event of the log.
-    Event(TaskEvent),
+    /// The next event of the log, with its weight in the connection's byte budget: keep
+    /// it until the event's frame is handed to the socket.
+    Event(TaskEvent, Reserved),
     /// The task's terminal status was delivered (now, or before the cursor): the stream
     /// ends with its result. A follower that stops without it (the record expired, the
     /// store failed) leaves the reader to resume.
@@ -91,13 +104,15 @@ impl From<StreamError> for ErrorObject {
 
 impl TaskHandle {
     /// Follows task `id`'s log after event `after` (from the oldest retained without
-    /// one), as `principal` may see it. Checks the cursor against the store before it
-    /// answers, so a refusal is an error rather than a stream.
+    /// one), as `principal` may see it, holding at most `budget` (and one event larger
+    /// than it) for the reader. Checks the cursor against the store before it answers, so
+    /// a refusal is an error rather than a stream.
     pub async fn follow(
         &self,
         id: &str,
         principal: Option<&str>,
         after: Option<u64>,
+        budget: ByteBudget,
     ) -> Result<mpsc::Receiver<Followed>, StreamError> {
         let record = self.get(id, principal).await?;
         let not_found = || TaskError::NotFound(id.chars().take(64).collect());
@@ -113,7 +128,8 @@ impl TaskHandle {
         };
         let store = &self.inner.store;
         let (tx, rx) = mpsc::channel(BUFFER);
-        let first = match store.read_page(key, position).await {
+        // One event first: its size tells how many the next page may hold.
+        let first = match store.read_page_of(key, position, 1).await {
             Ok(replay) => replay,
             // Nothing retained, not even the stream (all of it expired): a finished task
             // streamed from the start ends at once, as the draft asks.
@@ -145,6 +161,7 @@ impl TaskHandle {
             key,
             position,
             tx,
+            budget,
         };
         tokio::spawn(follower.run(first));
         Ok(rx)
@@ -164,25 +181,36 @@ struct Follower {
     /// The store position of the last event handed over (or before the cursor).
     position: u64,
     tx: mpsc::Sender<Followed>,
+    budget: ByteBudget,
 }
 
 impl Follower {
     async fn run(mut self, mut page: Replay) {
         let store = self.tasks.inner.store.clone();
-        let mut doorbell = Doorbell::subscribe(&store, self.key, self.position).await;
+        let mut doorbell = Doorbell::subscribe(&store, self.key).await;
+        let mut most = REPLAY_PAGE;
         // Set once the record showed a terminal status: the log is then read once more
         // before the end, since the last notes and the terminal event were stored before
         // the record changed, possibly after this follower's last read.
         let mut ending = false;
         loop {
             let read = page.events.len();
-            for event in &page.events {
+            if read > 0 {
+                most = page_for(&page, self.budget.limit());
+            }
+            within_budget(&mut page, self.budget.limit());
+            // Consumed as it goes: what was handed over is the reader's to hold.
+            for event in std::mem::take(&mut page.events) {
+                let held = tokio::select! {
+                    held = self.budget.reserve(event.payload.len()) => held,
+                    () = self.tx.closed() => return,
+                };
                 self.position = event.id.seq;
-                let Some(event) = TaskEvent::read(event) else {
+                let Some(event) = TaskEvent::read(&event) else {
                     continue;
                 };
                 let terminal = event.terminal;
-                if self.tx.send(Followed::Event(event)).await.is_err() {
+                if self.tx.send(Followed::Event(event, held)).await.is_err() {
                     return;
                 }
                 if terminal {
@@ -209,7 +237,7 @@ impl Follower {
                     Ok(None) | Err(_) => return,
                 }
             }
-            page = match store.read_page(self.key, self.position).await {
+            page = match store.read_page_of(self.key, self.position, most).await {
                 Ok(page) => page,
                 Err(e) => {
                     tracing::debug!(task_id = %self.id, error = %e, "a task stream stopped: the store failed");
@@ -225,6 +253,31 @@ impl Follower {
     }
 }
 
+/// How many events of the size of `page`'s fit `budget` bytes: the next page's size (1
+/// to a full page).
+fn page_for(page: &Replay, budget: usize) -> usize {
+    let bytes: usize = page.events.iter().map(|e| e.payload.len()).sum();
+    let each = (bytes / page.events.len().max(1)).max(1);
+    (budget / each).clamp(1, REPLAY_PAGE)
+}
+
+/// Cuts `page` to the events that fit `budget` bytes (the first one always): the rest is
+/// read again, by position, once the reader took these. A page is up to 256 events, and
+/// on Redis each is a copy of its own.
+fn within_budget(page: &mut Replay, budget: usize) {
+    let mut total = 0usize;
+    let fit = page
+        .events
+        .iter()
+        .position(|event| {
+            total = total.saturating_add(event.payload.len());
+            total > budget
+        })
+        .unwrap_or(page.events.len())
+        .max(1);
+    page.events.truncate(fit);
+}
+
 /// Rings when the store forwards an event of the followed log.
 struct Doorbell {
     bell: Option<mpsc::Receiver<()>>,
@@ -232,7 +285,9 @@ struct Doorbell {
 }
 
 impl Doorbell {
-    async fn subscribe(store: &EventStoreHandle, key: StreamKey, position: u64) -> Self {
+    /// Live only: the follower reads every event from the store itself, so a replay
+    /// here would be read (on Redis, copied) for nothing.
+    async fn subscribe(store: &EventStoreHandle, key: StreamKey) -> Self {
         let (tx, rx) = mpsc::channel(1);
         let Ok((actor, _)) = Actor::spawn(None, Sink, tx).await else {
             return Self {
@@ -240,10 +295,7 @@ impl Doorbell {
                 sink: None,
             };
         };
-        match store
-            .subscribe(key, Some(position), false, actor.get_derived())
-            .await
-        {
+        match store.subscribe(key, None, false, actor.get_derived()).await {
             Ok(_) => Self {
                 bell: Some(rx),
                 sink: Some((actor, store.clone(), key)),

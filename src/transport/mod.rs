@@ -73,6 +73,8 @@ struct Inner {
     /// Requests whose handler runs in a task of its own (an SSE-streamed POST), which a
     /// drain waits for.
     running: Arc<Running>,
+    /// The `tasks/stream` connections of each task (`sse.max_connections_per_stream`).
+    task_readers: stateless::TaskReaders,
 }
 
 /// What [`AppState::new`] is built from.
@@ -161,6 +163,7 @@ impl AppState {
             close_idle: true,
             buffer_bytes: sse.stream_buffer_bytes,
         };
+        let task_readers = stateless::TaskReaders::start(sse.max_connections_per_stream);
         Self {
             inner: Arc::new(Inner {
                 guard: Guard::new(&config.server),
@@ -177,6 +180,7 @@ impl AppState {
                 listening: Arc::default(),
                 local,
                 running: Arc::default(),
+                task_readers,
             }),
         }
     }

@@ -126,9 +126,25 @@ impl EventStoreHandle {
     /// The next page of a replay: up to [`crate::event_store::REPLAY_PAGE`] events of
     /// `key` after `after`.
     pub async fn read_page(&self, key: StreamKey, after: u64) -> Result<Replay, StoreCallError> {
+        self.read_page_of(key, after, crate::event_store::REPLAY_PAGE)
+            .await
+    }
+
+    /// Like [`Self::read_page`], up to `most` events (1 to a full page): a reader of
+    /// large events reads no more than its byte budget takes, since on Redis a page is
+    /// copied whole into memory before anyone takes from it.
+    pub async fn read_page_of(
+        &self,
+        key: StreamKey,
+        after: u64,
+        most: usize,
+    ) -> Result<Replay, StoreCallError> {
         let result = self
             .slot
-            .call(|reply| StoreMsg::ReadPage(key, after, reply), CALL_TIMEOUT)
+            .call(
+                |reply| StoreMsg::ReadPage(key, after, most, reply),
+                CALL_TIMEOUT,
+            )
             .await?;
         Ok(result?)
     }

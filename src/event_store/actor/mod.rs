@@ -82,9 +82,14 @@ pub enum StoreMsg {
         /// The replay.
         reply: RpcReplyPort<Result<Replay, StoreError>>,
     },
-    /// The next page of a replay: up to [`crate::event_store::REPLAY_PAGE`] events of a
-    /// stream after a position.
-    ReadPage(StreamKey, u64, RpcReplyPort<Result<Replay, StoreError>>),
+    /// The next page of a replay: up to the given number of events (at most
+    /// [`crate::event_store::REPLAY_PAGE`]) of a stream after a position.
+    ReadPage(
+        StreamKey,
+        u64,
+        usize,
+        RpcReplyPort<Result<Replay, StoreError>>,
+    ),
     /// Stop forwarding to `subscriber` (if it is still the stream's subscriber).
     Unsubscribe {
         /// The stream.
@@ -291,11 +296,9 @@ async fn handle<B: EventStore>(
             };
             subscribe::subscribe(tables, &mut state.catch_up, myself, request, reply).await;
         }
-        StoreMsg::ReadPage(key, after, reply) => {
-            let page = tables
-                .backend
-                .replay_page(key, Some(after), crate::event_store::REPLAY_PAGE)
-                .await;
+        StoreMsg::ReadPage(key, after, most, reply) => {
+            let most = most.clamp(1, crate::event_store::REPLAY_PAGE);
+            let page = tables.backend.replay_page(key, Some(after), most).await;
             let _ = reply.send(page);
         }
         StoreMsg::Unsubscribe { key, subscriber } => tables.unsubscribe(key, subscriber).await,

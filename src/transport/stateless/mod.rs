@@ -10,7 +10,10 @@
 mod body;
 pub mod headers;
 mod listen;
+mod task_readers;
 mod task_stream;
+
+pub(crate) use task_readers::TaskReaders;
 
 use std::sync::Arc;
 

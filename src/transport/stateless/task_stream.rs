@@ -5,7 +5,14 @@
 //! on any replica and gets exactly what followed.
 //!
 //! A stream that stops without its result (the server shuts down, the store fails, the
-//! task's record expires) is a cut like any other: the client resumes.
+//! task's record expires, the reader fell so far behind that the log's caps evicted its
+//! next event) is a cut like any other: it ends with a `retry:` hint, as a GET stream the
+//! server closes does, and the client resumes with `after` = the last seq it got.
+//!
+//! Slow readers are bounded as GET streams are: what the connection holds is weighed in
+//! its byte budget (`sse.stream_buffer_bytes`) from the follower to the socket, replay is
+//! read a page at a time as the reader takes it, and a reader that reads nothing is cut
+//! after `server.write_timeout` ([`crate::transport::stall`]).
 
 use axum::body::Body;
 use axum::http::StatusCode;
@@ -14,16 +21,19 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
+use super::task_readers::Reader;
 use super::{AppState, error_response};
 use crate::auth::Principal;
 use crate::protocol::meta::{RequestMeta, TASKS_EXTENSION};
 use crate::protocol::{ErrorObject, Notification, Outgoing, Request, RequestId};
+use crate::stream::budget::{ByteBudget, Reserved};
 use crate::stream::{SseBody, sse};
 use crate::tasks::Followed;
 use crate::tasks::events::EVENT_METHOD;
-use crate::telemetry::metrics::{STREAMS_OPEN, StreamKind};
+use crate::telemetry::metrics::{CONNECTIONS_CUT, Cut, STREAMS_OPEN, StreamKind};
 
-/// Frames queued toward the socket: the follower waits while they are full.
+/// Frames queued toward the socket, within the byte budget: the follower waits while
+/// they are full.
 const FRAMES: usize = 16;
 
 /// What `tasks/stream` asks for, read once here.
@@ -72,13 +82,16 @@ pub(super) async fn serve(
         Err(error) => return error_response(Some(request.id), error, StatusCode::OK),
     };
     let owner = principal.map(|p| p.owner().to_string());
+    let budget = ByteBudget::new(inner.config.sse.stream_buffer_bytes);
     let followed = match tasks
-        .follow(&params.task_id, owner.as_deref(), params.after)
+        .follow(&params.task_id, owner.as_deref(), params.after, budget)
         .await
     {
         Ok(followed) => followed,
         Err(e) => return error_response(Some(request.id), e.into(), StatusCode::OK),
     };
+    let readers = inner.task_readers.clone();
+    let reader = readers.join(&params.task_id).await;
     let (tx, rx) = mpsc::channel(FRAMES);
     let pump = Pump {
         followed,
@@ -86,54 +99,79 @@ pub(super) async fn serve(
         task_id: params.task_id,
         id: request.id,
         keepalive: inner.config.sse.keepalive_interval,
+        retry: inner.config.sse.retry_timeout,
         shutdown: inner.shutdown.clone(),
     };
-    tokio::spawn(pump.run());
-    super::super::sse_response(Body::new(SseBody::detached(rx)))
+    tokio::spawn(async move {
+        let reader = pump.run(reader).await;
+        readers.leave(reader).await;
+    });
+    super::super::sse_response(Body::new(SseBody::weighed(rx)))
 }
 
 /// Turns what the follower hands over into SSE frames, with keep-alive comments.
 struct Pump {
     followed: mpsc::Receiver<Followed>,
-    frames: mpsc::Sender<Bytes>,
+    /// Frames with their weight in the byte budget (none for the server's own comments).
+    frames: mpsc::Sender<(Bytes, Option<Reserved>)>,
     task_id: String,
     id: RequestId,
     keepalive: std::time::Duration,
+    /// `sse.retry_timeout`: the `retry:` hint of a stream cut on purpose.
+    retry: std::time::Duration,
     shutdown: tokio_util::sync::CancellationToken,
 }
 
 impl Pump {
-    async fn run(mut self) {
+    /// Runs until the stream ends; gives `reader` back for the table.
+    async fn run(mut self, mut reader: Reader) -> Reader {
+        self.follow(&mut reader).await;
+        reader
+    }
+
+    async fn follow(&mut self, reader: &mut Reader) {
         let _open = STREAMS_OPEN.track(StreamKind::Stateless);
         let mut ticks = super::keepalive(self.keepalive);
         loop {
             let frame = tokio::select! {
                 next = self.followed.recv() => match next {
-                    Some(Followed::Event(event)) => {
+                    Some(Followed::Event(event, held)) => {
                         let note = Outgoing::Notification(Notification {
                             method: EVENT_METHOD.into(),
                             params: Some(event.params(&self.task_id)),
                         });
-                        sse::message(None, &note.to_bytes())
+                        (sse::message(None, &note.to_bytes()), Some(held))
                     }
                     Some(Followed::End) => {
                         let answer = Outgoing::Result {
                             id: self.id.clone(),
                             result: json!({ "resultType": "complete" }),
                         };
-                        let _ = self.frames.send(sse::message(None, &answer.to_bytes())).await;
+                        let end = sse::message(None, &answer.to_bytes());
+                        let _ = self.frames.send((end, None)).await;
                         return;
                     }
                     // Stopped without the end: the client resumes.
-                    None => return,
+                    None => return self.cut(),
                 },
-                _ = ticks.tick() => sse::comment("keepalive"),
-                () = self.shutdown.cancelled() => return,
+                _ = ticks.tick() => (sse::comment("keepalive"), None),
+                () = self.shutdown.cancelled() => return self.cut(),
+                // A newer connection to this task, past `sse.max_connections_per_stream`.
+                () = reader.cut() => {
+                    CONNECTIONS_CUT.inc(Cut::Superseded);
+                    return self.cut();
+                }
                 () = self.frames.closed() => return,
             };
             if self.frames.send(frame).await.is_err() {
                 return;
             }
         }
+    }
+
+    /// Ends the stream without its result, telling the client when to resume.
+    fn cut(&self) {
+        // Best effort: a full queue means the client is not reading anyway.
+        let _ = self.frames.try_send((sse::retry(self.retry), None));
     }
 }

@@ -1,0 +1,151 @@
+//! The `tasks/stream` connections open on this replica, per task: at most
+//! `sse.max_connections_per_stream` follow one task, as for a GET or POST stream. Past it,
+//! the oldest is cut with a `retry:` hint (superseded), so a client that reconnects
+//! without closing its old connections, or many readers of one task, cannot pile up
+//! followers; the newest connection always starts.
+//!
+//! Its own process, like the task registry: it only keeps the table, and tells a cut
+//! connection through the one-shot channel that connection gave it.
+
+use std::collections::{HashMap, VecDeque};
+
+use tokio::sync::{mpsc, oneshot};
+
+/// Requests queued for the process: joins and leaves are one message each per
+/// connection, and the sender waits when it is full.
+const INBOX: usize = 1024;
+
+enum Msg {
+    Join {
+        task: String,
+        cut: oneshot::Sender<()>,
+        reply: oneshot::Sender<u64>,
+    },
+    Leave {
+        task: String,
+        reader: u64,
+    },
+}
+
+/// The handle of the table.
+#[derive(Debug, Clone)]
+pub(crate) struct TaskReaders {
+    tx: Option<mpsc::Sender<Msg>>,
+}
+
+/// One connection's place in the table: [`Reader::cut`] resolves when a newer one
+/// superseded it. Give it back with [`TaskReaders::leave`].
+#[derive(Debug)]
+pub(crate) struct Reader {
+    task: String,
+    no: Option<u64>,
+    cut: oneshot::Receiver<()>,
+}
+
+impl Reader {
+    /// Resolves when this connection was superseded; never for one outside the table.
+    pub(crate) async fn cut(&mut self) {
+        if self.no.is_none() || (&mut self.cut).await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+impl TaskReaders {
+    /// Starts the table, allowing `max` connections per task (at least 1). Outside a
+    /// runtime (a router built by a synchronous test) there is no table and no bound.
+    pub(crate) fn start(max: usize) -> Self {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return Self { tx: None };
+        };
+        let (tx, rx) = mpsc::channel(INBOX);
+        runtime.spawn(run(rx, max.max(1)));
+        Self { tx: Some(tx) }
+    }
+
+    /// Enters a new connection following `task`, cutting the oldest past the bound.
+    pub(crate) async fn join(&self, task: &str) -> Reader {
+        let (cut_tx, cut) = oneshot::channel();
+        let (reply, no) = oneshot::channel();
+        let msg = Msg::Join {
+            task: task.to_owned(),
+            cut: cut_tx,
+            reply,
+        };
+        let joined = match &self.tx {
+            Some(tx) if tx.send(msg).await.is_ok() => no.await.ok(),
+            _ => None,
+        };
+        Reader {
+            task: task.to_owned(),
+            no: joined,
+            cut,
+        }
+    }
+
+    /// Takes `reader` out of the table.
+    pub(crate) async fn leave(&self, reader: Reader) {
+        if let (Some(tx), Some(no)) = (&self.tx, reader.no) {
+            let _ = tx
+                .send(Msg::Leave {
+                    task: reader.task,
+                    reader: no,
+                })
+                .await;
+        }
+    }
+}
+
+async fn run(mut inbox: mpsc::Receiver<Msg>, max: usize) {
+    let mut tasks: HashMap<String, VecDeque<(u64, oneshot::Sender<()>)>> = HashMap::new();
+    let mut next = 0u64;
+    while let Some(msg) = inbox.recv().await {
+        match msg {
+            Msg::Join { task, cut, reply } => {
+                next += 1;
+                let readers = tasks.entry(task).or_default();
+                readers.push_back((next, cut));
+                while readers.len() > max {
+                    if let Some((_, oldest)) = readers.pop_front() {
+                        let _ = oldest.send(());
+                    }
+                }
+                let _ = reply.send(next);
+            }
+            Msg::Leave { task, reader } => {
+                if let Some(readers) = tasks.get_mut(&task) {
+                    readers.retain(|(no, _)| *no != reader);
+                    if readers.is_empty() {
+                        tasks.remove(&task);
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // The table cuts before it replies to a join: once `join` returned, every cut it
+    // caused was sent, so `try_recv` tells without waiting.
+    #[tokio::test]
+    async fn past_the_bound_the_oldest_reader_of_a_task_is_cut() {
+        let readers = TaskReaders::start(2);
+        let mut first = readers.join("a").await;
+        let mut second = readers.join("a").await;
+        let other = readers.join("b").await;
+        let third = readers.join("a").await;
+        assert!(first.cut.try_recv().is_ok(), "the oldest of three is cut");
+        // One that left makes room: a fourth does not cut the second.
+        readers.leave(third).await;
+        let mut fourth = readers.join("a").await;
+        assert!(
+            second.cut.try_recv().is_err(),
+            "two readers of a: within the bound"
+        );
+        assert!(fourth.cut.try_recv().is_err());
+        readers.leave(other).await;
+    }
+}
