@@ -41,6 +41,19 @@ pub enum IsolationError {
         "exec.isolation = \"pid-namespace\": this host does not let the server make a PID namespace (it needs root or CAP_SYS_ADMIN)"
     )]
     PidNamespace,
+    /// A program would run as the user that owns `exec.cgroup_parent`: it could move
+    /// itself out of its cgroup, raise its limits or kill another execution's cgroup.
+    #[error(
+        "exec.programs.{program}: it runs as uid {uid}, which owns exec.cgroup_parent {path:?}, so it could leave its cgroup (write its pid to a cgroup of its own), raise its limits or kill another execution's cgroup; set its uid to a user that does not own the cgroup tree (docs/execution.md#isolation)"
+    )]
+    CgroupOwner {
+        /// The program's name.
+        program: String,
+        /// The user it would run as.
+        uid: u32,
+        /// The cgroup parent.
+        path: std::path::PathBuf,
+    },
     /// Neither works and the weaker mode was not asked for.
     #[error(
         "exec: no isolation that contains an execution's descendants is available ({why}); set exec.cgroup_parent to a cgroup v2 directory the server may write, run the server where it may make PID namespaces, or write exec.isolation = \"process-group\" to accept that a program's descendants can escape (docs/execution.md#security-model)"
@@ -107,9 +120,40 @@ pub fn choose(mode: IsolationMode, probe: HostProbe) -> Result<Isolation, Isolat
     }
 }
 
+/// Refuses a program that would run as the (non-root) owner of the cgroup tree: cgroup
+/// files obey file permissions, so such a program could undo its own containment. Root
+/// is not refused here but can undo any of it: execution.md says so, and a warning names
+/// each such program.
+fn check_owner(
+    settings: &ExecConfig,
+    parent: &std::path::Path,
+    server_uid: u32,
+) -> Result<(), IsolationError> {
+    use std::os::unix::fs::MetadataExt as _;
+    let Ok(owner) = std::fs::metadata(parent).map(|m| m.uid()) else {
+        return Ok(());
+    };
+    for (name, program) in &settings.programs {
+        let uid = program.uid.unwrap_or(server_uid);
+        if uid == 0 {
+            tracing::warn!(program = %name, "runs as root: no isolation mode contains it; set its uid");
+        } else if uid == owner {
+            return Err(IsolationError::CgroupOwner {
+                program: name.clone(),
+                uid,
+                path: parent.to_owned(),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// Probes the host, decides, and says at start-up what runs and what it enforces.
 pub fn start(settings: &ExecConfig) -> Result<Isolation, IsolationError> {
     let isolation = choose(settings.isolation, HostProbe::of(settings))?;
+    if let Isolation::Cgroup(parent) = &isolation {
+        check_owner(settings, parent.path(), super::process::effective_uid())?;
+    }
     match &isolation {
         Isolation::Cgroup(parent) => tracing::info!(
             cgroup_parent = %parent.path().display(),
@@ -161,6 +205,38 @@ mod tests {
             .map(|e| e.to_string())
             .unwrap_or_default();
         assert!(error.contains("/nowhere"), "{error}");
+    }
+
+    // Review of issue 22, finding 2: a program running as the owner of the cgroup tree
+    // (a server on a delegated subtree, its programs without `uid`) could move itself out
+    // of its cgroup; such an entry is refused at start-up.
+    #[test]
+    fn a_program_running_as_the_cgroup_trees_owner_is_refused() {
+        use std::os::unix::fs::MetadataExt as _;
+        let dir = std::env::temp_dir().join(format!("otpmcp-owner-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+        // A tree owned by a user other than root (as a delegated subtree is).
+        if std::fs::metadata(&dir).map(|m| m.uid()).unwrap_or(0) == 0 {
+            std::os::unix::fs::chown(&dir, Some(4242), None).unwrap_or_else(|e| panic!("{e}"));
+        }
+        let owner = std::fs::metadata(&dir).map(|m| m.uid()).unwrap_or(0);
+        let with_uid = |uid: Option<u32>| {
+            let mut settings = ExecConfig::default();
+            let program = crate::config::ProgramConfig {
+                command: vec!["/bin/cat".into()],
+                uid,
+                ..Default::default()
+            };
+            settings.programs.insert("cat".into(), program);
+            settings
+        };
+        let refused = |r: Result<(), IsolationError>| matches!(r, Err(IsolationError::CgroupOwner { uid, .. }) if uid == owner);
+        assert!(refused(check_owner(&with_uid(Some(owner)), &dir, 0)));
+        assert!(refused(check_owner(&with_uid(None), &dir, owner)));
+        assert!(check_owner(&with_uid(None), &dir, owner + 1).is_ok());
+        assert!(check_owner(&with_uid(Some(owner + 1)), &dir, owner).is_ok());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
