@@ -174,13 +174,20 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 struct Bounded<T> {
     entries: HashMap<[u8; 32], (T, Instant)>,
     capacity: usize,
+    /// When expired entries were last swept: a full map is swept at most once per
+    /// [`SWEEP_EVERY`], so a flood of new tokens costs no scan per request.
+    swept: Option<Instant>,
 }
+
+/// How often a full map may be scanned for expired entries.
+const SWEEP_EVERY: Duration = Duration::from_secs(1);
 
 impl<T: Clone> Bounded<T> {
     fn new(capacity: usize) -> Self {
         Self {
             entries: HashMap::new(),
             capacity,
+            swept: None,
         }
     }
 
@@ -192,17 +199,21 @@ impl<T: Clone> Bounded<T> {
     }
 
     fn insert(&mut self, key: [u8; 32], value: T, lifetime: Duration) {
-        if self.entries.len() >= self.capacity {
-            let now = Instant::now();
+        let now = Instant::now();
+        if self.entries.len() >= self.capacity
+            && !self.entries.contains_key(&key)
+            && self
+                .swept
+                .is_none_or(|at| now.duration_since(at) >= SWEEP_EVERY)
+        {
+            self.swept = Some(now);
             self.entries.retain(|_, (_, until)| *until > now);
         }
-        // Still full of live answers: drop one, whichever; the next use introspects again.
-        if self.entries.len() >= self.capacity
-            && let Some(victim) = self.entries.keys().next().copied()
-        {
-            self.entries.remove(&victim);
+        // Still full of live answers: this one is not kept (the next use of its token
+        // asks again, within the concurrency bound); those kept stay.
+        if self.entries.len() >= self.capacity && !self.entries.contains_key(&key) {
+            return;
         }
-        let now = Instant::now();
         // A configured lifetime too long for the clock is kept as long as it can be.
         let until = now
             .checked_add(lifetime)

@@ -18,7 +18,13 @@ pub(crate) struct Failures {
     /// A lock held for one map update per refused request (and one lookup per request):
     /// an actor would add a message round trip to every request for the same count.
     counts: Mutex<HashMap<IpAddr, Window>>,
+    /// When a full map was last swept of ended windows: at most once per [`SWEEP_EVERY`],
+    /// so a flood from new addresses costs no scan per request.
+    swept: Mutex<Option<Instant>>,
 }
+
+/// How often a full map may be scanned for ended windows.
+const SWEEP_EVERY: Duration = Duration::from_secs(1);
 
 /// One address's current minute.
 #[derive(Debug, Clone, Copy)]
@@ -35,6 +41,7 @@ impl Failures {
             max,
             capacity,
             counts: Mutex::default(),
+            swept: Mutex::default(),
         }
     }
 
@@ -57,14 +64,16 @@ impl Failures {
         let mut counts = self.lock();
         let now = Instant::now();
         if !counts.contains_key(&client) && counts.len() >= self.capacity {
-            counts.retain(|_, w| now.duration_since(w.started) < WINDOW);
-            // Still full of live windows: one goes, whichever. An attacker with more
-            // addresses than the map holds can make us forget some of its own; the cap
-            // is what keeps the map's memory bounded.
-            if counts.len() >= self.capacity
-                && let Some(victim) = counts.keys().next().copied()
-            {
-                counts.remove(&victim);
+            let mut swept = self.swept.lock().unwrap_or_else(|p| p.into_inner());
+            if swept.is_none_or(|at| now.duration_since(at) >= SWEEP_EVERY) {
+                *swept = Some(now);
+                counts.retain(|_, w| now.duration_since(w.started) < WINDOW);
+            }
+            // Still full of live windows: this address is not counted, and none counted
+            // is forgotten (so a flood of new addresses cannot wipe a blocked one). The
+            // cap is what keeps the map's memory bounded.
+            if counts.len() >= self.capacity {
+                return;
             }
         }
         let window = counts.entry(client).or_insert(Window {
@@ -132,6 +141,13 @@ mod tests {
             failures.record(Some(IpAddr::V4([10, 0, 0, n].into())));
         }
         assert!(failures.lock().len() <= 3);
+        // Review of issue 22: a full map keeps the addresses it counts (a flood of new
+        // ones evicted them, unblocking an attacker) and scans at most once a second.
+        assert!(
+            failures
+                .blocked(Some(IpAddr::V4([10, 0, 0, 0].into())))
+                .is_some()
+        );
         let off = Failures::new(0, 3);
         off.record(Some(IpAddr::V4([10, 0, 0, 1].into())));
         assert_eq!(off.blocked(Some(IpAddr::V4([10, 0, 0, 1].into()))), None);
