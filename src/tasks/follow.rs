@@ -187,13 +187,29 @@ impl Follower {
                 }
             }
             if read == 0 {
-                // Caught up. A finished task's terminal event is behind us (stored
-                // before its record changed): the end. Gone: the reader resumes and hears
-                // that the task is.
+                // Caught up. A finished task's terminal event was stored before its
+                // record changed, but maybe after the empty read above: read once more,
+                // and end only if that finds nothing (else its events, the terminal one
+                // among them, go out first). Gone: the reader resumes and hears that the
+                // task is.
                 match self.tasks.record(&self.id).await {
                     Ok(Some(record)) if record.is_terminal() => {
-                        let _ = self.tx.send(Followed::End).await;
-                        return;
+                        let again = match store.read_page(self.key, self.position).await {
+                            Ok(again) => again,
+                            Err(e) => {
+                                tracing::debug!(task_id = %self.id, error = %e, "a task stream stopped: the store failed");
+                                return;
+                            }
+                        };
+                        if matches!(again.outcome, ReplayOutcome::Truncated { .. }) {
+                            return;
+                        }
+                        if again.events.is_empty() {
+                            let _ = self.tx.send(Followed::End).await;
+                            return;
+                        }
+                        page = again;
+                        continue;
                     }
                     Ok(Some(_)) => {}
                     Ok(None) | Err(_) => return,
