@@ -4,7 +4,9 @@
 //! It measures the `initialize` rate, the `tools/call` rate at N calls in flight, the
 //! latency of a lone call, streamed calls (events/s, first-event latency), server memory
 //! per idle session and per idle GET stream, and whether resuming after a disconnect
-//! delivers exactly the missed events. With `--pid`, server CPU time and RSS come from
+//! delivers exactly the missed events; and, for a 2026-07-28 client, the same through
+//! tasks and `tasks/stream` (events/s, replay after a cut, tasks/s across replicas:
+//! `scripts/bench-tasks`). With `--pid`, server CPU time and RSS come from
 //! `/proc/<pid>`. Every figure is printed as one `name value` line. `scripts/bench-peers`
 //! runs it against otpmcp and rmcp; `scripts/test` runs its `smoke` against otpmcp.
 //!
@@ -18,6 +20,7 @@ mod ports;
 mod procfs;
 mod soak;
 mod sse;
+mod tasks;
 mod workloads;
 
 use std::process::ExitCode;
@@ -46,6 +49,15 @@ commands:
   idle-sessions  KB of server RSS per idle session (--idle-sessions of them; needs --pid)
   idle-streams   KB of server RSS per idle GET stream (--idle-streams of them; needs --pid)
   resume         resume after a disconnect with --missed events missed, --mode
+  task-stream    the `stream` workload, then the same as --parallel tasks (2026-07-28, the
+                 tasks extension declared) each followed with tasks/stream from its start:
+                 events/s of both, CPU/event, first-event ms
+  task-resume    a task of --missed events (each of the list) followed to its first
+                 progress event, cut, and once completed resumed with tasks/stream `after`:
+                 verdict, ms to the first and to the last replayed event
+  task-churn     --parallel slots creating one-event tasks on one --url and reading each to
+                 its end with tasks/stream on the next (comma-separated replicas, used in
+                 turn): tasks/s, p50/p99 ms
   all            everything above with the defaults of scripts/bench-peers
   smoke          about 2 seconds of a little of everything; fails on any error or a
                  resume that is not exact
@@ -60,18 +72,19 @@ commands:
   wait           wait until --url accepts TCP connections (up to --timeout)
 
 options (defaults in brackets):
-  --url URL            MCP endpoint [http://127.0.0.1:8080/mcp]
+  --url URL            MCP endpoint [http://127.0.0.1:8080/mcp]; soak and task-churn take
+                       several, comma-separated (replicas)
   --pid PID            server pid, for CPU time (/proc/PID/stat) and RSS (/proc/PID/status)
   --duration SECS      measured window of initialize, call, latency [5]
   --warmup SECS        unmeasured lead-in of those [1]
   --connections N      initialize: connections at once [4]
   --sessions N         call: sessions [16]
   --in-flight N        call: calls in flight per session [16]
-  --count N            stream: events per call [10000]
-  --parallel N         stream: calls at once [1]
+  --count N            stream, task-stream: events per call [10000]
+  --parallel N         stream, task-stream: calls at once; task-churn: slots [1]
   --idle-sessions N    idle-sessions: sessions [2000]; 0: `all` skips it
   --idle-streams N     idle-streams: streams [1000]; 0: `all` skips it
-  --missed LIST        resume: missed events, comma-separated [100,1000,10000]
+  --missed LIST        resume, task-resume: missed events, comma-separated [100,1000,10000]
   --mode MODE          resume: finished, in-flight or both [both]
   --timeout SECS       wait: how long [10]
   --program NAME       exec: the program [yes]
@@ -340,6 +353,18 @@ async fn smoke(ctx: &Ctx, out: &Out) {
             Err(e) => out.error(&name, &e.to_string()),
         }
     }
+    report(
+        out,
+        "task_stream",
+        tasks::task_stream(ctx, out, 2, 200).await,
+    );
+    match tasks::task_resume(ctx, out, 100).await {
+        Ok(verdict) if verdict != "exact" => out.error("task_resume.100", &verdict),
+        Ok(_) => {}
+        Err(e) => out.error("task_resume.100", &e.to_string()),
+    }
+    let churn = tasks::task_churn(ctx, out, vec![ctx.target.clone()], 2, ms(50), ms(200));
+    report(out, "task_churn", churn.await);
     out.num("smoke.seconds", started.elapsed().as_secs_f64());
 }
 
@@ -379,7 +404,9 @@ async fn run(o: Opts) -> Result<u64> {
         soak::soak(run, &out).await;
         return Ok(out.errors());
     }
-    let target = Arc::new(Target::parse(&o.url)?);
+    // task-churn takes several URLs; the first is the one the other figures speak of.
+    let first_url = o.url.split(',').next().unwrap_or_default();
+    let target = Arc::new(Target::parse(first_url)?);
     if o.command == "wait" {
         wait(&target, o.timeout).await?;
         return Ok(0);
@@ -429,6 +456,35 @@ async fn run(o: Opts) -> Result<u64> {
             report(out_, "idle_stream", r.await);
         }
         "resume" => resume_all(&ctx, out_, &o, Duration::from_secs(1), false).await,
+        "task-stream" => {
+            // The session stream first, in the same run: the target is a ratio of the two.
+            let r = workloads::stream(&ctx, out_, o.parallel, o.count);
+            report(out_, "stream", r.await);
+            settle().await;
+            let r = tasks::task_stream(&ctx, out_, o.parallel, o.count);
+            report(out_, "task_stream", r.await);
+        }
+        "task-resume" => {
+            for &missed in &o.missed {
+                let name = format!("task_resume.{missed}");
+                match tasks::task_resume(&ctx, out_, missed).await {
+                    Ok(verdict) if verdict != "exact" => out_.error(&name, &verdict),
+                    Ok(_) => {}
+                    Err(e) => out_.error(&name, &e.to_string()),
+                }
+                settle().await;
+            }
+        }
+        "task-churn" => {
+            let targets = o
+                .url
+                .split(',')
+                .filter(|u| !u.is_empty())
+                .map(|u| Target::parse(u).map(Arc::new))
+                .collect::<Result<Vec<_>>>()?;
+            let r = tasks::task_churn(&ctx, out_, targets, o.parallel, o.warmup, o.duration);
+            report(out_, "task_churn", r.await);
+        }
         "all" => all(&ctx, out_, &o).await,
         "exec" => {
             let r = exec::throughput(&ctx, out_, &o.program, o.bytes);

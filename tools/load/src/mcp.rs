@@ -276,6 +276,42 @@ pub(crate) async fn delete(conn: &mut Conn, target: &Target, session: &Session) 
     Ok(())
 }
 
+/// POSTs request `id` of the stateless revision (2026-07-28): `params` are the members
+/// of its params object but `_meta` (e.g. `"taskId":"…"`), JSON text; the `_meta` and the
+/// headers a proxy routes on (`Mcp-Method`, `Mcp-Name` = `name`) are added here. With
+/// `tasks`, the request declares the tasks extension, so a tool that may run as a task
+/// does, and `tasks/*` are allowed.
+pub(crate) async fn post_stateless(
+    conn: &mut Conn,
+    target: &Target,
+    id: u64,
+    method: &str,
+    name: &str,
+    params: &str,
+    tasks: bool,
+) -> Result<Messages> {
+    let capabilities = if tasks {
+        r#"{"extensions":{"io.modelcontextprotocol/tasks":{}}}"#
+    } else {
+        "{}"
+    };
+    let comma = if params.is_empty() { "" } else { "," };
+    // Everything the request needs is in it: `_meta`, and headers a proxy routes on.
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"method":"{method}","params":{{{params}{comma}"_meta":{{"io.modelcontextprotocol/protocolVersion":"{STATELESS_VERSION}","io.modelcontextprotocol/clientCapabilities":{capabilities}}}}}}}"#
+    );
+    let mut req = request(
+        Method::POST,
+        target,
+        Some(&Session::stateless()),
+        Some(body),
+    )?;
+    let headers = req.headers_mut();
+    headers.insert("mcp-method", method.parse()?);
+    headers.insert("mcp-name", name.parse()?);
+    Ok(Messages::new(check(conn.send(req).await?).await?))
+}
+
 /// Calls `echo` and checks that the text comes back.
 pub(crate) async fn echo(
     conn: &mut Conn,
@@ -284,18 +320,8 @@ pub(crate) async fn echo(
     id: u64,
 ) -> Result<()> {
     let mut msgs = if session.stateless {
-        // Everything the request needs is in it: `_meta`, and headers a proxy routes on.
-        let body = format!(
-            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"echo","arguments":{{"text":"hello {id}"}},"_meta":{{"io.modelcontextprotocol/protocolVersion":"{STATELESS_VERSION}","io.modelcontextprotocol/clientCapabilities":{{}}}}}}}}"#
-        );
-        let mut req = request(Method::POST, target, Some(session), Some(body))?;
-        let headers = req.headers_mut();
-        headers.insert(
-            "mcp-method",
-            hyper::header::HeaderValue::from_static("tools/call"),
-        );
-        headers.insert("mcp-name", hyper::header::HeaderValue::from_static("echo"));
-        Messages::new(check(conn.send(req).await?).await?)
+        let params = format!(r#""name":"echo","arguments":{{"text":"hello {id}"}}"#);
+        post_stateless(conn, target, id, "tools/call", "echo", &params, false).await?
     } else {
         let body = format!(
             r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"echo","arguments":{{"text":"hello {id}"}}}}}}"#

@@ -14,9 +14,9 @@ use crate::mcp::{self, Session};
 use crate::{Error, Result, procfs};
 
 /// Longest any single request (or session set-up) may take before it counts as failed.
-const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 /// Pause after a failed request, so that a dead server is not hammered in a tight loop.
-const ERROR_PAUSE: Duration = Duration::from_millis(50);
+pub(crate) const ERROR_PAUSE: Duration = Duration::from_millis(50);
 
 /// What every workload needs: the server and, when known, its pid.
 pub(crate) struct Ctx {
@@ -35,7 +35,7 @@ impl Ctx {
 
     /// The load tool's own CPU ticks: figures it reports alongside the server's show
     /// whether the generator, not the server, was the limit.
-    fn own_cpu(&self) -> Option<u64> {
+    pub(crate) fn own_cpu(&self) -> Option<u64> {
         procfs::cpu_ticks(std::process::id()).ok()
     }
 
@@ -87,37 +87,39 @@ impl Out {
     }
 }
 
-fn timed_out<T>(r: std::result::Result<Result<T>, tokio::time::error::Elapsed>) -> Result<T> {
+pub(crate) fn timed_out<T>(
+    r: std::result::Result<Result<T>, tokio::time::error::Elapsed>,
+) -> Result<T> {
     r.unwrap_or_else(|_| Err("timed out".into()))
 }
 
-fn median(mut values: Vec<Duration>) -> Option<Duration> {
+pub(crate) fn median(mut values: Vec<Duration>) -> Option<Duration> {
     values.sort_unstable();
     values.get(values.len() / 2).copied()
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> Option<Duration> {
+pub(crate) fn percentile(sorted: &[Duration], p: f64) -> Option<Duration> {
     let last = sorted.len().checked_sub(1)?;
     sorted.get(((last as f64) * p).round() as usize).copied()
 }
 
-fn ms(d: Duration) -> f64 {
+pub(crate) fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
 /// State shared by the workers of a rate workload and the task that measures them.
 #[derive(Debug, Default)]
-struct Shared {
-    stop: AtomicBool,
+pub(crate) struct Shared {
+    pub(crate) stop: AtomicBool,
     /// True inside the measured window: workers record latencies only then.
-    measuring: AtomicBool,
-    done: AtomicU64,
+    pub(crate) measuring: AtomicBool,
+    pub(crate) done: AtomicU64,
     errors: AtomicU64,
     first_error: Mutex<Option<String>>,
 }
 
 impl Shared {
-    fn fail(&self, error: &Error) {
+    pub(crate) fn fail(&self, error: &Error) {
         self.errors.fetch_add(1, Relaxed);
         if let Ok(mut first) = self.first_error.lock()
             && first.is_none()
@@ -126,7 +128,7 @@ impl Shared {
         }
     }
 
-    fn report(&self, out: &Out, name: &str) {
+    pub(crate) fn report(&self, out: &Out, name: &str) {
         let errors = self.errors.load(Relaxed);
         if errors > 0 {
             let first = self
@@ -142,16 +144,16 @@ impl Shared {
 
 /// Completed operations, wall time, and server and load-tool CPU ticks inside the
 /// measured window.
-struct Window {
-    count: u64,
-    secs: f64,
-    cpu_ticks: Option<u64>,
-    own_ticks: Option<u64>,
+pub(crate) struct Window {
+    pub(crate) count: u64,
+    pub(crate) secs: f64,
+    pub(crate) cpu_ticks: Option<u64>,
+    pub(crate) own_ticks: Option<u64>,
 }
 
 impl Window {
     /// Prints `<name>.<per_s>`, then the server's and the load tool's CPU µs per operation.
-    fn report(&self, out: &Out, name: &str, per_s: &str, per_op: &str) {
+    pub(crate) fn report(&self, out: &Out, name: &str, per_s: &str, per_op: &str) {
         out.num(&format!("{name}.{per_s}"), self.count as f64 / self.secs);
         if self.count == 0 {
             return;
@@ -166,12 +168,17 @@ impl Window {
     }
 }
 
-fn delta(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+pub(crate) fn delta(a: Option<u64>, b: Option<u64>) -> Option<u64> {
     a.zip(b).map(|(a, b)| b.saturating_sub(a))
 }
 
 /// Lets the workers warm up, measures them for `duration`, then tells them to stop.
-async fn window(ctx: &Ctx, shared: &Shared, warmup: Duration, duration: Duration) -> Window {
+pub(crate) async fn window(
+    ctx: &Ctx,
+    shared: &Shared,
+    warmup: Duration,
+    duration: Duration,
+) -> Window {
     sleep(warmup).await;
     let (count0, cpu0, own0) = (shared.done.load(Relaxed), ctx.cpu(), ctx.own_cpu());
     let t0 = Instant::now();
@@ -190,7 +197,7 @@ async fn window(ctx: &Ctx, shared: &Shared, warmup: Duration, duration: Duration
 }
 
 /// Waits for workers that were told to stop; one stuck past its call timeout is aborted.
-async fn join<T>(handles: Vec<tokio::task::JoinHandle<T>>) -> Vec<T> {
+pub(crate) async fn join<T>(handles: Vec<tokio::task::JoinHandle<T>>) -> Vec<T> {
     let mut results = Vec::with_capacity(handles.len());
     for mut handle in handles {
         match timeout(CALL_TIMEOUT + Duration::from_secs(5), &mut handle).await {
