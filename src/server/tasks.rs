@@ -86,8 +86,9 @@ impl McpServer {
     }
 
     /// `tasks/get`, `tasks/update`, `tasks/cancel` (the extension was declared: checked
-    /// before). Update and cancel are acknowledged once delivered; their effect shows in
-    /// `tasks/get` when the task's runner has made it.
+    /// before). An update to a task running on this replica is acknowledged once its
+    /// effect is stored; a cancel, or an update relayed to another replica, once
+    /// delivered (its effect shows in `tasks/get` when the task's runner has made it).
     pub(super) async fn task_method(
         &self,
         method: Method,

@@ -402,8 +402,10 @@ impl TaskHandle {
         Ok(record)
     }
 
-    /// Delivers `signal` to task `id`, on whichever replica runs it. Acknowledged once
-    /// sent: the change shows in `tasks/get` when the runner has made it.
+    /// Delivers `signal` to task `id`, on whichever replica runs it. Answers to a task
+    /// running here are acknowledged once their effect is stored (a `tasks/get` after
+    /// the acknowledgement shows it); a cancel, and a signal sent to another replica,
+    /// once delivered.
     pub async fn signal(
         &self,
         id: &str,
@@ -431,9 +433,12 @@ impl TaskHandle {
     /// mailbox stays full for [`SIGNAL_WAIT`] is busy: [`TaskError::Busy`], and the client
     /// sends again.
     pub async fn local(&self, id: &str, signal: TaskSignal) -> Result<(), TaskError> {
-        let msg = match signal {
-            TaskSignal::Respond { answers } => TaskMsg::Respond(answers),
-            TaskSignal::Cancel => TaskMsg::Cancel,
+        let (applied, stored) = oneshot::channel();
+        let (msg, stored) = match signal {
+            TaskSignal::Respond { answers } => {
+                (TaskMsg::Respond { answers, applied }, Some(stored))
+            }
+            TaskSignal::Cancel => (TaskMsg::Cancel, None),
         };
         let (reply, mailbox) = oneshot::channel();
         let asked = RegistryMsg::Mailbox {
@@ -449,10 +454,19 @@ impl TaskHandle {
             tracing::debug!(task_id = %id, "a signal found no running task here (it ended)");
             return Ok(());
         };
-        match tokio::time::timeout(SIGNAL_WAIT, mailbox.send(msg)).await {
-            Ok(_) => Ok(()),
-            Err(_) => Err(TaskError::Busy(id.chars().take(64).collect())),
+        if tokio::time::timeout(SIGNAL_WAIT, mailbox.send(msg))
+            .await
+            .is_err()
+        {
+            return Err(TaskError::Busy(id.chars().take(64).collect()));
         }
+        // Answers are acknowledged once stored, so a `tasks/get` right after the
+        // acknowledgement sees them applied (a client checks which questions remain).
+        // A runner that ended meanwhile drops the sender: nothing left to wait for.
+        if let Some(stored) = stored {
+            let _ = tokio::time::timeout(SIGNAL_WAIT, stored).await;
+        }
+        Ok(())
     }
 
     /// Task `id` was running on lost replica `lost`: runs it again here if its tool may

@@ -31,8 +31,14 @@ pub enum TaskMsg {
         /// Where the answer goes.
         reply: oneshot::Sender<Value>,
     },
-    /// The client's answers (`tasks/update`), by question key.
-    Respond(Map<String, Value>),
+    /// The client's answers (`tasks/update`), by question key; `applied` is told once
+    /// their effect is stored, so the acknowledgement comes after `tasks/get` shows it.
+    Respond {
+        /// By question key.
+        answers: Map<String, Value>,
+        /// Told when the record with the answers applied is stored (or nothing changed).
+        applied: oneshot::Sender<()>,
+    },
     /// The client cancelled the task (`tasks/cancel`).
     Cancel,
 }
@@ -145,7 +151,7 @@ pub(super) async fn run(
                     record.set(TaskStatus::InputRequired, None);
                     tasks.save(&record).await;
                 }
-                Some(TaskMsg::Respond(answers)) => {
+                Some(TaskMsg::Respond { answers, applied }) => {
                     let mut changed = false;
                     for (key, answer) in answers {
                         // Keys not asked (or answered already) are ignored, as the spec
@@ -164,6 +170,7 @@ pub(super) async fn run(
                         }
                         tasks.save(&record).await;
                     }
+                    let _ = applied.send(());
                 }
                 Some(TaskMsg::Cancel) => {
                     // Dropping the handler's future is its cancellation.
