@@ -20,12 +20,12 @@ mod follow;
 pub mod record;
 mod registry;
 mod runner;
+mod signal;
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
-use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use tokio::sync::{mpsc, oneshot};
 
@@ -37,6 +37,7 @@ pub use follow::{Followed, StreamError};
 use record::{TaskRecord, TaskStatus, TaskWork, new_task_id, now_ms};
 use registry::RegistryMsg;
 pub use runner::{TaskMsg, TaskOutbox};
+pub use signal::TaskSignal;
 
 /// The message of a task whose replica was lost.
 pub const LOST_REPLICA_MESSAGE: &str = "the server replica running this task was lost";
@@ -102,19 +103,6 @@ impl From<TaskError> for ErrorObject {
             other => ErrorObject::internal(other.to_string()),
         }
     }
-}
-
-/// A signal for a task running on another replica.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "signal", rename_all = "snake_case")]
-pub enum TaskSignal {
-    /// The client's answers.
-    Respond {
-        /// By question key.
-        answers: Map<String, Value>,
-    },
-    /// The client cancelled.
-    Cancel,
 }
 
 /// Leases on running tasks (the cluster implements it with the replica's lease).
@@ -400,73 +388,6 @@ impl TaskHandle {
             return Err(not_found());
         }
         Ok(record)
-    }
-
-    /// Delivers `signal` to task `id`, on whichever replica runs it. Answers to a task
-    /// running here are acknowledged once their effect is stored (a `tasks/get` after
-    /// the acknowledgement shows it); a cancel, and a signal sent to another replica,
-    /// once delivered.
-    pub async fn signal(
-        &self,
-        id: &str,
-        principal: Option<&str>,
-        signal: TaskSignal,
-    ) -> Result<(), TaskError> {
-        let record = self.get(id, principal).await?;
-        if record.is_terminal() {
-            return Ok(());
-        }
-        if record.owner == self.replica() {
-            return self.local(id, signal).await;
-        }
-        match self.inner.signals.get() {
-            Some(signals) => signals
-                .send(record.owner, id, signal)
-                .await
-                .map_err(TaskError::Unavailable),
-            None => Ok(()),
-        }
-    }
-
-    /// A signal for a task of this replica (from a request here, or from the bus). A task
-    /// that is not running here any more (it just ended) needs none: `Ok`. A runner whose
-    /// mailbox stays full for [`SIGNAL_WAIT`] is busy: [`TaskError::Busy`], and the client
-    /// sends again.
-    pub async fn local(&self, id: &str, signal: TaskSignal) -> Result<(), TaskError> {
-        let (applied, stored) = oneshot::channel();
-        let (msg, stored) = match signal {
-            TaskSignal::Respond { answers } => {
-                (TaskMsg::Respond { answers, applied }, Some(stored))
-            }
-            TaskSignal::Cancel => (TaskMsg::Cancel, None),
-        };
-        let (reply, mailbox) = oneshot::channel();
-        let asked = RegistryMsg::Mailbox {
-            id: id.to_owned(),
-            reply,
-        };
-        if self.inner.registry.send(asked).await.is_err() {
-            return Err(TaskError::Unavailable(
-                "the task registry has stopped".into(),
-            ));
-        }
-        let Ok(Some(mailbox)) = mailbox.await else {
-            tracing::debug!(task_id = %id, "a signal found no running task here (it ended)");
-            return Ok(());
-        };
-        if tokio::time::timeout(SIGNAL_WAIT, mailbox.send(msg))
-            .await
-            .is_err()
-        {
-            return Err(TaskError::Busy(id.chars().take(64).collect()));
-        }
-        // Answers are acknowledged once stored, so a `tasks/get` right after the
-        // acknowledgement sees them applied (a client checks which questions remain).
-        // A runner that ended meanwhile drops the sender: nothing left to wait for.
-        if let Some(stored) = stored {
-            let _ = tokio::time::timeout(SIGNAL_WAIT, stored).await;
-        }
-        Ok(())
     }
 
     /// Task `id` was running on lost replica `lost`: runs it again here if its tool may
