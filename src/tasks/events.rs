@@ -13,7 +13,6 @@
 //! mapping lives here only: `seq = position - 1`.
 
 use bytes::Bytes;
-use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use std::time::Duration;
@@ -54,20 +53,33 @@ pub fn log_key(id: &str) -> Option<StreamKey> {
     Some(StreamKey::new(session, StreamNo(1)))
 }
 
-/// An event as the log stores it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// An event as the log stores it: a mark byte ([`TERMINAL`] or [`EVENT`]) and then the
+/// inside of the `notifications/tasks/event` params that do not change (`"type":…,
+/// "payload":…`), so that a reader splices the stored bytes into its frames as they are,
+/// without parsing or serializing them again.
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Stored {
-    #[serde(rename = "type")]
-    pub(crate) kind: String,
+    pub(crate) kind: &'static str,
     pub(crate) payload: Value,
     /// The status event that ends the task.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub(crate) terminal: bool,
 }
 
+/// The mark of the status event that ends a task.
+const TERMINAL: u8 = b'T';
+/// The mark of any other event.
+const EVENT: u8 = b'E';
+
 impl Stored {
     pub(crate) fn bytes(&self) -> Bytes {
-        Bytes::from(serde_json::to_vec(self).unwrap_or_default())
+        let mut out = Vec::with_capacity(64);
+        out.push(if self.terminal { TERMINAL } else { EVENT });
+        out.extend_from_slice(b"\"type\":");
+        // Serializing a string and a `Value` into a Vec cannot fail.
+        let _ = serde_json::to_writer(&mut out, self.kind);
+        out.extend_from_slice(b",\"payload\":");
+        let _ = serde_json::to_writer(&mut out, &self.payload);
+        Bytes::from(out)
     }
 }
 
@@ -115,7 +127,7 @@ pub(crate) fn of_note(note: Note) -> Stored {
         }
     };
     Stored {
-        kind: kind.into(),
+        kind,
         payload,
         terminal: false,
     }
@@ -162,36 +174,50 @@ pub struct TaskEvent {
     pub seq: u64,
     /// Its store position (`seq + 1`).
     pub position: u64,
-    /// Its type, one of this module's constants.
-    pub kind: String,
-    /// Its payload (a JSON object).
-    pub payload: Value,
     /// The status event that ends the task: nothing follows it.
     pub terminal: bool,
+    /// The stored `"type":…,"payload":…`.
+    body: Bytes,
 }
 
 impl TaskEvent {
     /// Reads a stored event; `None` if it is not one (never written by this module).
     pub(crate) fn read(event: &Event) -> Option<Self> {
-        let stored: Stored = serde_json::from_slice(&event.payload).ok()?;
+        let terminal = match *event.payload.first()? {
+            TERMINAL => true,
+            EVENT => false,
+            _ => return None,
+        };
         Some(Self {
             seq: event.id.seq.checked_sub(1)?,
             position: event.id.seq,
-            kind: stored.kind,
-            payload: stored.payload,
-            terminal: stored.terminal,
+            terminal,
+            body: event.payload.slice(1..),
         })
     }
 
-    /// The `notifications/tasks/event` params for task `task_id`.
-    pub fn params(&self, task_id: &str) -> Value {
-        json!({
-            "seq": self.seq,
-            "taskId": task_id,
-            "type": self.kind,
-            "payload": self.payload,
-            "_meta": { "io.modelcontextprotocol/related-task": { "taskId": task_id } },
-        })
+    /// Its size in bytes, as stored.
+    pub fn len(&self) -> usize {
+        self.body.len() + 1
+    }
+
+    /// Never empty; here for `len`'s sake.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// Appends the `notifications/tasks/event` params to `out`, for the task whose id is
+    /// `task_id`, already a JSON string (quoted, escaped).
+    pub fn write_params(&self, task_id: &str, out: &mut Vec<u8>) {
+        out.extend_from_slice(b"{\"seq\":");
+        out.extend_from_slice(itoa::Buffer::new().format(self.seq).as_bytes());
+        out.extend_from_slice(b",\"taskId\":");
+        out.extend_from_slice(task_id.as_bytes());
+        out.push(b',');
+        out.extend_from_slice(&self.body);
+        out.extend_from_slice(b",\"_meta\":{\"io.modelcontextprotocol/related-task\":{\"taskId\":");
+        out.extend_from_slice(task_id.as_bytes());
+        out.extend_from_slice(b"}}}");
     }
 }
 
@@ -220,8 +246,33 @@ mod tests {
             panic!("reads back")
         };
         assert_eq!(read.seq, 0);
-        assert_eq!(read.kind, PROGRESS);
-        assert_eq!(read.payload, json!({"progress": 3.0, "total": 10.0}));
+        assert!(!read.terminal);
+        let id = "0123456789abcdef0123456789abcdef";
+        let mut params = Vec::new();
+        read.write_params(&json!(id).to_string(), &mut params);
+        let params: Value = serde_json::from_slice(&params).unwrap_or_default();
+        assert_eq!(
+            params,
+            json!({
+                "seq": 0,
+                "taskId": id,
+                "type": PROGRESS,
+                "payload": {"progress": 3.0, "total": 10.0},
+                "_meta": {"io.modelcontextprotocol/related-task": {"taskId": id}},
+            })
+        );
+        let terminal = Stored {
+            kind: STATUS,
+            payload: json!({"status": "completed"}),
+            terminal: true,
+        };
+        let event = Event {
+            id: key.event_id(7),
+            payload: terminal.bytes(),
+            last: false,
+        };
+        let read = TaskEvent::read(&event).map(|e| (e.seq, e.terminal));
+        assert_eq!(read, Some((6, true)));
         assert!(log_key("not-a-task").is_none());
     }
 }

@@ -1,53 +1,58 @@
 //! Following a task's log (`tasks/stream`): the retained events after a cursor, a page at
 //! a time as the reader takes them, then the live ones, until the task's terminal status.
 //!
-//! Every event is read from the store, by position, so nothing is skipped or given twice
-//! whatever the reader's replica. What is live comes as a doorbell: the follower
-//! subscribes to the log's store stream like a connection following a session's stream,
-//! and the store forwards it each event stored here or (through Redis) on another
-//! replica; each ring only makes the follower read the store again. A doorbell that stops
-//! ringing (another connection to the same log took the store's place for it, or the
-//! store restarted) leaves the follower re-reading every [`REREAD`].
+//! A follower replays from the store, by position, until it has caught up; then it takes
+//! the live events from the store's own feed: it subscribes to the log's store stream as
+//! a connection following a session's stream does, and the store forwards each event
+//! stored here or (through Redis) on another replica, in order and without gaps. Whenever
+//! that falls short (an event skipped because the follower's queue was full, a gap, the
+//! feed gone quiet for [`LIVE_REREAD`]) the follower reads the store again from its
+//! position, so nothing is skipped or given twice whatever the reader's replica. A feed
+//! that ends (another connection to the same log took the store's place for it, or the
+//! store restarted) leaves the follower reading the store every [`REREAD`].
 //!
-//! What a reader holds is weighed, not just counted: each event takes its stored size
-//! from the connection's byte budget ([`ByteBudget`], `sse.stream_buffer_bytes`) before
-//! it is handed over, and gives it back only when its frame leaves for the socket; a page
-//! read from the store holds about as many events as the budget takes (sized by the last
-//! page's events, and cut to the budget: the rest is read again when there is room).
-//! So a slow reader of 1 MB events holds about the budget and the few events larger than
-//! it that pass one at a time (one with hyper, one queued, one read), as a GET stream
-//! does, not a page and a queue of them.
+//! What a reader holds is weighed, not just counted: each batch of events takes its
+//! stored size from the connection's byte budget ([`ByteBudget`],
+//! `sse.stream_buffer_bytes`) before it is handed over, and gives it back only when its
+//! frames leave for the socket; a page read from the store holds about as many events as
+//! the budget takes (sized by the last page's events, and cut to the budget: the rest is
+//! read again when there is room), and the feed queues at most the budget's bytes for the
+//! follower (past it the follower reads the store instead). So a slow reader of 1 MB
+//! events holds about the budget and the few events larger than it that pass one at a
+//! time, as a GET stream does, not a page and a queue of them.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use serde_json::json;
-use tokio::sync::mpsc;
+use tokio::sync::{Notify, mpsc};
 
 use super::events::{TaskEvent, log_key};
 use super::{TaskError, TaskHandle};
 use crate::event_store::{
-    EventStoreHandle, Feed, REPLAY_PAGE, Replay, ReplayOutcome, StoreCallError, StoreError,
+    Event, EventStoreHandle, Feed, REPLAY_PAGE, Replay, ReplayOutcome, StoreCallError, StoreError,
     StreamKey,
 };
 use crate::protocol::ErrorObject;
 use crate::stream::budget::{ByteBudget, Reserved};
 
-/// How often a follower reads the store when no doorbell rings: [`LIVE_REREAD`] while
-/// it has one (a safety net), this when it lost it.
+/// How often a follower reads the store when the feed brings nothing: [`LIVE_REREAD`]
+/// while it has one (a safety net), this when it lost it.
 const REREAD: Duration = Duration::from_millis(250);
 const LIVE_REREAD: Duration = Duration::from_secs(1);
 
-/// Events and the end queued for one reader, within its byte budget: the follower waits
-/// when the reader is slow.
+/// Batches of events and the end queued for one reader, within its byte budget: the
+/// follower waits when the reader is slow.
 const BUFFER: usize = 64;
 
 /// What a follower hands its reader.
 #[derive(Debug)]
 pub enum Followed {
-    /// The next event of the log, with its weight in the connection's byte budget: keep
-    /// it until the event's frame is handed to the socket.
-    Event(TaskEvent, Reserved),
+    /// The next events of the log, in order, with their weight in the connection's byte
+    /// budget: keep it until their frames are handed to the socket.
+    Events(Vec<TaskEvent>, Reserved),
     /// The task's terminal status was delivered (now, or before the cursor): the stream
     /// ends with its result. A follower that stops without it (the record expired, the
     /// store failed) leaves the reader to resume.
@@ -184,10 +189,25 @@ struct Follower {
     budget: ByteBudget,
 }
 
+/// How handing events over went.
+#[derive(Debug, PartialEq)]
+enum Handed {
+    /// Handed over; more may follow.
+    More,
+    /// The terminal status was among them: the stream ended.
+    Ended,
+    /// The reader is gone.
+    Closed,
+}
+
 impl Follower {
-    async fn run(mut self, mut page: Replay) {
+    async fn run(mut self, first: Replay) {
         let store = self.tasks.inner.store.clone();
-        let mut doorbell = Doorbell::subscribe(&store, self.key).await;
+        let limit = self.budget.limit();
+        // Before any further read, so that what is stored from now on comes through it.
+        let mut live = Live::subscribe(&store, self.key, limit).await;
+        let mut page = first;
+        let mut asked = 1;
         let mut most = REPLAY_PAGE;
         // Set once the record showed a terminal status: the log is then read once more
         // before the end, since the last notes and the terminal event were stored before
@@ -196,47 +216,37 @@ impl Follower {
         loop {
             let read = page.events.len();
             if read > 0 {
-                most = page_for(&page, self.budget.limit());
+                most = page_for(&page, limit);
             }
-            within_budget(&mut page, self.budget.limit());
-            // Consumed as it goes: what was handed over is the reader's to hold.
-            for event in std::mem::take(&mut page.events) {
-                let held = tokio::select! {
-                    held = self.budget.reserve(event.payload.len()) => held,
-                    () = self.tx.closed() => return,
-                };
-                self.position = event.id.seq;
-                let Some(event) = TaskEvent::read(&event) else {
-                    continue;
-                };
-                let terminal = event.terminal;
-                if self.tx.send(Followed::Event(event, held)).await.is_err() {
-                    return;
-                }
-                if terminal {
-                    let _ = self.tx.send(Followed::End).await;
-                    return;
-                }
+            within_budget(&mut page, limit);
+            let cut = page.events.len() < read;
+            let last = page.events.last().map(|e| e.id.seq);
+            let events = page.events.iter().filter_map(TaskEvent::read).collect();
+            if let Some(last) = last
+                && self.hand_over(events, last).await != Handed::More
+            {
+                return;
             }
-            if read == 0 && ending {
+            let caught_up = read < asked && !cut;
+            if caught_up && ending {
                 // Caught up after the record turned terminal: the terminal event is
                 // behind us (before the cursor, or its log expired): the end.
                 let _ = self.tx.send(Followed::End).await;
                 return;
             }
-            if read == 0 {
-                // Caught up. Gone: the reader resumes and hears that the task is.
+            if caught_up {
+                // Gone: the reader resumes and hears that the task is.
                 match self.tasks.record(&self.id).await {
                     Ok(Some(record)) if record.is_terminal() => ending = true,
                     Ok(Some(_)) => {
-                        tokio::select! {
-                            () = doorbell.rung() => {}
-                            () = self.tx.closed() => return,
+                        if !self.follow_live(&mut live).await {
+                            return;
                         }
                     }
                     Ok(None) | Err(_) => return,
                 }
             }
+            asked = most;
             page = match store.read_page_of(self.key, self.position, most).await {
                 Ok(page) => page,
                 Err(e) => {
@@ -250,6 +260,77 @@ impl Follower {
                 return;
             }
         }
+    }
+
+    /// Hands the live events of the feed over, batched as they come, until the store
+    /// must be read again (true) or the stream is over (false).
+    async fn follow_live(&mut self, live: &mut Live) -> bool {
+        let limit = self.budget.limit();
+        loop {
+            let next = tokio::select! {
+                next = live.next() => next,
+                () = self.tx.closed() => return false,
+            };
+            let Some(event) = next else {
+                return true;
+            };
+            if event.id.seq <= self.position {
+                continue;
+            }
+            if event.id.seq != self.position + 1 {
+                return true;
+            }
+            // Whatever else the feed holds, to one frame write, within the budget.
+            let mut batch = vec![event];
+            let mut bytes = batch[0].payload.len();
+            let mut gap = false;
+            while batch.len() < REPLAY_PAGE && bytes < limit {
+                let Some(next) = live.try_next() else { break };
+                let expected = batch.last().map_or(0, |e| e.id.seq) + 1;
+                if next.id.seq < expected {
+                    continue;
+                }
+                if next.id.seq > expected {
+                    gap = true;
+                    break;
+                }
+                bytes += next.payload.len();
+                batch.push(next);
+            }
+            let last = batch.last().map_or(self.position, |e| e.id.seq);
+            let events = batch.iter().filter_map(TaskEvent::read).collect();
+            if self.hand_over(events, last).await != Handed::More {
+                return false;
+            }
+            if gap {
+                return true;
+            }
+        }
+    }
+
+    /// Hands `events` (read up to store position `last`) to the reader once the budget
+    /// has room for them, and then the end if the terminal status is among them.
+    async fn hand_over(&mut self, mut events: Vec<TaskEvent>, last: u64) -> Handed {
+        self.position = last;
+        if let Some(end) = events.iter().position(|e| e.terminal) {
+            events.truncate(end + 1);
+        }
+        let Some(terminal) = events.last().map(|e| e.terminal) else {
+            return Handed::More;
+        };
+        let bytes = events.iter().map(TaskEvent::len).sum();
+        let held = tokio::select! {
+            held = self.budget.reserve(bytes) => held,
+            () = self.tx.closed() => return Handed::Closed,
+        };
+        if self.tx.send(Followed::Events(events, held)).await.is_err() {
+            return Handed::Closed;
+        }
+        if !terminal {
+            return Handed::More;
+        }
+        let _ = self.tx.send(Followed::End).await;
+        Handed::Ended
     }
 }
 
@@ -278,55 +359,90 @@ fn within_budget(page: &mut Replay, budget: usize) {
     page.events.truncate(fit);
 }
 
-/// Rings when the store forwards an event of the followed log.
-struct Doorbell {
-    bell: Option<mpsc::Receiver<()>>,
+/// The log's live events, as the store's feed brings them.
+struct Live {
+    /// `None` once the store let go of this follower.
+    events: Option<mpsc::Receiver<Event>>,
+    queue: Arc<Queue>,
     sink: Option<(ActorRef<Feed>, EventStoreHandle, StreamKey)>,
 }
 
-impl Doorbell {
-    /// Live only: the follower reads every event from the store itself, so a replay
-    /// here would be read (on Redis, copied) for nothing.
-    async fn subscribe(store: &EventStoreHandle, key: StreamKey) -> Self {
-        let (tx, rx) = mpsc::channel(1);
-        let Ok((actor, _)) = Actor::spawn(None, Sink, tx).await else {
-            return Self {
-                bell: None,
-                sink: None,
-            };
+/// What the feed's sink and the follower share.
+#[derive(Debug)]
+struct Queue {
+    /// Bytes of the events queued for the follower.
+    bytes: AtomicUsize,
+    /// The most it may queue: the connection's byte budget.
+    limit: usize,
+    /// Rung when an event could not be queued: the follower reads the store.
+    lagged: Notify,
+}
+
+impl Live {
+    /// Live only: what came before is read from the store.
+    async fn subscribe(store: &EventStoreHandle, key: StreamKey, limit: usize) -> Self {
+        let queue = Arc::new(Queue {
+            bytes: AtomicUsize::new(0),
+            limit,
+            lagged: Notify::new(),
+        });
+        let (tx, rx) = mpsc::channel(REPLAY_PAGE);
+        let off = |queue| Self {
+            events: None,
+            queue,
+            sink: None,
+        };
+        let Ok((actor, _)) = Actor::spawn(None, Sink, (tx, queue.clone())).await else {
+            return off(queue);
         };
         match store.subscribe(key, None, false, actor.get_derived()).await {
             Ok(_) => Self {
-                bell: Some(rx),
+                events: Some(rx),
+                queue,
                 sink: Some((actor, store.clone(), key)),
             },
             Err(_) => {
                 actor.stop(None);
-                Self {
-                    bell: None,
-                    sink: None,
-                }
+                off(queue)
             }
         }
     }
 
-    /// Resolves at the next ring, or after the re-read interval.
-    async fn rung(&mut self) {
-        let Some(bell) = self.bell.as_mut() else {
+    /// The next live event; `None` when the store must be read instead (the feed fell
+    /// behind, went quiet for [`LIVE_REREAD`], or let go of this follower).
+    async fn next(&mut self) -> Option<Event> {
+        let Some(events) = self.events.as_mut() else {
             tokio::time::sleep(REREAD).await;
-            return;
+            return None;
         };
         tokio::select! {
-            rung = bell.recv() => if rung.is_none() {
-                // The store let go of this follower: re-read on a timer from now on.
-                self.bell = None;
+            event = events.recv() => match event {
+                Some(event) => {
+                    self.queue.bytes.fetch_sub(event.payload.len(), Ordering::Relaxed);
+                    Some(event)
+                }
+                None => {
+                    // The store let go of this follower: read it on a timer from now on.
+                    self.events = None;
+                    None
+                }
             },
-            () = tokio::time::sleep(LIVE_REREAD) => {}
+            () = self.queue.lagged.notified() => None,
+            () = tokio::time::sleep(LIVE_REREAD) => None,
         }
+    }
+
+    /// The next live event already queued.
+    fn try_next(&mut self) -> Option<Event> {
+        let event = self.events.as_mut()?.try_recv().ok()?;
+        self.queue
+            .bytes
+            .fetch_sub(event.payload.len(), Ordering::Relaxed);
+        Some(event)
     }
 }
 
-impl Drop for Doorbell {
+impl Drop for Live {
     fn drop(&mut self) {
         if let Some((actor, store, key)) = self.sink.take() {
             store.unsubscribe(key, actor.get_id());
@@ -335,30 +451,45 @@ impl Drop for Doorbell {
     }
 }
 
-/// The follower's end of the store's feed: each message rings, coalesced.
+/// The follower's end of the store's feed: queues each event for it within the budget,
+/// or tells it to read the store.
 struct Sink;
 
 impl Actor for Sink {
     type Msg = Feed;
-    type State = mpsc::Sender<()>;
-    type Arguments = mpsc::Sender<()>;
+    type State = (mpsc::Sender<Event>, Arc<Queue>);
+    type Arguments = (mpsc::Sender<Event>, Arc<Queue>);
 
     async fn pre_start(
         &self,
         _: ActorRef<Feed>,
-        bell: Self::Arguments,
+        state: Self::Arguments,
     ) -> Result<Self::State, ActorProcessingErr> {
-        Ok(bell)
+        Ok(state)
     }
 
     async fn handle(
         &self,
-        _: ActorRef<Feed>,
-        _: Feed,
-        bell: &mut Self::State,
+        me: ActorRef<Feed>,
+        feed: Feed,
+        (events, queue): &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        // Full: a ring is already waiting, and one read takes every event.
-        let _ = bell.try_send(());
+        match feed {
+            Feed::Event(event) => {
+                let len = event.payload.len();
+                let queued = queue.bytes.fetch_add(len, Ordering::Relaxed);
+                // One event larger than the budget still goes, alone.
+                let fits = queued == 0 || queued + len <= queue.limit;
+                if !fits || events.try_send(event).is_err() {
+                    queue.bytes.fetch_sub(len, Ordering::Relaxed);
+                    queue.lagged.notify_one();
+                }
+            }
+            // Not stored, so not the log's: the store is read for what it holds.
+            Feed::Unstored { .. } => queue.lagged.notify_one(),
+            // The store let go: dropping the sender tells the follower.
+            Feed::End(_) => me.stop(None),
+        }
         Ok(())
     }
 }

@@ -335,7 +335,7 @@ impl TaskHandle {
         // In the log before the record: a `tasks/stream` reader never learns of a status
         // `tasks/get` could not show yet, and a `tasks/get` never shows one its log lacks.
         let status = events::Stored {
-            kind: events::STATUS.into(),
+            kind: events::STATUS,
             payload: record.wire(),
             terminal: record.is_terminal(),
         };

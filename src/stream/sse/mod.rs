@@ -18,6 +18,17 @@ use crate::ids::EventId;
 /// The SSE event type MCP uses for JSON-RPC messages.
 const EVENT_MESSAGE: &str = "message";
 
+/// Appends a message frame without an `id:` to `out`, its data written by `data`: JSON we
+/// serialized, which holds no line break, so one `data:` line. Many frames then make one
+/// buffer (a replayed page, one write).
+pub fn push_message(out: &mut Vec<u8>, data: impl FnOnce(&mut Vec<u8>)) {
+    out.extend_from_slice(b"event: ");
+    out.extend_from_slice(EVENT_MESSAGE.as_bytes());
+    out.extend_from_slice(b"\ndata: ");
+    data(out);
+    out.extend_from_slice(b"\n\n");
+}
+
 /// A message frame: `id:` (when given), `event: message` and one `data:` line per line of
 /// `data`, then the blank line that dispatches the event.
 pub fn message(id: Option<&EventId>, data: &[u8]) -> Bytes {

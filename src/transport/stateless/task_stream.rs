@@ -25,11 +25,11 @@ use super::task_readers::Reader;
 use super::{AppState, error_response};
 use crate::auth::Principal;
 use crate::protocol::meta::{RequestMeta, TASKS_EXTENSION};
-use crate::protocol::{ErrorObject, Notification, Outgoing, Request, RequestId};
+use crate::protocol::{ErrorObject, Outgoing, Request, RequestId};
 use crate::stream::budget::{ByteBudget, Reserved};
 use crate::stream::{SseBody, sse};
 use crate::tasks::Followed;
-use crate::tasks::events::EVENT_METHOD;
+use crate::tasks::events::{EVENT_METHOD, TaskEvent};
 use crate::telemetry::metrics::{CONNECTIONS_CUT, Cut, STREAMS_OPEN, StreamKind};
 
 /// Frames queued toward the socket, within the byte budget: the follower waits while
@@ -96,7 +96,8 @@ pub(super) async fn serve(
     let pump = Pump {
         followed,
         frames: tx,
-        task_id: params.task_id,
+        task_json: Value::String(params.task_id.clone()).to_string(),
+        envelope: format!(r#"{{"jsonrpc":"2.0","method":"{EVENT_METHOD}","params":"#),
         id: request.id,
         keepalive: inner.config.sse.keepalive_interval,
         retry: inner.config.sse.retry_timeout,
@@ -114,7 +115,10 @@ struct Pump {
     followed: mpsc::Receiver<Followed>,
     /// Frames with their weight in the byte budget (none for the server's own comments).
     frames: mpsc::Sender<(Bytes, Option<Reserved>)>,
-    task_id: String,
+    /// The task id as a JSON string.
+    task_json: String,
+    /// A `notifications/tasks/event` message up to its params.
+    envelope: String,
     id: RequestId,
     keepalive: std::time::Duration,
     /// `sse.retry_timeout`: the `retry:` hint of a stream cut on purpose.
@@ -135,12 +139,8 @@ impl Pump {
         loop {
             let frame = tokio::select! {
                 next = self.followed.recv() => match next {
-                    Some(Followed::Event(event, held)) => {
-                        let note = Outgoing::Notification(Notification {
-                            method: EVENT_METHOD.into(),
-                            params: Some(event.params(&self.task_id)),
-                        });
-                        (sse::message(None, &note.to_bytes()), Some(held))
+                    Some(Followed::Events(events, held)) => {
+                        (self.frames_of(&events), Some(held))
                     }
                     Some(Followed::End) => {
                         let answer = Outgoing::Result {
@@ -167,6 +167,22 @@ impl Pump {
                 return;
             }
         }
+    }
+
+    /// One `notifications/tasks/event` frame per event, in one buffer (a replayed page is
+    /// one write), with the stored bytes spliced in as they are.
+    fn frames_of(&self, events: &[TaskEvent]) -> Bytes {
+        let each = self.envelope.len() + 2 * self.task_json.len() + 128;
+        let bytes: usize = events.iter().map(|e| e.len() + each).sum();
+        let mut out = Vec::with_capacity(bytes);
+        for event in events {
+            sse::push_message(&mut out, |data| {
+                data.extend_from_slice(self.envelope.as_bytes());
+                event.write_params(&self.task_json, data);
+                data.push(b'}');
+            });
+        }
+        Bytes::from(out)
     }
 
     /// Ends the stream without its result, telling the client when to resume.
