@@ -84,7 +84,8 @@ options (defaults in brackets):
   --parallel N         stream, task-stream: calls at once; task-churn: slots [1]
   --idle-sessions N    idle-sessions: sessions [2000]; 0: `all` skips it
   --idle-streams N     idle-streams: streams [1000]; 0: `all` skips it
-  --missed LIST        resume, task-resume: missed events, comma-separated [100,1000,10000]
+  --missed LIST        resume, task-resume: missed events, comma-separated [100,1000,10000];
+                       empty: no resume workloads
   --mode MODE          resume: finished, in-flight or both [both]
   --timeout SECS       wait: how long [10]
   --program NAME       exec: the program [yes]
@@ -202,8 +203,10 @@ fn parse_args() -> std::result::Result<Opts, String> {
             "--idle-sessions" => o.idle_sessions = count(value, 100_000).map_err(bad)?,
             "--idle-streams" => o.idle_streams = count(value, 100_000).map_err(bad)?,
             "--missed" => {
+                // Empty: no resume workloads (a server that keeps no events).
                 o.missed = value
                     .split(',')
+                    .filter(|m| !m.is_empty())
                     .map(|m| number(m, MAX_EVENTS / 2))
                     .collect::<std::result::Result<_, _>>()
                     .map_err(bad)?;
