@@ -158,7 +158,9 @@ impl http_body::Body for Frames {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
         match self.0.as_mut() {
-            Some(rx) => rx.poll_recv(cx).map(|next| next.map(|b| Ok(Frame::data(b)))),
+            Some(rx) => rx
+                .poll_recv(cx)
+                .map(|next| next.map(|b| Ok(Frame::data(b)))),
             None => Poll::Pending,
         }
     }
