@@ -30,11 +30,8 @@ async fn count(args: Count, ctx: RequestContext) -> Result<String, ToolError> {
     Ok(format!("counted to {}", args.to))
 }
 
-/// Greets the user, asking their name first.
-#[derive(serde::Deserialize, JsonSchema)]
-struct Greet {}
-
-async fn greet(_: Greet, ctx: RequestContext) -> Result<String, ToolError> {
+/// Takes no arguments (`()`), so its description is given where it is registered.
+async fn greet((): (), ctx: RequestContext) -> Result<String, ToolError> {
     let form = json!({"type": "object", "properties": {"name": {"type": "string"}}});
     // A question on a 2025-11-25 session; `input_required` on a 2026-07-28 request; a
     // task's `input_required` inside a task. Without elicitation declared: -32021.
@@ -56,10 +53,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             // A task for clients that declare the tasks extension; safe to run again if
             // its replica dies.
             tool("count", count)
-                .with_task_support(TaskSupport::Optional)
+                .task_support(TaskSupport::Optional)
                 .rerunnable(),
         )
-        .register(tool("greet", greet));
+        .register(tool("greet", greet).description("Greets the user, asking their name first."));
 
     let mut resources = ResourceRegistry::default();
     let readme = ResourceDefinition {

@@ -101,21 +101,33 @@ pub mod transport;
 
 pub use app::{App, StartError, start, start_with};
 
-/// Everything a server's code usually names, in one import: `use otpmcp::prelude::*;`.
+/// Everything a server author names, in one import: `use otpmcp::prelude::*;`.
+///
+/// ```no_run
+/// use otpmcp::prelude::*;
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let mut tools = ToolRegistry::default();
+/// tools.register(tool("hello", |(), _ctx| async { Ok("Hello!") }).description("Says hello."));
+/// let app = start_with(Config::default(), McpServer::new(tools)).await?;
+/// app.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
 pub mod prelude {
     pub use crate::app::{App, start, start_with};
     pub use crate::config::Config;
-    pub use crate::handler::tools::{structured_tool, tool, tool_fn, typed_tool};
     pub use crate::handler::{
-        ClientRequestError, PromptError, PromptRegistry, RequestContext, ResourceError,
-        ResourceRegistry, Tool, ToolError, ToolRegistry,
+        ClientRequestError, IntoToolResult, Json, PromptError, PromptRegistry, RequestContext,
+        ResourceError, ResourceRegistry, Tool, ToolError, ToolRegistry, tool,
     };
     pub use crate::protocol::client::{
         ElicitAction, ElicitResult, Elicitation, ListRoots, Root, Sampling, SamplingResult,
     };
     pub use crate::protocol::methods::{
         CallToolResult, Content, GetPromptResult, ListKind, LoggingLevel, PromptArgument,
-        PromptDefinition, PromptMessage, ResourceContents, ResourceDefinition, Role, TaskSupport,
+        PromptDefinition, PromptMessage, ResourceContents, ResourceDefinition,
+        ResourceTemplateDefinition, Role, TaskSupport,
     };
     pub use crate::server::McpServer;
     pub use schemars::JsonSchema;

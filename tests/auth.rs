@@ -17,8 +17,8 @@ use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use otpmcp::McpServer;
 use otpmcp::config::{BackendKind, Config};
 
-use otpmcp::handler::builtin::{Echo, StreamEvents};
-use otpmcp::handler::tools::tool_fn;
+use otpmcp::handler::builtin::{echo, stream_events};
+use otpmcp::handler::tool;
 use otpmcp::handler::{PromptRegistry, ResourceRegistry, ToolRegistry};
 use otpmcp::protocol::methods::{
     CallToolResult, GetPromptResult, PromptArgument, PromptDefinition, ResourceContents,
@@ -58,25 +58,21 @@ fn resource(uri: &str) -> ResourceDefinition {
 fn server() -> McpServer {
     let mut tools = ToolRegistry::default();
     tools
-        .register(Echo)
-        .register(StreamEvents)
-        .register(tool_fn(
-            "whoami",
-            "Who is calling.",
-            json!({"type": "object"}),
-            |_, ctx| async move {
+        .register(echo())
+        .register(stream_events())
+        .register(
+            tool("whoami", |(), ctx| async move {
                 let who = ctx
                     .principal()
                     .map(|p| format!("{} {}", p.subject, p.scopes.join(",")));
                 Ok(CallToolResult::text(who.unwrap_or_default()))
-            },
-        ))
-        .register(tool_fn(
-            "reset",
-            "Needs admin.",
-            json!({"type": "object"}),
-            |_, _| async { Ok(CallToolResult::text("reset")) },
-        ))
+            })
+            .description("Who is calling."),
+        )
+        .register(
+            tool("reset", |(), _| async { Ok(CallToolResult::text("reset")) })
+                .description("Needs admin."),
+        )
         .register(wait_tool(Arc::default()))
         .require_scopes("reset", ["admin"]);
     let mut prompts = PromptRegistry::default();

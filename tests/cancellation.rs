@@ -5,16 +5,10 @@ mod common;
 
 use common::{Client, TestServer, within};
 use otpmcp::McpServer;
-use otpmcp::handler::{BoxFuture, RequestContext, Tool, ToolError, ToolRegistry};
-use otpmcp::protocol::methods::{CallToolResult, ToolDefinition};
-use serde_json::{Map, Value, json};
+use otpmcp::handler::{Tool, ToolError, ToolRegistry, tool};
+use otpmcp::protocol::methods::CallToolResult;
+use serde_json::json;
 use tokio::sync::mpsc;
-
-/// A tool that never finishes; says when it starts and when its work is dropped.
-struct Park {
-    started: mpsc::UnboundedSender<()>,
-    dropped: mpsc::UnboundedSender<()>,
-}
 
 struct SignalOnDrop(mpsc::UnboundedSender<()>);
 
@@ -24,29 +18,17 @@ impl Drop for SignalOnDrop {
     }
 }
 
-impl Tool for Park {
-    fn definition(&self) -> ToolDefinition {
-        ToolDefinition {
-            name: "park".into(),
-            description: "Never returns.".into(),
-            input_schema: json!({"type": "object"}),
-            output_schema: None,
-            tasks: Default::default(),
-        }
-    }
-
-    fn call(
-        &self,
-        _: Map<String, Value>,
-        _: RequestContext,
-    ) -> BoxFuture<'_, Result<CallToolResult, ToolError>> {
-        let guard = SignalOnDrop(self.dropped.clone());
-        let _ = self.started.send(());
-        Box::pin(async move {
+/// A tool that never finishes; says when it starts and when its work is dropped.
+fn park(started: mpsc::UnboundedSender<()>, dropped: mpsc::UnboundedSender<()>) -> Tool {
+    tool("park", move |(), _| {
+        let guard = SignalOnDrop(dropped.clone());
+        let _ = started.send(());
+        async move {
             let _guard = guard;
-            std::future::pending().await
-        })
-    }
+            std::future::pending::<Result<CallToolResult, ToolError>>().await
+        }
+    })
+    .description("Never returns.")
 }
 
 async fn server_with_park() -> (
@@ -57,10 +39,7 @@ async fn server_with_park() -> (
     let (started_tx, started) = mpsc::unbounded_channel();
     let (dropped_tx, dropped) = mpsc::unbounded_channel();
     let mut tools = ToolRegistry::default();
-    tools.register(Park {
-        started: started_tx,
-        dropped: dropped_tx,
-    });
+    tools.register(park(started_tx, dropped_tx));
     let server = TestServer::start_with(|_| {}, McpServer::new(tools)).await;
     (server, started, dropped)
 }

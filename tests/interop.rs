@@ -96,25 +96,24 @@ async fn the_python_sdk_resumes_a_long_call_with_a_short_retry_hint() {
 /// The default server plus a tool that asks the user (`greet`) and one that announces a
 /// tools list change (`touch_tools`).
 fn stateless_fixtures() -> otpmcp::McpServer {
-    use otpmcp::handler::builtin::{Echo, StreamEvents};
-    use otpmcp::handler::{ToolRegistry, tools::tool_fn};
+    use otpmcp::handler::builtin::{echo, stream_events};
+    use otpmcp::handler::{ToolRegistry, tool};
     use otpmcp::protocol::client::Elicitation;
     use otpmcp::protocol::methods::{CallToolResult, ListKind};
-    let schema = serde_json::json!({"type": "object", "properties": {}});
     let mut tools = ToolRegistry::default();
     tools
-        .register(Echo)
-        .register(StreamEvents)
-        .register(tool_fn("greet", "Asks the user's name, then greets them.", schema.clone(), |_, ctx| async move {
+        .register(echo())
+        .register(stream_events())
+        .register(tool("greet", |(), ctx| async move {
             let form = serde_json::json!({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]});
             let answer = ctx.elicit(Elicitation::form("What is your name?", form)).await?;
             let name = answer.content.and_then(|c| c.get("name").cloned()).unwrap_or_default();
             Ok(CallToolResult::text(format!("Hello, {}!", name.as_str().unwrap_or("?"))))
-        }))
-        .register(tool_fn("touch_tools", "Announces that the tool list changed.", schema, |_, ctx| async move {
+        }).description("Asks the user's name, then greets them."))
+        .register(tool("touch_tools", |(), ctx| async move {
             ctx.notify_list_changed(ListKind::Tools).await?;
             Ok(CallToolResult::text("told"))
-        }));
+        }).description("Announces that the tool list changed."));
     otpmcp::McpServer::new(tools)
 }
 
@@ -130,11 +129,11 @@ async fn the_python_sdk_negotiates_the_stateless_revision_by_default() {
 /// cancelled).
 fn task_fixtures() -> otpmcp::McpServer {
     use otpmcp::handler::ToolRegistry;
-    use otpmcp::handler::builtin::{Echo, StreamEvents};
+    use otpmcp::handler::builtin::{echo, stream_events};
     let mut tools = ToolRegistry::default();
     tools
-        .register(Echo)
-        .register(StreamEvents)
+        .register(echo())
+        .register(stream_events())
         .register(common::stateless::wait_tool(std::sync::Arc::default()));
     otpmcp::McpServer::new(tools)
 }
@@ -285,21 +284,19 @@ async fn the_typescript_sdk_works_across_replicas_behind_a_balancer() {
 async fn the_python_sdk_sends_a_bearer_token_in_both_eras() {
     use otpmcp::McpServer;
     use otpmcp::handler::ToolRegistry;
-    use otpmcp::handler::builtin::Echo;
-    use otpmcp::handler::tools::tool_fn;
+    use otpmcp::handler::builtin::echo;
+    use otpmcp::handler::tool;
     use otpmcp::protocol::methods::CallToolResult;
 
     let issuer = common::issuer::Issuer::start().await;
     let mut tools = ToolRegistry::default();
-    tools.register(Echo).register(tool_fn(
-        "whoami",
-        "Who is calling.",
-        serde_json::json!({"type": "object"}),
-        |_, ctx| async move {
+    tools.register(echo()).register(
+        tool("whoami", |(), ctx| async move {
             let who = ctx.principal().map(|p| p.subject.clone());
             Ok(CallToolResult::text(who.unwrap_or_default()))
-        },
-    ));
+        })
+        .description("Who is calling."),
+    );
     let audience = "http://mcp.test/mcp";
     let issuer_url = issuer.url.clone();
     let server = TestServer::start_with(

@@ -5,28 +5,24 @@ mod common;
 
 use common::{Client, TestServer};
 use otpmcp::McpServer;
-use otpmcp::handler::tools::tool_fn;
+use otpmcp::handler::tool;
 use otpmcp::handler::{Tool, ToolRegistry};
 use otpmcp::protocol::methods::{CallToolResult, LoggingLevel};
 use serde_json::json;
 
 /// Logs one message at debug, info and error.
-fn chatty() -> impl Tool {
-    tool_fn(
-        "chatty",
-        "Logs at three levels.",
-        json!({"type": "object"}),
-        |_, ctx| async move {
-            for (level, text) in [
-                (LoggingLevel::Debug, "details"),
-                (LoggingLevel::Info, "progress"),
-                (LoggingLevel::Error, "trouble"),
-            ] {
-                ctx.log(level, Some("chatty"), json!(text)).await?;
-            }
-            Ok(CallToolResult::text("done"))
-        },
-    )
+fn chatty() -> Tool {
+    tool("chatty", |(), ctx| async move {
+        for (level, text) in [
+            (LoggingLevel::Debug, "details"),
+            (LoggingLevel::Info, "progress"),
+            (LoggingLevel::Error, "trouble"),
+        ] {
+            ctx.log(level, Some("chatty"), json!(text)).await?;
+        }
+        Ok(CallToolResult::text("done"))
+    })
+    .description("Logs at three levels.")
 }
 
 async fn logged_levels(client: &Client) -> Vec<String> {

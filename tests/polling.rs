@@ -5,25 +5,21 @@ mod common;
 
 use common::{TestServer, Transcript};
 use otpmcp::McpServer;
-use otpmcp::handler::tools::tool_fn;
+use otpmcp::handler::tool;
 use otpmcp::handler::{Tool, ToolError, ToolRegistry};
 use otpmcp::protocol::methods::CallToolResult;
 use serde_json::json;
 
 /// Progress 1, closes the connection, progress 2, answers with whether it closed one.
-fn let_go() -> impl Tool {
-    tool_fn(
-        "let_go",
-        "Closes its connection mid-call.",
-        json!({"type": "object"}),
-        |_, ctx| async move {
-            let failed = |e: otpmcp::handler::NotifyError| ToolError::Failed(e.to_string());
-            ctx.progress(1.0, Some(2.0), None).await.map_err(failed)?;
-            let closed = ctx.close_connection().await;
-            ctx.progress(2.0, Some(2.0), None).await.map_err(failed)?;
-            Ok(CallToolResult::text(format!("closed: {closed}")))
-        },
-    )
+fn let_go() -> Tool {
+    tool("let_go", |(), ctx| async move {
+        let failed = |e: otpmcp::handler::NotifyError| ToolError::Failed(e.to_string());
+        ctx.progress(1.0, Some(2.0), None).await.map_err(failed)?;
+        let closed = ctx.close_connection().await;
+        ctx.progress(2.0, Some(2.0), None).await.map_err(failed)?;
+        Ok(CallToolResult::text(format!("closed: {closed}")))
+    })
+    .description("Closes its connection mid-call.")
 }
 
 async fn server() -> TestServer {

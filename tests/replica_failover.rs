@@ -253,21 +253,19 @@ async fn the_live_feed_between_replicas_comes_back_after_a_redis_restart() {
 
 /// A tool that answers once the test says so.
 fn gated(gate: std::sync::Arc<tokio::sync::Notify>) -> otpmcp::McpServer {
-    use otpmcp::handler::{ToolRegistry, tools::tool_fn};
+    use otpmcp::handler::{ToolRegistry, tool};
     use otpmcp::protocol::methods::CallToolResult;
     let mut tools = ToolRegistry::default();
-    tools.register(tool_fn(
-        "gated",
-        "Answers once the test opens the gate.",
-        json!({"type": "object"}),
-        move |_, _| {
+    tools.register(
+        tool("gated", move |(), _| {
             let gate = gate.clone();
             async move {
                 gate.notified().await;
                 Ok(CallToolResult::text("through"))
             }
-        },
-    ));
+        })
+        .description("Answers once the test opens the gate."),
+    );
     otpmcp::McpServer::new(tools)
 }
 

@@ -12,26 +12,23 @@ use common::stateless::{Stateless, confirm_tool, wait_tool};
 use common::{Binary, TestServer};
 use otpmcp::McpServer;
 use otpmcp::config::{BackendKind, Config};
-use otpmcp::handler::{ToolRegistry, tools::tool_fn};
+use otpmcp::handler::{ToolRegistry, tool};
 use otpmcp::protocol::methods::{CallToolResult, ListKind};
 use otpmcp::tasks::LOST_REPLICA_MESSAGE;
 use serde_json::{Value, json};
 
 fn tools() -> McpServer {
-    let none = json!({"type": "object", "properties": {}});
     let mut tools = ToolRegistry::default();
     tools
         .register(confirm_tool())
         .register(wait_tool(Default::default()))
-        .register(tool_fn(
-            "touch",
-            "Announces a tools list change.",
-            none,
-            |_, ctx| async move {
+        .register(
+            tool("touch", |(), ctx| async move {
                 ctx.notify_list_changed(ListKind::Tools).await?;
                 Ok(CallToolResult::text("told"))
-            },
-        ));
+            })
+            .description("Announces a tools list change."),
+        );
     McpServer::new(tools)
 }
 

@@ -11,39 +11,39 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use common::stateless::{Dropped, Stateless};
 use common::{SseReader, TestServer, within};
 use otpmcp::McpServer;
-use otpmcp::handler::builtin::Echo;
-use otpmcp::handler::{ToolRegistry, tools::tool_fn};
+use otpmcp::handler::builtin::echo;
+use otpmcp::handler::{ToolRegistry, tool};
 use otpmcp::protocol::methods::{CallToolResult, LoggingLevel};
 use serde_json::{Value, json};
 
 /// `echo`, `chatty` (logs at info and error, then answers after a while) and `slow`
 /// (reports progress, then waits until dropped).
 fn server(dropped: Arc<AtomicBool>) -> McpServer {
-    let none = json!({"type": "object", "properties": {}});
     let mut tools = ToolRegistry::default();
     tools
-        .register(Echo)
-        .register(tool_fn(
-            "chatty",
-            "Logs twice.",
-            none.clone(),
-            |_, ctx| async move {
+        .register(echo())
+        .register(
+            tool("chatty", |(), ctx| async move {
                 ctx.log(LoggingLevel::Info, Some("chatty"), json!("info"))
                     .await?;
                 ctx.log(LoggingLevel::Error, Some("chatty"), json!("error"))
                     .await?;
                 Ok(CallToolResult::text("done"))
-            },
-        ))
-        .register(tool_fn("slow", "Never answers.", none, move |_, ctx| {
-            let guard = Dropped(dropped.clone());
-            async move {
-                let _guard = guard;
-                ctx.progress(1.0, None, None).await?;
-                std::future::pending::<()>().await;
-                Ok(CallToolResult::text("never"))
-            }
-        }));
+            })
+            .description("Logs twice."),
+        )
+        .register(
+            tool("slow", move |(), ctx| {
+                let guard = Dropped(dropped.clone());
+                async move {
+                    let _guard = guard;
+                    ctx.progress(1.0, None, None).await?;
+                    std::future::pending::<()>().await;
+                    Ok(CallToolResult::text("never"))
+                }
+            })
+            .description("Never answers."),
+        );
     McpServer::new(tools)
 }
 

@@ -5,7 +5,7 @@ mod common;
 
 use common::{Client, TestServer};
 use otpmcp::McpServer;
-use otpmcp::handler::tools::tool_fn;
+use otpmcp::handler::tool;
 use otpmcp::handler::{PromptError, PromptRegistry, ResourceRegistry, ToolRegistry};
 use otpmcp::protocol::methods::{
     CallToolResult, Content, GetPromptResult, PromptArgument, PromptDefinition, PromptMessage,
@@ -16,12 +16,12 @@ use serde_json::{Value, json};
 async fn server() -> TestServer {
     let mut tools = ToolRegistry::default();
     for i in 0..250 {
-        tools.register(tool_fn(
-            &format!("tool_{i:03}"),
-            "numbered",
-            json!({"type": "object"}),
-            |_, _| async { Ok(CallToolResult::text("ok")) },
-        ));
+        tools.register(
+            tool(&format!("tool_{i:03}"), |(), _| async {
+                Ok(CallToolResult::text("ok"))
+            })
+            .description("numbered"),
+        );
     }
     let mut resources = ResourceRegistry::default();
     resources
@@ -282,12 +282,12 @@ async fn changing_the_lists_at_runtime_tells_every_session() {
     let told = server
         .app
         .update_tools(|tools| {
-            tools.register(tool_fn(
-                "late",
-                "Added at runtime.",
-                json!({"type": "object"}),
-                |_, _| async { Ok(CallToolResult::text("here now")) },
-            ));
+            tools.register(
+                tool("late", |(), _| async {
+                    Ok(CallToolResult::text("here now"))
+                })
+                .description("Added at runtime."),
+            );
         })
         .await;
     assert_eq!(told.ok(), Some(1));

@@ -25,7 +25,7 @@ use common::{Binary, SseReader, TestServer, within};
 use otpmcp::McpServer;
 use otpmcp::config::{BackendKind, Config};
 use otpmcp::handler::ToolRegistry;
-use otpmcp::handler::builtin::StreamEvents;
+use otpmcp::handler::builtin::stream_events;
 use serde_json::{Value, json};
 
 /// Progress notes of the long task: with its `working` and `completed` status events,
@@ -35,7 +35,7 @@ const NOTES: u64 = 1000;
 fn tools() -> McpServer {
     let mut tools = ToolRegistry::default();
     tools
-        .register(StreamEvents)
+        .register(stream_events())
         .register(wait_tool(Arc::new(AtomicBool::new(false))));
     McpServer::new(tools)
 }

@@ -12,8 +12,8 @@ use std::time::Duration;
 use common::TestServer;
 use common::stateless::{Stateless, TASKS, confirm_tool, wait_tool};
 use otpmcp::McpServer;
-use otpmcp::handler::builtin::StreamEvents;
-use otpmcp::handler::{ToolRegistry, tools::tool_fn};
+use otpmcp::handler::builtin::stream_events;
+use otpmcp::handler::{ToolRegistry, tool};
 use otpmcp::protocol::methods::{CallToolResult, TaskSupport};
 use serde_json::{Value, json};
 
@@ -22,17 +22,13 @@ use serde_json::{Value, json};
 fn server(dropped: Arc<AtomicBool>) -> McpServer {
     let mut tools = ToolRegistry::default();
     tools
-        .register(StreamEvents)
+        .register(stream_events())
         .register(confirm_tool())
         .register(wait_tool(dropped))
         .register(
-            tool_fn(
-                "must",
-                "Only as a task.",
-                json!({"type": "object"}),
-                |_, _| async { Ok(CallToolResult::text("done")) },
-            )
-            .with_task_support(TaskSupport::Required),
+            tool("must", |(), _| async { Ok(CallToolResult::text("done")) })
+                .description("Only as a task.")
+                .task_support(TaskSupport::Required),
         );
     McpServer::new(tools)
 }

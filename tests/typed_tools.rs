@@ -1,14 +1,13 @@
-//! Typed tools: the input schema (JSON Schema 2020-12) comes from the argument type,
-//! arguments that do not fit are a result with `isError`, and structured tools declare an
-//! output schema and return `structuredContent`.
+//! Tools made by `tool(name, handler)`: the input schema (JSON Schema 2020-12) comes from
+//! the argument type, arguments that do not fit are a result with `isError`, a tool of
+//! `()` takes no arguments, and a tool returning `Json<T>` declares an output schema and
+//! returns `structuredContent`.
 
 mod common;
 
 use common::TestServer;
 use otpmcp::McpServer;
-use otpmcp::handler::ToolRegistry;
-use otpmcp::handler::tools::{structured_tool, typed_tool};
-use otpmcp::protocol::methods::CallToolResult;
+use otpmcp::prelude::*;
 use serde_json::{Value, json};
 
 /// Arguments of `add`.
@@ -30,26 +29,25 @@ struct Quotient {
 async fn server() -> TestServer {
     let mut tools = ToolRegistry::default();
     tools
-        .register(typed_tool(
-            "add",
-            "Adds two integers.",
-            |args: Add, _| async move { Ok(CallToolResult::text((args.a + args.b).to_string())) },
-        ))
-        .register(structured_tool(
-            "divide",
-            "Divides a by b.",
-            |args: Add, _| async move {
+        .register(
+            tool("add", |args: Add, _| async move {
+                Ok(CallToolResult::text((args.a + args.b).to_string()))
+            })
+            .description("Adds two integers."),
+        )
+        .register(
+            tool("divide", |args: Add, _| async move {
                 if args.b == 0 {
-                    return Err(otpmcp::handler::ToolError::Failed(
-                        "division by zero".into(),
-                    ));
+                    return Err(ToolError::Failed("division by zero".into()));
                 }
-                Ok(Quotient {
+                Ok(Json(Quotient {
                     quotient: args.a / args.b,
                     remainder: args.a % args.b,
-                })
-            },
-        ));
+                }))
+            })
+            .description("Divides a by b."),
+        )
+        .register(tool("ping", |(), _| async { Ok("pong") }));
     TestServer::start_with(|_| {}, McpServer::new(tools)).await
 }
 
@@ -77,6 +75,12 @@ async fn schemas_are_generated_from_the_types() {
         divide["outputSchema"]["properties"]["quotient"]["type"],
         "integer"
     );
+    let ping = &list["result"]["tools"][2];
+    assert_eq!(
+        ping["inputSchema"],
+        json!({"type": "object", "properties": {}})
+    );
+    assert_eq!(ping["description"], "ping", "no doc comment: the name");
     server.shutdown().await;
 }
 
@@ -159,5 +163,24 @@ async fn structured_tools_return_structured_content_and_text() {
         )
         .await;
     assert_eq!(failed["result"]["isError"], true);
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_tool_of_unit_ignores_what_it_is_given() {
+    let server = server().await;
+    let mut client = server.client();
+    client.initialize().await;
+    for arguments in [json!({}), json!({"stray": 1})] {
+        let answer = client
+            .ask(
+                "tools/call",
+                json!({"name": "ping", "arguments": arguments}),
+            )
+            .await;
+        assert_eq!(answer["result"]["content"][0]["text"], "pong", "{answer}");
+    }
+    let bare = client.ask("tools/call", json!({"name": "ping"})).await;
+    assert_eq!(bare["result"]["content"][0]["text"], "pong", "{bare}");
     server.shutdown().await;
 }

@@ -5,18 +5,9 @@
 
 use std::time::Duration;
 
-use otpmcp::McpServer;
-use otpmcp::config::Config;
-use otpmcp::handler::tools::{required_str, tool_fn};
-use otpmcp::handler::{
-    PromptError, PromptRegistry, RequestContext, ResourceRegistry, ToolError, ToolRegistry,
-};
-use otpmcp::protocol::client::{Elicitation, Sampling};
-use otpmcp::protocol::methods::{
-    CallToolResult, CompletionArgument, CompletionRef, Content, GetPromptResult, LoggingLevel,
-    PromptArgument, PromptDefinition, PromptMessage, ResourceContents, ResourceDefinition,
-    ResourceTemplateDefinition, Role,
-};
+use otpmcp::prelude::*;
+use otpmcp::protocol::methods::{CompletionArgument, CompletionRef};
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 mod stateless;
@@ -27,8 +18,18 @@ const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z
 /// A WAV file with no samples.
 const WAV: &str = "UklGRiQAAABXQVZFZm10IBAAAAABAAEAQB8AAIA+AAACABAAZGF0YQAAAAA=";
 
-pub(crate) fn no_args() -> Value {
-    json!({"type": "object", "properties": {}})
+/// Asks the client's LLM.
+#[derive(Deserialize, JsonSchema)]
+struct SamplingArgs {
+    /// What to ask.
+    prompt: String,
+}
+
+/// Asks the user for a username and an email.
+#[derive(Deserialize, JsonSchema)]
+struct ElicitationArgs {
+    /// What to tell the user.
+    message: String,
 }
 
 /// Asks the client to fill `schema`; formats the answer as `"{prefix}action=…, content=…"`.
@@ -52,23 +53,23 @@ async fn elicit(
 fn tools() -> ToolRegistry {
     let mut tools = ToolRegistry::default();
     tools
-        .register(tool_fn("test_simple_text", "Returns simple text.", no_args(), |_, _| async {
+        .register(tool("test_simple_text", |(), _| async {
             Ok(CallToolResult::text("This is a simple text response for testing."))
-        }))
-        .register(tool_fn("test_image_content", "Returns an image.", no_args(), |_, _| async {
+        }).description("Returns simple text."))
+        .register(tool("test_image_content", |(), _| async {
             Ok(CallToolResult::content(vec![Content::image(PNG, "image/png")]))
-        }))
-        .register(tool_fn("test_audio_content", "Returns audio.", no_args(), |_, _| async {
+        }).description("Returns an image."))
+        .register(tool("test_audio_content", |(), _| async {
             Ok(CallToolResult::content(vec![Content::audio(WAV, "audio/wav")]))
-        }))
-        .register(tool_fn("test_embedded_resource", "Returns an embedded resource.", no_args(), |_, _| async {
+        }).description("Returns audio."))
+        .register(tool("test_embedded_resource", |(), _| async {
             Ok(CallToolResult::content(vec![Content::text_resource(
                 "test://embedded-resource",
                 "text/plain",
                 "This is an embedded resource content.",
             )]))
-        }))
-        .register(tool_fn("test_multiple_content_types", "Returns text, an image and a resource.", no_args(), |_, _| async {
+        }).description("Returns an embedded resource."))
+        .register(tool("test_multiple_content_types", |(), _| async {
             Ok(CallToolResult::content(vec![
                 Content::text("Multiple content types test:"),
                 Content::image(PNG, "image/png"),
@@ -78,8 +79,8 @@ fn tools() -> ToolRegistry {
                     r#"{"test":"data","value":123}"#,
                 ),
             ]))
-        }))
-        .register(tool_fn("test_tool_with_logging", "Logs three messages while it runs.", no_args(), |_, ctx| async move {
+        }).description("Returns text, an image and a resource."))
+        .register(tool("test_tool_with_logging", |(), ctx| async move {
             for (i, text) in ["Tool execution started", "Tool processing data", "Tool execution completed"].iter().enumerate() {
                 if i > 0 {
                     tokio::time::sleep(Duration::from_millis(50)).await;
@@ -87,11 +88,11 @@ fn tools() -> ToolRegistry {
                 ctx.log(LoggingLevel::Info, Some("test_tool_with_logging"), json!(text)).await?;
             }
             Ok(CallToolResult::text("Tool with logging executed successfully"))
-        }))
-        .register(tool_fn("test_error_handling", "Always fails.", no_args(), |_, _| async {
-            Err(ToolError::Failed("This tool intentionally returns an error for testing".into()))
-        }))
-        .register(tool_fn("test_tool_with_progress", "Reports progress 0, 50, 100 of 100.", no_args(), |_, ctx| async move {
+        }).description("Logs three messages while it runs."))
+        .register(tool("test_error_handling", |(), _| async {
+            Err::<String, _>(ToolError::Failed("This tool intentionally returns an error for testing".into()))
+        }).description("Always fails."))
+        .register(tool("test_tool_with_progress", |(), ctx| async move {
             for (i, p) in [0.0, 50.0, 100.0].into_iter().enumerate() {
                 if i > 0 {
                     tokio::time::sleep(Duration::from_millis(50)).await;
@@ -99,31 +100,19 @@ fn tools() -> ToolRegistry {
                 ctx.progress(p, Some(100.0), None).await?;
             }
             Ok(CallToolResult::text("Tool with progress executed successfully"))
+        }).description("Reports progress 0, 50, 100 of 100."))
+        .register(tool("test_sampling", |args: SamplingArgs, ctx| async move {
+            let answer = ctx.sample(Sampling::prompt(args.prompt, 100)).await?;
+            Ok(CallToolResult::text(format!("LLM response: {}", answer.text().unwrap_or_default())))
         }))
-        .register(tool_fn(
-            "test_sampling",
-            "Asks the client's LLM.",
-            json!({"type": "object", "properties": {"prompt": {"type": "string"}}, "required": ["prompt"]}),
-            |args, ctx| async move {
-                let prompt = required_str(&args, "prompt")?.to_owned();
-                let answer = ctx.sample(Sampling::prompt(prompt, 100)).await?;
-                Ok(CallToolResult::text(format!("LLM response: {}", answer.text().unwrap_or_default())))
-            },
-        ))
-        .register(tool_fn(
-            "test_elicitation",
-            "Asks the user for a username and an email.",
-            json!({"type": "object", "properties": {"message": {"type": "string"}}, "required": ["message"]}),
-            |args, ctx| async move {
-                let message = required_str(&args, "message")?.to_owned();
+        .register(tool("test_elicitation", |args: ElicitationArgs, ctx| async move {
                 let schema = json!({"type": "object", "properties": {
                     "username": {"type": "string", "description": "User's response"},
                     "email": {"type": "string", "description": "User's email address"}},
                     "required": ["username", "email"]});
-                elicit(&ctx, &message, schema, "User response: ").await
-            },
-        ))
-        .register(tool_fn("test_elicitation_sep1034_defaults", "Elicitation with defaults.", no_args(), |_, ctx| async move {
+                elicit(&ctx, &args.message, schema, "User response: ").await
+            }))
+        .register(tool("test_elicitation_sep1034_defaults", |(), ctx| async move {
             let schema = json!({"type": "object", "properties": {
                 "name": {"type": "string", "default": "John Doe"},
                 "age": {"type": "integer", "default": 30},
@@ -131,8 +120,8 @@ fn tools() -> ToolRegistry {
                 "status": {"type": "string", "enum": ["active", "inactive", "pending"], "default": "active"},
                 "verified": {"type": "boolean", "default": true}}});
             elicit(&ctx, "Please review your details", schema, "Elicitation completed: ").await
-        }))
-        .register(tool_fn("test_elicitation_sep1330_enums", "Elicitation with every enum form.", no_args(), |_, ctx| async move {
+        }).description("Elicitation with defaults."))
+        .register(tool("test_elicitation_sep1330_enums", |(), ctx| async move {
             let schema = json!({"type": "object", "properties": {
                 "untitledSingle": {"type": "string", "enum": ["option1", "option2", "option3"]},
                 "titledSingle": {"type": "string", "oneOf": [
@@ -147,11 +136,9 @@ fn tools() -> ToolRegistry {
                     {"const": "value2", "title": "Second Choice"},
                     {"const": "value3", "title": "Third Choice"}]}}}});
             elicit(&ctx, "Pick your options", schema, "Elicitation completed: ").await
-        }))
-        .register(tool_fn(
-            "json_schema_2020_12_tool",
-            "Tool with JSON Schema 2020-12 features",
-            json!({
+        }).description("Elicitation with every enum form."))
+        // Its schema by hand: the suite checks that every 2020-12 keyword arrives as written.
+        .register(tool("json_schema_2020_12_tool", |(), _| async { Ok("ok") }).description("Tool with JSON Schema 2020-12 features").input_schema(json!({
                 "$schema": "https://json-schema.org/draft/2020-12/schema",
                 "type": "object",
                 "$defs": {"address": {"$anchor": "addressDef", "type": "object",
@@ -167,19 +154,12 @@ fn tools() -> ToolRegistry {
                 "then": {"required": ["phone"]},
                 "else": {"required": ["email"]},
                 "additionalProperties": false
-            }),
-            |_, _| async { Ok(CallToolResult::text("ok")) },
-        ))
-        .register(tool_fn(
-            "test_reconnection",
-            "Closes its SSE connection mid-call; the result arrives when the client polls back.",
-            no_args(),
-            |_, ctx| async move {
+            })))
+        .register(tool("test_reconnection", |(), ctx| async move {
                 ctx.close_connection().await;
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 Ok(CallToolResult::text("Reconnection test completed"))
-            },
-        ));
+            }).description("Closes its SSE connection mid-call; the result arrives when the client polls back."));
     stateless::tools(&mut tools);
     tasks::tools(&mut tools);
     tools

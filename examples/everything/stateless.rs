@@ -3,16 +3,17 @@
 //! as server→client requests on a session), a tool whose argument travels in a header, and
 //! tools that announce list changes.
 
-use otpmcp::handler::tools::{required_str, tool_fn};
-use otpmcp::handler::{PromptError, PromptRegistry, RequestContext, ToolError, ToolRegistry};
-use otpmcp::protocol::client::{ElicitResult, Elicitation, Sampling};
-use otpmcp::protocol::methods::{
-    CallToolResult, Content, GetPromptResult, ListKind, LoggingLevel, PromptDefinition,
-    PromptMessage, Role,
-};
+use otpmcp::prelude::*;
+use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::no_args;
+/// Echoes its region, which also travels in the Mcp-Param-Region header.
+#[derive(Deserialize, JsonSchema)]
+struct CustomHeaders {
+    /// The region; the client mirrors it into the `Mcp-Param-Region` header.
+    #[schemars(extend("x-mcp-header" = "Region"))]
+    region: String,
+}
 
 fn text_field(name: &str) -> Value {
     json!({"type": "object", "properties": {name: {"type": "string"}}, "required": [name]})
@@ -38,81 +39,174 @@ async fn ask_name(ctx: &RequestContext, key: &str) -> Result<String, ToolError> 
 /// Registers the tools.
 pub(crate) fn tools(tools: &mut ToolRegistry) {
     tools
-        .register(tool_fn("test_missing_capability", "Needs the client's sampling capability.", no_args(), |_, ctx| async move {
-            let answer = ctx.sample(Sampling::prompt("Say hello.", 20)).await?;
-            Ok(CallToolResult::text(answer.text().unwrap_or_default()))
-        }))
-        .register(tool_fn("test_streaming_elicitation", "Asks the user a question mid-call.", no_args(), |_, ctx| async move {
-            Ok(CallToolResult::text(format!("Hello, {}!", ask_name(&ctx, "user_name").await?)))
-        }))
-        .register(tool_fn("test_logging_tool", "Logs a message when the request asks for logs.", no_args(), |_, ctx| async move {
-            ctx.log(LoggingLevel::Info, Some("test_logging_tool"), json!("logged")).await?;
-            Ok(CallToolResult::text("Logging tool done"))
-        }))
-        .register(tool_fn("test_trigger_tool_change", "Announces that the tool list changed.", no_args(), |_, ctx| async move {
-            ctx.notify_list_changed(ListKind::Tools).await?;
-            Ok(CallToolResult::text("tools/list_changed sent"))
-        }))
-        .register(tool_fn("test_trigger_prompt_change", "Announces that the prompt list changed.", no_args(), |_, ctx| async move {
-            ctx.notify_list_changed(ListKind::Prompts).await?;
-            Ok(CallToolResult::text("prompts/list_changed sent"))
-        }))
-        .register(tool_fn("test_input_required_result_elicitation", "Asks the user's name.", no_args(), |_, ctx| async move {
-            Ok(CallToolResult::text(format!("Hello, {}!", ask_name(&ctx, "user_name").await?)))
-        }))
-        .register(tool_fn("test_input_required_result_sampling", "Asks the client's model a question.", no_args(), |_, ctx| async move {
-            let answer = ctx.ask_as(Some("capital_question"), Sampling::prompt("What is the capital of France?", 100)).await?;
-            Ok(CallToolResult::text(format!("The model said: {}", answer.text().unwrap_or_default())))
-        }))
-        .register(tool_fn("test_input_required_result_list_roots", "Lists the client's roots.", no_args(), |_, ctx| async move {
-            let roots = ctx.ask_as(Some("client_roots"), otpmcp::protocol::client::ListRoots {}).await?.roots;
-            let uris: Vec<_> = roots.iter().map(|r| r.uri.as_str()).collect();
-            Ok(CallToolResult::text(format!("Roots: {}", uris.join(", "))))
-        }))
-        .register(tool_fn("test_input_required_result_request_state", "Asks for a confirmation.", no_args(), confirm))
-        .register(tool_fn("test_input_required_result_tampered_state", "Asks for a confirmation.", no_args(), confirm))
-        .register(tool_fn("test_input_required_result_multiple_inputs", "Asks three things at once.", no_args(), |_, ctx| async move {
-            // Asked together, so one round carries all three questions.
-            let (name, greeting, roots) = tokio::join!(
-                ask_name(&ctx, "user_name"),
-                ctx.ask_as(Some("greeting"), Sampling::prompt("Write a one-line greeting.", 50)),
-                ctx.ask_as(Some("client_roots"), otpmcp::protocol::client::ListRoots {}),
-            );
-            let (name, greeting, roots) = (name?, greeting?, roots?);
-            Ok(CallToolResult::text(format!(
-                "{} {name} ({} roots)",
-                greeting.text().unwrap_or_default(),
-                roots.roots.len()
-            )))
-        }))
-        .register(tool_fn("test_input_required_result_multi_round", "Asks two questions, one after the other.", no_args(), |_, ctx| async move {
-            let name = ask_name(&ctx, "step1").await?;
-            let color = ctx.ask_as(Some("step2"), Elicitation::form(format!("{name}, what is your favourite colour?"), text_field("color"))).await?;
-            Ok(CallToolResult::text(format!("{name} likes {}", field(&color, "color"))))
-        }))
-        .register(tool_fn("test_input_required_result_capabilities", "Asks only what the client declared it can answer.", no_args(), |_, ctx| async move {
-            let mut said = Vec::new();
-            if ctx.client_supports("sampling") {
-                let answer = ctx.ask_as(Some("model_opinion"), Sampling::prompt("Anything to add?", 50)).await?;
-                said.push(answer.text().unwrap_or_default().to_owned());
-            }
-            if ctx.client_supports("elicitation") {
-                said.push(ask_name(&ctx, "user_name").await?);
-            }
-            Ok(CallToolResult::text(format!("Heard: {}", said.join("; "))))
-        }))
-        .register(tool_fn(
+        .register(
+            tool("test_missing_capability", |(), ctx| async move {
+                let answer = ctx.sample(Sampling::prompt("Say hello.", 20)).await?;
+                Ok(CallToolResult::text(answer.text().unwrap_or_default()))
+            })
+            .description("Needs the client's sampling capability."),
+        )
+        .register(
+            tool("test_streaming_elicitation", |(), ctx| async move {
+                Ok(CallToolResult::text(format!(
+                    "Hello, {}!",
+                    ask_name(&ctx, "user_name").await?
+                )))
+            })
+            .description("Asks the user a question mid-call."),
+        )
+        .register(
+            tool("test_logging_tool", |(), ctx| async move {
+                ctx.log(
+                    LoggingLevel::Info,
+                    Some("test_logging_tool"),
+                    json!("logged"),
+                )
+                .await?;
+                Ok(CallToolResult::text("Logging tool done"))
+            })
+            .description("Logs a message when the request asks for logs."),
+        )
+        .register(
+            tool("test_trigger_tool_change", |(), ctx| async move {
+                ctx.notify_list_changed(ListKind::Tools).await?;
+                Ok(CallToolResult::text("tools/list_changed sent"))
+            })
+            .description("Announces that the tool list changed."),
+        )
+        .register(
+            tool("test_trigger_prompt_change", |(), ctx| async move {
+                ctx.notify_list_changed(ListKind::Prompts).await?;
+                Ok(CallToolResult::text("prompts/list_changed sent"))
+            })
+            .description("Announces that the prompt list changed."),
+        )
+        .register(
+            tool(
+                "test_input_required_result_elicitation",
+                |(), ctx| async move {
+                    Ok(CallToolResult::text(format!(
+                        "Hello, {}!",
+                        ask_name(&ctx, "user_name").await?
+                    )))
+                },
+            )
+            .description("Asks the user's name."),
+        )
+        .register(
+            tool(
+                "test_input_required_result_sampling",
+                |(), ctx| async move {
+                    let answer = ctx
+                        .ask_as(
+                            Some("capital_question"),
+                            Sampling::prompt("What is the capital of France?", 100),
+                        )
+                        .await?;
+                    Ok(CallToolResult::text(format!(
+                        "The model said: {}",
+                        answer.text().unwrap_or_default()
+                    )))
+                },
+            )
+            .description("Asks the client's model a question."),
+        )
+        .register(
+            tool(
+                "test_input_required_result_list_roots",
+                |(), ctx| async move {
+                    let roots = ctx
+                        .ask_as(Some("client_roots"), otpmcp::protocol::client::ListRoots {})
+                        .await?
+                        .roots;
+                    let uris: Vec<_> = roots.iter().map(|r| r.uri.as_str()).collect();
+                    Ok(CallToolResult::text(format!("Roots: {}", uris.join(", "))))
+                },
+            )
+            .description("Lists the client's roots."),
+        )
+        .register(
+            tool("test_input_required_result_request_state", confirm)
+                .description("Asks for a confirmation."),
+        )
+        .register(
+            tool("test_input_required_result_tampered_state", confirm)
+                .description("Asks for a confirmation."),
+        )
+        .register(
+            tool(
+                "test_input_required_result_multiple_inputs",
+                |(), ctx| async move {
+                    // Asked together, so one round carries all three questions.
+                    let (name, greeting, roots) = tokio::join!(
+                        ask_name(&ctx, "user_name"),
+                        ctx.ask_as(
+                            Some("greeting"),
+                            Sampling::prompt("Write a one-line greeting.", 50)
+                        ),
+                        ctx.ask_as(Some("client_roots"), otpmcp::protocol::client::ListRoots {}),
+                    );
+                    let (name, greeting, roots) = (name?, greeting?, roots?);
+                    Ok(CallToolResult::text(format!(
+                        "{} {name} ({} roots)",
+                        greeting.text().unwrap_or_default(),
+                        roots.roots.len()
+                    )))
+                },
+            )
+            .description("Asks three things at once."),
+        )
+        .register(
+            tool(
+                "test_input_required_result_multi_round",
+                |(), ctx| async move {
+                    let name = ask_name(&ctx, "step1").await?;
+                    let color = ctx
+                        .ask_as(
+                            Some("step2"),
+                            Elicitation::form(
+                                format!("{name}, what is your favourite colour?"),
+                                text_field("color"),
+                            ),
+                        )
+                        .await?;
+                    Ok(CallToolResult::text(format!(
+                        "{name} likes {}",
+                        field(&color, "color")
+                    )))
+                },
+            )
+            .description("Asks two questions, one after the other."),
+        )
+        .register(
+            tool(
+                "test_input_required_result_capabilities",
+                |(), ctx| async move {
+                    let mut said = Vec::new();
+                    if ctx.client_supports("sampling") {
+                        let answer = ctx
+                            .ask_as(
+                                Some("model_opinion"),
+                                Sampling::prompt("Anything to add?", 50),
+                            )
+                            .await?;
+                        said.push(answer.text().unwrap_or_default().to_owned());
+                    }
+                    if ctx.client_supports("elicitation") {
+                        said.push(ask_name(&ctx, "user_name").await?);
+                    }
+                    Ok(CallToolResult::text(format!("Heard: {}", said.join("; "))))
+                },
+            )
+            .description("Asks only what the client declared it can answer."),
+        )
+        .register(tool(
             "test_custom_headers",
-            "Echoes its region, which also travels in the Mcp-Param-Region header.",
-            json!({"type": "object", "properties": {"region": {"type": "string", "x-mcp-header": "Region"}}, "required": ["region"]}),
-            |args, _| async move { Ok(CallToolResult::text(format!("region {}", required_str(&args, "region")?))) },
+            |args: CustomHeaders, _| async move { Ok(format!("region {}", args.region)) },
         ));
 }
 
-async fn confirm(
-    _: serde_json::Map<String, Value>,
-    ctx: RequestContext,
-) -> Result<CallToolResult, ToolError> {
+async fn confirm((): (), ctx: RequestContext) -> Result<CallToolResult, ToolError> {
     let form = Elicitation::form(
         "Please confirm",
         json!({"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}),

@@ -4,13 +4,43 @@
 
 use std::time::Duration;
 
-use otpmcp::handler::tools::{required_str, tool_fn};
-use otpmcp::handler::{ToolError, ToolRegistry};
-use otpmcp::protocol::client::Elicitation;
-use otpmcp::protocol::methods::{CallToolResult, TaskSupport};
+use otpmcp::prelude::*;
+use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::no_args;
+/// Greets by name, at once (never a task).
+#[derive(Deserialize, JsonSchema)]
+struct Greet {
+    /// Who to greet.
+    name: String,
+}
+
+/// Works for `seconds`, then reports on `label`; a task when the client allows.
+#[derive(Deserialize, JsonSchema)]
+struct SlowCompute {
+    /// How long to work (default 1).
+    #[serde(default = "one_second")]
+    #[schemars(range(min = 0, max = 600))]
+    seconds: f64,
+    /// What the work is called.
+    #[serde(default = "work")]
+    label: String,
+}
+
+fn one_second() -> f64 {
+    1.0
+}
+
+fn work() -> String {
+    "work".into()
+}
+
+/// Asks the user to confirm before it deletes `filename`.
+#[derive(Deserialize, JsonSchema)]
+struct ConfirmDelete {
+    /// The file to delete.
+    filename: String,
+}
 
 fn confirm_form(message: String) -> Elicitation {
     Elicitation::form(
@@ -22,57 +52,41 @@ fn confirm_form(message: String) -> Elicitation {
 /// Registers the tools.
 pub(crate) fn tools(tools: &mut ToolRegistry) {
     tools
-        .register(tool_fn(
-            "greet",
-            "Greets by name, at once (never a task).",
-            json!({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}),
-            |args, _| async move { Ok(CallToolResult::text(format!("Hello, {}!", required_str(&args, "name")?))) },
-        ))
+        .register(tool("greet", |args: Greet, _| async move { Ok(format!("Hello, {}!", args.name)) }))
         .register(
-            tool_fn(
-                "slow_compute",
-                "Works for `seconds`, then reports on `label`; a task when the client allows.",
-                json!({"type": "object", "properties": {"seconds": {"type": "number", "minimum": 0, "maximum": 600}, "label": {"type": "string"}}}),
-                |args, _| async move {
-                    let seconds = args.get("seconds").and_then(Value::as_f64).unwrap_or(1.0).clamp(0.0, 600.0);
-                    let label = args.get("label").and_then(Value::as_str).unwrap_or("work").to_owned();
-                    tokio::time::sleep(Duration::from_secs_f64(seconds)).await;
-                    Ok(CallToolResult::text(format!("computed {label} in {seconds}s")))
-                },
-            )
-            .with_task_support(TaskSupport::Optional)
+            tool("slow_compute", |args: SlowCompute, _| async move {
+                let seconds = args.seconds.clamp(0.0, 600.0);
+                tokio::time::sleep(Duration::from_secs_f64(seconds)).await;
+                Ok(format!("computed {} in {seconds}s", args.label))
+            })
+            .task_support(TaskSupport::Optional)
             .rerunnable(),
         )
         .register(
-            tool_fn("failing_job", "Fails after a second (a tool error); only as a task.", no_args(), |_, _| async {
+            tool("failing_job", |(), _| async {
                 tokio::time::sleep(Duration::from_secs(1)).await;
-                Err(ToolError::Failed("the job failed".into()))
-            })
-            .with_task_support(TaskSupport::Required),
+                Err::<String, _>(ToolError::Failed("the job failed".into()))
+            }).description("Fails after a second (a tool error); only as a task.")
+            .task_support(TaskSupport::Required),
         )
         .register(
-            tool_fn("protocol_error_job", "Ends with a protocol error; a task when the client allows.", no_args(), |_, _| async {
+            tool("protocol_error_job", |(), _| async {
                 tokio::time::sleep(Duration::from_millis(300)).await;
-                Err(ToolError::Internal("this job always ends with a protocol error".into()))
-            })
-            .with_task_support(TaskSupport::Optional),
+                Err::<String, _>(ToolError::Internal("this job always ends with a protocol error".into()))
+            }).description("Ends with a protocol error; a task when the client allows.")
+            .task_support(TaskSupport::Optional),
         )
         .register(
-            tool_fn(
-                "confirm_delete",
-                "Asks the user to confirm before it deletes `filename`.",
-                json!({"type": "object", "properties": {"filename": {"type": "string"}}, "required": ["filename"]}),
-                |args, ctx| async move {
-                    let filename = required_str(&args, "filename")?.to_owned();
+            tool("confirm_delete", |args: ConfirmDelete, ctx| async move {
+                    let filename = args.filename;
                     let answer = ctx.elicit(confirm_form(format!("Delete {filename}?"))).await?;
                     let yes = answer.content.as_ref().and_then(|c| c.get("confirm")).and_then(Value::as_bool) == Some(true);
                     Ok(CallToolResult::text(if yes { format!("deleted {filename}") } else { format!("kept {filename}") }))
-                },
-            )
-            .with_task_support(TaskSupport::Optional),
+                })
+            .task_support(TaskSupport::Optional),
         )
         .register(
-            tool_fn("multi_input", "Asks two questions at once.", no_args(), |_, ctx| async move {
+            tool("multi_input", |(), ctx| async move {
                 let (first, second) = tokio::join!(
                     ctx.ask_as(Some("first"), confirm_form("First?".into())),
                     ctx.ask_as(Some("second"), confirm_form("Second?".into())),
@@ -81,19 +95,19 @@ pub(crate) fn tools(tools: &mut ToolRegistry) {
                     a.content.as_ref().and_then(|c| c.get("name")).and_then(Value::as_str).unwrap_or("?").to_owned()
                 };
                 Ok(CallToolResult::text(format!("heard {} and {}", name(&first?), name(&second?))))
-            })
-            .with_task_support(TaskSupport::Optional),
+            }).description("Asks two questions at once.")
+            .task_support(TaskSupport::Optional),
         )
         .register(
-            tool_fn("test_tool_with_task", "Asks the user's name in the request, then works as a task.", no_args(), |_, ctx| async move {
+            tool("test_tool_with_task", |(), ctx| async move {
                 let form = Elicitation::form("What is your name?", json!({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}));
                 let answer = ctx.ask_as(Some("user_name"), form).await?;
                 let name = answer.content.as_ref().and_then(|c| c.get("name")).and_then(Value::as_str).unwrap_or("?").to_owned();
                 ctx.start_task().await?;
                 tokio::time::sleep(Duration::from_millis(200)).await;
                 Ok(CallToolResult::text(format!("Hello, {name}, from a task")))
-            })
-            .with_task_support(TaskSupport::Required)
+            }).description("Asks the user's name in the request, then works as a task.")
+            .task_support(TaskSupport::Required)
             .starting_task_itself(),
         );
 }

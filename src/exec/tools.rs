@@ -16,8 +16,7 @@ use serde_json::{Map, Value, json};
 use super::args::ArgsRule;
 use super::record::{ExecRecord, Outcome};
 use super::{Caller, ExecError, ExecHandle, StartRequest};
-use crate::handler::tools::{FnTool, typed_tool};
-use crate::handler::{RequestContext, ToolError, ToolRegistry};
+use crate::handler::{RequestContext, Tool, ToolError, ToolRegistry, tool};
 use crate::ids::SessionId;
 use crate::protocol::methods::{CallToolResult, Content, TaskSupport};
 
@@ -101,7 +100,7 @@ pub fn register(tools: &mut ToolRegistry, handle: &ExecHandle) {
     // A durable task for clients that ask (2026-07-28), never run again by another
     // replica: a program's effects are not known to be repeatable.
     let execute_tool =
-        with_handle(handle, "execute", &description, body).with_task_support(TaskSupport::Optional);
+        with_handle(handle, "execute", &description, body).task_support(TaskSupport::Optional);
     tools
         .register(execute_tool)
         .register(with_handle(
@@ -124,17 +123,15 @@ pub fn register(tools: &mut ToolRegistry, handle: &ExecHandle) {
         ));
 }
 
-/// A typed tool whose body gets its own clone of `handle`.
-fn with_handle<A, F, Fut>(handle: &ExecHandle, name: &str, description: &str, body: F) -> FnTool
+/// A tool whose body gets its own clone of `handle`.
+fn with_handle<A, F, Fut>(handle: &ExecHandle, name: &str, description: &str, body: F) -> Tool
 where
     A: serde::de::DeserializeOwned + JsonSchema + Send + 'static,
     F: Fn(ExecHandle, A, RequestContext) -> Fut + Send + Sync + 'static,
     Fut: std::future::Future<Output = Result<CallToolResult, ToolError>> + Send + 'static,
 {
     let handle = handle.clone();
-    typed_tool(name, description, move |args: A, ctx| {
-        body(handle.clone(), args, ctx)
-    })
+    tool(name, move |args: A, ctx| body(handle.clone(), args, ctx)).description(description)
 }
 
 async fn output(

@@ -6,6 +6,7 @@
 
 pub mod builtin;
 pub mod prompts;
+pub mod registry;
 pub mod resources;
 pub mod scopes;
 pub mod tools;
@@ -28,6 +29,7 @@ use crate::protocol::methods::{ListKind, LogThreshold, LoggingLevel, ServerReque
 pub use prompts::{PromptError, PromptRegistry};
 pub use resources::{ResourceError, ResourceRegistry};
 pub use tools::{Tool, ToolError, ToolRegistry};
+pub use typed::{IntoToolResult, Json, tool};
 
 /// A boxed, sendable future: the return type of object-safe async methods.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use super::scopes::ScopeMap;
+use super::registry::Registry;
 use super::{BoxFuture, RequestContext};
 use crate::auth::Principal;
 use crate::protocol::methods::{GetPromptResult, PromptDefinition};
@@ -32,30 +32,25 @@ type Renderer = Arc<
 
 /// The prompts a server offers, listed in registration order.
 #[derive(Clone, Default)]
-pub struct PromptRegistry {
-    prompts: Vec<(PromptDefinition, Renderer)>,
-    /// The scopes each prompt needs (`[auth]`).
-    scopes: ScopeMap,
-}
+pub struct PromptRegistry(Registry<(PromptDefinition, Renderer)>);
 
 impl std::fmt::Debug for PromptRegistry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_list()
-            .entries(self.prompts.iter().map(|(d, _)| &d.name))
-            .finish()
+        self.0.fmt(f)
     }
 }
 
 impl PromptRegistry {
-    /// Adds a prompt rendered by `render(arguments, ctx)`. Required arguments are checked
-    /// before `render` runs.
+    /// Adds a prompt rendered by `render(arguments, ctx)`, replacing any prompt of the same
+    /// name where it stood. Required arguments are checked before `render` runs.
     pub fn prompt<F, Fut>(&mut self, definition: PromptDefinition, render: F) -> &mut Self
     where
         F: Fn(Map<String, Value>, RequestContext) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<GetPromptResult, PromptError>> + Send + 'static,
     {
         let renderer: Renderer = Arc::new(move |args, ctx| Box::pin(render(args, ctx)));
-        self.prompts.push((definition, renderer));
+        self.0
+            .insert(definition.name.clone(), (definition, renderer));
         self
     }
 
@@ -66,40 +61,33 @@ impl PromptRegistry {
         name: &str,
         scopes: impl IntoIterator<Item = S>,
     ) -> &mut Self {
-        self.scopes.require(name, scopes);
+        self.0.require_scopes(name, scopes);
         self
     }
 
     /// The scopes prompt `name` needs.
     pub fn scopes(&self, name: &str) -> Arc<[String]> {
-        self.scopes.of(name)
+        self.0.scopes(name)
     }
 
     /// The prompts `principal` may get (all of them without `[auth]`).
     pub fn list_for(&self, principal: Option<&Principal>) -> Vec<PromptDefinition> {
-        self.prompts
-            .iter()
-            .filter(|(d, _)| self.scopes.allows(&d.name, principal))
-            .map(|(d, _)| d.clone())
-            .collect()
+        self.0.list_for(principal).map(|(d, _)| d.clone()).collect()
     }
 
     /// Removes prompt `name`; false if there was none.
     pub fn remove(&mut self, name: &str) -> bool {
-        self.scopes.remove(name);
-        let before = self.prompts.len();
-        self.prompts.retain(|(d, _)| d.name != name);
-        self.prompts.len() != before
+        self.0.remove(name)
     }
 
     /// True when nothing is registered.
     pub fn is_empty(&self) -> bool {
-        self.prompts.is_empty()
+        self.0.is_empty()
     }
 
     /// True when prompt `name` is registered.
     pub fn contains(&self, name: &str) -> bool {
-        self.prompts.iter().any(|(d, _)| d.name == name)
+        self.0.contains(name)
     }
 
     /// Renders prompt `name`.
@@ -110,9 +98,8 @@ impl PromptRegistry {
         ctx: RequestContext,
     ) -> Result<GetPromptResult, PromptError> {
         let (definition, render) = self
-            .prompts
-            .iter()
-            .find(|(d, _)| d.name == name)
+            .0
+            .get(name)
             .ok_or_else(|| PromptError::InvalidParams(format!("Unknown prompt: {name}")))?;
         if let Some(missing) = definition
             .arguments

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 
-use super::scopes::ScopeMap;
+use super::registry::Registry;
 use super::{BoxFuture, RequestContext};
 use crate::auth::Principal;
 use crate::protocol::methods::{ResourceContents, ResourceDefinition, ResourceTemplateDefinition};
@@ -33,10 +33,10 @@ type Reader = Arc<
 /// The resources and templates a server offers, listed in registration order.
 #[derive(Clone, Default)]
 pub struct ResourceRegistry {
-    fixed: Vec<(ResourceDefinition, Reader)>,
-    templates: Vec<(ResourceTemplateDefinition, UriTemplate, Reader)>,
-    /// The scopes each resource (by URI) or template (by its template) needs (`[auth]`).
-    scopes: ScopeMap,
+    /// Fixed resources by URI.
+    fixed: Registry<(ResourceDefinition, Reader)>,
+    /// Templates by their template; a URI is read through the first that matches.
+    templates: Registry<(ResourceTemplateDefinition, UriTemplate, Reader)>,
 }
 
 impl std::fmt::Debug for ResourceRegistry {
@@ -49,19 +49,21 @@ impl std::fmt::Debug for ResourceRegistry {
 }
 
 impl ResourceRegistry {
-    /// Adds a resource with a fixed URI, read by `read(uri, ctx)`.
+    /// Adds a resource with a fixed URI, read by `read(uri, ctx)`; it replaces any
+    /// resource of the same URI where it stood.
     pub fn resource<F, Fut>(&mut self, definition: ResourceDefinition, read: F) -> &mut Self
     where
         F: Fn(String, RequestContext) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<Vec<ResourceContents>, ResourceError>> + Send + 'static,
     {
         let reader: Reader = Arc::new(move |uri, _, ctx| Box::pin(read(uri, ctx)));
-        self.fixed.push((definition, reader));
+        self.fixed
+            .insert(definition.uri.clone(), (definition, reader));
         self
     }
 
     /// Adds a URI template (`{name}` variables, each matching one path segment), read by
-    /// `read(uri, variables, ctx)`.
+    /// `read(uri, variables, ctx)`; it replaces any template written the same.
     pub fn template<F, Fut>(&mut self, definition: ResourceTemplateDefinition, read: F) -> &mut Self
     where
         F: Fn(String, HashMap<String, String>, RequestContext) -> Fut + Send + Sync + 'static,
@@ -69,27 +71,22 @@ impl ResourceRegistry {
     {
         let template = UriTemplate::parse(&definition.uri_template);
         let reader: Reader = Arc::new(move |uri, vars, ctx| Box::pin(read(uri, vars, ctx)));
-        self.templates.push((definition, template, reader));
+        let key = definition.uri_template.clone();
+        self.templates.insert(key, (definition, template, reader));
         self
     }
 
     /// Removes the resource with URI `uri`, or the template whose template is `uri`;
     /// false if there was none.
     pub fn remove(&mut self, uri: &str) -> bool {
-        self.scopes.remove(uri);
-        let before = self.fixed.len() + self.templates.len();
-        self.fixed.retain(|(d, _)| d.uri != uri);
-        self.templates.retain(|(d, _, _)| d.uri_template != uri);
-        self.fixed.len() + self.templates.len() != before
+        // Both, as `require_scopes` declared for both.
+        let fixed = self.fixed.remove(uri);
+        self.templates.remove(uri) || fixed
     }
 
     /// True when `uri` is one of the fixed resources or matches a template.
     pub fn contains(&self, uri: &str) -> bool {
-        self.fixed.iter().any(|(d, _)| d.uri == uri)
-            || self
-                .templates
-                .iter()
-                .any(|(_, t, _)| t.matches(uri).is_some())
+        self.fixed.contains(uri) || self.template_for(uri).is_some()
     }
 
     /// True when nothing is registered.
@@ -105,30 +102,29 @@ impl ResourceRegistry {
         uri: &str,
         scopes: impl IntoIterator<Item = S>,
     ) -> &mut Self {
-        self.scopes.require(uri, scopes);
+        // Either may be registered later, so both hear it.
+        let scopes: Vec<String> = scopes.into_iter().map(Into::into).collect();
+        self.fixed.require_scopes(uri, scopes.iter().cloned());
+        self.templates.require_scopes(uri, scopes);
         self
     }
 
     /// The scopes reading `uri` needs: its own, or those of the first template it matches
     /// when it is no fixed resource.
     pub fn scopes(&self, uri: &str) -> Arc<[String]> {
-        if self.fixed.iter().any(|(d, _)| d.uri == uri) {
-            return self.scopes.of(uri);
+        if self.fixed.contains(uri) {
+            return self.fixed.scopes(uri);
         }
-        self.templates
-            .iter()
-            .find(|(_, t, _)| t.matches(uri).is_some())
-            .map_or_else(
-                || Arc::new([]) as Arc<[String]>,
-                |(d, _, _)| self.scopes.of(&d.uri_template),
-            )
+        self.template_for(uri).map_or_else(
+            || Arc::new([]) as Arc<[String]>,
+            |(name, _, _)| self.templates.scopes(name),
+        )
     }
 
     /// The fixed resources `principal` may read (all of them without `[auth]`).
     pub fn list_for(&self, principal: Option<&Principal>) -> Vec<ResourceDefinition> {
         self.fixed
-            .iter()
-            .filter(|(d, _)| self.scopes.allows(&d.uri, principal))
+            .list_for(principal)
             .map(|(d, _)| d.clone())
             .collect()
     }
@@ -139,8 +135,7 @@ impl ResourceRegistry {
         principal: Option<&Principal>,
     ) -> Vec<ResourceTemplateDefinition> {
         self.templates
-            .iter()
-            .filter(|(d, _, _)| self.scopes.allows(&d.uri_template, principal))
+            .list_for(principal)
             .map(|(d, _, _)| d.clone())
             .collect()
     }
@@ -151,15 +146,22 @@ impl ResourceRegistry {
         uri: &str,
         ctx: RequestContext,
     ) -> Result<Vec<ResourceContents>, ResourceError> {
-        if let Some((_, reader)) = self.fixed.iter().find(|(d, _)| d.uri == uri) {
+        if let Some((_, reader)) = self.fixed.get(uri) {
             return reader(uri.to_owned(), HashMap::new(), ctx).await;
         }
-        for (_, template, reader) in &self.templates {
-            if let Some(vars) = template.matches(uri) {
-                return reader(uri.to_owned(), vars, ctx).await;
-            }
+        match self.template_for(uri) {
+            Some((_, reader, vars)) => reader(uri.to_owned(), vars, ctx).await,
+            None => Err(ResourceError::NotFound(uri.to_owned())),
         }
-        Err(ResourceError::NotFound(uri.to_owned()))
+    }
+
+    /// The first template `uri` matches: its key, its reader and the variables' values.
+    fn template_for(&self, uri: &str) -> Option<(&str, &Reader, HashMap<String, String>)> {
+        self.templates
+            .iter()
+            .find_map(|(name, (_, template, reader))| {
+                template.matches(uri).map(|vars| (name, reader, vars))
+            })
     }
 }
 

@@ -1,12 +1,11 @@
-//! Tools: the [`Tool`] trait and the registry `tools/list` and `tools/call` use.
+//! Tools: what [`super::typed::tool`] makes, and the registry `tools/list` and
+//! `tools/call` use.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use super::scopes::ScopeMap;
-pub use super::typed::{structured_tool, tool, typed_tool};
+use super::registry::Registry;
 use super::{BoxFuture, ClientRequestError, RequestContext};
 use crate::auth::Principal;
 use crate::protocol::meta::{HeaderParam, header_params};
@@ -59,32 +58,122 @@ impl<E: std::error::Error + Send + Sync + 'static> From<E> for ToolError {
     }
 }
 
-/// A callable tool.
-pub trait Tool: Send + Sync + 'static {
-    /// Name, description and input schema.
-    fn definition(&self) -> ToolDefinition;
+/// What runs a tool: its arguments and context in, its result out.
+pub(super) type Handler = Box<
+    dyn Fn(
+            Map<String, Value>,
+            RequestContext,
+        ) -> BoxFuture<'static, Result<CallToolResult, ToolError>>
+        + Send
+        + Sync,
+>;
+
+/// A tool: its definition and its handler. Made by [`super::typed::tool`] and adjusted
+/// by the methods below before it is registered.
+pub struct Tool {
+    definition: ToolDefinition,
+    handler: Handler,
+    /// The scopes a caller needs (`[auth]`), applied when the tool is registered.
+    scopes: Vec<String>,
+}
+
+impl std::fmt::Debug for Tool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tool")
+            .field("name", &self.definition.name)
+            .finish()
+    }
+}
+
+impl Tool {
+    /// A tool of `definition` run by `handler`.
+    pub(super) fn new(definition: ToolDefinition, handler: Handler) -> Self {
+        Self {
+            definition,
+            handler,
+            scopes: Vec::new(),
+        }
+    }
+
+    /// Its name, description, schemas and task options.
+    pub fn definition(&self) -> &ToolDefinition {
+        &self.definition
+    }
 
     /// Runs the tool.
-    fn call(
+    pub fn call(
         &self,
         arguments: Map<String, Value>,
         ctx: RequestContext,
-    ) -> BoxFuture<'_, Result<CallToolResult, ToolError>>;
+    ) -> BoxFuture<'static, Result<CallToolResult, ToolError>> {
+        (self.handler)(arguments, ctx)
+    }
+
+    /// What the model reads about the tool (default: the argument type's doc comment, or
+    /// else the tool's name).
+    pub fn description(mut self, description: impl Into<String>) -> Self {
+        self.definition.description = description.into();
+        self
+    }
+
+    /// Replaces the JSON Schema of the arguments, which is otherwise generated from the
+    /// argument type. For a tool that takes its arguments as a raw
+    /// `serde_json::Map<String, Value>` and says what it accepts by hand.
+    pub fn input_schema(mut self, schema: Value) -> Self {
+        self.definition.input_schema = schema;
+        self
+    }
+
+    /// Declares the JSON Schema of the tool's `structuredContent`; a tool that returns
+    /// [`super::typed::Json`] has it already.
+    pub fn output_schema(mut self, schema: Value) -> Self {
+        self.definition.output_schema = Some(schema);
+        self
+    }
+
+    /// Lets the tool run as a task (tasks extension) for requests that declare it:
+    /// [`TaskSupport::Optional`] or [`TaskSupport::Required`].
+    pub fn task_support(mut self, support: TaskSupport) -> Self {
+        self.definition.tasks.support = support;
+        self
+    }
+
+    /// The handler becomes a task itself, with [`RequestContext::start_task`], instead of
+    /// at its start: it may first ask the client what it needs, in the request.
+    pub fn starting_task_itself(mut self) -> Self {
+        self.definition.tasks.started_by_handler = true;
+        self
+    }
+
+    /// Declares the tool safe to run again from its start (idempotent): if the replica
+    /// running its task dies, another replica runs it again once and the task completes,
+    /// where it would otherwise fail.
+    pub fn rerunnable(mut self) -> Self {
+        self.definition.tasks.rerunnable = true;
+        self
+    }
+
+    /// Declares that calling the tool needs every scope in `scopes` (`[auth]`): a caller
+    /// without them does not see it in `tools/list` and gets 403 when it calls it. The
+    /// same as [`ToolRegistry::require_scopes`] once it is registered.
+    pub fn scopes<S: Into<String>>(mut self, scopes: impl IntoIterator<Item = S>) -> Self {
+        self.scopes = scopes.into_iter().map(Into::into).collect();
+        self
+    }
+}
+
+/// A registered tool and what its calls need checked.
+#[derive(Clone)]
+struct Registered {
+    tool: Arc<Tool>,
+    routing: ToolRouting,
 }
 
 /// The tools a server offers, listed in registration order.
 #[derive(Clone, Default)]
-pub struct ToolRegistry {
-    order: Vec<String>,
-    tools: HashMap<String, Arc<dyn Tool>>,
-    /// What each request to a tool needs before it runs, worked out once.
-    routing: HashMap<String, ToolRouting>,
-    /// The scopes each tool needs (`[auth]`).
-    scopes: ScopeMap,
-}
+pub struct ToolRegistry(Registry<Registered>);
 
-/// What the runtime checks of a tool on every call, worked out when it is registered (a
-/// tool's definition is built anew each time it is asked for).
+/// What the runtime checks of a tool on every call, worked out when it is registered.
 #[derive(Debug, Clone, Default)]
 pub struct ToolRouting {
     /// The tool's name, shared by the spans and metric series that name it.
@@ -99,25 +188,27 @@ pub struct ToolRouting {
 
 impl std::fmt::Debug for ToolRegistry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_list().entries(&self.order).finish()
+        self.0.fmt(f)
     }
 }
 
 impl ToolRegistry {
-    /// Adds `tool`, replacing any tool of the same name.
-    pub fn register(&mut self, tool: impl Tool) -> &mut Self {
-        let definition = tool.definition();
-        let name = definition.name;
+    /// Adds `tool`, replacing any tool of the same name where it stood. Scopes the tool
+    /// declares ([`Tool::scopes`]) replace those declared for its name before.
+    pub fn register(&mut self, mut tool: Tool) -> &mut Self {
+        let name = tool.definition.name.clone();
         let routing = ToolRouting {
             name: name.as_str().into(),
             span_name: format!("tools/call {name}").into(),
-            header_params: header_params(&definition.input_schema).into(),
-            tasks: definition.tasks,
+            header_params: header_params(&tool.definition.input_schema).into(),
+            tasks: tool.definition.tasks,
         };
-        self.routing.insert(name.clone(), routing);
-        if self.tools.insert(name.clone(), Arc::new(tool)).is_none() {
-            self.order.push(name);
+        let scopes = std::mem::take(&mut tool.scopes);
+        if !scopes.is_empty() {
+            self.0.require_scopes(&name, scopes);
         }
+        let tool = Arc::new(tool);
+        self.0.insert(name, Registered { tool, routing });
         self
     }
 
@@ -125,11 +216,11 @@ impl ToolRegistry {
     /// caller without them does not see it in `tools/list` and gets 403 when it calls it.
     ///
     /// ```
-    /// use otpmcp::handler::builtin::Echo;
+    /// use otpmcp::handler::builtin::echo;
     /// use otpmcp::handler::tools::ToolRegistry;
     ///
     /// let mut tools = ToolRegistry::default();
-    /// tools.register(Echo).require_scopes("echo", ["mcp:echo"]);
+    /// tools.register(echo()).require_scopes("echo", ["mcp:echo"]);
     /// assert_eq!(&*tools.scopes("echo"), ["mcp:echo".to_owned()]);
     /// ```
     pub fn require_scopes<S: Into<String>>(
@@ -137,50 +228,41 @@ impl ToolRegistry {
         name: &str,
         scopes: impl IntoIterator<Item = S>,
     ) -> &mut Self {
-        self.scopes.require(name, scopes);
+        self.0.require_scopes(name, scopes);
         self
     }
 
     /// The scopes calling tool `name` needs.
     pub fn scopes(&self, name: &str) -> Arc<[String]> {
-        self.scopes.of(name)
+        self.0.scopes(name)
     }
 
     /// The definitions of the tools `principal` may call (all of them without `[auth]`).
     pub fn list_for(&self, principal: Option<&Principal>) -> Vec<ToolDefinition> {
-        self.order
-            .iter()
-            .filter(|n| self.scopes.allows(n, principal))
-            .filter_map(|n| self.tools.get(n))
-            .map(|t| t.definition())
+        self.0
+            .list_for(principal)
+            .map(|r| r.tool.definition.clone())
             .collect()
     }
 
     /// Removes tool `name`; false if there was none.
     pub fn remove(&mut self, name: &str) -> bool {
-        self.order.retain(|n| n != name);
-        self.routing.remove(name);
-        self.scopes.remove(name);
-        self.tools.remove(name).is_some()
+        self.0.remove(name)
     }
 
     /// What a call to tool `name` needs checked, if there is such a tool.
     pub fn routing(&self, name: &str) -> Option<&ToolRouting> {
-        self.routing.get(name)
+        self.0.get(name).map(|r| &r.routing)
     }
 
     /// Definitions of all tools.
     pub fn list(&self) -> Vec<ToolDefinition> {
-        self.order
-            .iter()
-            .filter_map(|n| self.tools.get(n))
-            .map(|t| t.definition())
-            .collect()
+        self.list_for(None)
     }
 
     /// The tool called `name`.
-    pub fn get(&self, name: &str) -> Option<Arc<dyn Tool>> {
-        self.tools.get(name).cloned()
+    pub fn get(&self, name: &str) -> Option<Arc<Tool>> {
+        self.0.get(name).map(|r| r.tool.clone())
     }
 }
 
@@ -212,108 +294,5 @@ pub fn optional_u64(
                 "`{key}` must be an integer from 0 to {max}"
             ))),
         },
-    }
-}
-
-type ToolFn = Box<
-    dyn Fn(
-            Map<String, Value>,
-            RequestContext,
-        ) -> BoxFuture<'static, Result<CallToolResult, ToolError>>
-        + Send
-        + Sync,
->;
-
-/// A tool made of a definition and an async function; see [`tool_fn`], [`typed_tool`] and
-/// [`structured_tool`].
-pub struct FnTool {
-    definition: ToolDefinition,
-    f: ToolFn,
-}
-
-impl std::fmt::Debug for FnTool {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("FnTool")
-            .field("name", &self.definition.name)
-            .finish()
-    }
-}
-
-impl FnTool {
-    /// Declares the JSON Schema of the tool's `structuredContent`.
-    pub fn with_output_schema(mut self, schema: Value) -> Self {
-        self.definition.output_schema = Some(schema);
-        self
-    }
-
-    /// Lets the tool run as a task (tasks extension) for requests that declare it:
-    /// [`TaskSupport::Optional`] or [`TaskSupport::Required`].
-    pub fn with_task_support(mut self, support: TaskSupport) -> Self {
-        self.definition.tasks.support = support;
-        self
-    }
-
-    /// The handler becomes a task itself, with [`RequestContext::start_task`], instead of
-    /// at its start: it may first ask the client what it needs, in the request.
-    pub fn starting_task_itself(mut self) -> Self {
-        self.definition.tasks.started_by_handler = true;
-        self
-    }
-
-    /// Declares the tool safe to run again from its start (idempotent): if the replica
-    /// running its task dies, another replica runs it again once and the task completes,
-    /// where it would otherwise fail.
-    pub fn rerunnable(mut self) -> Self {
-        self.definition.tasks.rerunnable = true;
-        self
-    }
-}
-
-/// A tool from a name, a description, a JSON Schema for its arguments and an async
-/// function.
-///
-/// ```
-/// use otpmcp::handler::{ToolRegistry, tools::tool_fn, tools::required_str};
-/// use otpmcp::protocol::methods::CallToolResult;
-/// use serde_json::json;
-///
-/// let mut tools = ToolRegistry::default();
-/// tools.register(tool_fn(
-///     "shout",
-///     "Upper-cases its text.",
-///     json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}),
-///     |args, _ctx| async move {
-///         Ok(CallToolResult::text(required_str(&args, "text")?.to_uppercase()))
-///     },
-/// ));
-/// ```
-pub fn tool_fn<F, Fut>(name: &str, description: &str, input_schema: Value, f: F) -> FnTool
-where
-    F: Fn(Map<String, Value>, RequestContext) -> Fut + Send + Sync + 'static,
-    Fut: std::future::Future<Output = Result<CallToolResult, ToolError>> + Send + 'static,
-{
-    FnTool {
-        definition: ToolDefinition {
-            name: name.into(),
-            description: description.into(),
-            input_schema,
-            output_schema: None,
-            tasks: Default::default(),
-        },
-        f: Box::new(move |args, ctx| Box::pin(f(args, ctx))),
-    }
-}
-
-impl Tool for FnTool {
-    fn definition(&self) -> ToolDefinition {
-        self.definition.clone()
-    }
-
-    fn call(
-        &self,
-        arguments: Map<String, Value>,
-        ctx: RequestContext,
-    ) -> BoxFuture<'_, Result<CallToolResult, ToolError>> {
-        (self.f)(arguments, ctx)
     }
 }

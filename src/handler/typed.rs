@@ -1,56 +1,92 @@
-//! Tools whose arguments (and results) are Rust types: the input schema is generated from
-//! the argument type, arguments are deserialized before the tool runs, and any error
-//! converts with `?`. [`tool`] is the shortest form: a plain async fn and a name, its
-//! description taken from the argument type's doc comment.
+//! [`tool`]: the one way to write a tool. Its arguments are a Rust type (the input schema
+//! is generated from it, the arguments deserialized into it before the handler runs), its
+//! result anything [`IntoToolResult`], and any error converts with `?`.
 
+use std::any::Any;
 use std::future::Future;
 
-use serde_json::Value;
+use serde_json::{Map, Value, json};
 
 use super::RequestContext;
-use super::tools::{FnTool, ToolError, tool_fn};
-use crate::protocol::methods::{CallToolResult, Content};
+use super::tools::{Tool, ToolError};
+use crate::protocol::methods::{CallToolResult, Content, ToolDefinition};
 
-/// What a tool may return: a whole result, or its content.
+/// What a tool may return: a whole result, its content, or structured output ([`Json`]).
 pub trait IntoToolResult {
+    /// The JSON Schema of the `structuredContent` this type gives, if it gives one.
+    fn output_schema() -> Option<Value> {
+        None
+    }
+
     /// The result.
-    fn into_tool_result(self) -> CallToolResult;
+    fn into_tool_result(self) -> Result<CallToolResult, ToolError>;
 }
 
 impl IntoToolResult for CallToolResult {
-    fn into_tool_result(self) -> CallToolResult {
-        self
+    fn into_tool_result(self) -> Result<CallToolResult, ToolError> {
+        Ok(self)
     }
 }
 
 impl IntoToolResult for String {
-    fn into_tool_result(self) -> CallToolResult {
-        CallToolResult::text(self)
+    fn into_tool_result(self) -> Result<CallToolResult, ToolError> {
+        Ok(CallToolResult::text(self))
     }
 }
 
 impl IntoToolResult for &'static str {
-    fn into_tool_result(self) -> CallToolResult {
-        CallToolResult::text(self)
+    fn into_tool_result(self) -> Result<CallToolResult, ToolError> {
+        Ok(CallToolResult::text(self))
     }
 }
 
 impl IntoToolResult for Content {
-    fn into_tool_result(self) -> CallToolResult {
-        CallToolResult::content(vec![self])
+    fn into_tool_result(self) -> Result<CallToolResult, ToolError> {
+        Ok(CallToolResult::content(vec![self]))
     }
 }
 
 impl IntoToolResult for Vec<Content> {
-    fn into_tool_result(self) -> CallToolResult {
-        CallToolResult::content(self)
+    fn into_tool_result(self) -> Result<CallToolResult, ToolError> {
+        Ok(CallToolResult::content(self))
     }
 }
 
-/// A tool from a name and an async fn of a typed argument: the input schema is generated
-/// from `A` (JSON Schema 2020-12), and its doc comment is the tool's description. Any
-/// error converts with `?` (see [`ToolError`]); the result is a [`CallToolResult`], a
-/// `String` or content.
+/// Structured output: a tool returning `Json<T>` declares `T`'s JSON Schema as its output
+/// schema, and each result is sent as `structuredContent` plus, for clients that predate
+/// structured results, the same JSON as text.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Json<T>(pub T);
+
+impl<T: serde::Serialize + schemars::JsonSchema> IntoToolResult for Json<T> {
+    fn output_schema() -> Option<Value> {
+        Some(schemars::schema_for!(T).to_value())
+    }
+
+    fn into_tool_result(self) -> Result<CallToolResult, ToolError> {
+        let value = serde_json::to_value(self.0).map_err(|e| ToolError::Failed(e.to_string()))?;
+        let mut result = CallToolResult::text(value.to_string());
+        result.structured_content = Some(value);
+        Ok(result)
+    }
+}
+
+/// A tool called `name`, run by `handler(arguments, ctx)`.
+///
+/// - **Arguments**: any type that is `Deserialize` and `JsonSchema`. Its schema (JSON
+///   Schema 2020-12) is the tool's input schema, and its doc comment the tool's
+///   description unless [`Tool::description`] says otherwise. Arguments that do not fit
+///   get a result with `isError` and serde's explanation. A tool without arguments takes
+///   `()` (its input schema is an empty object's, and it ignores what it is given); a
+///   tool that reads them raw takes `serde_json::Map<String, Value>` and gives its schema
+///   with [`Tool::input_schema`].
+/// - **Result**: a [`CallToolResult`], a `String`, [`Content`], or [`Json`] for
+///   structured output; errors are [`ToolError`], into which any error converts with `?`.
+/// - **Context**: the [`RequestContext`], through which the handler reports progress,
+///   logs and asks the client things.
+///
+/// The builder methods of [`Tool`] add what else it declares: task support, scopes, an
+/// output schema.
 ///
 /// ```
 /// use otpmcp::prelude::*;
@@ -70,89 +106,91 @@ impl IntoToolResult for Vec<Content> {
 /// }
 ///
 /// let mut tools = ToolRegistry::default();
-/// tools.register(tool("add", add));
+/// tools
+///     .register(tool("add", add))
+///     .register(tool("ping", |(), _ctx| async { Ok("pong") }).description("Answers pong."));
 /// assert_eq!(tools.list()[0].description, "Adds two integers.");
 /// ```
-pub fn tool<A, R, E, F, Fut>(name: &str, f: F) -> FnTool
+pub fn tool<A, R, F, Fut>(name: &str, handler: F) -> Tool
 where
     A: serde::de::DeserializeOwned + schemars::JsonSchema + Send + 'static,
     R: IntoToolResult,
-    E: Into<ToolError>,
     F: Fn(A, RequestContext) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<R, E>> + Send + 'static,
+    Fut: Future<Output = Result<R, ToolError>> + Send + 'static,
 {
     let schema = schemars::schema_for!(A).to_value();
+    // `()` (or a unit struct) is made from null: a tool without arguments.
+    let takes_nothing = schema.get("type").and_then(Value::as_str) == Some("null");
     let description = schema
         .get("description")
         .and_then(Value::as_str)
         .unwrap_or(name)
         .to_owned();
-    typed_tool(name, &description, move |args: A, ctx| {
-        let call = f(args, ctx);
-        async move {
-            call.await
-                .map(IntoToolResult::into_tool_result)
-                .map_err(Into::into)
-        }
-    })
+    let input_schema = match takes_nothing {
+        true => json!({"type": "object", "properties": {}}),
+        false => schema,
+    };
+    let definition = ToolDefinition {
+        name: name.into(),
+        description,
+        input_schema,
+        output_schema: R::output_schema(),
+        tasks: Default::default(),
+    };
+    Tool::new(
+        definition,
+        Box::new(move |arguments, ctx| {
+            let call = decode::<A>(arguments, takes_nothing).map(|args| handler(args, ctx));
+            Box::pin(async move { call?.await?.into_tool_result() })
+        }),
+    )
 }
 
-/// A tool whose arguments are a Rust type: the input schema (JSON Schema 2020-12) is
-/// generated from `A`, and the arguments are deserialized into it; arguments that do not
-/// fit get a result with `isError` and serde's explanation.
-///
-/// ```
-/// use otpmcp::handler::{ToolRegistry, typed::typed_tool};
-/// use otpmcp::protocol::methods::CallToolResult;
-///
-/// #[derive(serde::Deserialize, schemars::JsonSchema)]
-/// struct Add {
-///     /// First addend.
-///     a: i64,
-///     /// Second addend.
-///     b: i64,
-/// }
-///
-/// let mut tools = ToolRegistry::default();
-/// tools.register(typed_tool("add", "Adds two integers.", |args: Add, _ctx| async move {
-///     Ok(CallToolResult::text((args.a + args.b).to_string()))
-/// }));
-/// ```
-pub fn typed_tool<A, F, Fut>(name: &str, description: &str, f: F) -> FnTool
-where
-    A: serde::de::DeserializeOwned + schemars::JsonSchema + Send + 'static,
-    F: Fn(A, RequestContext) -> Fut + Send + Sync + 'static,
-    Fut: std::future::Future<Output = Result<CallToolResult, ToolError>> + Send + 'static,
-{
-    let schema = schemars::schema_for!(A).to_value();
-    tool_fn(name, description, schema, move |args, ctx| {
-        let call = serde_json::from_value::<A>(Value::Object(args))
-            .map(|a| f(a, ctx))
-            .map_err(|e| ToolError::InvalidArguments(e.to_string()));
-        async move { call?.await }
-    })
+/// The arguments as `A`: taken as they are when `A` is the raw map, null when the tool
+/// takes nothing, deserialized otherwise.
+fn decode<A: serde::de::DeserializeOwned + 'static>(
+    arguments: Map<String, Value>,
+    takes_nothing: bool,
+) -> Result<A, ToolError> {
+    let mut raw = Some(arguments);
+    if let Some(same) = (&mut raw as &mut dyn Any).downcast_mut::<Option<A>>()
+        && let Some(arguments) = same.take()
+    {
+        return Ok(arguments);
+    }
+    let value = match (takes_nothing, raw) {
+        (false, Some(arguments)) => Value::Object(arguments),
+        _ => Value::Null,
+    };
+    serde_json::from_value(value).map_err(|e| ToolError::InvalidArguments(e.to_string()))
 }
 
-/// A tool with typed arguments and a typed result: the output schema is generated from
-/// `O`, and each result is sent as `structuredContent` plus, for clients that predate
-/// structured results, the same JSON as text.
-pub fn structured_tool<A, O, F, Fut>(name: &str, description: &str, f: F) -> FnTool
-where
-    A: serde::de::DeserializeOwned + schemars::JsonSchema + Send + 'static,
-    O: serde::Serialize + schemars::JsonSchema + 'static,
-    F: Fn(A, RequestContext) -> Fut + Send + Sync + 'static,
-    Fut: std::future::Future<Output = Result<O, ToolError>> + Send + 'static,
-{
-    let output_schema = schemars::schema_for!(O).to_value();
-    typed_tool(name, description, move |args: A, ctx| {
-        let output = f(args, ctx);
-        async move {
-            let value = serde_json::to_value(output.await?)
-                .map_err(|e| ToolError::Failed(e.to_string()))?;
-            let mut result = CallToolResult::text(value.to_string());
-            result.structured_content = Some(value);
-            Ok(result)
-        }
-    })
-    .with_output_schema(output_schema)
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn raw_maps_pass_through_and_unit_ignores_its_arguments() {
+        let mut arguments = Map::new();
+        arguments.insert("k".into(), json!(1));
+        let raw = decode::<Map<String, Value>>(arguments.clone(), false);
+        assert_eq!(raw, Ok(arguments.clone()));
+        assert_eq!(decode::<()>(arguments.clone(), true), Ok(()));
+        let wrong = decode::<String>(arguments, false);
+        assert!(matches!(wrong, Err(ToolError::InvalidArguments(_))));
+    }
+
+    #[test]
+    fn a_tool_of_unit_takes_an_empty_object() {
+        let ping = tool("ping", |(), _| async { Ok("pong") });
+        let definition = ping.definition();
+        assert_eq!(
+            definition.input_schema,
+            json!({"type": "object", "properties": {}})
+        );
+        assert_eq!(
+            (definition.description.as_str(), &definition.output_schema),
+            ("ping", &None)
+        );
+    }
 }

@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use std::sync::Arc;
 
-use crate::handler::builtin::{Echo, StreamEvents};
+use crate::handler::builtin::{echo, stream_events};
 use crate::handler::{
     BoxFuture, PromptError, PromptRegistry, RequestContext, ResourceError, ResourceRegistry,
     ToolError, ToolRegistry,
@@ -104,7 +104,7 @@ impl Default for McpServer {
     /// The default server: `echo` and `stream_events`.
     fn default() -> Self {
         let mut tools = ToolRegistry::default();
-        tools.register(Echo).register(StreamEvents);
+        tools.register(echo()).register(stream_events());
         Self::new(tools)
     }
 }

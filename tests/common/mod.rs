@@ -709,14 +709,10 @@ impl Drop for Balancer {
 
 /// A tool `ask` that asks the client for a sampling result and returns its text (or
 /// fails with the client's refusal).
-pub fn ask_tool() -> impl otpmcp::handler::Tool {
+pub fn ask_tool() -> otpmcp::handler::Tool {
     use otpmcp::handler::{ClientRequestError, ToolError};
     use otpmcp::protocol::methods::CallToolResult;
-    otpmcp::handler::tools::tool_fn(
-        "ask",
-        "Asks the client's model a question.",
-        json!({"type": "object"}),
-        |_, ctx| async move {
+    otpmcp::handler::tool("ask", |(), ctx| async move {
             let params = json!({"messages": [{"role": "user", "content": {"type": "text", "text": "2+2?"}}],
                                 "maxTokens": 10});
             match ctx.request("sampling/createMessage", Some(params)).await {
@@ -728,6 +724,5 @@ pub fn ask_tool() -> impl otpmcp::handler::Tool {
                 }
                 Err(e) => Err(ToolError::Failed(e.to_string())),
             }
-        },
-    )
+        }).description("Asks the client's model a question.")
 }

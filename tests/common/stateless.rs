@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 
-use otpmcp::handler::tools::{FnTool, tool_fn};
+use otpmcp::handler::{Tool, tool};
 use otpmcp::protocol::client::Elicitation;
 use otpmcp::protocol::methods::{CallToolResult, TaskSupport};
 use serde_json::{Value, json};
@@ -20,32 +20,24 @@ impl Drop for Dropped {
     }
 }
 
-fn no_args() -> Value {
-    json!({"type": "object", "properties": {}})
-}
-
 /// `confirm`: asks for a yes (may run as a task), answers `ok=<the answer's ok>`.
-pub fn confirm_tool() -> FnTool {
-    tool_fn(
-        "confirm",
-        "Asks for a yes.",
-        no_args(),
-        |_, ctx| async move {
-            let form = json!({"type": "object", "properties": {"ok": {"type": "boolean"}}});
-            let answer = ctx.elicit(Elicitation::form("Sure?", form)).await?;
-            let ok = answer.content.and_then(|c| c.get("ok").cloned());
-            Ok(CallToolResult::text(format!(
-                "ok={}",
-                ok.unwrap_or(Value::Null)
-            )))
-        },
-    )
-    .with_task_support(TaskSupport::Optional)
+pub fn confirm_tool() -> Tool {
+    tool("confirm", |(), ctx| async move {
+        let form = json!({"type": "object", "properties": {"ok": {"type": "boolean"}}});
+        let answer = ctx.elicit(Elicitation::form("Sure?", form)).await?;
+        let ok = answer.content.and_then(|c| c.get("ok").cloned());
+        Ok(CallToolResult::text(format!(
+            "ok={}",
+            ok.unwrap_or(Value::Null)
+        )))
+    })
+    .description("Asks for a yes.")
+    .task_support(TaskSupport::Optional)
 }
 
 /// `wait`: works until cancelled (may run as a task); sets `dropped` when stopped.
-pub fn wait_tool(dropped: Arc<AtomicBool>) -> FnTool {
-    tool_fn("wait", "Works until cancelled.", no_args(), move |_, _| {
+pub fn wait_tool(dropped: Arc<AtomicBool>) -> Tool {
+    tool("wait", move |(), _| {
         let guard = Dropped(dropped.clone());
         async move {
             let _guard = guard;
@@ -53,7 +45,8 @@ pub fn wait_tool(dropped: Arc<AtomicBool>) -> FnTool {
             Ok(CallToolResult::text("never"))
         }
     })
-    .with_task_support(TaskSupport::Optional)
+    .description("Works until cancelled.")
+    .task_support(TaskSupport::Optional)
 }
 
 pub const TASKS: &str = "io.modelcontextprotocol/tasks";
