@@ -71,10 +71,10 @@ fn server() -> McpServer {
         )
         .register(
             tool("reset", |(), _| async { Ok(CallToolResult::text("reset")) })
-                .description("Needs admin."),
+                .description("Needs admin.")
+                .scopes(["admin"]),
         )
-        .register(wait_tool(Arc::default()))
-        .require_scopes("reset", ["admin"]);
+        .register(wait_tool(Arc::default()));
     let mut prompts = PromptRegistry::default();
     for name in ["hello", "audit"] {
         let definition = PromptDefinition {
