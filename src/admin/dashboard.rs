@@ -24,8 +24,8 @@ use super::Probes;
 use crate::rt::task::OwnedTask;
 use crate::stream::{SseBody, sse};
 use crate::supervisor::{SupervisorMsg, Tree};
+use crate::telemetry::durations::OPERATIONS;
 use crate::telemetry::metrics;
-use crate::telemetry::operation::OPERATIONS;
 
 /// The page: one file, no build step, no external assets.
 const PAGE: &str = include_str!("dashboard.html");

@@ -30,6 +30,10 @@ use std::str::FromStr;
 
 use super::SessionId;
 
+/// Stream numbers are `replica << STREAM_BITS | n`: a replica numbers the streams it opens
+/// in its own block, so replicas sharing a session never hand out the same number.
+pub const STREAM_BITS: u32 = 40;
+
 /// A stream within a session.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct StreamNo(pub u64);

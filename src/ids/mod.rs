@@ -6,5 +6,5 @@
 pub mod event_id;
 pub mod session_id;
 
-pub use event_id::{EventId, EventIdError, StreamKey, StreamNo};
+pub use event_id::{EventId, EventIdError, STREAM_BITS, StreamKey, StreamNo};
 pub use session_id::{SessionId, SessionIdError};

@@ -6,7 +6,7 @@
 use std::time::Instant;
 
 use super::changes::terminate;
-use super::manager::SessionManagerState;
+use super::manager_state::SessionManagerState;
 use super::replicas::reserve_block;
 use super::state::Party;
 use super::{NewSession, SessionError, SessionId};

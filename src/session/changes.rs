@@ -5,7 +5,7 @@
 
 use std::time::Instant;
 
-use super::manager::{SessionManagerState, forget};
+use super::manager_state::{SessionManagerState, forget};
 use super::replicas::ensure_local;
 use super::{Directory, SessionError, SessionId, SessionNews};
 use crate::protocol::RequestId;

@@ -9,6 +9,7 @@ use tracing::Instrument;
 
 use super::admission::create;
 use super::changes::{cancel_request, set_log_level, subscription, terminate};
+use super::manager_state::{SessionManagerState, forget};
 use super::replicas::{end_locally, ensure_caller};
 use super::{
     ClientOutcome, Directory, NewSession, SessionError, SessionHold, SessionId, SessionInfo,
@@ -145,21 +146,6 @@ pub struct SessionArgs {
     pub sweep_interval: Duration,
     /// Where sessions are shared with other replicas, if anywhere.
     pub directory: Directory,
-}
-
-/// Running state of the session manager.
-#[derive(Debug)]
-pub struct SessionManagerState {
-    pub(super) table: Lent<SessionTable>,
-    pub(super) store: EventStoreHandle,
-    pub(super) session_timeout: Duration,
-    pub(super) max_sessions: usize,
-    max_open_per_session: u32,
-    pub(super) max_sessions_per_client: u32,
-    pub(super) max_sessions_per_principal: u32,
-    pub(super) root_cancel: tokio_util::sync::CancellationToken,
-    sweeper: tokio::task::JoinHandle<()>,
-    pub(super) directory: Directory,
 }
 
 /// The session manager actor.
@@ -437,12 +423,5 @@ async fn sweep(state: &mut SessionManagerState, now: Instant) {
             }
         }
         Err(e) => tracing::warn!(error = %e, "could not renew shared sessions"),
-    }
-}
-
-/// Tells the store to forget an ended session (and close its connections).
-pub(super) async fn forget(store: &EventStoreHandle, id: SessionId) {
-    if let Err(e) = store.forget_session(id).await {
-        tracing::error!(session_id = %id, error = %e, "could not tell the event store to forget a session");
     }
 }

@@ -10,7 +10,7 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use super::hold::{HoldCounter, HoldEntry};
-use super::state::STREAM_BITS;
+use crate::ids::STREAM_BITS;
 use crate::protocol::version::ProtocolVersion;
 use crate::protocol::{ErrorObject, RequestId};
 

@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use super::manager::{SessionManagerState, forget};
+use super::manager_state::{SessionManagerState, forget};
 use super::{SessionError, SessionId, directory};
 use crate::auth::Owner;
 

@@ -16,11 +16,8 @@ use super::SessionId;
 use super::hold::{HoldEntry, SessionHold};
 use super::record::{ClientOutcome, NewSession, SessionRecord};
 use crate::auth::Owner;
-use crate::ids::StreamNo;
+use crate::ids::{STREAM_BITS, StreamNo};
 use crate::protocol::RequestId;
-
-/// Stream numbers are `replica << STREAM_BITS | n`.
-pub const STREAM_BITS: u32 = 40;
 
 /// Most resource subscriptions one session may hold.
 pub const MAX_SUBSCRIPTIONS: usize = 1024;

@@ -6,7 +6,7 @@
 //! atomics indexed by its label, and exists with all its values from the start: `rate()`
 //! has data from the first scrape, and no client input can add a series. The two MCP
 //! histograms are the exception (their labels include tool and prompt names); they live in
-//! [`super::operation`], capped.
+//! [`super::durations`], capped.
 //!
 //! Figures that an actor owns (live sessions, store occupancy, mailbox depth) are not
 //! kept here: they are asked of their owner at scrape time (see `crate::admin`).
@@ -254,10 +254,6 @@ impl Histogram {
         self.sum_nanos.get() as f64 / 1e9
     }
 }
-
-/// `mcp.server.session.duration`, by protocol version.
-pub static SESSION_DURATION: std::sync::LazyLock<super::series::Series<&'static str>> =
-    std::sync::LazyLock::new(super::series::Series::default);
 
 /// Bucket bounds of the MCP duration histograms, as the semantic conventions advise.
 pub const MCP_BOUNDS: &[f64] = &[

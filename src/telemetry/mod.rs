@@ -3,11 +3,13 @@
 //! [`TelemetryGuard`] flushes on drop.
 //!
 //! - [`metrics`]: the counters, gauges and histograms, in process-wide atomics.
+//! - [`durations`]: the two MCP duration histograms and the labels of their series.
 //! - [`operation`]: one MCP operation's SERVER span and duration, per the OpenTelemetry
 //!   MCP semantic conventions.
 //! - [`series`]: histograms by label sets not known in advance, bounded.
 //! - [`prometheus`]: the text exposition served on the admin listener's `/metrics`.
 
+pub mod durations;
 mod fields;
 pub mod metrics;
 pub mod operation;
@@ -77,7 +79,7 @@ impl Drop for TelemetryGuard {
 
 /// `mcp.server.session.duration`: a session of `version` ended after `took`.
 pub fn session_ended(version: &'static str, took: Duration) {
-    metrics::SESSION_DURATION.observe(version, || operation::OTHER, took);
+    durations::SESSION_DURATION.observe(version, || durations::OTHER, took);
     otlp::session(version, took);
 }
 

@@ -12,29 +12,15 @@
 //! whatever clients send.
 
 use std::net::SocketAddr;
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 use std::time::Instant;
 
 use opentelemetry::trace::SpanContext;
 use tracing::field::Empty;
 use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 
-use super::series::Series;
+use super::durations::{OPERATIONS, OTHER, OperationLabels, Target};
 use crate::protocol::{Outgoing, RequestId};
-
-/// The conventions' value for anything outside a bounded set.
-pub const OTHER: &str = "_OTHER";
-
-/// What an operation is about, beyond its method.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum Target {
-    /// Nothing low-cardinality to name.
-    None,
-    /// A registered tool (`tools/call`).
-    Tool(Arc<str>),
-    /// A registered prompt (`prompts/get`).
-    Prompt(Arc<str>),
-}
 
 /// How an operation ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,24 +46,6 @@ pub enum Outcome<'a> {
     /// Dropped unanswered (the client cancelled, or its session or stream ended).
     Cancelled,
 }
-
-/// The labels of one series.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct OperationLabels {
-    /// `mcp.method.name`.
-    pub method: &'static str,
-    /// `gen_ai.tool.name` or `gen_ai.prompt.name`.
-    pub target: Target,
-    /// `mcp.protocol.version`.
-    pub version: &'static str,
-    /// `error.type`, when it failed.
-    pub error: Option<Arc<str>>,
-    /// `rpc.response.status_code`, when it failed with a JSON-RPC error.
-    pub code: Option<i64>,
-}
-
-/// The series of `mcp.server.operation.duration`.
-pub static OPERATIONS: LazyLock<Series<OperationLabels>> = LazyLock::new(Series::default);
 
 /// Where an operation begins.
 #[derive(Debug, Clone)]

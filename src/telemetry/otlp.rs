@@ -19,8 +19,8 @@ use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider};
 
 use super::TelemetryError;
+use super::durations::{OperationLabels, Target};
 use super::metrics::{self, Counters, Gauges, Label, MCP_BOUNDS, REDIS_BOUNDS};
-use super::operation::{OperationLabels, Target};
 
 /// The histograms recorded into the SDK, once export has started.
 static RECORDERS: OnceLock<Recorders> = OnceLock::new();

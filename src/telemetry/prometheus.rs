@@ -6,8 +6,8 @@
 
 use std::fmt::Write as _;
 
-use super::metrics::{self, Counter, Counters, Gauges, Histogram, Label, SESSION_DURATION};
-use super::operation::{OPERATIONS, OperationLabels, Target};
+use super::durations::{OPERATIONS, OperationLabels, SESSION_DURATION, Target};
+use super::metrics::{self, Counter, Counters, Gauges, Histogram, Label};
 
 /// What actors own and tell when asked: read by the admin listener at each scrape.
 #[derive(Debug, Clone, Default)]

@@ -14,6 +14,7 @@ mod outbox;
 pub mod post;
 pub mod rejection;
 mod serve;
+mod session_request;
 pub mod stall;
 pub mod stateless;
 pub mod streamed;

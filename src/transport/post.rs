@@ -20,12 +20,12 @@ use tracing::field::Empty;
 use super::extract::{self, SESSION_ID};
 use super::rejection::Rejection;
 use super::serve::ClientAddr;
+use super::session_request::{Caller, apply_session_effects};
 use super::{AppState, reject, session_rejection};
 use crate::auth::{Owner, Principal};
 use crate::handler::RequestContext;
 use crate::protocol::methods::{Method, notifications};
 use crate::protocol::{self, ErrorObject, Incoming, Notification, Outgoing, Request, RequestId};
-use crate::server::McpServer;
 use crate::session::SessionId;
 use crate::telemetry::operation::{Operation, Outcome};
 
@@ -126,14 +126,6 @@ pub(crate) async fn handle(
     }
     .instrument(span)
     .await
-}
-
-/// Who sent a session-era request: its address (for `server.max_sessions_per_client`)
-/// and its principal (`[auth]`) with what its sessions are bound to.
-pub(super) struct Caller {
-    client: Option<IpAddr>,
-    pub(super) principal: Option<Arc<Principal>>,
-    pub(super) owner: Option<Owner>,
 }
 
 /// The checks every POST passes before its body is read as a JSON-RPC message, the
@@ -298,56 +290,6 @@ async fn serve(
     }
 
     super::streamed::serve(state, session, caller, request, op).await
-}
-
-/// Requests that change session state, which the transport owns (`logging/setLevel`,
-/// `resources/subscribe` and `unsubscribe`): applied once the request is accepted (its
-/// hold taken), before its handler runs, and only when the server will answer it with
-/// success; the server then only answers.
-pub(super) async fn apply_session_effects(
-    state: &AppState,
-    session: SessionId,
-    request: &Request,
-) -> Result<(), Rejection> {
-    let inner = &state.inner;
-    let uri = || {
-        request
-            .params
-            .as_ref()
-            .and_then(|p| p.get("uri"))
-            .and_then(|u| u.as_str())
-    };
-    match Method::parse(&request.method) {
-        Method::SetLevel => {
-            if let Ok(level) = McpServer::set_level_params(request.params.as_ref()) {
-                inner
-                    .sessions
-                    .set_log_level(session, level)
-                    .await
-                    .map_err(session_rejection)?;
-            }
-        }
-        Method::ResourcesSubscribe => {
-            if let Some(uri) = uri().filter(|u| inner.server.accepts_subscription(u)) {
-                inner
-                    .sessions
-                    .set_subscription(session, uri.to_owned(), true)
-                    .await
-                    .map_err(session_rejection)?;
-            }
-        }
-        Method::ResourcesUnsubscribe => {
-            if let Some(uri) = uri() {
-                inner
-                    .sessions
-                    .set_subscription(session, uri.to_owned(), false)
-                    .await
-                    .map_err(session_rejection)?;
-            }
-        }
-        _ => {}
-    }
-    Ok(())
 }
 
 async fn initialize(

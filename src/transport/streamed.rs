@@ -21,8 +21,8 @@ use tracing::Instrument;
 use tracing::field::Empty;
 
 use super::outbox::{StreamOutbox, StreamReady};
-use super::post::apply_session_effects;
 use super::rejection::Rejection;
+use super::session_request::{Caller, apply_session_effects};
 use super::{AppState, InFlight, Opening, session_rejection, sse_response};
 use crate::handler::{BoxFuture, RequestContext};
 use crate::ids::{SessionId, StreamKey};
@@ -41,7 +41,7 @@ type Work = Pin<Box<dyn Future<Output = Option<Outgoing>> + Send>>;
 pub(super) async fn serve(
     state: &AppState,
     session: SessionId,
-    caller: super::post::Caller,
+    caller: Caller,
     request: Request,
     op: &mut Option<Operation>,
 ) -> Result<Response, Rejection> {

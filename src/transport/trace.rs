@@ -23,7 +23,8 @@ use crate::protocol::Incoming;
 use crate::protocol::methods::Method;
 use crate::protocol::version::ProtocolVersion;
 use crate::server::McpServer;
-use crate::telemetry::operation::{Operation, Start, Target};
+use crate::telemetry::durations::Target;
+use crate::telemetry::operation::{Operation, Start};
 
 /// The operation of an incoming request or notification (`None` for a client's response,
 /// which belongs to the server's own request).
