@@ -1,9 +1,19 @@
 //! The module graph of `src/` stays layered: a module names only modules below it, so no
-//! import cycle can come back; and a source file stays small enough to read in one sitting,
-//! or says at its top why it is not.
+//! import cycle can come back; the files of one folder import each other in no circle
+//! either; and a source file stays small enough to read in one sitting.
 //!
 //! Reads the source text (every `crate::<module>` path, in `use` lines and in code) rather
 //! than compiler output, so it runs in milliseconds and fails with the offending line.
+//!
+//! Within a folder, the graph is drawn file by file from the paths a file writes:
+//! `super::…`, `self::…`, `crate::<module>::<file>::…`, and, in a folder's root file
+//! (`mod.rs`, `lib.rs`), the bare `<child>::…`. A path leads into the deepest file it
+//! names; a name that a root file binds with `use` (`pub use manager::SessionManager`)
+//! is followed to where it comes from, so only items *defined* in a root file make an
+//! import of it. A subfolder counts as one node, its files together. The root file is
+//! the folder's top: it declares its children, re-exports them and may call into them,
+//! so its own imports are not edges, and the circles found run among the children (a
+//! circle through what the root file defines is not caught).
 
 use std::path::{Path, PathBuf};
 
@@ -200,4 +210,445 @@ fn the_scanner_reads_paths_and_groups() {
     assert_eq!(layer_of("ids"), Some(0));
     assert!(layer_of("event_store") < layer_of("session"));
     assert!(layer_of("session") < layer_of("cluster"));
+}
+
+/// Pairs of files allowed to import each other for now, each with the work that removes it.
+const CYCLE_EXCEPTIONS: &[(&str, &str, &str)] = &[(
+    "handler/tools",
+    "handler/typed",
+    "the tool constructors are rewritten by issue 24 part 3",
+)];
+
+/// A module's path inside the crate: `["session", "manager"]`; the crate root is empty.
+type ModPath = Vec<String>;
+
+/// An import of one file by another: the line that makes it.
+#[derive(Debug, Clone)]
+struct Witness {
+    line: usize,
+    text: String,
+}
+
+/// The files of `src/` as modules, with what each one's `use` items bring into scope.
+struct Modules {
+    files: std::collections::BTreeMap<ModPath, PathBuf>,
+    /// Per module, each name a `use` item binds (public or not: a child sees both) and
+    /// the absolute path it stands for.
+    aliases: std::collections::BTreeMap<ModPath, std::collections::HashMap<String, Vec<String>>>,
+}
+
+/// The module a file defines: `src/session/mod.rs` → `session`, `src/lib.rs` → the root.
+fn module_path(file: &Path) -> ModPath {
+    let relative = file.strip_prefix(src()).unwrap_or(file).with_extension("");
+    let mut path: ModPath = relative
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    if path.last().is_some_and(|l| l == "mod" || l == "lib") {
+        path.pop();
+    }
+    path
+}
+
+/// A folder's root file declares its children: `mod.rs`, or `lib.rs` for the crate.
+fn is_root_file(file: &Path) -> bool {
+    file.file_name()
+        .is_some_and(|n| n == "mod.rs" || n == "lib.rs")
+}
+
+/// The source as statements worth reading: comments dropped, and a `use` item that rustfmt
+/// spread over several lines joined into one. Each with its first line's number and the
+/// inline modules (`mod tests { .. }`) it sits in, told apart by rustfmt's indentation.
+fn statements(text: &str) -> Vec<(usize, Vec<String>, String)> {
+    let mut out = Vec::new();
+    let mut inline: Vec<(usize, String)> = Vec::new();
+    let mut pending: Option<(usize, String)> = None;
+    for (n, line) in text.lines().enumerate() {
+        let code = line.trim();
+        if let Some((_, joined)) = &mut pending {
+            joined.push(' ');
+            joined.push_str(code);
+            if code.ends_with(';') {
+                let (first, joined) = pending.take().unwrap_or_default();
+                let scope = inline.iter().map(|(_, m)| m.clone()).collect();
+                out.push((first, scope, joined));
+            }
+            continue;
+        }
+        let indent = line.len() - line.trim_start().len();
+        if code == "}" && inline.last().is_some_and(|(i, _)| *i == indent) {
+            inline.pop();
+            continue;
+        }
+        if code.starts_with("//") {
+            continue;
+        }
+        let declaration = code
+            .strip_prefix("pub ")
+            .or_else(|| code.strip_prefix("pub(crate) "))
+            .or_else(|| code.strip_prefix("pub(super) "))
+            .unwrap_or(code);
+        if let Some(name) = declaration
+            .strip_prefix("mod ")
+            .and_then(|r| r.strip_suffix(" {"))
+        {
+            inline.push((indent, name.to_owned()));
+            continue;
+        }
+        if declaration.starts_with("use ") && !code.ends_with(';') {
+            pending = Some((n + 1, code.to_owned()));
+            continue;
+        }
+        let scope = inline.iter().map(|(_, m)| m.clone()).collect();
+        out.push((n + 1, scope, code.to_owned()));
+    }
+    out
+}
+
+/// Every path a piece of code names from `start`: `a::b::{c, d::e as f}` gives `a::b::c`
+/// and `a::b::d::e`. A glob ends in `*`.
+fn paths_at(code: &str) -> Vec<Vec<String>> {
+    fn tree(chars: &[char], at: &mut usize, prefix: &[String], out: &mut Vec<Vec<String>>) {
+        let mut path = prefix.to_vec();
+        loop {
+            while chars.get(*at) == Some(&' ') {
+                *at += 1;
+            }
+            if chars.get(*at) == Some(&'{') {
+                *at += 1;
+                loop {
+                    tree(chars, at, &path, out);
+                    while chars.get(*at) == Some(&' ') {
+                        *at += 1;
+                    }
+                    match chars.get(*at) {
+                        Some(',') => *at += 1,
+                        Some('}') => {
+                            *at += 1;
+                            break;
+                        }
+                        _ => break,
+                    }
+                    while chars.get(*at) == Some(&' ') {
+                        *at += 1;
+                    }
+                    if chars.get(*at) == Some(&'}') {
+                        *at += 1;
+                        break;
+                    }
+                }
+                return;
+            }
+            let start = *at;
+            while chars
+                .get(*at)
+                .is_some_and(|c| c.is_alphanumeric() || *c == '_' || *c == '*')
+            {
+                *at += 1;
+            }
+            if start == *at {
+                break;
+            }
+            path.push(chars[start..*at].iter().collect());
+            if chars.get(*at) == Some(&':') && chars.get(*at + 1) == Some(&':') {
+                *at += 2;
+            } else {
+                break;
+            }
+        }
+        // `x as y`: the path is `x`.
+        let rest: String = chars[*at..].iter().take(4).collect();
+        if let Some(alias) = rest.strip_prefix(" as ") {
+            *at += 4 - alias.len();
+            while chars
+                .get(*at)
+                .is_some_and(|c| c.is_alphanumeric() || *c == '_')
+            {
+                *at += 1;
+            }
+        }
+        // A single name (a local, a type in scope, the `super` of `pub(super)`) leads into
+        // no other file by itself.
+        if path.len() > 1 {
+            out.push(path);
+        }
+    }
+    let chars: Vec<char> = code.chars().collect();
+    let mut out = Vec::new();
+    let mut at = 0;
+    let mut tree_start = true;
+    while at < chars.len() {
+        let c = chars[at];
+        if tree_start && (c.is_alphabetic() || c == '_') {
+            tree(&chars, &mut at, &[], &mut out);
+            tree_start = false;
+            continue;
+        }
+        tree_start = !(c.is_alphanumeric() || c == '_' || c == '$' || c == ':' || c == '\'');
+        at += 1;
+    }
+    out
+}
+
+impl Modules {
+    fn read() -> Self {
+        let mut paths = Vec::new();
+        rust_files(&src(), &mut paths);
+        let files: std::collections::BTreeMap<ModPath, PathBuf> = paths
+            .into_iter()
+            .filter(|f| f != &src().join("main.rs"))
+            .map(|f| (module_path(&f), f))
+            .collect();
+        let mut modules = Self {
+            files,
+            aliases: Default::default(),
+        };
+        let mut aliases = std::collections::BTreeMap::new();
+        for (module, file) in &modules.files {
+            let text = std::fs::read_to_string(file).unwrap_or_default();
+            let mut names = std::collections::HashMap::new();
+            for (_, scope, code) in statements(&text) {
+                let Some((head, tree)) = code.split_once("use ") else {
+                    continue;
+                };
+                let head = head.trim();
+                if !scope.is_empty() || !(head.is_empty() || head.starts_with("pub")) {
+                    continue;
+                }
+                for path in paths_at(tree) {
+                    if path.last().is_none_or(|l| l == "*") {
+                        continue;
+                    }
+                    let name = alias_name(tree, &path);
+                    if let Some(absolute) = modules.absolute(module, module, &path) {
+                        names.insert(name, absolute);
+                    }
+                }
+            }
+            aliases.insert(module.clone(), names);
+        }
+        modules.aliases = aliases;
+        modules
+    }
+
+    /// `path` as written in `here` (a module of the file `file`), from the crate root.
+    fn absolute(&self, file: &ModPath, here: &ModPath, path: &[String]) -> Option<Vec<String>> {
+        let (first, rest) = path.split_first()?;
+        let mut base = here.clone();
+        match first.as_str() {
+            "crate" => base.clear(),
+            "self" => {}
+            "super" => {
+                base.pop();
+                let mut rest = rest;
+                while rest.first().is_some_and(|s| s == "super") {
+                    base.pop();
+                    rest = &rest[1..];
+                }
+                base.extend(rest.iter().cloned());
+                return Some(base);
+            }
+            // A bare path names a child only in the file that declares it.
+            child
+                if here == file
+                    && !rest.is_empty()
+                    && self
+                        .files
+                        .contains_key(&[&here[..], &[child.to_owned()][..]].concat()) =>
+            {
+                base.push(child.to_owned());
+            }
+            _ => return None,
+        }
+        base.extend(rest.iter().cloned());
+        Some(base)
+    }
+
+    /// The file an absolute path leads into: the deepest module it names, through the
+    /// names that `use` items bind.
+    fn file_of(&self, path: &[String], depth: usize) -> ModPath {
+        let mut module = ModPath::new();
+        for (i, segment) in path.iter().enumerate() {
+            let child = [&module[..], &[segment.clone()][..]].concat();
+            if self.files.contains_key(&child) {
+                module = child;
+                continue;
+            }
+            if let Some(target) = self.aliases.get(&module).and_then(|a| a.get(segment))
+                && depth < 8
+            {
+                let onward = [&target[..], &path[i + 1..]].concat();
+                return self.file_of(&onward, depth + 1);
+            }
+            break;
+        }
+        module
+    }
+
+    /// Every import of one file by another: `(from, to)` with the line that makes it.
+    /// A root file's `pub use` of its children is not one: declaring and re-exporting
+    /// children is what a root file is for.
+    fn imports(&self) -> Vec<(ModPath, ModPath, Witness)> {
+        let mut out = Vec::new();
+        for (module, file) in &self.files {
+            let text = std::fs::read_to_string(file).unwrap_or_default();
+            for (line, scope, code) in statements(&text) {
+                let here = [&module[..], &scope[..]].concat();
+                let re_export = is_root_file(file)
+                    && scope.is_empty()
+                    && code.starts_with("pub")
+                    && code.contains("use ");
+                if re_export {
+                    continue;
+                }
+                for path in paths_at(&code) {
+                    let Some(absolute) = self.absolute(module, &here, &path) else {
+                        continue;
+                    };
+                    let target = self.file_of(&absolute, 0);
+                    if &target != module {
+                        let text = code.clone();
+                        out.push((module.clone(), target, Witness { line, text }));
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+/// The name a `use` tree binds for one of its paths (the alias after `as`, if any).
+fn alias_name(tree: &str, path: &[String]) -> String {
+    let last = path.last().cloned().unwrap_or_default();
+    let pattern = format!("{last} as ");
+    match tree.find(&pattern) {
+        Some(at) => tree[at + pattern.len()..]
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect(),
+        None => last,
+    }
+}
+
+/// The files of one folder that import each other in a circle, each with the imports that
+/// close it. Nodes are the folder's root file and its children, a subfolder counting as
+/// one node with everything under it.
+fn circles(modules: &Modules) -> Vec<String> {
+    use std::collections::{BTreeMap, BTreeSet};
+    let imports = modules.imports();
+    let mut found = Vec::new();
+    for (folder, file) in &modules.files {
+        if !is_root_file(file) {
+            continue;
+        }
+        let node = |m: &ModPath| -> Option<ModPath> {
+            m.starts_with(folder)
+                .then(|| m[..(folder.len() + 1).min(m.len())].to_vec())
+        };
+        let mut edges: BTreeMap<ModPath, BTreeMap<ModPath, Vec<String>>> = BTreeMap::new();
+        for (from, to, witness) in &imports {
+            let (Some(a), Some(b)) = (node(from), node(to)) else {
+                continue;
+            };
+            // The root file is the folder's top: it may use what it declares.
+            if a != b && &a != folder {
+                let place = modules.files.get(from).map(|f| {
+                    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+                    f.strip_prefix(root).unwrap_or(f).display().to_string()
+                });
+                let line = format!(
+                    "{}:{}: {}",
+                    place.unwrap_or_default(),
+                    witness.line,
+                    witness.text
+                );
+                let lines = edges.entry(a).or_default().entry(b).or_default();
+                if !lines.contains(&line) {
+                    lines.push(line);
+                }
+            }
+        }
+        let reach = |start: &ModPath| -> BTreeSet<ModPath> {
+            let mut seen = BTreeSet::new();
+            let mut todo = vec![start.clone()];
+            while let Some(at) = todo.pop() {
+                for next in edges.get(&at).into_iter().flat_map(|e| e.keys()) {
+                    if seen.insert(next.clone()) {
+                        todo.push(next.clone());
+                    }
+                }
+            }
+            seen
+        };
+        let mut done = BTreeSet::new();
+        for start in edges.keys() {
+            if done.contains(start) {
+                continue;
+            }
+            let from_start = reach(start);
+            let circle: BTreeSet<ModPath> = from_start
+                .iter()
+                .filter(|n| reach(n).contains(start))
+                .cloned()
+                .collect();
+            if circle.is_empty() {
+                continue;
+            }
+            done.extend(circle.iter().cloned());
+            let name = |m: &ModPath| m.join("/");
+            let names: Vec<String> = circle.iter().map(name).collect();
+            let excepted = CYCLE_EXCEPTIONS.iter().any(|(a, b, _)| {
+                names.len() == 2 && names.contains(&a.to_string()) && names.contains(&b.to_string())
+            });
+            if excepted {
+                continue;
+            }
+            let mut report = format!("circle between {}:", names.join(", "));
+            for a in &circle {
+                for (b, lines) in edges.get(a).into_iter().flatten() {
+                    if circle.contains(b) {
+                        report.push_str(&format!("\n  {} → {}", name(a), name(b)));
+                        for line in lines {
+                            report.push_str(&format!("\n    {line}"));
+                        }
+                    }
+                }
+            }
+            found.push(report);
+        }
+    }
+    found
+}
+
+#[test]
+fn files_of_one_folder_import_each_other_in_no_circle() {
+    let modules = Modules::read();
+    assert!(modules.files.len() > 20, "found the source files");
+    let found = circles(&modules);
+    assert!(found.is_empty(), "\n{}", found.join("\n"));
+}
+
+#[test]
+fn the_import_reader_follows_groups_aliases_and_inline_modules() {
+    assert_eq!(
+        paths_at("use super::{a::B, c::{D, e as f}};"),
+        [
+            vec!["super", "a", "B"],
+            vec!["super", "c", "D"],
+            vec!["super", "c", "e"]
+        ]
+    );
+    assert_eq!(
+        paths_at("let x = crate::ids::Y; f($crate::z, 'a)"),
+        [vec!["crate", "ids", "Y"]]
+    );
+    assert_eq!(alias_name("a::{b as c, d}", &["a".into(), "b".into()]), "c");
+    let text = "use super::x;\nmod tests {\n    use super::*;\n    fn f() {\n    }\n}\nuse y::{\n    Z,\n};\n";
+    let read = statements(text);
+    assert_eq!(read[0], (1, vec![], "use super::x;".to_owned()));
+    assert_eq!(
+        read[1],
+        (3, vec!["tests".to_owned()], "use super::*;".to_owned())
+    );
+    assert_eq!(read.last().map(|s| s.2.as_str()), Some("use y::{ Z, };"));
 }
