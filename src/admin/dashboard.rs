@@ -19,9 +19,9 @@ use bytes::Bytes;
 use ractor::{ActorRef, ActorStatus};
 use serde_json::{Value, json};
 use tokio::sync::{broadcast, mpsc, oneshot};
+use tokio_util::task::AbortOnDropHandle;
 
 use super::Probes;
-use crate::rt::task::OwnedTask;
 use crate::stream::{SseBody, sse};
 use crate::supervisor::{SupervisorMsg, Tree};
 use crate::telemetry::durations::OPERATIONS;
@@ -51,14 +51,14 @@ struct Join {
 #[derive(Debug, Clone)]
 pub(super) struct Recorder {
     joins: mpsc::Sender<Join>,
-    _task: std::sync::Arc<OwnedTask>,
+    _task: std::sync::Arc<AbortOnDropHandle<()>>,
 }
 
 impl Recorder {
     /// Starts recording what `probes` see of `root`.
     pub(super) fn start(probes: Probes, root: ActorRef<SupervisorMsg>) -> Self {
         let (joins, rx) = mpsc::channel(64);
-        let task = OwnedTask::spawn(record(probes, root, rx));
+        let task = AbortOnDropHandle::new(tokio::spawn(record(probes, root, rx)));
         Self {
             joins,
             _task: std::sync::Arc::new(task),

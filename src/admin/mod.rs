@@ -36,13 +36,13 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use ractor::{ActorCell, ActorRef, ActorStatus};
 use serde_json::json;
+use tokio_util::task::AbortOnDropHandle;
 
 use crate::config::Config;
 use crate::event_store::EventStoreHandle;
 use crate::event_store::redis::RedisLink;
 use crate::ids::SessionId;
 use crate::rt::slot::Slot;
-use crate::rt::task::OwnedTask;
 use crate::session::SessionHandle;
 use crate::supervisor::SupervisorMsg;
 use crate::transport::guard::Guard;
@@ -109,7 +109,7 @@ impl Probes {
 #[derive(Debug)]
 pub struct AdminServer {
     addr: SocketAddr,
-    _task: OwnedTask,
+    _task: AbortOnDropHandle<()>,
 }
 
 impl AdminServer {
@@ -133,11 +133,11 @@ impl AdminServer {
         let router = router
             .layer(middleware::from_fn_with_state(guard, guarded))
             .with_state(probes);
-        let task = OwnedTask::spawn(async move {
+        let task = AbortOnDropHandle::new(tokio::spawn(async move {
             if let Err(e) = axum::serve(listener, router).await {
                 tracing::error!(error = %e, "the admin listener stopped");
             }
-        });
+        }));
         tracing::info!(%addr, "admin listener (healthz, readyz, metrics, dashboard)");
         Ok(Self { addr, _task: task })
     }

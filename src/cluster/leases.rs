@@ -12,13 +12,13 @@ use crate::telemetry::metrics;
 use std::time::Duration;
 
 use bytes::Bytes;
+use tokio_util::task::AbortOnDropHandle;
 
 use crate::event_store::redis::RedisLink;
 use crate::event_store::{EventStoreHandle, StoreCallError, StoreError};
 use crate::handler::BoxFuture;
 use crate::ids::{SessionId, StreamKey, StreamNo};
 use crate::protocol::{ErrorObject, Outgoing, RequestId};
-use crate::rt::task::OwnedTask;
 use crate::tasks::TaskHandle;
 use crate::transport::{InFlight, InFlightError};
 
@@ -243,7 +243,7 @@ impl InFlight for Leases {
 /// supervisor; dropping the keeper stops it.
 #[derive(Debug)]
 pub struct LeaseKeeper {
-    _task: OwnedTask,
+    _task: AbortOnDropHandle<()>,
 }
 
 impl LeaseKeeper {
@@ -254,7 +254,7 @@ impl LeaseKeeper {
             tracing::warn!(error = %e, "could not take this replica's lease yet");
         }
         Self {
-            _task: OwnedTask::spawn(keep(leases, store, tasks)),
+            _task: AbortOnDropHandle::new(tokio::spawn(keep(leases, store, tasks))),
         }
     }
 }

@@ -5,11 +5,11 @@
 //! tasks.
 
 use serde::{Deserialize, Serialize};
+use tokio_util::task::AbortOnDropHandle;
 
 use crate::event_store::redis::RedisLink;
 use crate::handler::BoxFuture;
 use crate::news::{NewsHub, ServerNews};
-use crate::rt::task::OwnedTask;
 use crate::tasks::{TaskLeases, TaskSignal, TaskSignals};
 
 /// A change, as published on `P:bus:news`.
@@ -82,14 +82,14 @@ impl TaskLeases for super::Leases {
 /// dropped, or when the hub is gone).
 #[derive(Debug)]
 pub struct NewsRelay {
-    _task: OwnedTask,
+    _task: AbortOnDropHandle<()>,
 }
 
 impl NewsRelay {
     /// Relays what `hub` hears locally through `link`.
     pub fn start(hub: &NewsHub, link: RedisLink) -> Self {
         let mut heard = hub.subscribe();
-        let task = OwnedTask::spawn(async move {
+        let task = AbortOnDropHandle::new(tokio::spawn(async move {
             loop {
                 match heard.recv().await {
                     Ok(item) if !item.remote => {
@@ -111,7 +111,7 @@ impl NewsRelay {
                     Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
                 }
             }
-        });
+        }));
         Self { _task: task }
     }
 }

@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::sync::{mpsc, oneshot, watch};
+use tokio_util::task::AbortOnDropHandle;
 
 use super::cgroup::Cgroup;
 use super::chunker::Chunker;
@@ -31,7 +32,6 @@ use super::pump::{Output, Pump, Pumped};
 use super::record::{self, ExecRecord, Outcome, Status, Usage, log_key};
 use crate::config::{ExecConfig, ProgramConfig};
 use crate::event_store::EventStoreHandle;
-use crate::rt::task::OwnedTask;
 
 /// The execution actor.
 pub struct Execution;
@@ -99,9 +99,9 @@ pub struct ExecutionState {
     pumped: Option<Pumped>,
     done: Option<oneshot::Sender<Outcome>>,
     /// Timers and helpers (the exit watcher among them); aborted with the state.
-    tasks: Vec<OwnedTask>,
+    tasks: Vec<AbortOnDropHandle<()>>,
     /// The pump.
-    pump: Option<OwnedTask>,
+    pump: Option<AbortOnDropHandle<()>>,
     /// Removed last, when the state drops.
     _workdir: Workdir,
 }
@@ -110,20 +110,24 @@ pub struct ExecutionState {
 const EMPTY_BOUND: Duration = Duration::from_secs(5);
 
 /// Tells the actor when the leader exits.
-fn watch_exit(myself: &ActorRef<ExecutionMsg>, process: &Process) -> OwnedTask {
+fn watch_exit(myself: &ActorRef<ExecutionMsg>, process: &Process) -> AbortOnDropHandle<()> {
     let (myself, exited) = (myself.clone(), process.exited());
-    OwnedTask::spawn(async move {
+    AbortOnDropHandle::new(tokio::spawn(async move {
         exited.await;
         let _ = myself.cast(ExecutionMsg::LeaderExited);
-    })
+    }))
 }
 
-fn after(myself: &ActorRef<ExecutionMsg>, wait: Duration, msg: ExecutionMsg) -> OwnedTask {
+fn after(
+    myself: &ActorRef<ExecutionMsg>,
+    wait: Duration,
+    msg: ExecutionMsg,
+) -> AbortOnDropHandle<()> {
     let myself = myself.clone();
-    OwnedTask::spawn(async move {
+    AbortOnDropHandle::new(tokio::spawn(async move {
         tokio::time::sleep(wait).await;
         let _ = myself.cast(msg);
-    })
+    }))
 }
 
 impl Actor for Execution {
@@ -174,11 +178,11 @@ impl Actor for Execution {
         } = pipes;
         let mut tasks = Vec::new();
         if let (Some(pipe), Some(input)) = (stdin, args.stdin) {
-            tasks.push(OwnedTask::spawn(process::feed_stdin(
+            tasks.push(AbortOnDropHandle::new(tokio::spawn(process::feed_stdin(
                 pipe,
                 input,
                 args.timeout,
-            )));
+            ))));
         }
         tasks.push(watch_exit(&myself, &process));
         let pump = Pump {
@@ -193,14 +197,14 @@ impl Actor for Execution {
         let pump = {
             let myself = myself.clone();
             let limit = myself.clone();
-            OwnedTask::spawn(async move {
+            AbortOnDropHandle::new(tokio::spawn(async move {
                 let pumped = pump
                     .run(stdout, stderr, move || {
                         let _ = limit.cast(ExecutionMsg::Stop(Status::OutputLimit));
                     })
                     .await;
                 let _ = myself.cast(ExecutionMsg::Pumped(pumped));
-            })
+            }))
         };
         tasks.push(after(
             &myself,
@@ -209,7 +213,7 @@ impl Actor for Execution {
         ));
         let heartbeat = args.settings.heartbeat;
         let beat = myself.clone();
-        tasks.push(OwnedTask::spawn(async move {
+        tasks.push(AbortOnDropHandle::new(tokio::spawn(async move {
             let mut every = tokio::time::interval(heartbeat);
             every.tick().await;
             loop {
@@ -218,7 +222,7 @@ impl Actor for Execution {
                     return;
                 }
             }
-        }));
+        })));
         Ok(ExecutionState {
             record: args.record,
             settings: args.settings,
@@ -282,12 +286,16 @@ impl Actor for Execution {
                 if let Some(cgroup) = &state.cgroup {
                     cgroup.kill();
                     let (emptied, myself) = (cgroup.emptied(EMPTY_BOUND), myself.clone());
-                    state.tasks.push(OwnedTask::spawn(async move {
-                        if !emptied.await {
-                            tracing::warn!("an execution's cgroup is not empty after cgroup.kill");
-                        }
-                        let _ = myself.cast(ExecutionMsg::Emptied);
-                    }));
+                    state
+                        .tasks
+                        .push(AbortOnDropHandle::new(tokio::spawn(async move {
+                            if !emptied.await {
+                                tracing::warn!(
+                                    "an execution's cgroup is not empty after cgroup.kill"
+                                );
+                            }
+                            let _ = myself.cast(ExecutionMsg::Emptied);
+                        })));
                 }
                 let grace = state.settings.kill_grace;
                 state

@@ -35,11 +35,11 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use ractor::{Actor, ActorRef};
+use tokio_util::task::AbortOnDropHandle;
 
 use crate::config::ExecConfig;
 use crate::event_store::EventStoreHandle;
 use crate::ids::SessionId;
-use crate::rt::task::OwnedTask;
 pub use record::{ExecRecord, Outcome, Status};
 pub use supervisor::{ExecMsg, ExecSupervisor, StartRequest, Started};
 
@@ -125,7 +125,7 @@ pub struct ExecHandle {
     store: EventStoreHandle,
     settings: Arc<ExecConfig>,
     /// Reaps the orphans the server adopts, while any handle lives.
-    _reaper: Arc<OwnedTask>,
+    _reaper: Arc<AbortOnDropHandle<()>>,
 }
 
 impl ExecHandle {

@@ -14,7 +14,7 @@
 use std::collections::HashSet;
 use std::sync::{Mutex, OnceLock, RwLock, RwLockReadGuard};
 
-use crate::rt::task::OwnedTask;
+use tokio_util::task::AbortOnDropHandle;
 
 /// Execution leaders, which only their actors reap.
 fn leaders() -> &'static Mutex<HashSet<i32>> {
@@ -53,13 +53,13 @@ pub fn unregister(pid: i32) {
 /// Makes this process a child subreaper and reaps what it inherits for as long as the
 /// returned task lives. Needs a Tokio runtime. Several at once (servers in one process)
 /// are harmless: each reaps only what has exited.
-pub fn start() -> std::io::Result<OwnedTask> {
+pub fn start() -> std::io::Result<AbortOnDropHandle<()>> {
     // SAFETY: prctl with integer arguments; no memory is involved.
     if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } != 0 {
         return Err(std::io::Error::last_os_error());
     }
     let mut sigchld = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::child())?;
-    Ok(OwnedTask::spawn(async move {
+    Ok(AbortOnDropHandle::new(tokio::spawn(async move {
         // Orphans adopted before the handler was installed are reaped at once.
         loop {
             let _ = tokio::task::spawn_blocking(reap_orphans).await;
@@ -67,7 +67,7 @@ pub fn start() -> std::io::Result<OwnedTask> {
                 return;
             }
         }
-    }))
+    })))
 }
 
 /// Reaps every exited child that is not an execution leader.

@@ -20,12 +20,13 @@ use redis::cluster_async::ClusterConnection;
 use redis::io::tcp::{TcpSettings, socket2::TcpKeepalive};
 use redis::{ConnectionInfo, RedisFuture, ToRedisArgs};
 use tokio::sync::watch;
+use tokio_util::task::AbortOnDropHandle;
 
 pub use super::breaker::Breaker;
+
 use super::breaker::timeout_error;
 use super::keys::Keys;
 use crate::config::StoreConfig;
-use crate::rt::task::OwnedTask;
 
 /// Why Redis could not be set up at start-up.
 #[derive(Debug, thiserror::Error)]
@@ -120,7 +121,7 @@ struct Conns {
     commands: watch::Sender<RedisConn>,
     pubsub: watch::Sender<RedisConn>,
     /// Pings both; stops when the last link goes.
-    _heartbeat: OwnedTask,
+    _heartbeat: AbortOnDropHandle<()>,
 }
 
 impl RedisLink {
@@ -343,7 +344,11 @@ where
     let conns = Arc::new_cyclic(|conns| Conns {
         commands: watch::Sender::new(commands),
         pubsub: watch::Sender::new(pubsub),
-        _heartbeat: OwnedTask::spawn(heartbeat(conns.clone(), opener, breaker.clone())),
+        _heartbeat: AbortOnDropHandle::new(tokio::spawn(heartbeat(
+            conns.clone(),
+            opener,
+            breaker.clone(),
+        ))),
     });
     tracing::info!(replica, redis = %url, "joined the replicas sharing this Redis");
     Ok(RedisLink {
