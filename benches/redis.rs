@@ -96,7 +96,7 @@ async fn replica(url: &str) -> (EventStoreHandle, RedisLink) {
     let handle = EventStoreHandle::new(reader);
     let sessions = SessionHandle::new(slot("sessions").1, handle.clone());
     let routed = handle.clone();
-    let news = otpmcp::news::NewsHub::default();
+    let news = otpmcp::server_news::NewsHub::default();
     let tasks = otpmcp::tasks::TaskHandle::new(handle.clone(), news.clone(), Default::default());
     let link = connect(&config, move |replica, keys| {
         let router = Router::new(replica, keys, routed, sessions, news, tasks);

@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[&[&str]] = &[
     &["ids"],
     &["rt", "config", "protocol"],
-    &["telemetry", "news"],
+    &["telemetry", "server_news"],
     &["auth"],
     &["event_store"],
     &["session"],

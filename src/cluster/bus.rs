@@ -26,7 +26,7 @@ use super::relay::{NewsMessage, TaskMessage};
 use crate::event_store::EventStoreHandle;
 use crate::event_store::redis::keys::{Channel, Keys};
 use crate::event_store::redis::{StreamNews, channel};
-use crate::news::NewsHub;
+use crate::server_news::NewsHub;
 use crate::session::{SessionHandle, SessionNews};
 use crate::tasks::TaskHandle;
 

@@ -9,7 +9,7 @@ use tokio_util::task::AbortOnDropHandle;
 
 use crate::event_store::redis::RedisLink;
 use crate::handler::BoxFuture;
-use crate::news::{NewsHub, ServerNews};
+use crate::server_news::{NewsHub, ServerNews};
 use crate::tasks::{TaskLeases, TaskSignal, TaskSignals};
 
 /// A change, as published on `P:bus:news`.

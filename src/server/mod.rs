@@ -50,7 +50,7 @@ pub struct McpServer {
     prompts: Live<PromptRegistry>,
     completer: Option<Completer>,
     stateless: Arc<stateless::StatelessSettings>,
-    news: crate::news::NewsHub,
+    news: crate::server_news::NewsHub,
     tasks: Option<crate::tasks::TaskHandle>,
 }
 
@@ -123,7 +123,7 @@ impl McpServer {
             prompts: Live::new(PromptRegistry::default()),
             completer: None,
             stateless: Arc::default(),
-            news: crate::news::NewsHub::default(),
+            news: crate::server_news::NewsHub::default(),
             tasks: None,
         }
     }
@@ -206,12 +206,12 @@ impl McpServer {
     }
 
     /// Where changes are announced to `subscriptions/listen` streams.
-    pub fn news(&self) -> &crate::news::NewsHub {
+    pub fn news(&self) -> &crate::server_news::NewsHub {
         &self.news
     }
 
     /// Uses `hub` for announcements (the runtime sizes it from `[stateless]`).
-    pub fn with_news(mut self, hub: crate::news::NewsHub) -> Self {
+    pub fn with_news(mut self, hub: crate::server_news::NewsHub) -> Self {
         self.news = hub;
         self
     }
@@ -243,25 +243,28 @@ impl McpServer {
     /// also tells the clients).
     pub(crate) fn update_tools(&self, change: impl FnOnce(&mut ToolRegistry)) {
         self.tools.update(change);
-        self.news.publish(crate::news::ServerNews::ListChanged {
-            list: ListKind::Tools,
-        });
+        self.news
+            .publish(crate::server_news::ServerNews::ListChanged {
+                list: ListKind::Tools,
+            });
     }
 
     /// Changes the resources while the server runs (see [`crate::App::update_resources`]).
     pub(crate) fn update_resources(&self, change: impl FnOnce(&mut ResourceRegistry)) {
         self.resources.update(change);
-        self.news.publish(crate::news::ServerNews::ListChanged {
-            list: ListKind::Resources,
-        });
+        self.news
+            .publish(crate::server_news::ServerNews::ListChanged {
+                list: ListKind::Resources,
+            });
     }
 
     /// Changes the prompts while the server runs (see [`crate::App::update_prompts`]).
     pub(crate) fn update_prompts(&self, change: impl FnOnce(&mut PromptRegistry)) {
         self.prompts.update(change);
-        self.news.publish(crate::news::ServerNews::ListChanged {
-            list: ListKind::Prompts,
-        });
+        self.news
+            .publish(crate::server_news::ServerNews::ListChanged {
+                list: ListKind::Prompts,
+            });
     }
 
     /// Sets the `instructions` sent at `initialize`.

@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
-use super::news::SessionNews;
+use super::replica_news::SessionNews;
 use super::{NewSession, SessionId};
 use crate::event_store::redis::RedisLink;
 use crate::protocol::methods::{ListKind, LoggingLevel};

@@ -10,7 +10,7 @@
 //! - `changes` (subscriptions, log level, cancellation, DELETE) and `replicas` (loading,
 //!   renewing, numbering): what the manager does for sessions shared with other replicas;
 //! - [`directory`]: where those sessions live in Redis;
-//! - [`news`]: what replicas tell each other about sessions.
+//! - [`replica_news`]: what replicas tell each other about sessions.
 
 mod admission;
 mod changes;
@@ -19,8 +19,8 @@ pub mod handle;
 pub mod hold;
 pub mod manager;
 mod manager_state;
-pub mod news;
 pub mod record;
+pub mod replica_news;
 mod replicas;
 pub mod state;
 
@@ -34,8 +34,8 @@ pub use handle::SessionHandle;
 pub use hold::SessionHold;
 pub use manager::{SessionArgs, SessionManager, SessionMsg};
 pub use manager_state::SessionManagerState;
-pub use news::SessionNews;
 pub use record::{ClientOutcome, NewSession, SessionRecord};
+pub use replica_news::SessionNews;
 pub use state::{SessionTable, Touch, TouchError};
 
 use crate::ids::StreamNo;

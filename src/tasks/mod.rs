@@ -31,8 +31,8 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::event_store::EventStoreHandle;
 use crate::handler::{BoxFuture, Outbox};
-use crate::news::{NewsHub, ServerNews};
 use crate::protocol::{ErrorObject, Outgoing};
+use crate::server_news::{NewsHub, ServerNews};
 pub use follow::{Followed, StreamError};
 use record::{TaskRecord, TaskStatus, TaskWork, new_task_id, now_ms};
 use registry::RegistryMsg;

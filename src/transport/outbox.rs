@@ -10,9 +10,9 @@ use tokio::sync::SetOnce;
 use crate::event_store::EventStoreHandle;
 use crate::handler::{BoxFuture, ClientRequestError, Note, NotifyError, Outbox};
 use crate::ids::StreamKey;
-use crate::news::{NewsHub, ServerNews};
 use crate::protocol::methods::{ListKind, ServerRequest, log_notification, progress_notification};
 use crate::protocol::{Notification, Outgoing, Request};
+use crate::server_news::{NewsHub, ServerNews};
 use crate::session::SessionHandle;
 
 /// Opened once the request's stream has a connection following it. The handler's first

@@ -25,10 +25,10 @@ use tokio_util::sync::WaitForCancellationFutureOwned;
 use super::{AppState, error_response};
 use crate::auth::Principal;
 use crate::handler::BoxFuture;
-use crate::news::{Heard, ServerNews};
 use crate::protocol::meta::{RequestMeta, SERVER_INFO, SUBSCRIPTION_ID, TASKS_EXTENSION};
 use crate::protocol::methods::ListKind;
 use crate::protocol::{ErrorObject, Notification, Outgoing, Request, RequestId};
+use crate::server_news::{Heard, ServerNews};
 use crate::stream::sse;
 
 /// Most resource URIs and task ids one listen request may name.
