@@ -94,14 +94,14 @@ pub enum ExecError {
 
 /// Who is asking, as the execution module needs to know.
 #[derive(Debug, Clone, Default)]
-pub struct Caller {
+pub struct ExecCaller {
     /// The principal (`[auth]`), as an owner key.
     pub owner: Option<String>,
     /// The session, if any.
     pub session: Option<SessionId>,
 }
 
-impl Caller {
+impl ExecCaller {
     /// Whose limit and index an execution counts in: the principal, else the session.
     pub fn party(&self) -> Option<String> {
         match (&self.owner, self.session) {
@@ -193,7 +193,11 @@ impl ExecHandle {
 
     /// Cancels execution `id` for `caller`: at once if it runs here, else at its
     /// replica's next heartbeat. Returns its record as it was.
-    pub async fn cancel(&self, caller: &Caller, id: SessionId) -> Result<ExecRecord, ExecError> {
+    pub async fn cancel(
+        &self,
+        caller: &ExecCaller,
+        id: SessionId,
+    ) -> Result<ExecRecord, ExecError> {
         let record = self.record(caller, id).await?;
         if record.status == Status::Running && !self.stop_here(id, Status::Cancelled).await {
             let ttl = self.settings.heartbeat * 4;
@@ -206,7 +210,11 @@ impl ExecHandle {
     }
 
     /// Execution `id`'s record, if `caller` may see it.
-    pub async fn record(&self, caller: &Caller, id: SessionId) -> Result<ExecRecord, ExecError> {
+    pub async fn record(
+        &self,
+        caller: &ExecCaller,
+        id: SessionId,
+    ) -> Result<ExecRecord, ExecError> {
         match record::get(&self.store, id).await {
             Ok(Some(record)) if caller.may_see(&record) => Ok(record),
             Ok(_) => Err(ExecError::Unknown(id.to_string())),
@@ -215,7 +223,11 @@ impl ExecHandle {
     }
 
     /// The caller's executions, newest first, at most `limit`.
-    pub async fn list(&self, caller: &Caller, limit: usize) -> Result<Vec<ExecRecord>, ExecError> {
+    pub async fn list(
+        &self,
+        caller: &ExecCaller,
+        limit: usize,
+    ) -> Result<Vec<ExecRecord>, ExecError> {
         let Some(party) = caller.party() else {
             return Err(ExecError::Invalid(
                 "list_executions needs a session or an authenticated caller".into(),

@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 use tokio::time::Instant;
 
 use super::record::{self, ExecRecord, Outcome, Status, log_key};
-use super::{Caller, ExecError, ExecHandle};
+use super::{ExecCaller, ExecError, ExecHandle};
 use crate::event_store::{
     Event, EventStoreHandle, REPLAY_PAGE, Replay, ReplayOutcome, StoreCallError, StoreError,
     StreamKey,
@@ -39,7 +39,7 @@ impl ExecHandle {
     /// up to `wait` (at most `exec.max_wait`) when there are none yet and it still runs.
     pub async fn output(
         &self,
-        caller: &Caller,
+        caller: &ExecCaller,
         id: SessionId,
         after: Option<&str>,
         wait: Duration,

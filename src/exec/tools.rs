@@ -15,7 +15,7 @@ use serde_json::{Map, Value, json};
 
 use super::args::ArgsRule;
 use super::record::{ExecRecord, Outcome};
-use super::{Caller, ExecError, ExecHandle, StartRequest};
+use super::{ExecCaller, ExecError, ExecHandle, StartRequest};
 use crate::handler::{RequestContext, Tool, ToolError, ToolRegistry, tool};
 use crate::ids::SessionId;
 use crate::protocol::methods::{CallToolResult, Content, TaskSupport};
@@ -187,8 +187,8 @@ async fn cancel(
     })))
 }
 
-fn caller(ctx: &RequestContext) -> Caller {
-    Caller {
+fn caller(ctx: &RequestContext) -> ExecCaller {
+    ExecCaller {
         owner: ctx.principal().map(|p| p.owner().to_string()),
         session: ctx.session(),
     }
