@@ -418,9 +418,9 @@ async fn ten_thousand_events_replay_in_order(maker: Maker) {
 /// A task record is kept for its time, replaced whole by the next write, and gone after.
 async fn task_records_are_replaced_and_expire(maker: Maker) {
     let mut store = maker.store(retention(100)).await;
-    assert_eq!(store.get_task("t1").await, Ok(None));
+    assert_eq!(store.get_record("t1").await, Ok(None));
     let put = store
-        .put_task(
+        .put_record(
             "t1",
             Bytes::from_static(b"working"),
             Duration::from_secs(60),
@@ -428,7 +428,7 @@ async fn task_records_are_replaced_and_expire(maker: Maker) {
         .await;
     assert_eq!(put, Ok(()));
     let put = store
-        .put_task(
+        .put_record(
             "t1",
             Bytes::from_static(b"completed"),
             Duration::from_millis(300),
@@ -436,13 +436,13 @@ async fn task_records_are_replaced_and_expire(maker: Maker) {
         .await;
     assert_eq!(put, Ok(()));
     assert_eq!(
-        store.get_task("t1").await,
+        store.get_record("t1").await,
         Ok(Some(Bytes::from_static(b"completed")))
     );
-    assert_eq!(store.get_task("t2").await, Ok(None));
+    assert_eq!(store.get_record("t2").await, Ok(None));
     until("the record expires", async || {
         store.sweep().await;
-        store.get_task("t1").await == Ok(None)
+        store.get_record("t1").await == Ok(None)
     })
     .await;
 }
@@ -454,17 +454,17 @@ async fn the_memory_store_bounds_its_task_records() {
     let ttl = Duration::from_secs(60);
     for id in ["a", "b", "c"] {
         assert_eq!(
-            store.put_task(id, Bytes::from_static(b"x"), ttl).await,
+            store.put_record(id, Bytes::from_static(b"x"), ttl).await,
             Ok(())
         );
     }
     assert_eq!(
-        store.put_task("d", Bytes::from_static(b"x"), ttl).await,
+        store.put_record("d", Bytes::from_static(b"x"), ttl).await,
         Err(StoreError::TooManyTasks)
     );
     // Rewriting a kept record is not a new one.
     assert_eq!(
-        store.put_task("a", Bytes::from_static(b"y"), ttl).await,
+        store.put_record("a", Bytes::from_static(b"y"), ttl).await,
         Ok(())
     );
 }

@@ -91,12 +91,17 @@ impl EventStore for Backend {
         each!(self, s => s.forget_session(session).await)
     }
 
-    async fn put_task(&mut self, id: &str, record: Bytes, ttl: Duration) -> Result<(), StoreError> {
-        each!(self, s => s.put_task(id, record, ttl).await)
+    async fn put_record(
+        &mut self,
+        id: &str,
+        record: Bytes,
+        ttl: Duration,
+    ) -> Result<(), StoreError> {
+        each!(self, s => s.put_record(id, record, ttl).await)
     }
 
-    async fn get_task(&mut self, id: &str) -> Result<Option<Bytes>, StoreError> {
-        each!(self, s => s.get_task(id).await)
+    async fn get_record(&mut self, id: &str) -> Result<Option<Bytes>, StoreError> {
+        each!(self, s => s.get_record(id).await)
     }
 
     async fn sweep(&mut self) -> SweepStats {

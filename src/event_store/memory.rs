@@ -482,7 +482,12 @@ impl EventStore for MemoryStore {
         self.sweep_at(now)
     }
 
-    async fn put_task(&mut self, id: &str, record: Bytes, ttl: Duration) -> Result<(), StoreError> {
+    async fn put_record(
+        &mut self,
+        id: &str,
+        record: Bytes,
+        ttl: Duration,
+    ) -> Result<(), StoreError> {
         let now = Instant::now();
         if !self.tasks.contains_key(id) && self.tasks.len() >= self.retention.max_tasks {
             // Expired records still count until a sweep: drop them before refusing.
@@ -495,7 +500,7 @@ impl EventStore for MemoryStore {
         Ok(())
     }
 
-    async fn get_task(&mut self, id: &str) -> Result<Option<Bytes>, StoreError> {
+    async fn get_record(&mut self, id: &str) -> Result<Option<Bytes>, StoreError> {
         Ok(self
             .tasks
             .get(id)

@@ -263,17 +263,17 @@ pub trait EventStore: Send + Default + 'static {
     /// Drops everything of `session`.
     fn forget_session(&mut self, session: SessionId) -> impl Future<Output = ()> + Send;
 
-    /// Stores task `id`'s record (opaque to the store), replacing any earlier one, for
-    /// `ttl` from now. Resolves once it is durable: any process then reads it.
-    fn put_task(
+    /// Stores record `id` (a task's, an execution's, a cancel mark: bytes opaque to the
+    /// store), replacing any earlier one, for `ttl` from now. Resolves once it is durable: any process then reads it.
+    fn put_record(
         &mut self,
         id: &str,
         record: Bytes,
         ttl: Duration,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
-    /// Task `id`'s record, unless it never existed or its time ran out.
-    fn get_task(
+    /// Record `id`, unless it never existed or its time ran out.
+    fn get_record(
         &mut self,
         id: &str,
     ) -> impl Future<Output = Result<Option<Bytes>, StoreError>> + Send;

@@ -202,7 +202,7 @@ impl ExecHandle {
         if record.status == Status::Running && !self.stop_here(id, Status::Cancelled).await {
             let ttl = self.settings.heartbeat * 4;
             self.store
-                .put_task(&cancel_key(id), Bytes::from_static(b"1"), ttl)
+                .put_record(&cancel_key(id), Bytes::from_static(b"1"), ttl)
                 .await
                 .map_err(|e| ExecError::Store(e.to_string()))?;
         }
@@ -249,7 +249,7 @@ impl ExecHandle {
 
     /// Whether a cancel was asked for `id` on another replica.
     pub(crate) async fn cancel_asked(store: &EventStoreHandle, id: SessionId) -> bool {
-        matches!(store.get_task(&cancel_key(id)).await, Ok(Some(_)))
+        matches!(store.get_record(&cancel_key(id)).await, Ok(Some(_)))
     }
 
     /// Stops the supervisor and with it every execution still running (their groups are

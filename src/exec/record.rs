@@ -179,7 +179,7 @@ pub async fn put(
 ) -> Result<(), StoreCallError> {
     let bytes = serde_json::to_vec(record).unwrap_or_default();
     store
-        .put_task(&record_id(record.id), Bytes::from(bytes), ttl)
+        .put_record(&record_id(record.id), Bytes::from(bytes), ttl)
         .await
 }
 
@@ -188,7 +188,7 @@ pub async fn get(
     store: &EventStoreHandle,
     id: SessionId,
 ) -> Result<Option<ExecRecord>, StoreCallError> {
-    let bytes = store.get_task(&record_id(id)).await?;
+    let bytes = store.get_record(&record_id(id)).await?;
     Ok(bytes.and_then(|b| serde_json::from_slice(&b).ok()))
 }
 

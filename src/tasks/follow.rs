@@ -174,7 +174,7 @@ impl TaskHandle {
 
     /// Task `id`'s record whoever's it is, for a follower already allowed to read it.
     async fn record(&self, id: &str) -> Result<Option<super::TaskRecord>, StoreCallError> {
-        let bytes = self.inner.store.get_task(id).await?;
+        let bytes = self.inner.store.get_record(id).await?;
         Ok(bytes.and_then(|b| serde_json::from_slice(&b).ok()))
     }
 }

@@ -344,7 +344,7 @@ impl TaskHandle {
             serde_json::to_vec(record).map_err(|e| TaskError::Unavailable(e.to_string()))?;
         self.inner
             .store
-            .put_task(&record.id, Bytes::from(bytes), record.remaining(now_ms()))
+            .put_record(&record.id, Bytes::from(bytes), record.remaining(now_ms()))
             .await
             .map_err(|e| match e {
                 crate::event_store::StoreCallError::Store(
@@ -378,7 +378,7 @@ impl TaskHandle {
         let bytes = self
             .inner
             .store
-            .get_task(id)
+            .get_record(id)
             .await
             .map_err(|e| TaskError::Unavailable(e.to_string()))?
             .ok_or_else(not_found)?;
@@ -395,7 +395,7 @@ impl TaskHandle {
     /// several replicas reap at once (the store's record decides, last write wins, and
     /// both outcomes are an end the client can see).
     pub async fn orphaned(&self, id: &str, lost: u64) {
-        let Ok(bytes) = self.inner.store.get_task(id).await else {
+        let Ok(bytes) = self.inner.store.get_record(id).await else {
             return;
         };
         let Some(mut record) = bytes.and_then(|b| serde_json::from_slice::<TaskRecord>(&b).ok())

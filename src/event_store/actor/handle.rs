@@ -186,8 +186,9 @@ impl EventStoreHandle {
         self.slot.send(StoreMsg::ForgetSession(session)).await
     }
 
-    /// Stores task `id`'s record for `ttl`; resolves once any process can read it.
-    pub async fn put_task(
+    /// Stores record `id` (a task's or an execution's) for `ttl`; resolves once any
+    /// process can read it.
+    pub async fn put_record(
         &self,
         id: &str,
         record: Bytes,
@@ -197,7 +198,7 @@ impl EventStoreHandle {
         Ok(self
             .slot
             .call(
-                |reply| StoreMsg::PutTask {
+                |reply| StoreMsg::PutRecord {
                     id: id.clone(),
                     record: record.clone(),
                     ttl,
@@ -208,12 +209,12 @@ impl EventStoreHandle {
             .await??)
     }
 
-    /// Task `id`'s record, if it exists and has not expired.
-    pub async fn get_task(&self, id: &str) -> Result<Option<Bytes>, StoreCallError> {
+    /// Record `id`, if it exists and has not expired.
+    pub async fn get_record(&self, id: &str) -> Result<Option<Bytes>, StoreCallError> {
         let id = id.to_owned();
         Ok(self
             .slot
-            .call(|reply| StoreMsg::GetTask(id.clone(), reply), CALL_TIMEOUT)
+            .call(|reply| StoreMsg::GetRecord(id.clone(), reply), CALL_TIMEOUT)
             .await??)
     }
 

@@ -114,8 +114,9 @@ pub enum StoreMsg {
     Occupancy(RpcReplyPort<Option<Occupancy>>),
     /// A session's open streams, newest first, at most this many (in memory only).
     OpenStreams(SessionId, usize, RpcReplyPort<Vec<(StreamNo, u64)>>),
-    /// Store a task's record for a time (see [`EventStore::put_task`]).
-    PutTask {
+    /// Store a record (a task's or an execution's) for a time (see
+    /// [`EventStore::put_record`]).
+    PutRecord {
         /// The task's id.
         id: String,
         /// Its record.
@@ -125,8 +126,8 @@ pub enum StoreMsg {
         /// Answered once it is durable.
         reply: RpcReplyPort<Result<(), StoreError>>,
     },
-    /// Read a task's record.
-    GetTask(String, RpcReplyPort<Result<Option<Bytes>, StoreError>>),
+    /// Read a record.
+    GetRecord(String, RpcReplyPort<Result<Option<Bytes>, StoreError>>),
     /// Timer: drop expired events.
     Sweep,
     /// Another replica stored an event on a stream, or took over its connection (from the
@@ -156,8 +157,8 @@ impl StoreMsg {
             Self::Positions(..) => "positions",
             Self::Occupancy(..) => "occupancy",
             Self::OpenStreams(..) => "open_streams",
-            Self::PutTask { .. } => "put_task",
-            Self::GetTask(..) => "get_task",
+            Self::PutRecord { .. } => "put_record",
+            Self::GetRecord(..) => "get_record",
             Self::Sweep => "sweep",
             Self::Remote(..) => "remote",
             Self::FeedLost(..) => "feed_lost",
@@ -337,16 +338,16 @@ async fn handle<B: EventStore>(
         // Inline, in mailbox order: a task's writes land in the order its runner made
         // them. Tasks are written a few times in their life, so the round trip to Redis
         // here is rare next to appends.
-        StoreMsg::PutTask {
+        StoreMsg::PutRecord {
             id,
             record,
             ttl,
             reply,
         } => {
-            let _ = reply.send(tables.backend.put_task(&id, record, ttl).await);
+            let _ = reply.send(tables.backend.put_record(&id, record, ttl).await);
         }
-        StoreMsg::GetTask(id, reply) => {
-            let _ = reply.send(tables.backend.get_task(&id).await);
+        StoreMsg::GetRecord(id, reply) => {
+            let _ = reply.send(tables.backend.get_record(&id).await);
         }
         StoreMsg::Sweep => {
             let stats = tables.backend.sweep().await;

@@ -329,7 +329,12 @@ impl EventStore for RedisStore {
         self.retention = retention;
     }
 
-    async fn put_task(&mut self, id: &str, record: Bytes, ttl: Duration) -> Result<(), StoreError> {
+    async fn put_record(
+        &mut self,
+        id: &str,
+        record: Bytes,
+        ttl: Duration,
+    ) -> Result<(), StoreError> {
         let (link, _) = self.conn()?;
         let mut conn = link.commands();
         let mut cmd = redis::cmd("SET");
@@ -344,7 +349,7 @@ impl EventStore for RedisStore {
             .map_err(|_| UNAVAILABLE)
     }
 
-    async fn get_task(&mut self, id: &str) -> Result<Option<Bytes>, StoreError> {
+    async fn get_record(&mut self, id: &str) -> Result<Option<Bytes>, StoreError> {
         let (link, _) = self.conn()?;
         let mut conn = link.commands();
         let mut cmd = redis::cmd("GET");
