@@ -9,7 +9,7 @@ use std::time::Duration;
 use ractor::ActorRef;
 
 use super::StoreMsg;
-use super::subscribers::StoreTables;
+use super::tables::StoreTables;
 use crate::event_store::feed::FeedEnd;
 use crate::event_store::{EventStore, ReplayOutcome, StoreError, StreamKey};
 

@@ -2,7 +2,8 @@
 //! this actor), enforces retention with a periodic sweep, and forwards every stored event
 //! to the connection subscribed to its stream.
 //!
-//! - [`subscribers`]: the tables it keeps across restarts, and forwarding in order;
+//! - [`tables`]: the tables it keeps across restarts, and forwarding in order;
+//! - `subscribers`: the connections following one stream, active and parked;
 //! - [`subscribe`]: a connection following a stream (replay, then live);
 //! - [`catch_up`]: reading back what a lost pub/sub feed missed (Redis);
 //! - [`handle`]: [`EventStoreHandle`], the only code that builds [`StoreMsg`].
@@ -15,7 +16,8 @@
 mod catch_up;
 pub mod handle;
 mod subscribe;
-pub mod subscribers;
+mod subscribers;
+pub mod tables;
 
 use std::time::Duration;
 
@@ -24,7 +26,7 @@ use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, RpcReplyPort};
 use tracing::Instrument;
 
 pub use handle::{EventStoreHandle, StoreCallError};
-pub use subscribers::StoreTables;
+pub use tables::StoreTables;
 
 use super::feed::{self, FeedEnd};
 use super::redis::StreamNews;

@@ -8,7 +8,8 @@ use ractor::{ActorRef, RpcReplyPort};
 
 use super::StoreMsg;
 use super::catch_up::CatchUp;
-use super::subscribers::{StoreTables, Subscriber};
+use super::subscribers::Subscriber;
+use super::tables::StoreTables;
 use crate::event_store::{EventStore, Replay, ReplayOutcome, StoreError, StreamKey};
 use crate::event_store::{REPLAY_PAGE, feed};
 
