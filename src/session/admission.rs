@@ -7,8 +7,8 @@ use std::time::Instant;
 
 use super::changes::terminate;
 use super::manager_state::SessionManagerState;
+use super::party::Party;
 use super::replicas::reserve_block;
-use super::state::Party;
 use super::{NewSession, SessionError, SessionId};
 use crate::telemetry::metrics;
 

@@ -2,11 +2,12 @@
 //! them on every request, numbers their POST streams, expires idle ones and terminates them
 //! on DELETE — telling the event store to forget them each time a session ends.
 //!
-//! - [`manager`]: the actor and its messages;
+//! - [`manager`]: the actor and its messages; `manager_state`: its running state, which
+//!   `admission`, `changes` and `replicas` work on;
 //! - [`handle`]: [`SessionHandle`], the only code that builds [`SessionMsg`]s;
 //! - [`hold`]: [`SessionHold`], an open request or stream, counted without messages;
-//! - [`state`] and [`record`]: the session table and its records (pure data, lent by the
-//!   supervisor);
+//! - [`table`] and [`record`]: the session table and its records (pure data, lent by the
+//!   supervisor); `party`: who a per-client or per-principal cap counts;
 //! - `changes` (subscriptions, log level, cancellation, DELETE) and `replicas` (loading,
 //!   renewing, numbering): what the manager does for sessions shared with other replicas;
 //! - [`directory`]: where those sessions live in Redis;
@@ -19,10 +20,11 @@ pub mod handle;
 pub mod hold;
 pub mod manager;
 mod manager_state;
+mod party;
 pub mod record;
 pub mod replica_news;
 mod replicas;
-pub mod state;
+pub mod table;
 
 use std::time::{Duration, SystemTime};
 
@@ -36,7 +38,7 @@ pub use manager::{SessionArgs, SessionManager, SessionMsg};
 pub use manager_state::SessionManagerState;
 pub use record::{ClientOutcome, NewSession, SessionRecord};
 pub use replica_news::SessionNews;
-pub use state::{SessionTable, Touch, TouchError};
+pub use table::{SessionTable, Touch, TouchError};
 
 use crate::ids::StreamNo;
 use crate::protocol::version::ProtocolVersion;

@@ -1,11 +1,7 @@
 //! The session table: every live session's record. Pure data: the session manager actor
 //! owns it (lent by the supervisor so sessions survive a crash of the actor).
-//!
-//! Size: a third of this file is the unit tests of expiry, holds and request indexes,
-//! kept beside the code they check.
 
 use std::collections::HashMap;
-use std::net::IpAddr;
 use std::sync::Weak;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -14,8 +10,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::SessionId;
 use super::hold::{HoldEntry, SessionHold};
+use super::party::{Party, left};
 use super::record::{ClientOutcome, NewSession, SessionRecord};
-use crate::auth::Owner;
 use crate::ids::{STREAM_BITS, StreamNo};
 use crate::protocol::RequestId;
 
@@ -58,28 +54,6 @@ pub struct SessionTable {
     /// (`server.max_sessions_per_client`, `auth.max_sessions_per_principal`); a party
     /// leaves the map with its last session.
     per_party: HashMap<Party, u32>,
-}
-
-/// Who a per-party session cap counts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Party {
-    /// The address the client connected from.
-    Address(IpAddr),
-    /// The principal its token named.
-    Principal(Owner),
-}
-
-impl Party {
-    /// The parties `init` counts for.
-    fn of(init: &NewSession) -> impl Iterator<Item = Party> {
-        let address = init.client.map(Party::Address);
-        address.into_iter().chain(init.owner.map(Party::Principal))
-    }
-
-    /// True when `init` counts for this party.
-    fn holds(self, init: &NewSession) -> bool {
-        Party::of(init).any(|p| p == self)
-    }
 }
 
 impl SessionTable {
@@ -409,18 +383,6 @@ fn last_used(record: &SessionRecord) -> Instant {
         .holds
         .released_at()
         .map_or(record.last_seen, |at| at.max(record.last_seen))
-}
-
-/// Counts a session out of the parties it counted for.
-fn left(per_party: &mut HashMap<Party, u32>, init: &NewSession) {
-    for party in Party::of(init) {
-        if let Some(n) = per_party.get_mut(&party) {
-            *n = n.saturating_sub(1);
-            if *n == 0 {
-                per_party.remove(&party);
-            }
-        }
-    }
 }
 
 /// `mcp.server.session.duration`: one observation as a session leaves this replica.
