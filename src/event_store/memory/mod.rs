@@ -6,12 +6,13 @@
 //! own stream's log. Replay finds its starting point by arithmetic on positions (logs hold
 //! consecutive positions), so it costs O(events returned).
 //!
-//! Size: half of this file is the unit tests of the retention arithmetic (TTL, caps,
-//! eviction, windows), kept beside the code they check.
+//! `logs` holds the per-session and per-stream logs; `tests` the unit tests of the
+//! retention arithmetic (TTL, caps, eviction, windows).
 
-use crate::telemetry::metrics::{EVENTS_EVICTED, Eviction};
+mod logs;
+
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::collections::{BinaryHeap, HashMap};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -21,6 +22,8 @@ use super::{
     StreamKey, StreamNo, SweepStats,
 };
 use crate::ids::SessionId;
+use crate::telemetry::metrics::{EVENTS_EVICTED, Eviction};
+use logs::{RECENT_NONCES, SessionLog, Stored, StreamLog, Totals, expire_log};
 
 /// In-process event storage. Not shared: the store actor owns it (lent by the supervisor,
 /// so it outlives a crash of the actor).
@@ -34,106 +37,9 @@ pub struct MemoryStore {
     tasks: HashMap<String, (Bytes, Instant)>,
 }
 
-/// Events and bytes held across every session.
-#[derive(Debug, Default, Clone, Copy)]
-struct Totals {
-    events: usize,
-    bytes: usize,
-}
-
-impl Totals {
-    /// Accounts for a session that held `before` and now holds `after` (events, bytes).
-    fn apply(&mut self, before: (usize, usize), after: (usize, usize)) {
-        self.events = (self.events + after.0).saturating_sub(before.0);
-        self.bytes = (self.bytes + after.1).saturating_sub(before.1);
-    }
-}
-
-#[derive(Debug, Default)]
-struct SessionLog {
-    /// The stream of each retained event of the session, oldest first.
-    arrivals: VecDeque<StreamNo>,
-    /// Payload bytes retained.
-    bytes: usize,
-    streams: HashMap<StreamNo, StreamLog>,
-}
-
-#[derive(Debug)]
-struct StreamLog {
-    opened_at: Instant,
-    /// Retained events, consecutive positions, oldest first.
-    events: VecDeque<Stored>,
-    /// Position of the last event appended (0: none yet).
-    end: u64,
-    /// Highest position evicted so far (0: none).
-    evicted_through: u64,
-    completed: bool,
-    /// Nonces of the latest appends with their positions, to recognise re-sends.
-    recent: VecDeque<(u64, u64)>,
-}
-
-/// How many recent append nonces each stream remembers. A re-send follows a crash of the
-/// store actor, so only appends that were queued at that moment can come back.
-const RECENT_NONCES: usize = 16;
-
-#[derive(Debug)]
-struct Stored {
-    seq: u64,
-    at: Instant,
-    payload: Bytes,
-    last: bool,
-}
-
 impl Default for MemoryStore {
     fn default() -> Self {
         Self::new(Retention::default())
-    }
-}
-
-impl StreamLog {
-    fn new(now: Instant) -> Self {
-        Self {
-            opened_at: now,
-            events: VecDeque::new(),
-            end: 0,
-            evicted_through: 0,
-            completed: false,
-            recent: VecDeque::new(),
-        }
-    }
-
-    /// When position `seq` was issued, if we still know.
-    fn issued_at(&self, seq: u64) -> Option<Instant> {
-        if seq == 0 {
-            return Some(self.opened_at);
-        }
-        let first = self.events.front()?.seq;
-        let index = usize::try_from(seq.checked_sub(first)?).ok()?;
-        self.events.get(index).map(|e| e.at)
-    }
-}
-
-impl SessionLog {
-    /// Evicts the session's oldest event.
-    fn evict_oldest(&mut self) -> bool {
-        let Some(stream) = self.arrivals.pop_front() else {
-            return false;
-        };
-        if let Some(log) = self.streams.get_mut(&stream) {
-            if let Some(old) = log.events.pop_front() {
-                log.evicted_through = old.seq;
-                self.bytes = self.bytes.saturating_sub(old.payload.len());
-            }
-            if log.completed && log.events.is_empty() {
-                self.streams.remove(&stream);
-            }
-        }
-        true
-    }
-
-    fn oldest_at(&self) -> Option<Instant> {
-        let stream = self.arrivals.front()?;
-        Some(self.streams.get(stream)?.events.front()?.at)
     }
 }
 
@@ -419,19 +325,6 @@ impl MemoryStore {
     }
 }
 
-fn expire_log(log: &mut SessionLog, ttl: Duration, now: Instant) -> usize {
-    let mut n = 0;
-    while log
-        .oldest_at()
-        .is_some_and(|at| now.saturating_duration_since(at) > ttl)
-    {
-        log.evict_oldest();
-        n += 1;
-    }
-    EVENTS_EVICTED.add(Eviction::Ttl, n as u64);
-    n
-}
-
 impl EventStore for MemoryStore {
     async fn open_session(&mut self, session: SessionId) {
         self.open_session_now(session);
@@ -551,290 +444,4 @@ impl EventStore for MemoryStore {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn retention(max: usize) -> Retention {
-        Retention {
-            enabled: true,
-            event_ttl: Duration::from_secs(60),
-            replay_window: Duration::from_secs(600),
-            max_session_events: max,
-            max_session_bytes: usize::MAX,
-            max_tasks: 10,
-            max_total_events: usize::MAX,
-            max_total_bytes: usize::MAX,
-        }
-    }
-
-    fn payloads(r: &Replay) -> Vec<String> {
-        r.events
-            .iter()
-            .map(|e| String::from_utf8_lossy(&e.payload).into_owned())
-            .collect()
-    }
-
-    fn fill(
-        store: &mut MemoryStore,
-        key: StreamKey,
-        range: std::ops::RangeInclusive<u32>,
-        t: Instant,
-    ) {
-        store.open_session_now(key.session);
-        for i in range {
-            let e = store.append_at(key, Bytes::from(format!("e{i}")), false, u64::from(i), t);
-            assert!(e.is_ok_and(|a| !a.duplicate));
-        }
-    }
-
-    #[test]
-    fn a_resent_append_is_stored_once() {
-        let t = Instant::now();
-        let mut store = MemoryStore::new(retention(100));
-        let key = StreamKey::new(SessionId::random(), StreamNo(1));
-        store.open_session_now(key.session);
-        let first = store.append_at(key, Bytes::from("a"), false, 42, t);
-        let again = store.append_at(key, Bytes::from("a"), false, 42, t);
-        let (Ok(first), Ok(again)) = (first, again) else {
-            panic!("appends failed");
-        };
-        assert!(!first.duplicate && again.duplicate);
-        assert_eq!(first.event.id, again.event.id);
-        assert_eq!(store.len(), 1);
-    }
-
-    #[test]
-    fn replays_exactly_the_events_after_the_position() {
-        let t = Instant::now();
-        let mut store = MemoryStore::new(retention(100));
-        let key = StreamKey::new(SessionId::random(), StreamNo(1));
-        fill(&mut store, key, 1..=10, t);
-        let cases: &[(Option<u64>, &[&str])] = &[
-            (
-                Some(0),
-                &["e1", "e2", "e3", "e4", "e5", "e6", "e7", "e8", "e9", "e10"],
-            ),
-            (Some(5), &["e6", "e7", "e8", "e9", "e10"]),
-            (Some(9), &["e10"]),
-            (Some(10), &[]),
-            (None, &[]),
-        ];
-        for (after, want) in cases {
-            let r = store
-                .replay_after_at(key, *after, t)
-                .unwrap_or_else(|e| panic!("{e}"));
-            assert_eq!(payloads(&r), *want, "after {after:?}");
-            assert_eq!(r.outcome, ReplayOutcome::Complete);
-            assert_eq!(r.position, 10);
-        }
-        assert_eq!(
-            store.replay_after_at(key, Some(11), t).err(),
-            Some(StoreError::FuturePosition(11))
-        );
-    }
-
-    #[test]
-    fn streams_of_a_session_are_isolated_and_share_nothing_across_sessions() {
-        let t = Instant::now();
-        let mut store = MemoryStore::new(retention(100));
-        let s = SessionId::random();
-        let a = StreamKey::new(s, StreamNo(1));
-        let b = StreamKey::new(s, StreamNo(2));
-        let other = StreamKey::new(SessionId::random(), StreamNo(1));
-        fill(&mut store, a, 1..=3, t);
-        fill(&mut store, b, 4..=5, t);
-        fill(&mut store, other, 6..=6, t);
-        let r = store
-            .replay_after_at(a, Some(0), t)
-            .unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(payloads(&r), ["e1", "e2", "e3"]);
-        let r = store
-            .replay_after_at(b, Some(0), t)
-            .unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(payloads(&r), ["e4", "e5"]);
-        assert_eq!(r.events[0].id.seq, 1, "positions count per stream");
-        let r = store
-            .replay_after_at(other, Some(0), t)
-            .unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(payloads(&r), ["e6"]);
-    }
-
-    #[test]
-    fn the_session_cap_evicts_oldest_first_and_reports_the_gap() {
-        let t = Instant::now();
-        let mut store = MemoryStore::new(retention(4));
-        let s = SessionId::random();
-        let a = StreamKey::new(s, StreamNo(1));
-        let b = StreamKey::new(s, StreamNo(2));
-        fill(&mut store, a, 1..=3, t);
-        fill(&mut store, b, 4..=6, t);
-        assert_eq!(store.len(), 4);
-        let r = store
-            .replay_after_at(a, Some(0), t)
-            .unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(payloads(&r), ["e3"]);
-        assert_eq!(r.outcome, ReplayOutcome::Truncated { missing: 2 });
-        let r = store
-            .replay_after_at(a, Some(2), t)
-            .unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(
-            r.outcome,
-            ReplayOutcome::Complete,
-            "nothing after 2 is missing"
-        );
-    }
-
-    #[tokio::test]
-    async fn the_store_wide_budget_evicts_the_oldest_of_any_session() {
-        let t = Instant::now();
-        let mut store = MemoryStore::new(Retention {
-            max_total_events: 10,
-            ..retention(100)
-        });
-        let old = StreamKey::new(SessionId::random(), StreamNo(1));
-        let new = StreamKey::new(SessionId::random(), StreamNo(1));
-        fill(&mut store, old, 1..=6, t);
-        fill(&mut store, new, 1..=4, t + Duration::from_secs(1));
-        assert_eq!(store.len(), 10, "at the budget, nothing goes");
-        fill(&mut store, new, 5..=5, t + Duration::from_secs(2));
-        assert_eq!(store.len(), 9, "past it, down to nine tenths");
-        let r = store
-            .replay_after_at(old, Some(0), t + Duration::from_secs(2))
-            .unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(r.outcome, ReplayOutcome::Truncated { missing: 2 });
-        assert_eq!(payloads(&r), ["e3", "e4", "e5", "e6"], "the oldest went");
-        let r = store
-            .replay_after_at(new, Some(0), t + Duration::from_secs(2))
-            .unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(
-            r.outcome,
-            ReplayOutcome::Complete,
-            "the newer session is untouched"
-        );
-        // Forgetting a session gives its share back.
-        store.forget_session(old.session).await;
-        fill(&mut store, new, 6..=10, t + Duration::from_secs(3));
-        assert_eq!(store.len(), 10);
-    }
-
-    #[test]
-    fn the_byte_budget_evicts_oldest_first_but_keeps_the_newest() {
-        let t = Instant::now();
-        let mut store = MemoryStore::new(Retention {
-            max_session_bytes: 10,
-            ..retention(100)
-        });
-        let key = StreamKey::new(SessionId::random(), StreamNo(1));
-        fill(&mut store, key, 1..=5, t); // "e1".."e5": 2 bytes each
-        assert_eq!(store.len(), 5);
-        store
-            .append_at(key, Bytes::from("0123456789ab"), false, 99, t)
-            .ok();
-        assert_eq!(
-            store.len(),
-            1,
-            "a 12-byte event alone exceeds 10 bytes and is kept"
-        );
-        let r = store
-            .replay_after_at(key, Some(0), t)
-            .unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(r.outcome, ReplayOutcome::Truncated { missing: 5 });
-        fill(&mut store, key, 7..=8, t);
-        assert_eq!(store.len(), 2, "e7 and e8 fit; the big one went");
-    }
-
-    #[test]
-    fn events_expire_after_the_ttl_and_the_window_bounds_old_positions() {
-        let t = Instant::now();
-        let mut store = MemoryStore::new(Retention {
-            event_ttl: Duration::from_secs(10),
-            replay_window: Duration::from_secs(20),
-            ..retention(100)
-        });
-        let key = StreamKey::new(SessionId::random(), StreamNo(0));
-        fill(&mut store, key, 1..=2, t);
-        fill(&mut store, key, 3..=3, t + Duration::from_secs(8));
-        let later = t + Duration::from_secs(11);
-        assert_eq!(store.sweep_at(later).expired_events, 2);
-        let r = store
-            .replay_after_at(key, Some(0), later)
-            .unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(payloads(&r), ["e3"]);
-        assert_eq!(r.outcome, ReplayOutcome::Truncated { missing: 2 });
-        let r = store
-            .replay_after_at(key, Some(0), t + Duration::from_secs(21))
-            .unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(r.outcome, ReplayOutcome::OutsideWindow);
-        assert!(r.events.is_empty());
-    }
-
-    #[test]
-    fn a_completed_stream_refuses_appends_and_vanishes_once_expired() {
-        let t = Instant::now();
-        let mut store = MemoryStore::new(Retention {
-            event_ttl: Duration::from_secs(1),
-            ..retention(100)
-        });
-        let key = StreamKey::new(SessionId::random(), StreamNo(3));
-        store.open_session_now(key.session);
-        assert!(
-            store
-                .append_at(key, Bytes::from("done"), true, 1, t)
-                .is_ok()
-        );
-        assert_eq!(
-            store.append_at(key, Bytes::from("late"), false, 2, t).err(),
-            Some(StoreError::StreamCompleted)
-        );
-        let r = store
-            .replay_after_at(key, Some(0), t)
-            .unwrap_or_else(|e| panic!("{e}"));
-        assert!(r.completed && r.events[0].last);
-        let stats = store.sweep_at(t + Duration::from_secs(2));
-        assert_eq!(stats.dropped_streams, 1);
-        assert_eq!(
-            store.replay_after_at(key, Some(0), t).err(),
-            Some(StoreError::UnknownStream)
-        );
-    }
-
-    #[test]
-    fn streams_of_unknown_or_forgotten_sessions_are_refused() {
-        let t = Instant::now();
-        let mut store = MemoryStore::new(retention(100));
-        let key = StreamKey::new(SessionId::random(), StreamNo(1));
-        assert_eq!(
-            store.append_at(key, Bytes::from("x"), false, 1, t).err(),
-            Some(StoreError::UnknownStream)
-        );
-        assert_eq!(
-            store.open_stream_at(key, t).err(),
-            Some(StoreError::UnknownStream)
-        );
-        fill(&mut store, key, 1..=2, t);
-        store.sessions.remove(&key.session);
-        assert_eq!(
-            store.append_at(key, Bytes::from("late"), false, 9, t).err(),
-            Some(StoreError::UnknownStream),
-            "work still running after the session ended does not resurrect it"
-        );
-        assert!(store.is_empty());
-    }
-
-    #[test]
-    fn with_replay_disabled_nothing_is_kept() {
-        let t = Instant::now();
-        let mut store = MemoryStore::new(Retention {
-            enabled: false,
-            ..retention(100)
-        });
-        let key = StreamKey::new(SessionId::random(), StreamNo(0));
-        fill(&mut store, key, 1..=3, t);
-        assert!(store.is_empty());
-        let r = store
-            .replay_after_at(key, Some(1), t)
-            .unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(r.outcome, ReplayOutcome::Disabled);
-        assert!(r.events.is_empty());
-    }
-}
+mod tests;
