@@ -43,8 +43,13 @@ const LAYERS: &[&[&str]] = &[
 /// Files that wire everything and may name any module.
 const ROOTS: &[&str] = &["lib.rs", "main.rs"];
 
-/// Past this many lines a file must say why at its top (a `//! Size:` line).
-const MAX_LINES: usize = 520;
+/// Most lines a source file may have: past it, split the file by concept.
+const MAX_LINES: usize = 600;
+
+/// Files allowed past [`MAX_LINES`] for now, each with the work that splits it.
+const LONG_FILE_EXCEPTIONS: &[&str] = &[
+    "config/mod.rs", // split by issue 24 part 5
+];
 
 fn layer_of(module: &str) -> Option<usize> {
     LAYERS.iter().position(|layer| layer.contains(&module))
@@ -173,24 +178,26 @@ fn every_module_names_only_modules_below_it() {
 }
 
 #[test]
-fn long_files_say_why_at_their_top() {
+fn no_file_is_longer_than_max_lines() {
     let mut files = Vec::new();
     rust_files(&src(), &mut files);
     let mut long = Vec::new();
     for file in &files {
-        let text = std::fs::read_to_string(file).unwrap_or_default();
-        let lines = text.lines().count();
-        let explained = text
+        let relative = file.strip_prefix(src()).unwrap_or(file);
+        let excepted = LONG_FILE_EXCEPTIONS
+            .iter()
+            .any(|path| relative == Path::new(path));
+        let lines = std::fs::read_to_string(file)
+            .unwrap_or_default()
             .lines()
-            .take(40)
-            .any(|l| l.trim_start().starts_with("//! Size:"));
-        if lines > MAX_LINES && !explained {
+            .count();
+        if lines > MAX_LINES && !excepted {
             long.push(format!("{}: {lines} lines", file.display()));
         }
     }
     assert!(
         long.is_empty(),
-        "split these files, or give the reason in a `//! Size:` line at the top:\n{}",
+        "split these files by concept (at most {MAX_LINES} lines each):\n{}",
         long.join("\n")
     );
 }
