@@ -6,7 +6,7 @@
 //! This module sits above the store and the session manager and reaches them only through
 //! their handles. The connections, the key layout and what stream channels carry are the
 //! store's Redis backend's ([`crate::event_store::redis`]); the news replicas exchange
-//! about sessions is the session layer's ([`crate::session::news`]).
+//! about sessions is the session layer's ([`crate::session::replica_news`]).
 //!
 //! Only used with `[store] backend = "redis"`; the in-memory server never touches it.
 

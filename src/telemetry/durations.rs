@@ -1,7 +1,7 @@
 //! The two MCP duration histograms of the semantic conventions,
 //! `mcp.server.operation.duration` and `mcp.server.session.duration`, and the label sets
 //! that key their series. [`super::operation`] observes the first, [`super::session_ended`]
-//! the second; [`super::prometheus`] reads them, and [`super::otlp`] exports the same
+//! the second; [`super::prometheus`] reads them, and `otlp` exports the same
 //! observations under the same labels.
 
 use std::sync::{Arc, LazyLock};

@@ -1,5 +1,5 @@
 //! The store actor's tables: the backend, and the local connections following each stream
-//! ([`super::subscribers::Subscriber`]) with what they were given so far. Forwarding puts
+//! (`subscribers::Subscriber`) with what they were given so far. Forwarding puts
 //! events back in order per stream: a duplicate is skipped, a gap (events of another
 //! replica not heard of yet) is filled from the store first, and what cannot be filled
 //! closes the connection so that its resume reads the store.
