@@ -219,13 +219,6 @@ fn the_scanner_reads_paths_and_groups() {
     assert!(layer_of("session") < layer_of("cluster"));
 }
 
-/// Pairs of files allowed to import each other for now, each with the work that removes it.
-const CYCLE_EXCEPTIONS: &[(&str, &str, &str)] = &[(
-    "handler/tools",
-    "handler/typed",
-    "the tool constructors are rewritten by issue 24 part 3",
-)];
-
 /// A module's path inside the crate: `["session", "manager"]`; the crate root is empty.
 type ModPath = Vec<String>;
 
@@ -604,12 +597,6 @@ fn circles(modules: &Modules) -> Vec<String> {
             done.extend(circle.iter().cloned());
             let name = |m: &ModPath| m.join("/");
             let names: Vec<String> = circle.iter().map(name).collect();
-            let excepted = CYCLE_EXCEPTIONS.iter().any(|(a, b, _)| {
-                names.len() == 2 && names.contains(&a.to_string()) && names.contains(&b.to_string())
-            });
-            if excepted {
-                continue;
-            }
             let mut report = format!("circle between {}:", names.join(", "));
             for a in &circle {
                 for (b, lines) in edges.get(a).into_iter().flatten() {
