@@ -72,7 +72,7 @@ pub fn jsonrpc(data: &[u8]) {
     let Incoming::Request(request) = incoming else {
         return;
     };
-    let method = Method::parse(&request.method);
+    let method = request.kind;
     let _ = RequestMeta::read(request.params.as_ref());
     let _ = crate::protocol::meta::names_version(request.params.as_ref());
     if let Some(token) = crate::server::McpServer::progress_token(&request) {
@@ -81,11 +81,7 @@ pub fn jsonrpc(data: &[u8]) {
     if method == Method::Initialize {
         let _ = crate::server::McpServer::default().initialize(request.params.clone());
     }
-    let _ = crate::transport::stateless::headers::check_standard(
-        &HeaderMap::new(),
-        &request.method,
-        request.params.as_ref(),
-    );
+    let _ = crate::transport::stateless::headers::check_standard(&HeaderMap::new(), &request);
 }
 
 /// The headers a request is judged by. The input is lines `name: value`; each header
@@ -113,7 +109,9 @@ pub fn headers(data: &[u8]) {
     let _ = extract::is_json_content(&headers);
     let _ = extract::last_event_id(&headers);
     let _ = Guard::new(&ServerConfig::default()).check(&headers);
-    let _ = crate::transport::stateless::headers::check_standard(&headers, "tools/call", None);
+    let call =
+        crate::protocol::Request::new(crate::protocol::RequestId::Number(1), "tools/call", None);
+    let _ = crate::transport::stateless::headers::check_standard(&headers, &call);
 }
 
 /// `sys.toml` and its durations: any text loads as a configuration or gives an error that

@@ -15,6 +15,8 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use methods::Method;
+
 /// A JSON-RPC request id: a number or a string.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(untagged)]
@@ -41,8 +43,24 @@ pub struct Request {
     pub id: RequestId,
     /// Method name.
     pub method: String,
+    /// The method, classified once when the request is made ([`Request::new`]): the
+    /// layers above match on it and never parse the name again.
+    pub kind: Method,
     /// Parameters, if any.
     pub params: Option<Value>,
+}
+
+impl Request {
+    /// A request of `method`, classified here (the one place a method name is parsed).
+    pub fn new(id: RequestId, method: impl Into<String>, params: Option<Value>) -> Self {
+        let method = method.into();
+        Self {
+            kind: Method::parse(&method),
+            id,
+            method,
+            params,
+        }
+    }
 }
 
 /// A notification: no response.
@@ -231,11 +249,7 @@ pub fn parse(body: &[u8]) -> Result<Incoming, ParseFailure> {
         return Err(invalid(id, "params must be an object or an array"));
     }
     match (raw.method, id) {
-        (Some(method), Some(id)) => Ok(Incoming::Request(Request {
-            id,
-            method,
-            params: raw.params,
-        })),
+        (Some(method), Some(id)) => Ok(Incoming::Request(Request::new(id, method, raw.params))),
         (Some(method), None) => Ok(Incoming::Notification(Notification {
             method,
             params: raw.params,
@@ -349,11 +363,11 @@ mod tests {
         let req = parse(br#"{"jsonrpc":"2.0","id":7,"method":"ping"}"#);
         assert_eq!(
             req,
-            Ok(Incoming::Request(Request {
-                id: RequestId::Number(7),
-                method: "ping".into(),
-                params: None
-            }))
+            Ok(Incoming::Request(Request::new(
+                RequestId::Number(7),
+                "ping",
+                None
+            )))
         );
         let note = parse(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
         assert!(matches!(note, Ok(Incoming::Notification(_))));

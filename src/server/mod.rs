@@ -149,13 +149,13 @@ impl McpServer {
     pub fn required_scopes(&self, request: &Request) -> Arc<[String]> {
         let params = request.params.as_ref();
         // A completion names its prompt or resource in `ref`: it needs what they need.
-        let target = match Method::parse(&request.method) {
+        let target = match request.kind {
             Method::Complete => params.and_then(|p| p.get("ref")),
             _ => params,
         };
         let text = |key| target.and_then(|t| t.get(key)).and_then(Value::as_str);
         let kind = text("type");
-        match (Method::parse(&request.method), text("name"), text("uri")) {
+        match (request.kind, text("name"), text("uri")) {
             (Method::ToolsCall, Some(name), _) => self.tools.get().scopes(name),
             (Method::PromptsGet, Some(name), _) => self.prompts.get().scopes(name),
             (Method::ResourcesRead | Method::ResourcesSubscribe, _, Some(uri)) => {
@@ -328,7 +328,7 @@ impl McpServer {
 
     /// The `progressToken` of a request, if it is a `tools/call` carrying one.
     pub fn progress_token(request: &Request) -> Option<Value> {
-        if Method::parse(&request.method) != Method::ToolsCall {
+        if request.kind != Method::ToolsCall {
             return None;
         }
         let meta = request.params.as_ref()?.get("_meta")?;
@@ -355,7 +355,7 @@ impl McpServer {
         let id = request.id;
         // Lists show a caller only what its scopes allow (everything without `[auth]`).
         let caller = ctx.principal().map(|p| &**p);
-        let result = match Method::parse(&request.method) {
+        let result = match request.kind {
             Method::Ping => Ok(Value::Object(Default::default())),
             Method::ToolsList => {
                 page_value("tools", &self.tools.get().list_for(caller), request.params)

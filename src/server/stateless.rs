@@ -69,7 +69,7 @@ impl McpServer {
         meta: &RequestMeta,
         ctx: RequestContext,
     ) -> Outgoing {
-        let method = Method::parse(&request.method);
+        let method = request.kind;
         let id = request.id.clone();
         let answer = match self.refuse(method, &request, meta) {
             Some(error) => Err(error),

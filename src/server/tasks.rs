@@ -148,11 +148,11 @@ struct Rerunner(Weak<McpServer>);
 impl Rerun for Rerunner {
     fn rerun(&self, work: &TaskWork, outbox: TaskOutbox) -> BoxFuture<'static, Outgoing> {
         let server = self.0.upgrade();
-        let request = Request {
-            id: RequestId::String("task".into()),
-            method: "tools/call".into(),
-            params: Some(work.params.clone()),
-        };
+        let request = Request::new(
+            RequestId::String("task".into()),
+            "tools/call",
+            Some(work.params.clone()),
+        );
         let inputs = Arc::new(Inputs::rerun(work.answers.clone(), outbox));
         // Progress is recorded as the task's events whether or not the call asked.
         let ctx = RequestContext::new(Some(Value::from("task")), Some(inputs))

@@ -113,12 +113,8 @@ impl Outbox for StreamOutbox {
                 .open_client_request(self.key.session)
                 .await
                 .map_err(|e| unavailable(&e))?;
-            let payload = Outgoing::Request(Request {
-                id,
-                method: request.method,
-                params: request.params,
-            })
-            .to_bytes();
+            let payload =
+                Outgoing::Request(Request::new(id, request.method, request.params)).to_bytes();
             self.store
                 .append(self.key, payload, false)
                 .await

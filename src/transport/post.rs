@@ -247,7 +247,7 @@ async fn serve(
         Incoming::Response { .. } => return respond(state, headers, message, caller.owner).await,
     };
 
-    if Method::parse(&request.method) == Method::Initialize {
+    if request.kind == Method::Initialize {
         return initialize(state, request, caller, op).await;
     }
 

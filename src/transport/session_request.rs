@@ -38,7 +38,7 @@ pub(super) async fn apply_session_effects(
             .and_then(|p| p.get("uri"))
             .and_then(|u| u.as_str())
     };
-    match Method::parse(&request.method) {
+    match request.kind {
         Method::SetLevel => {
             if let Ok(level) = McpServer::set_level_params(request.params.as_ref()) {
                 inner

@@ -34,12 +34,12 @@ pub(super) fn operation(
     headers: &HeaderMap,
     message: &Incoming,
 ) -> Option<Operation> {
-    let (method, params, request_id) = match message {
-        Incoming::Request(r) => (r.method.as_str(), r.params.as_ref(), Some(&r.id)),
-        Incoming::Notification(n) => (n.method.as_str(), n.params.as_ref(), None),
+    // Notifications are no method we route: `Unknown`, named below by convention.
+    let (method, parsed, params, request_id) = match message {
+        Incoming::Request(r) => (r.method.as_str(), r.kind, r.params.as_ref(), Some(&r.id)),
+        Incoming::Notification(n) => (n.method.as_str(), Method::Unknown, n.params.as_ref(), None),
         Incoming::Response { .. } => return None,
     };
-    let parsed = Method::parse(method);
     // Notifications are not methods we route, but the conventions name them all.
     let known = parsed.name().or_else(|| {
         method

@@ -9,6 +9,7 @@ use base64::engine::general_purpose::STANDARD;
 use serde_json::Value;
 
 use crate::protocol::ErrorObject;
+use crate::protocol::Request;
 use crate::protocol::meta::HeaderParam;
 use crate::protocol::methods::Method;
 
@@ -19,12 +20,11 @@ pub const MCP_NAME: &str = "mcp-name";
 /// Prefix of the headers that mirror tool arguments.
 pub const MCP_PARAM_PREFIX: &str = "mcp-param-";
 
-/// Checks `Mcp-Method` and, for the methods that name something, `Mcp-Name`.
-pub fn check_standard(
-    headers: &HeaderMap,
-    method: &str,
-    params: Option<&Value>,
-) -> Result<(), ErrorObject> {
+/// Checks `Mcp-Method` against `request`'s method and, for the methods that name
+/// something, `Mcp-Name` against its params.
+pub fn check_standard(headers: &HeaderMap, request: &Request) -> Result<(), ErrorObject> {
+    let method = request.method.as_str();
+    let params = request.params.as_ref();
     match header_value(headers, MCP_METHOD)? {
         None => {
             return Err(ErrorObject::header_mismatch(
@@ -42,7 +42,7 @@ pub fn check_standard(
     // (fastmcp-tasks 4.1.4, the MCP Inspector's issue #1917; the TypeScript SDK fixed the
     // same bug in its pull request #2613), FastMCP's own server accepts it, and the task id
     // routes nothing a proxy needs before the body. A header that is there must still match.
-    let (field, required) = match Method::parse(method) {
+    let (field, required) = match request.kind {
         Method::ToolsCall | Method::PromptsGet => ("name", true),
         Method::ResourcesRead => ("uri", true),
         Method::TasksGet | Method::TasksUpdate | Method::TasksCancel | Method::TasksStream => {
@@ -156,6 +156,14 @@ mod tests {
     use crate::transport::extract::header_map as headers;
     use serde_json::json;
 
+    fn req(method: &str, params: Option<&Value>) -> Request {
+        Request::new(
+            crate::protocol::RequestId::Number(1),
+            method,
+            params.cloned(),
+        )
+    }
+
     fn code(r: Result<(), ErrorObject>) -> Option<i64> {
         r.err().map(|e| e.code)
     }
@@ -164,7 +172,10 @@ mod tests {
     fn method_and_name_must_match_the_body() {
         let call = json!({"name": "echo"});
         let ok = headers(&[("mcp-method", "tools/call"), ("mcp-name", "  echo\t")]);
-        assert_eq!(code(check_standard(&ok, "tools/call", Some(&call))), None);
+        assert_eq!(
+            code(check_standard(&ok, &req("tools/call", Some(&call)))),
+            None
+        );
         let mismatch = -32020;
         for h in [
             headers(&[("mcp-name", "echo")]),
@@ -173,18 +184,18 @@ mod tests {
             headers(&[("mcp-method", "tools/call"), ("mcp-name", "other")]),
         ] {
             assert_eq!(
-                code(check_standard(&h, "tools/call", Some(&call))),
+                code(check_standard(&h, &req("tools/call", Some(&call)))),
                 Some(mismatch)
             );
         }
         let list = headers(&[("mcp-method", "tools/list")]);
-        assert_eq!(code(check_standard(&list, "tools/list", None)), None);
+        assert_eq!(code(check_standard(&list, &req("tools/list", None))), None);
         let encoded = headers(&[
             ("mcp-method", "tools/call"),
             ("mcp-name", "=?base64?ZWNobw==?="),
         ]);
         assert_eq!(
-            code(check_standard(&encoded, "tools/call", Some(&call))),
+            code(check_standard(&encoded, &req("tools/call", Some(&call)))),
             None
         );
     }
@@ -197,12 +208,15 @@ mod tests {
         let task = json!({"taskId": "t-1"});
         for method in ["tasks/get", "tasks/update", "tasks/cancel"] {
             let missing = headers(&[("mcp-method", method)]);
-            assert_eq!(code(check_standard(&missing, method, Some(&task))), None);
+            assert_eq!(
+                code(check_standard(&missing, &req(method, Some(&task)))),
+                None
+            );
             let same = headers(&[("mcp-method", method), ("mcp-name", "t-1")]);
-            assert_eq!(code(check_standard(&same, method, Some(&task))), None);
+            assert_eq!(code(check_standard(&same, &req(method, Some(&task)))), None);
             let other = headers(&[("mcp-method", method), ("mcp-name", "t-2")]);
             assert_eq!(
-                code(check_standard(&other, method, Some(&task))),
+                code(check_standard(&other, &req(method, Some(&task)))),
                 Some(-32020)
             );
         }

@@ -87,7 +87,7 @@ pub(super) async fn serve(
             return json_response(answer.to_bytes(), status);
         }
     };
-    if Method::parse(&request.method) == Method::Listen {
+    if request.kind == Method::Listen {
         // Its operation ends with the acknowledgement (the stream lives on), or with the
         // refusal.
         let response = listen::serve(state, request, meta, principal.as_deref());
@@ -102,7 +102,7 @@ pub(super) async fn serve(
         }
         return response;
     }
-    if Method::parse(&request.method) == Method::TasksStream {
+    if request.kind == Method::TasksStream {
         // Its operation ends when the stream is answered or refused.
         let response = task_stream::serve(state, request, &meta, principal.as_deref()).await;
         if let Some(op) = op.take() {
@@ -150,8 +150,8 @@ fn check(
             &meta.protocol_version,
         )));
     }
-    headers::check_standard(headers, &request.method, request.params.as_ref()).map_err(bad)?;
-    if Method::parse(&request.method) == Method::ToolsCall {
+    headers::check_standard(headers, request).map_err(bad)?;
+    if request.kind == Method::ToolsCall {
         let params = request.params.as_ref();
         let routing = params
             .and_then(|p| p.get("name"))
