@@ -147,11 +147,10 @@ impl McpServer {
     /// declares; none for any other method, or a target this server does not have (which
     /// gets its own error).
     pub fn required_scopes(&self, request: &Request) -> Arc<[String]> {
-        let params = request.params.as_ref();
         // A completion names its prompt or resource in `ref`: it needs what they need.
         let target = match request.kind {
-            Method::Complete => params.and_then(|p| p.get("ref")),
-            _ => params,
+            Method::Complete => request.completion_ref(),
+            _ => request.params.as_ref(),
         };
         let text = |key| target.and_then(|t| t.get(key)).and_then(Value::as_str);
         let kind = text("type");
@@ -331,10 +330,7 @@ impl McpServer {
         if request.kind != Method::ToolsCall {
             return None;
         }
-        let meta = request.params.as_ref()?.get("_meta")?;
-        meta.get("progressToken")
-            .filter(|t| t.is_string() || t.is_i64() || t.is_u64())
-            .cloned()
+        request.progress_token().cloned()
     }
 
     /// True when `resources/subscribe` to `uri` succeeds: a resource (or template) we

@@ -79,8 +79,7 @@ impl McpServer {
                 Method::TasksGet | Method::TasksUpdate | Method::TasksCancel
             ) =>
             {
-                self.task_method(method, request.params.as_ref(), ctx.principal())
-                    .await
+                self.task_method(&request, ctx.principal()).await
             }
             None if method.may_ask_for_input() => {
                 self.with_inputs(method, request, meta, ctx).await
@@ -250,7 +249,7 @@ impl McpServer {
         request: &Request,
     ) -> Result<Map<String, Value>, ErrorObject> {
         let params = request.params.as_ref();
-        let mut answers = match params.and_then(|p| p.get("requestState")) {
+        let mut answers = match request.request_state() {
             None => Map::new(),
             Some(Value::String(state)) => self
                 .stateless
@@ -263,7 +262,7 @@ impl McpServer {
                 ));
             }
         };
-        match params.and_then(|p| p.get("inputResponses")) {
+        match request.input_responses() {
             None => {}
             Some(Value::Object(responses)) => {
                 for (key, response) in responses {

@@ -51,12 +51,7 @@ impl McpServer {
         meta: &RequestMeta,
         principal: Option<&Arc<Principal>>,
     ) -> Result<Option<TaskPlan>, ErrorObject> {
-        let name = request
-            .params
-            .as_ref()
-            .and_then(|p| p.get("name"))
-            .and_then(Value::as_str);
-        let Some(routing) = name.and_then(|n| self.tool_routing(n)) else {
+        let Some(routing) = request.name().and_then(|n| self.tool_routing(n)) else {
             return Ok(None);
         };
         let options = routing.tasks;
@@ -91,28 +86,23 @@ impl McpServer {
     /// delivered (its effect shows in `tasks/get` when the task's runner has made it).
     pub(super) async fn task_method(
         &self,
-        method: Method,
-        params: Option<&Value>,
+        request: &Request,
         principal: Option<&Arc<Principal>>,
     ) -> Result<Value, ErrorObject> {
         let Some(tasks) = &self.tasks else {
             return Err(ErrorObject::method_not_found("tasks/*"));
         };
-        let id = params
-            .and_then(|p| p.get("taskId"))
-            .and_then(Value::as_str)
-            .ok_or_else(|| {
-                ErrorObject::invalid_params("Invalid params: taskId must be a string")
-            })?;
+        let id = request.task_id().ok_or_else(|| {
+            ErrorObject::invalid_params("Invalid params: taskId must be a string")
+        })?;
         // Another principal's task is not found, like an unknown one (checked where the
         // record is read).
         let owner = principal.map(|p| p.owner().to_string());
         let principal = owner.as_deref();
-        match method {
+        match request.kind {
             Method::TasksGet => Ok(tasks.get(id, principal).await?.wire()),
             Method::TasksUpdate => {
-                let Some(Value::Object(answers)) = params.and_then(|p| p.get("inputResponses"))
-                else {
+                let Some(Value::Object(answers)) = request.input_responses() else {
                     return Err(ErrorObject::invalid_params(
                         "Invalid params: inputResponses must be an object",
                     ));

@@ -25,7 +25,7 @@ use super::{AppState, reject, session_rejection};
 use crate::auth::{Owner, Principal};
 use crate::handler::RequestContext;
 use crate::protocol::methods::{Method, notifications};
-use crate::protocol::{self, ErrorObject, Incoming, Notification, Outgoing, Request, RequestId};
+use crate::protocol::{self, ErrorObject, Incoming, Notification, Outgoing, Request};
 use crate::session::SessionId;
 use crate::telemetry::operation::{Operation, Outcome};
 
@@ -168,12 +168,7 @@ fn check_progress_token(message: &Incoming, max: usize) -> Result<(), Rejection>
     let Incoming::Request(request) = message else {
         return Ok(());
     };
-    let token = request
-        .params
-        .as_ref()
-        .and_then(|p| p.get("_meta"))
-        .and_then(|m| m.get("progressToken"))
-        .and_then(|t| t.as_str());
+    let token = request.progress_token().and_then(|t| t.as_str());
     match token {
         Some(token) if token.len() > max => Err(Rejection::JsonRpc(protocol::ParseFailure {
             id: Some(request.id.clone()),
@@ -347,11 +342,7 @@ async fn on_notification(state: &AppState, session: SessionId, note: Notificatio
     match note.method.as_str() {
         notifications::INITIALIZED => tracing::debug!(%session, "client initialized"),
         notifications::CANCELLED => {
-            let request = note
-                .params
-                .as_ref()
-                .and_then(|p| p.get("requestId"))
-                .and_then(|id| serde_json::from_value::<RequestId>(id.clone()).ok());
+            let request = note.cancelled_request();
             match request {
                 Some(request) => {
                     if let Err(e) = state.inner.sessions.cancel_request(session, request).await {

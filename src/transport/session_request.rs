@@ -31,13 +31,7 @@ pub(super) async fn apply_session_effects(
     request: &Request,
 ) -> Result<(), Rejection> {
     let inner = &state.inner;
-    let uri = || {
-        request
-            .params
-            .as_ref()
-            .and_then(|p| p.get("uri"))
-            .and_then(|u| u.as_str())
-    };
+    let uri = || request.uri();
     match request.kind {
         Method::SetLevel => {
             if let Ok(level) = McpServer::set_level_params(request.params.as_ref()) {

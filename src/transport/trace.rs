@@ -19,9 +19,9 @@ use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 
 use super::extract::PROTOCOL_VERSION;
 use super::rejection::Rejection;
-use crate::protocol::Incoming;
 use crate::protocol::methods::Method;
 use crate::protocol::version::ProtocolVersion;
+use crate::protocol::{Incoming, Request};
 use crate::server::McpServer;
 use crate::telemetry::durations::Target;
 use crate::telemetry::operation::{Operation, Start};
@@ -35,11 +35,12 @@ pub(super) fn operation(
     message: &Incoming,
 ) -> Option<Operation> {
     // Notifications are no method we route: `Unknown`, named below by convention.
-    let (method, parsed, params, request_id) = match message {
-        Incoming::Request(r) => (r.method.as_str(), r.kind, r.params.as_ref(), Some(&r.id)),
-        Incoming::Notification(n) => (n.method.as_str(), Method::Unknown, n.params.as_ref(), None),
+    let (method, parsed, meta, request) = match message {
+        Incoming::Request(r) => (r.method.as_str(), r.kind, r.meta(), Some(r)),
+        Incoming::Notification(n) => (n.method.as_str(), Method::Unknown, n.meta(), None),
         Incoming::Response { .. } => return None,
     };
+    let request_id = request.map(|r| &r.id);
     // Notifications are not methods we route, but the conventions name them all.
     let known = parsed.name().or_else(|| {
         method
@@ -47,7 +48,7 @@ pub(super) fn operation(
             .then(|| known_notification(method))
             .flatten()
     });
-    let name = params.and_then(|p| p.get("name")).and_then(Value::as_str);
+    let name = request.and_then(Request::name);
     let (target, span_name) = match name.and_then(|name| server.target(parsed, name)) {
         Some((name, span_name)) if parsed == Method::ToolsCall => {
             (Target::Tool(name), Some(span_name))
@@ -72,7 +73,7 @@ pub(super) fn operation(
     // A span the filter turned off has no parent to find.
     if !op.span().is_disabled() {
         let http = from_headers(headers);
-        match from_meta(params) {
+        match from_meta(meta) {
             Some(meta) => {
                 let link = http
                     .as_ref()
@@ -88,7 +89,7 @@ pub(super) fn operation(
         }
     }
     if parsed == Method::ResourcesRead
-        && let Some(uri) = params.and_then(|p| p.get("uri")).and_then(Value::as_str)
+        && let Some(uri) = request.and_then(Request::uri)
     {
         op.span().record("mcp.resource.uri", uri);
     }
@@ -158,14 +159,8 @@ fn from_headers(headers: &HeaderMap) -> Option<opentelemetry::Context> {
 }
 
 /// The caller's context from `params._meta`, if it put one there.
-fn from_meta(params: Option<&Value>) -> Option<opentelemetry::Context> {
-    let meta = params?.get("_meta")?.as_object()?;
-    meta.get("traceparent")?;
-    let carrier: std::collections::HashMap<String, String> =
-        ["traceparent", "tracestate", "baggage"]
-            .into_iter()
-            .filter_map(|key| Some((key.to_owned(), meta.get(key)?.as_str()?.to_owned())))
-            .collect();
+fn from_meta(meta: Option<&serde_json::Map<String, Value>>) -> Option<opentelemetry::Context> {
+    let carrier = crate::protocol::trace_carrier(meta)?;
     let cx = TraceContextPropagator::new().extract(&carrier);
     let cx = BaggagePropagator::new().extract_with_context(&cx, &carrier);
     cx.span().span_context().is_valid().then_some(cx)

@@ -7,6 +7,7 @@ mod initialize;
 mod logging;
 mod prompts;
 mod resources;
+mod tasks;
 mod tools;
 
 use serde::{Deserialize, Serialize};
@@ -22,6 +23,7 @@ pub use prompts::{
 pub use resources::{
     ReadResourceResult, ResourceDefinition, ResourceParams, ResourceTemplateDefinition,
 };
+pub use tasks::TaskStreamParams;
 pub use tools::{
     CallToolParams, CallToolResult, ListToolsResult, TaskOptions, TaskSupport, ToolDefinition,
 };

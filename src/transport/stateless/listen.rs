@@ -50,14 +50,11 @@ impl Filter {
     /// The honoured part of `params.notifications`, or why the request is refused.
     fn read(
         state: &AppState,
-        params: Option<&Value>,
+        request: &Request,
         meta: &RequestMeta,
         principal: Option<&Principal>,
     ) -> Result<Self, ErrorObject> {
-        let Some(asked) = params
-            .and_then(|p| p.get("notifications"))
-            .and_then(Value::as_object)
-        else {
+        let Some(asked) = request.listen_filter().and_then(Value::as_object) else {
             return Err(ErrorObject::invalid_params(
                 "Invalid params: subscriptions/listen needs a notifications object",
             ));
@@ -168,7 +165,7 @@ pub(super) fn serve(
     meta: RequestMeta,
     principal: Option<&Principal>,
 ) -> Response {
-    let filter = match Filter::read(state, request.params.as_ref(), &meta, principal) {
+    let filter = match Filter::read(state, &request, &meta, principal) {
         Ok(filter) => filter,
         Err(error) => {
             let status = if error.code == ErrorObject::MISSING_CAPABILITY {

@@ -152,14 +152,10 @@ fn check(
     }
     headers::check_standard(headers, request).map_err(bad)?;
     if request.kind == Method::ToolsCall {
-        let params = request.params.as_ref();
-        let routing = params
-            .and_then(|p| p.get("name"))
-            .and_then(|n| n.as_str())
-            .and_then(|name| server.tool_routing(name));
+        let routing = request.name().and_then(|name| server.tool_routing(name));
         if let Some(routing) = routing.filter(|r| !r.header_params.is_empty()) {
-            let arguments = params.and_then(|p| p.get("arguments"));
-            headers::check_params(headers, &routing.header_params, arguments).map_err(bad)?;
+            headers::check_params(headers, &routing.header_params, request.arguments())
+                .map_err(bad)?;
         }
     }
     Ok(meta)

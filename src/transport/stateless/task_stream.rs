@@ -25,6 +25,7 @@ use super::task_readers::Reader;
 use super::{AppState, error_response};
 use crate::auth::Principal;
 use crate::protocol::meta::{RequestMeta, TASKS_EXTENSION};
+use crate::protocol::methods::TaskStreamParams;
 use crate::protocol::{ErrorObject, Outgoing, Request, RequestId};
 use crate::stream::budget::{ByteBudget, Reserved};
 use crate::stream::{SseBody, sse};
@@ -35,30 +36,6 @@ use crate::telemetry::metrics::{CONNECTIONS_CUT, Cut, STREAMS_OPEN, StreamKind};
 /// Frames queued toward the socket, within the byte budget: the follower waits while
 /// they are full.
 const FRAMES: usize = 16;
-
-/// What `tasks/stream` asks for, read once here.
-#[derive(Debug)]
-struct Params {
-    task_id: String,
-    after: Option<u64>,
-}
-
-impl Params {
-    fn read(params: Option<&Value>) -> Result<Self, ErrorObject> {
-        let task_id = params
-            .and_then(|p| p.get("taskId"))
-            .and_then(Value::as_str)
-            .ok_or_else(|| ErrorObject::invalid_params("Invalid params: taskId must be a string"))?
-            .to_owned();
-        let after = match params.and_then(|p| p.get("after")) {
-            None | Some(Value::Null) => None,
-            Some(value) => Some(value.as_u64().ok_or_else(|| {
-                ErrorObject::invalid_params("Invalid params: after must be a non-negative integer")
-            })?),
-        };
-        Ok(Self { task_id, after })
-    }
-}
 
 /// Serves `tasks/stream`: an error as JSON, or the stream.
 pub(super) async fn serve(
@@ -77,7 +54,7 @@ pub(super) async fn serve(
             ErrorObject::missing_capability(json!({ "extensions": { TASKS_EXTENSION: {} } }));
         return error_response(Some(request.id), error, StatusCode::BAD_REQUEST);
     }
-    let params = match Params::read(request.params.as_ref()) {
+    let params = match TaskStreamParams::read(&request) {
         Ok(params) => params,
         Err(error) => return error_response(Some(request.id), error, StatusCode::OK),
     };
