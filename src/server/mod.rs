@@ -40,6 +40,17 @@ pub const RESOURCE_NOT_FOUND: i64 = -32002;
 /// Largest `capabilities` plus `clientInfo` (serialized) accepted at `initialize`.
 pub const MAX_CLIENT_DESCRIPTION: usize = 64 * 1024;
 
+/// A change to session state a request makes ([`McpServer::session_effect`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum SessionEffect {
+    /// `logging/setLevel`: the session's log level.
+    LogLevel(LoggingLevel),
+    /// `resources/subscribe` to a resource this server serves.
+    Subscribe(String),
+    /// `resources/unsubscribe`.
+    Unsubscribe(String),
+}
+
 /// An MCP server: identity plus the tools it offers.
 #[derive(Clone)]
 pub struct McpServer {
@@ -340,8 +351,27 @@ impl McpServer {
         uri.len() <= MAX_URI_LEN && self.resources.get().contains(uri)
     }
 
+    /// The change to session state `request` makes, when it makes one and the server
+    /// will answer it with success: the transport, which owns the sessions, applies it
+    /// before the handler runs; the server then only answers.
+    pub fn session_effect(&self, request: &Request) -> Option<SessionEffect> {
+        match request.kind {
+            Method::SetLevel => Self::set_level_params(request.params.as_ref())
+                .ok()
+                .map(SessionEffect::LogLevel),
+            Method::ResourcesSubscribe => request
+                .uri()
+                .filter(|uri| self.accepts_subscription(uri))
+                .map(|uri| SessionEffect::Subscribe(uri.to_owned())),
+            Method::ResourcesUnsubscribe => request
+                .uri()
+                .map(|uri| SessionEffect::Unsubscribe(uri.to_owned())),
+            _ => None,
+        }
+    }
+
     /// The level a `logging/setLevel` request asks for.
-    pub fn set_level_params(params: Option<&Value>) -> Result<LoggingLevel, ErrorObject> {
+    fn set_level_params(params: Option<&Value>) -> Result<LoggingLevel, ErrorObject> {
         let params: SetLevelParams = parse_params(params.cloned())?;
         Ok(params.level)
     }

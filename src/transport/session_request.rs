@@ -9,8 +9,7 @@ use super::rejection::Rejection;
 use super::{AppState, session_rejection};
 use crate::auth::{Owner, Principal};
 use crate::protocol::Request;
-use crate::protocol::methods::Method;
-use crate::server::McpServer;
+use crate::server::SessionEffect;
 use crate::session::SessionId;
 
 /// Who sent a session-era request: its address (for `server.max_sessions_per_client`)
@@ -21,46 +20,22 @@ pub(super) struct Caller {
     pub(super) owner: Option<Owner>,
 }
 
-/// Requests that change session state, which the transport owns (`logging/setLevel`,
-/// `resources/subscribe` and `unsubscribe`): applied once the request is accepted (its
-/// hold taken), before its handler runs, and only when the server will answer it with
-/// success; the server then only answers.
+/// Applies the change to session state `request` makes (`logging/setLevel`,
+/// `resources/subscribe` and `unsubscribe`, as the server says: [`SessionEffect`]): once
+/// the request is accepted (its hold taken), before its handler runs.
 pub(super) async fn apply_session_effects(
     state: &AppState,
     session: SessionId,
     request: &Request,
 ) -> Result<(), Rejection> {
-    let inner = &state.inner;
-    let uri = || request.uri();
-    match request.kind {
-        Method::SetLevel => {
-            if let Ok(level) = McpServer::set_level_params(request.params.as_ref()) {
-                inner
-                    .sessions
-                    .set_log_level(session, level)
-                    .await
-                    .map_err(session_rejection)?;
-            }
+    let sessions = &state.inner.sessions;
+    let applied = match state.inner.server.session_effect(request) {
+        Some(SessionEffect::LogLevel(level)) => sessions.set_log_level(session, level).await,
+        Some(SessionEffect::Subscribe(uri)) => sessions.set_subscription(session, uri, true).await,
+        Some(SessionEffect::Unsubscribe(uri)) => {
+            sessions.set_subscription(session, uri, false).await
         }
-        Method::ResourcesSubscribe => {
-            if let Some(uri) = uri().filter(|u| inner.server.accepts_subscription(u)) {
-                inner
-                    .sessions
-                    .set_subscription(session, uri.to_owned(), true)
-                    .await
-                    .map_err(session_rejection)?;
-            }
-        }
-        Method::ResourcesUnsubscribe => {
-            if let Some(uri) = uri() {
-                inner
-                    .sessions
-                    .set_subscription(session, uri.to_owned(), false)
-                    .await
-                    .map_err(session_rejection)?;
-            }
-        }
-        _ => {}
-    }
-    Ok(())
+        None => return Ok(()),
+    };
+    applied.map_err(session_rejection)
 }
