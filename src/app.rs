@@ -3,9 +3,11 @@
 //! hands back an [`App`] to query and stop it.
 //!
 //! Stop order (one signal fans out from the root, one completion is awaited):
-//! 1. every session's running requests are cancelled (the root cancellation token);
-//! 2. the HTTP listener stops accepting and closes every open SSE stream with a `retry:`
-//!    hint, then waits up to `shutdown_timeout` for connections to finish;
+//! 1. the HTTP listener drains: new requests are refused, running ones get up to
+//!    `shutdown_timeout` to finish, then every open SSE stream closes with a `retry:`
+//!    hint;
+//! 2. the root cancellation token is cancelled, and with it every request still running
+//!    (after an escalation it is cancelled first, and nothing is waited for);
 //! 3. the session manager stops;
 //! 4. the event store stops last, since everything above writes to it;
 //! 5. the caller (main) flushes telemetry and exits 0.

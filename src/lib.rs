@@ -55,26 +55,36 @@
 //! ```
 //!
 //! ## Module map
-//! Bottom layer first: a module names only modules listed before it (tests/layering.rs).
+//! Bottom layer first: a module names only modules listed before it (tests/layering.rs
+//! checks that, and that this map names every module).
 //! - [`ids`]: session ids, stream numbers and keys, event ids (the `Last-Event-ID` format).
 //! - [`rt`]: data lent by a supervisor, slots that reach an actor's current incarnation,
 //!   the restart-intensity window.
 //! - [`config`]: `sys.toml`, overlays, environment overrides, duration parsing.
-//! - [`protocol`]: JSON-RPC envelopes, MCP method types, version negotiation.
-//! - [`telemetry`]: logs and OpenTelemetry export.
-//! - [`event_store`]: the backend contract, the memory and Redis backends (with the Redis
-//!   connections and key layout), the store actor and its handle, the feed to subscribers.
+//! - [`protocol`]: JSON-RPC envelopes, the typed `Request` (its method classified once),
+//!   MCP method types, `_meta`, version negotiation, `requestState`.
+//! - [`telemetry`]: logs, metrics, MCP operation spans, OpenTelemetry export.
+//! - [`server_news`]: the `NewsHub`, what changed on the server for listen streams.
+//! - [`auth`]: bearer tokens, the `Principal` a valid one names, and its `Owner`.
+//! - [`event_store`]: the backend contract, the memory and Redis backends, the store actor
+//!   and its handle, the feed to subscribers, task and execution records.
 //! - [`session`]: the session manager actor and its handle, holds, the session table, the
 //!   shared directory and the news replicas exchange about sessions.
-//! - [`stream`]: stream actor, SSE framing, the response body.
+//! - [`stream`]: stream actor, SSE framing, the response body, byte budgets.
 //! - [`handler`]: the API handlers implement (request context, notes, outbox); tools,
-//!   resources, prompts, built-in tools.
-//! - [`server`]: the MCP method table between protocol and handlers.
-//! - [`transport`]: Streamable HTTP (POST, GET, DELETE), the request path, header checks,
-//!   rejections, the listener actor.
-//! - [`cluster`]: replicas on one Redis: the pub/sub router, leases on running requests.
+//!   resources, prompts and their registry; built-in tools.
+//! - [`exec`]: supervised execution of configured programs (`[exec]`).
+//! - [`tasks`]: durable tasks: the handle, the registry, one runner per task, event logs.
+//! - [`server`]: the MCP method table between protocol and handlers, for both eras.
+//! - [`transport`]: Streamable HTTP (POST, GET, DELETE) for both eras, the request path,
+//!   header checks, rejections, the listener actor.
+//! - [`cluster`]: replicas on one Redis: the pub/sub router, leases, relays.
 //! - [`supervisor`]: the root supervisor: start order, restarts, escalation, stop order.
+//! - [`admin`]: the admin listener (`/healthz`, `/readyz`, `/metrics`, `/dashboard`).
 //! - [`app`]: `start(Config)` and the running [`App`]; the stop order.
+//! - [`proxy`]: `otpmcp proxy`, which records and replays any MCP server's sessions.
+//! - `fuzzing`: the fuzz targets' bodies (hidden from the docs).
+//! - [`prelude`]: the names a server author imports; part of the crate root, in no layer.
 
 pub mod admin;
 pub mod app;
