@@ -18,7 +18,8 @@
 use std::path::{Path, PathBuf};
 
 /// The layers, bottom first. A module may name modules of lower layers only (and itself).
-/// docs/architecture.md draws the same picture.
+/// docs/architecture.md draws the same picture top first, and `lib.rs`'s module map lists
+/// the modules in this order (`the_docs_state_the_same_layers`).
 const LAYERS: &[&[&str]] = &[
     &["ids"],
     &["rt", "config", "protocol"],
@@ -645,4 +646,166 @@ fn the_import_reader_follows_groups_aliases_and_inline_modules() {
         (3, vec!["tests".to_owned()], "use super::*;".to_owned())
     );
     assert_eq!(read.last().map(|s| s.2.as_str()), Some("use y::{ Z, };"));
+}
+
+fn manifest_file(path: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(path);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The layers drawn in docs/architecture.md, bottom first: the fenced block after the
+/// `<!-- layers:` line, top first, each line not starting with a space naming one layer
+/// (`telemetry, server_news  logs, …`: the names, then what they hold).
+fn documented_layers(architecture: &str) -> Vec<Vec<String>> {
+    let Some((_, after)) = architecture.split_once("<!-- layers:") else {
+        panic!("docs/architecture.md has no `<!-- layers:` block");
+    };
+    let mut lines = after.lines().skip_while(|l| !l.starts_with("```")).skip(1);
+    let mut layers = Vec::new();
+    for line in lines.by_ref().take_while(|l| !l.starts_with("```")) {
+        if line.is_empty() || line.starts_with(' ') {
+            continue;
+        }
+        let mut names = Vec::new();
+        let mut rest = line;
+        loop {
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            rest = &rest[name.len()..];
+            names.push(name);
+            match rest.strip_prefix(", ") {
+                Some(more) => rest = more,
+                None => break,
+            }
+        }
+        names.sort();
+        layers.push(names);
+    }
+    layers.reverse();
+    layers
+}
+
+/// The modules `lib.rs` declares at its top level, with whether each is inline
+/// (`mod prelude { .. }`) rather than a file of its own.
+fn declared_modules(lib: &str) -> Vec<(String, bool)> {
+    let mut out = Vec::new();
+    for line in lib.lines() {
+        let declaration = line
+            .strip_prefix("pub ")
+            .or_else(|| line.strip_prefix("pub(crate) "))
+            .unwrap_or(line);
+        let Some(rest) = declaration.strip_prefix("mod ") else {
+            continue;
+        };
+        let name: String = rest
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        out.push((name, rest.trim_end().ends_with('{')));
+    }
+    out
+}
+
+/// The modules `lib.rs`'s doc comment lists under `## Module map`, in order: each item
+/// `//! - [`name`]: …` or `//! - `name`: …`.
+fn module_map(lib: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut inside = false;
+    for line in lib.lines() {
+        let Some(doc) = line.strip_prefix("//!") else {
+            continue;
+        };
+        let doc = doc.trim_start();
+        if doc.starts_with("## ") {
+            inside = doc == "## Module map";
+            continue;
+        }
+        let Some(item) = doc.strip_prefix("- ") else {
+            continue;
+        };
+        if !inside {
+            continue;
+        }
+        let item = item.strip_prefix('[').unwrap_or(item);
+        if let Some(name) = item.strip_prefix('`').and_then(|i| i.split('`').next()) {
+            out.push(name.to_owned());
+        }
+    }
+    out
+}
+
+#[test]
+fn the_docs_state_the_same_layers() {
+    let expected: Vec<Vec<String>> = LAYERS
+        .iter()
+        .map(|layer| {
+            let mut names: Vec<String> = layer.iter().map(|m| (*m).to_owned()).collect();
+            names.sort();
+            names
+        })
+        .collect();
+    let drawn = documented_layers(&manifest_file("docs/architecture.md"));
+    assert_eq!(
+        drawn, expected,
+        "docs/architecture.md's layer block (top first) and LAYERS (bottom first) differ"
+    );
+
+    let lib = manifest_file("src/lib.rs");
+    let listed = module_map(&lib);
+    let declared = declared_modules(&lib);
+    let unlisted: Vec<&str> = declared
+        .iter()
+        .map(|(name, _)| name.as_str())
+        .filter(|name| !listed.iter().any(|l| l == name))
+        .collect();
+    assert!(
+        unlisted.is_empty(),
+        "lib.rs's module map does not list {unlisted:?}"
+    );
+    let undeclared: Vec<&String> = listed
+        .iter()
+        .filter(|l| !declared.iter().any(|(name, _)| name == *l))
+        .collect();
+    assert!(
+        undeclared.is_empty(),
+        "lib.rs's module map lists {undeclared:?}, which lib.rs does not declare"
+    );
+    // Bottom first, as the map says: a module names only modules listed before it. An
+    // inline module of lib.rs (the prelude) is part of the root, in no layer.
+    let mut last = 0;
+    for name in &listed {
+        let inline = declared.iter().any(|(n, inline)| n == name && *inline);
+        match layer_of(name) {
+            Some(layer) => {
+                assert!(
+                    layer >= last,
+                    "lib.rs's module map lists `{name}` after a module of a higher layer"
+                );
+                last = layer;
+            }
+            None => assert!(inline, "`{name}` is in no layer"),
+        }
+    }
+}
+
+#[test]
+fn the_docs_readers_read_blocks_and_maps() {
+    let drawn = "x\n<!-- layers: -->\n```text\nb, a           top\n                more\nc              bottom\n```\nd\n";
+    assert_eq!(
+        documented_layers(drawn),
+        [vec!["c".to_owned()], vec!["a".to_owned(), "b".to_owned()]]
+    );
+    let lib = "//! ## Module map\n//! - [`ids`]: ids.\n//! - `fuzzing`: hidden.\n//!   more\n//! ## Other\n//! - [`no`]\npub mod ids;\n#[doc(hidden)]\npub mod fuzzing;\nmod inner {\n}\npub(crate) mod x;\n";
+    assert_eq!(module_map(lib), ["ids", "fuzzing"]);
+    assert_eq!(
+        declared_modules(lib),
+        [
+            ("ids".to_owned(), false),
+            ("fuzzing".to_owned(), false),
+            ("inner".to_owned(), true),
+            ("x".to_owned(), false)
+        ]
+    );
 }

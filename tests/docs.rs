@@ -1,0 +1,242 @@
+//! docs/architecture.md and docs/flows.md stay true and short: every file they name
+//! exists, the files the code map names live in the module they are listed under, every
+//! link into them lands on a heading, and each stays within its size. (Their layer list
+//! is checked against `LAYERS` by tests/layering.rs.)
+
+use std::path::{Path, PathBuf};
+
+/// The docs this test keeps, with the most bytes each may have: past it, cut what the
+/// code and its doc comments already say.
+const DOCS: &[(&str, usize)] = &[("docs/architecture.md", 30_000), ("docs/flows.md", 25_000)];
+
+/// Where a path named in the docs may start: the repository's own folders.
+const ROOTS: &[&str] = &[
+    "src/",
+    "tests/",
+    "examples/",
+    "scripts/",
+    "benches/",
+    "docs/",
+];
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn read(path: &str) -> String {
+    std::fs::read_to_string(root().join(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+/// The text of every inline code span (`` `…` ``) of a markdown text, fenced blocks
+/// included (a span cannot cross a line).
+fn code_spans(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            continue;
+        }
+        let mut parts = line.split('`');
+        parts.next();
+        while let (Some(inside), Some(_)) = (parts.next(), parts.next()) {
+            out.push(inside);
+        }
+    }
+    out
+}
+
+/// A path in the repository, as a doc writes one: `src/session/`, `tests/tasks.rs`.
+fn repository_path(span: &str) -> Option<&str> {
+    let path = span.trim_end_matches(['.', ',', ')']);
+    let plain = path
+        .chars()
+        .all(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | '/' | '.'));
+    (plain && ROOTS.iter().any(|r| path.starts_with(r))).then_some(path)
+}
+
+#[test]
+fn every_path_the_docs_name_exists() {
+    let mut missing = Vec::new();
+    for (doc, _) in DOCS {
+        for span in code_spans(&read(doc)) {
+            if let Some(path) = repository_path(span)
+                && !root().join(path).exists()
+            {
+                missing.push(format!("{doc}: `{path}`"));
+            }
+        }
+    }
+    assert!(missing.is_empty(), "no such file:\n{}", missing.join("\n"));
+}
+
+/// Every file and folder under `dir`, as paths relative to `base`.
+fn files_under(dir: &Path, base: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        out.push(path.strip_prefix(base).unwrap_or(&path).to_path_buf());
+        if path.is_dir() {
+            files_under(&path, base, out);
+        }
+    }
+}
+
+/// The code map's entries: the module each paragraph opens with (`**`session/`**`), and
+/// the code spans in it.
+fn code_map(architecture: &str) -> Vec<(String, Vec<&str>)> {
+    let Some((_, map)) = architecture.split_once("\n## Code map\n") else {
+        panic!("docs/architecture.md has no `## Code map` section");
+    };
+    let map = map.split("\n## ").next().unwrap_or_default();
+    let mut entries: Vec<(String, Vec<&str>)> = Vec::new();
+    for line in map.lines() {
+        if let Some(rest) = line.strip_prefix("**`")
+            && let Some((module, _)) = rest.split_once("`**")
+        {
+            entries.push((module.to_owned(), Vec::new()));
+        }
+        if let Some((_, spans)) = entries.last_mut() {
+            spans.extend(code_spans(line));
+        }
+    }
+    entries
+}
+
+#[test]
+fn the_code_map_names_files_of_each_module() {
+    let architecture = read("docs/architecture.md");
+    let entries = code_map(&architecture);
+    assert!(entries.len() > 20, "found the code map's entries");
+    let mut wrong = Vec::new();
+    for (module, spans) in &entries {
+        let place = root().join("src").join(module);
+        if !place.exists() {
+            wrong.push(format!("`{module}`: no src/{module}"));
+            continue;
+        }
+        if !place.is_dir() {
+            continue;
+        }
+        let mut files = Vec::new();
+        files_under(&place, &place, &mut files);
+        for span in spans {
+            let name = span.trim_end_matches('/');
+            let is_file = span.ends_with(".rs") || span.ends_with(".lua");
+            let is_folder = span.ends_with('/') && !name.contains('/');
+            if !(is_file || is_folder) || span.contains(' ') || span == module {
+                continue;
+            }
+            let found = files
+                .iter()
+                .any(|f| f.ends_with(name) && (is_file || place.join(f).is_dir()));
+            if !found {
+                wrong.push(format!(
+                    "`{module}` names `{span}`, which is not in src/{module}"
+                ));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "\n{}", wrong.join("\n"));
+}
+
+/// The anchor GitHub gives a heading: lower case, spaces as dashes, punctuation but `-`
+/// and `_` dropped.
+fn anchor(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter_map(|c| match c {
+            ' ' => Some('-'),
+            c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+            _ => None,
+        })
+        .collect()
+}
+
+fn anchors(doc: &str) -> Vec<String> {
+    let mut fenced = false;
+    let mut out = Vec::new();
+    for line in doc.lines() {
+        if line.starts_with("```") {
+            fenced = !fenced;
+        } else if !fenced && line.starts_with('#') {
+            out.push(anchor(line.trim_start_matches('#')));
+        }
+    }
+    out
+}
+
+#[test]
+fn every_link_into_the_docs_lands_on_a_heading() {
+    let mut sources: Vec<PathBuf> = std::fs::read_dir(root().join("docs"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    sources.push(root().join("README.md"));
+    let mut broken = Vec::new();
+    for source in &sources {
+        let text = std::fs::read_to_string(source).unwrap_or_default();
+        let name = source.file_name().map(|n| n.to_string_lossy().into_owned());
+        for (doc, _) in DOCS {
+            let file = doc.trim_start_matches("docs/");
+            let targets = anchors(&read(doc));
+            // `(file#anchor)` from anywhere, and `(#anchor)` within the doc itself.
+            let mut patterns = vec![format!("{file}#")];
+            if name.as_deref() == Some(file) {
+                patterns.push("](#".to_owned());
+            }
+            for pattern in &patterns {
+                for (at, _) in text.match_indices(pattern.as_str()) {
+                    let rest = &text[at + pattern.len()..];
+                    let target: String = rest
+                        .chars()
+                        .take_while(|c| c.is_alphanumeric() || *c == '-' || *c == '_')
+                        .collect();
+                    if !targets.contains(&target) {
+                        let from = source.strip_prefix(root()).unwrap_or(source);
+                        broken.push(format!("{}: {file}#{target}", from.display()));
+                    }
+                }
+            }
+        }
+    }
+    assert!(broken.is_empty(), "no such heading:\n{}", broken.join("\n"));
+}
+
+#[test]
+fn the_docs_stay_within_their_sizes() {
+    for (doc, most) in DOCS {
+        let bytes = read(doc).len();
+        assert!(
+            bytes <= *most,
+            "{doc} has {bytes} bytes, more than {most}: cut what the code says already"
+        );
+    }
+}
+
+#[test]
+fn the_readers_find_spans_paths_and_anchors() {
+    assert_eq!(
+        code_spans("a `src/x.rs` and `y`\n```text\nin `z` here\n```"),
+        ["src/x.rs", "y", "z"]
+    );
+    assert_eq!(repository_path("src/session/"), Some("src/session/"));
+    assert_eq!(repository_path("src/a.rs b"), None);
+    assert_eq!(repository_path("sse.path"), None);
+    assert_eq!(
+        anchor(" 7. Across replicas (Redis)"),
+        "7-across-replicas-redis"
+    );
+    assert_eq!(anchor(" 12. `tasks/stream`"), "12-tasksstream");
+    let map =
+        "x\n## Code map\n\n**`ids/`**: `a.rs`\nand `b/`.\n\n**`app.rs`**: `c`\n## Next\n**`no/`**";
+    assert_eq!(
+        code_map(map),
+        [
+            ("ids/".to_owned(), vec!["ids/", "a.rs", "b/"]),
+            ("app.rs".to_owned(), vec!["app.rs", "c"])
+        ]
+    );
+}
