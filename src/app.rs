@@ -126,7 +126,7 @@ pub async fn start_with(config: Config, server: McpServer) -> Result<App, StartE
     });
     let store = EventStoreHandle::new(store_slot.1.clone());
     let sessions = SessionHandle::new(session_slot.1.clone(), store.clone());
-    let news = NewsHub::new(config.stateless.listen_backlog);
+    let news = NewsHub::new(config.stateless.listen_backlog.get());
     let tasks = TaskHandle::new(
         store.clone(),
         news.clone(),
@@ -146,7 +146,7 @@ pub async fn start_with(config: Config, server: McpServer) -> Result<App, StartE
         }
     };
     let relay = redis.as_ref().map(|link| {
-        let leases = Leases::new(link.clone(), config.store.lease_ttl);
+        let leases = Leases::new(link.clone(), config.store.lease_ttl.get());
         tasks.join_cluster(
             link.replica,
             Arc::new(leases),

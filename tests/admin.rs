@@ -3,11 +3,9 @@
 
 mod common;
 
-use std::time::Duration;
-
 use common::redis::RedisServer;
 use common::{Client, TestServer, admin_on, eventually, within};
-use otpmcp::config::BackendKind;
+use otpmcp::config::{BackendKind, NonZeroDuration};
 use serde_json::Value;
 
 async fn probe(addr: std::net::SocketAddr, path: &str) -> (u16, Value) {
@@ -53,7 +51,7 @@ async fn readiness_fails_while_redis_is_away_and_returns_with_it() {
         admin_on(c);
         c.store.backend = BackendKind::Redis;
         c.store.redis_url = url;
-        c.store.retry_interval = Duration::from_millis(200);
+        c.store.retry_interval = NonZeroDuration::from_millis(200);
     })
     .await;
     let Some(admin) = server.app.admin_addr() else {

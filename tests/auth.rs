@@ -15,7 +15,7 @@ use common::stateless::{Stateless, wait_tool};
 use common::{Client, SseReader, TestServer, eventually, within};
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use otpmcp::McpServer;
-use otpmcp::config::{BackendKind, Config};
+use otpmcp::config::{BackendKind, Config, NonZeroDuration};
 
 use otpmcp::handler::builtin::{echo, stream_events};
 use otpmcp::handler::tool;
@@ -309,7 +309,7 @@ async fn expired_early_foreign_forged_and_unsigned_tokens_get_401_invalid_token(
 #[tokio::test]
 async fn a_rotated_key_is_fetched_again_and_unknown_kids_cannot_hammer_the_issuer() {
     let issuer = Issuer::start().await;
-    let min_refresh = Duration::from_millis(300);
+    let min_refresh = NonZeroDuration::from_millis(300);
     let server = start(&issuer, move |c| c.auth.jwks_min_refresh = min_refresh).await;
     let first = issuer.token(AUDIENCE, "alice", "mcp");
     assert_eq!(try_initialize(&server.url, Some(&first)).await.0, 200);
@@ -334,7 +334,7 @@ async fn a_rotated_key_is_fetched_again_and_unknown_kids_cannot_hammer_the_issue
         let token = Issuer::sign(&stranger, &issuer.claims(AUDIENCE, "x", "mcp"));
         assert_eq!(try_initialize(&server.url, Some(&token)).await.0, 401);
     }
-    let intervals = started.elapsed().as_millis() / min_refresh.as_millis() + 1;
+    let intervals = started.elapsed().as_millis() / min_refresh.get().as_millis() + 1;
     let fetched = issuer.jwks_fetches() - before;
     assert!(
         fetched as u128 <= intervals,
@@ -721,7 +721,7 @@ async fn refused_tokens_are_remembered_and_introspections_in_flight_are_bounded(
     let server = start(&issuer, move |c| {
         on(c);
         // Held answers must not time out while the test fills the slots.
-        c.auth.fetch_timeout = Duration::from_secs(60);
+        c.auth.fetch_timeout = NonZeroDuration::from_secs(60);
     })
     .await;
     let bogus: Vec<String> = (0..20).map(|n| format!("bogus-{n}")).collect();
@@ -886,8 +886,8 @@ async fn keys_stop_verifying_once_the_issuer_has_been_away_longer_than_jwks_max_
     let issuer = Issuer::start().await;
     let max_stale = Duration::from_millis(1500);
     let server = start(&issuer, move |c| {
-        c.auth.jwks_max_age = Duration::from_millis(100);
-        c.auth.jwks_min_refresh = Duration::from_millis(50);
+        c.auth.jwks_max_age = NonZeroDuration::from_millis(100);
+        c.auth.jwks_min_refresh = NonZeroDuration::from_millis(50);
         c.auth.jwks_max_stale = max_stale;
     })
     .await;

@@ -6,7 +6,8 @@ mod common;
 
 use std::time::Duration;
 
-use common::{TestServer, within};
+use common::{TestServer, nz, within};
+use otpmcp::config::NonZeroDuration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -30,7 +31,7 @@ async fn until_closed(conn: &mut TcpStream) -> String {
 #[tokio::test]
 async fn silent_and_slowloris_connections_are_closed_and_new_clients_served() {
     let server = TestServer::start(|c| {
-        c.server.header_timeout = Duration::from_millis(300);
+        c.server.header_timeout = NonZeroDuration::from_millis(300);
     })
     .await;
     // The figure: 2,000 connections that never send a byte.
@@ -74,7 +75,7 @@ async fn silent_and_slowloris_connections_are_closed_and_new_clients_served() {
 #[tokio::test]
 async fn a_body_that_never_ends_gets_408() {
     let server = TestServer::start(|c| {
-        c.server.body_timeout = Duration::from_millis(300);
+        c.server.body_timeout = NonZeroDuration::from_millis(300);
     })
     .await;
     let mut conn = connect(&server).await;
@@ -97,7 +98,7 @@ async fn a_body_that_never_ends_gets_408() {
 #[tokio::test]
 async fn past_max_connections_a_connection_gets_503_and_the_others_are_kept() {
     let server = TestServer::start(|c| {
-        c.server.max_connections = 5;
+        c.server.max_connections = nz!(5);
     })
     .await;
     let mut held = Vec::new();

@@ -10,13 +10,14 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use common::{SseReader, TestServer, admin_on, sse_get, within};
+use otpmcp::config::NonZeroDuration;
 use otpmcp::supervisor::Child;
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 fn dashboard_on(c: &mut otpmcp::Config) {
     admin_on(c);
-    c.admin.dashboard_interval = Duration::from_millis(200);
+    c.admin.dashboard_interval = NonZeroDuration::from_millis(200);
 }
 
 /// The next snapshot on `reader`: its id and content.

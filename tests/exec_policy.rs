@@ -12,13 +12,13 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use common::{Client, TestServer, within};
-use otpmcp::config::{ArgsPolicy, Config, ProgramConfig};
+use otpmcp::config::{ArgsPolicy, Config, NonZeroDuration, ProgramConfig};
 use serde_json::{Value, json};
 
 fn program(command: &[&str], tweak: impl FnOnce(&mut ProgramConfig)) -> ProgramConfig {
     let mut p = ProgramConfig {
         command: command.iter().map(|s| s.to_string()).collect(),
-        wall_time: Duration::from_secs(10),
+        wall_time: NonZeroDuration::from_secs(10),
         ..ProgramConfig::default()
     };
     tweak(&mut p);

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use common::{Client, SseReader, TestServer, eventually, within};
-use otpmcp::config::{Config, IsolationMode, ProgramConfig};
+use otpmcp::config::{Config, IsolationMode, NonZeroDuration, ProgramConfig};
 use serde_json::{Value, json};
 
 const PYTHON: &str = "/usr/bin/python3";
@@ -25,7 +25,7 @@ fn python(tweak: impl FnOnce(&mut ProgramConfig)) -> ProgramConfig {
     let mut p = ProgramConfig {
         command: vec![PYTHON.into(), "-c".into()],
         shell: true,
-        wall_time: Duration::from_secs(20),
+        wall_time: NonZeroDuration::from_secs(20),
         ..ProgramConfig::default()
     };
     tweak(&mut p);
@@ -36,8 +36,8 @@ fn exec_on(c: &mut Config) {
     c.exec.enabled = true;
     c.exec.isolation = IsolationMode::PidNamespace;
     c.exec.kill_grace = Duration::from_millis(300);
-    c.exec.heartbeat = Duration::from_millis(200);
-    c.exec.poll_interval = Duration::from_millis(20);
+    c.exec.heartbeat = NonZeroDuration::from_millis(200);
+    c.exec.poll_interval = NonZeroDuration::from_millis(20);
     let programs = &mut c.exec.programs;
     programs.insert("python".into(), python(|_| {}));
     // RLIMIT_NPROC is not enforced for root: the bomb runs as a user of its own.
@@ -46,7 +46,7 @@ fn exec_on(c: &mut Config) {
         python(|p| {
             p.uid = Some(BOMB_UID);
             p.processes = 24;
-            p.wall_time = Duration::from_secs(2);
+            p.wall_time = NonZeroDuration::from_secs(2);
         }),
     );
     programs.insert(

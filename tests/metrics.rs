@@ -5,7 +5,7 @@
 mod common;
 
 use common::stateless::Stateless;
-use common::{TestServer, admin_on, within};
+use common::{TestServer, admin_on, nz, within};
 use otpmcp::supervisor::Child;
 use serde_json::json;
 
@@ -227,7 +227,7 @@ async fn the_exposition_counts_operations_sessions_resumes_and_restarts() {
 async fn refused_sessions_are_counted_by_reason() {
     let server = TestServer::start(|c| {
         admin_on(c);
-        c.server.max_sessions = 1;
+        c.server.max_sessions = nz!(1);
     })
     .await;
     let mut busy = server.client();

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use common::redis::RedisServer;
-use common::{Client, TestServer};
+use common::{Client, TestServer, nz};
 use otpmcp::config::BackendKind;
 use otpmcp::supervisor::Child;
 use serde_json::json;
@@ -19,7 +19,7 @@ use serde_json::json;
 fn admin_on(c: &mut otpmcp::Config) {
     common::admin_on(c);
     // Small enough that the load's streams are trimmed: evictions and truncated resumes.
-    c.sse.max_session_events = 4;
+    c.sse.max_session_events = nz!(4);
 }
 
 /// One client's life, over and over until `stop`: a session, a tool call, an error, a

@@ -4,22 +4,20 @@
 
 mod common;
 
-use std::time::Duration;
-
 use common::redis::RedisServer;
 use common::relay::Relay;
 use common::{TestServer, Transcript, eventually, within};
-use otpmcp::config::{BackendKind, Config};
+use otpmcp::config::{BackendKind, Config, NonZeroDuration};
 use serde_json::json;
 
 fn on_redis(url: String) -> impl FnOnce(&mut Config) {
     move |c: &mut Config| {
         c.store.backend = BackendKind::Redis;
         c.store.redis_url = url;
-        c.store.ping_interval = Duration::from_millis(200);
-        c.store.command_timeout = Duration::from_millis(300);
-        c.store.connect_timeout = Duration::from_millis(500);
-        c.store.retry_interval = Duration::from_millis(100);
+        c.store.ping_interval = NonZeroDuration::from_millis(200);
+        c.store.command_timeout = NonZeroDuration::from_millis(300);
+        c.store.connect_timeout = NonZeroDuration::from_millis(500);
+        c.store.retry_interval = NonZeroDuration::from_millis(100);
     }
 }
 

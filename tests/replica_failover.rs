@@ -8,7 +8,7 @@ use std::time::Duration;
 use common::redis::{RedisCluster, RedisServer, SharedRedis};
 use common::{Binary, Client, TestServer, Transcript, within};
 use otpmcp::cluster::leases::LOST_REPLICA_MESSAGE;
-use otpmcp::config::BackendKind;
+use otpmcp::config::{BackendKind, NonZeroDuration};
 use serde_json::json;
 
 /// The binary with the shipped `config/redis.toml` overlay, pointed at the test's own
@@ -137,9 +137,9 @@ async fn redis_killed_and_restarted_under_load_loses_nothing_it_persisted() {
     let server = TestServer::start(move |c| {
         c.store.backend = BackendKind::Redis;
         c.store.redis_url = url;
-        c.store.retry_interval = Duration::from_millis(100);
-        c.store.command_timeout = Duration::from_millis(500);
-        c.store.connect_timeout = Duration::from_millis(500);
+        c.store.retry_interval = NonZeroDuration::from_millis(100);
+        c.store.command_timeout = NonZeroDuration::from_millis(500);
+        c.store.connect_timeout = NonZeroDuration::from_millis(500);
     })
     .await;
     let mut client = server.client();
@@ -212,9 +212,9 @@ fn on_redis(url: String) -> impl FnOnce(&mut otpmcp::config::Config) {
     move |c: &mut otpmcp::config::Config| {
         c.store.backend = BackendKind::Redis;
         c.store.redis_url = url;
-        c.store.retry_interval = Duration::from_millis(100);
-        c.store.command_timeout = Duration::from_millis(500);
-        c.store.connect_timeout = Duration::from_millis(500);
+        c.store.retry_interval = NonZeroDuration::from_millis(100);
+        c.store.command_timeout = NonZeroDuration::from_millis(500);
+        c.store.connect_timeout = NonZeroDuration::from_millis(500);
     }
 }
 

@@ -9,7 +9,7 @@ mod common;
 use common::redis::{RedisCluster, RedisServer, SharedRedis};
 use common::{Client, SseReader, TestServer, Transcript, eventually, within};
 use otpmcp::McpServer;
-use otpmcp::config::{BackendKind, Config};
+use otpmcp::config::{BackendKind, Config, NonZeroDuration};
 use otpmcp::handler::ToolRegistry;
 use serde_json::{Value, json};
 
@@ -178,7 +178,7 @@ async fn a_sampling_answer_posted_to_another_replica_reaches_the_waiting_handler
 }
 
 async fn an_idle_session_expires_on_every_replica(redis: impl SharedRedis) {
-    let short = |c: &mut Config| c.server.session_timeout = std::time::Duration::from_millis(300);
+    let short = |c: &mut Config| c.server.session_timeout = NonZeroDuration::from_millis(300);
     let a = replica_with(&redis, short).await;
     let b = replica_with(&redis, short).await;
     let mut client = a.client();
@@ -231,7 +231,7 @@ async fn resuming_on_another_replica_closes_the_older_connection(redis: impl Sha
 }
 
 async fn a_replica_that_reloads_a_session_never_reuses_its_stream_numbers(redis: impl SharedRedis) {
-    let short = |c: &mut Config| c.server.session_timeout = std::time::Duration::from_millis(400);
+    let short = |c: &mut Config| c.server.session_timeout = NonZeroDuration::from_millis(400);
     let a = replica_with(&redis, short).await;
     let b = replica_with(&redis, short).await;
     let mut client = a.client();
@@ -376,8 +376,7 @@ async fn a_resource_update_on_any_replica_reaches_every_subscriber_once(redis: i
 async fn a_cancelled_call_closes_its_connection_on_another_replica(redis: impl SharedRedis) {
     // No catch-up from the store within the test (it would close the connection too):
     // only the news from A can.
-    let slow_catch_up =
-        |c: &mut Config| c.store.retry_interval = std::time::Duration::from_secs(600);
+    let slow_catch_up = |c: &mut Config| c.store.retry_interval = NonZeroDuration::from_secs(600);
     let a = replica_with(&redis, slow_catch_up).await;
     let b = replica_with(&redis, slow_catch_up).await;
     let mut client = a.client();
@@ -414,7 +413,7 @@ async fn a_cancelled_call_closes_its_connection_on_another_replica(redis: impl S
 #[tokio::test]
 async fn a_resources_subscriber_set_expires_after_its_subscribers() {
     let redis = RedisServer::start();
-    let short = |c: &mut Config| c.server.session_timeout = std::time::Duration::from_millis(800);
+    let short = |c: &mut Config| c.server.session_timeout = NonZeroDuration::from_millis(800);
     let on = on_redis(&redis);
     let a = TestServer::start_with(
         move |c: &mut Config| {

@@ -7,6 +7,7 @@ mod common;
 use std::time::Duration;
 
 use common::{Client, TestServer, Transcript, eventually};
+use otpmcp::config::NonZeroDuration;
 use otpmcp::event_store::StreamNo;
 use rand::{Rng, SeedableRng};
 use serde_json::json;
@@ -98,7 +99,7 @@ async fn scenario_2_multiple_disconnects_each_pick_up_exactly_where_they_left_of
 #[tokio::test]
 async fn scenario_3_expired_events_are_not_replayed_and_the_gone_stream_says_so() {
     let server = TestServer::start(|c| {
-        c.sse.event_ttl = Duration::from_millis(300);
+        c.sse.event_ttl = NonZeroDuration::from_millis(300);
     })
     .await;
     let mut client = server.client();
@@ -132,7 +133,7 @@ async fn scenario_3_expired_events_are_not_replayed_and_the_gone_stream_says_so(
 
 #[tokio::test]
 async fn scenario_4_a_last_event_id_older_than_the_replay_window_gets_no_replay() {
-    let window = Duration::from_millis(300);
+    let window = NonZeroDuration::from_millis(300);
     let server = TestServer::start(|c| c.sse.replay_window = window).await;
     let mut client = server.client();
     client.initialize().await;
@@ -150,7 +151,7 @@ async fn scenario_4_a_last_event_id_older_than_the_replay_window_gets_no_replay(
     read_to_end(&mut reader, &mut t).await;
     drop(reader);
     // The condition under test is the passage of time itself.
-    tokio::time::sleep(window + Duration::from_millis(100)).await;
+    tokio::time::sleep(window.get() + Duration::from_millis(100)).await;
     let mut resumed = client.resume(&priming_id).await;
     let frames = resumed.rest().await;
     assert!(

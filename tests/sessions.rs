@@ -5,7 +5,8 @@ mod common;
 use std::future::Future;
 use std::time::Duration;
 
-use common::{Client, TestServer, eventually};
+use common::{Client, TestServer, eventually, nz};
+use otpmcp::config::NonZeroDuration;
 use otpmcp::protocol::version::ProtocolVersion;
 use serde_json::json;
 
@@ -74,7 +75,8 @@ async fn requests_without_a_session_header_get_400_and_unknown_sessions_404() {
 
 #[tokio::test]
 async fn idle_sessions_expire_after_session_timeout() {
-    let server = TestServer::start(|c| c.server.session_timeout = Duration::from_millis(200)).await;
+    let server =
+        TestServer::start(|c| c.server.session_timeout = NonZeroDuration::from_millis(200)).await;
     let mut client = server.client();
     client.initialize().await;
     let id = client.session_id();
@@ -88,14 +90,14 @@ async fn idle_sessions_expire_after_session_timeout() {
 
 #[tokio::test]
 async fn a_session_with_an_open_stream_does_not_expire() {
-    let timeout = Duration::from_millis(150);
+    let timeout = NonZeroDuration::from_millis(150);
     let server = TestServer::start(|c| c.server.session_timeout = timeout).await;
     let mut client = server.client();
     client.initialize().await;
     let mut stream = client.resume("none").await;
     assert!(stream.next().await.is_some());
     // The condition under test is time passing while the stream is open.
-    tokio::time::sleep(timeout * 4).await;
+    tokio::time::sleep(timeout.get() * 4).await;
     assert_eq!(Client::send(ping(&client)).await.status(), 200);
     server.shutdown().await;
 }
@@ -112,7 +114,7 @@ async fn ping_status(client: &Client) -> u16 {
 
 #[tokio::test]
 async fn at_max_sessions_the_least_recently_used_idle_session_makes_room() {
-    let server = TestServer::start(|c| c.server.max_sessions = 3).await;
+    let server = TestServer::start(|c| c.server.max_sessions = nz!(3)).await;
     let mut clients = Vec::new();
     for _ in 0..3 {
         let mut client = server.client();
@@ -132,7 +134,7 @@ async fn at_max_sessions_the_least_recently_used_idle_session_makes_room() {
 
 #[tokio::test]
 async fn when_every_session_is_busy_initialize_gets_503_with_retry_after() {
-    let server = TestServer::start(|c| c.server.max_sessions = 2).await;
+    let server = TestServer::start(|c| c.server.max_sessions = nz!(2)).await;
     let mut streams = Vec::new();
     for _ in 0..2 {
         let mut client = server.client();
@@ -159,7 +161,7 @@ async fn when_every_session_is_busy_initialize_gets_503_with_retry_after() {
 /// The flood that used to lock everyone out: clients that initialize and never DELETE.
 #[tokio::test]
 async fn a_flood_of_sessions_never_sent_delete_does_not_lock_out_a_new_client() {
-    let server = TestServer::start(|c| c.server.max_sessions = 100).await;
+    let server = TestServer::start(|c| c.server.max_sessions = nz!(100)).await;
     let http = reqwest::Client::new();
     for _ in 0..1000 {
         let resp = Client::send(
@@ -195,7 +197,7 @@ fn client_from(server: &TestServer, ip: [u8; 4]) -> Client {
 #[tokio::test]
 async fn at_max_sessions_per_client_an_address_makes_room_among_its_own_sessions() {
     let server = TestServer::start(|c| {
-        c.server.max_sessions = 100;
+        c.server.max_sessions = nz!(100);
         c.server.max_sessions_per_client = 2;
     })
     .await;
@@ -295,7 +297,7 @@ async fn older_protocol_revisions_are_negotiated() {
 
 #[tokio::test]
 async fn a_session_cannot_open_more_than_max_open_per_session() {
-    let server = TestServer::start(|c| c.server.max_open_per_session = 2).await;
+    let server = TestServer::start(|c| c.server.max_open_per_session = nz!(2)).await;
     let mut client = server.client();
     client.initialize().await;
     let _a = client
@@ -320,7 +322,7 @@ async fn a_session_cannot_open_more_than_max_open_per_session() {
 
 #[tokio::test]
 async fn requests_abandoned_mid_flight_release_their_hold() {
-    let server = TestServer::start(|c| c.server.max_open_per_session = 4).await;
+    let server = TestServer::start(|c| c.server.max_open_per_session = nz!(4)).await;
     let mut client = server.client();
     client.initialize().await;
     let session = client.session.clone().unwrap_or_default();
@@ -362,7 +364,7 @@ async fn requests_abandoned_mid_flight_release_their_hold() {
 /// large stream once each replayed it in full.
 #[tokio::test]
 async fn every_open_resume_counts_against_max_open_per_session() {
-    let server = TestServer::start(|c| c.server.max_open_per_session = 3).await;
+    let server = TestServer::start(|c| c.server.max_open_per_session = nz!(3)).await;
     let mut client = server.client();
     client.initialize().await;
     let mut call = client

@@ -158,11 +158,11 @@ fn bad_configuration_exits_2_with_a_message_naming_the_key() {
 #[tokio::test]
 async fn an_embedder_with_an_invalid_config_gets_an_error_not_a_panic() {
     let mut config = common::test_config();
-    config.sse.stream_buffer = 0;
+    config.sse.path = "mcp".into();
     let err = otpmcp::start(config)
         .await
         .err()
         .map(|e| e.to_string())
         .unwrap_or_default();
-    assert!(err.contains("sse.stream_buffer"), "{err}");
+    assert!(err.contains("sse.path"), "{err}");
 }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use common::stateless::{Dropped, Stateless};
-use common::{SseReader, TestServer, within};
+use common::{SseReader, TestServer, nz, within};
 use otpmcp::McpServer;
 use otpmcp::handler::builtin::echo;
 use otpmcp::handler::{ToolRegistry, tool};
@@ -228,7 +228,7 @@ async fn closing_the_response_stream_cancels_the_request() {
 #[tokio::test]
 async fn listen_streams_are_capped() {
     let server = TestServer::start_with(
-        |c| c.stateless.max_listen_streams = 1,
+        |c| c.stateless.max_listen_streams = nz!(1),
         server(Arc::default()),
     )
     .await;

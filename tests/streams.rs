@@ -2,14 +2,15 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use common::{Client, TestServer, Transcript};
+use common::{Client, TestServer, Transcript, nz};
+use otpmcp::config::NonZeroDuration;
 use serde_json::json;
 
 #[tokio::test]
 async fn pings_arrive_every_keepalive_interval() {
-    let every = Duration::from_millis(100);
+    let every = NonZeroDuration::from_millis(100);
     let server = TestServer::start(|c| c.sse.keepalive_interval = every).await;
     let mut client = server.client();
     client.initialize().await;
@@ -27,7 +28,7 @@ async fn pings_arrive_every_keepalive_interval() {
     for pair in times.windows(2) {
         let gap = pair[1] - pair[0];
         assert!(
-            gap >= every / 2,
+            gap >= every.get() / 2,
             "pings are paced by the interval, got {gap:?}"
         );
     }
@@ -37,8 +38,8 @@ async fn pings_arrive_every_keepalive_interval() {
 #[tokio::test]
 async fn an_idle_stream_is_closed_with_a_retry_hint() {
     let server = TestServer::start(|c| {
-        c.sse.stream_timeout = Duration::from_millis(200);
-        c.sse.keepalive_interval = Duration::from_secs(30);
+        c.sse.stream_timeout = NonZeroDuration::from_millis(200);
+        c.sse.keepalive_interval = NonZeroDuration::from_secs(30);
     })
     .await;
     let mut client = server.client();
@@ -54,8 +55,8 @@ async fn an_idle_stream_is_closed_with_a_retry_hint() {
 #[tokio::test]
 async fn a_post_stream_closed_for_idleness_is_resumed_by_polling() {
     let server = TestServer::start(|c| {
-        c.sse.stream_timeout = Duration::from_millis(150);
-        c.sse.keepalive_interval = Duration::from_secs(30);
+        c.sse.stream_timeout = NonZeroDuration::from_millis(150);
+        c.sse.keepalive_interval = NonZeroDuration::from_secs(30);
     })
     .await;
     let mut client = server.client();
@@ -111,7 +112,7 @@ async fn call_without_reading(server: &TestServer, count: u64) -> (Client, commo
 
 #[tokio::test]
 async fn a_slow_reader_is_cut_off_and_resumes_without_loss() {
-    let server = TestServer::start(|c| c.sse.stream_buffer = 8).await;
+    let server = TestServer::start(|c| c.sse.stream_buffer = nz!(8)).await;
     let (client, slow) = call_without_reading(&server, COUNT).await;
     let count = COUNT;
     let mut t = Transcript::default();
@@ -216,15 +217,15 @@ async fn a_second_connection_on_the_same_stream_supersedes_the_first() {
 
 #[tokio::test]
 async fn a_client_that_stops_reading_is_disconnected_after_write_timeout() {
-    let write_timeout = Duration::from_millis(300);
+    let write_timeout = NonZeroDuration::from_millis(300);
     let server = TestServer::start(|c| {
-        c.sse.stream_buffer = 8;
+        c.sse.stream_buffer = nz!(8);
         c.server.write_timeout = write_timeout;
     })
     .await;
     let (_client, slow) = call_without_reading(&server, COUNT).await;
     // The condition under test is the passage of the write timeout.
-    tokio::time::sleep(write_timeout * 3).await;
+    tokio::time::sleep(write_timeout.get() * 3).await;
     let raw = slow.raw().await;
     assert!(raw.starts_with(b"HTTP/1.1 200"));
     assert!(
@@ -237,8 +238,8 @@ async fn a_client_that_stops_reading_is_disconnected_after_write_timeout() {
 #[tokio::test]
 async fn clients_before_2025_11_25_get_no_priming_event_and_no_idle_close_before_the_response() {
     let server = TestServer::start(|c| {
-        c.sse.stream_timeout = Duration::from_millis(150);
-        c.sse.keepalive_interval = Duration::from_secs(30);
+        c.sse.stream_timeout = NonZeroDuration::from_millis(150);
+        c.sse.keepalive_interval = NonZeroDuration::from_secs(30);
     })
     .await;
     let mut client = server.client();
@@ -276,8 +277,8 @@ async fn clients_before_2025_11_25_get_no_priming_event_and_no_idle_close_before
 async fn a_replay_larger_than_the_buffer_is_paced_by_the_reader() {
     use otpmcp::telemetry::metrics::{CONNECTIONS_CUT, Cut};
     let server = TestServer::start(|c| {
-        c.sse.stream_buffer = 8;
-        c.sse.stream_buffer_bytes = 16 * 1024;
+        c.sse.stream_buffer = nz!(8);
+        c.sse.stream_buffer_bytes = nz!(16 * 1024);
     })
     .await;
     let mut client = server.client();

@@ -21,9 +21,9 @@ use std::sync::atomic::AtomicBool;
 use common::issuer::Issuer;
 use common::redis::RedisServer;
 use common::stateless::{Stateless, TASKS, wait_tool};
-use common::{Binary, SseReader, TestServer, within};
+use common::{Binary, SseReader, TestServer, nz, within};
 use otpmcp::McpServer;
-use otpmcp::config::{BackendKind, Config};
+use otpmcp::config::{BackendKind, Config, NonZeroDuration};
 use otpmcp::handler::ToolRegistry;
 use otpmcp::handler::builtin::stream_events;
 use serde_json::{Value, json};
@@ -270,7 +270,7 @@ async fn a_long_task_is_read_exactly_once_through_cuts_alternating_replicas() {
 
 async fn evicted_events_are_gone_and_the_retained_ones_still_stream(backend: Backend) {
     // 202 events (seq 0..=201) through a log that keeps 50.
-    let servers = Servers::start(backend, |c| c.sse.max_session_events = 50).await;
+    let servers = Servers::start(backend, |c| c.sse.max_session_events = nz!(50)).await;
     let runner = Stateless::new(servers.runner()).with_tasks();
     let client = runner.at(servers.reader());
     let id = runner
@@ -576,7 +576,7 @@ async fn execute_as_a_task_streams_its_output_through_cuts() {
             otpmcp::config::ProgramConfig {
                 command: vec!["/usr/bin/python3".into(), "-c".into()],
                 shell: true,
-                wall_time: std::time::Duration::from_secs(20),
+                wall_time: NonZeroDuration::from_secs(20),
                 ..Default::default()
             },
         );
@@ -792,7 +792,8 @@ async fn slow_readers_of_large_events_hold_the_byte_budget_and_resume_exactly_on
 /// cut with a `retry:` hint, as a GET stream past the bound is; it resumes exactly.
 #[tokio::test]
 async fn past_the_bound_the_oldest_reader_of_a_task_is_cut_with_a_retry_hint() {
-    let server = TestServer::start_with(|c| c.sse.max_connections_per_stream = 2, tools()).await;
+    let server =
+        TestServer::start_with(|c| c.sse.max_connections_per_stream = nz!(2), tools()).await;
     let client = Stateless::new(&server.url).with_tasks();
     let id = client.start_task("wait", json!({})).await;
     let (_, mut oldest) = open(&client, &id, None).await;

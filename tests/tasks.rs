@@ -7,11 +7,11 @@ mod common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
 use common::TestServer;
 use common::stateless::{Stateless, TASKS, confirm_tool, wait_tool};
 use otpmcp::McpServer;
+use otpmcp::config::NonZeroDuration;
 use otpmcp::handler::builtin::stream_events;
 use otpmcp::handler::{ToolRegistry, tool};
 use otpmcp::protocol::methods::{CallToolResult, TaskSupport};
@@ -278,7 +278,7 @@ async fn a_task_whose_arguments_are_refused_completes_with_is_error() {
 async fn a_task_is_dropped_when_its_ttl_runs_out() {
     let dropped = Arc::new(AtomicBool::new(false));
     let server = TestServer::start_with(
-        |c| c.tasks.ttl = Duration::from_millis(300),
+        |c| c.tasks.ttl = NonZeroDuration::from_millis(300),
         server(dropped.clone()),
     )
     .await;

@@ -69,9 +69,9 @@ impl Recorder {
 async fn record(probes: Probes, root: ActorRef<SupervisorMsg>, mut joins: mpsc::Receiver<Join>) {
     let admin = &probes.config.admin;
     let history = admin.dashboard_history;
-    let mut ring: VecDeque<Frame> = VecDeque::with_capacity(history);
+    let mut ring: VecDeque<Frame> = VecDeque::with_capacity(history.get());
     let (live, _) = broadcast::channel(16);
-    let mut ticks = tokio::time::interval(admin.dashboard_interval);
+    let mut ticks = tokio::time::interval(admin.dashboard_interval.get());
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut seq = 0;
     loop {
@@ -80,7 +80,7 @@ async fn record(probes: Probes, root: ActorRef<SupervisorMsg>, mut joins: mpsc::
                 seq += 1;
                 let snapshot = snapshot(&probes, &root, seq).await;
                 let frame = (seq, Bytes::from(snapshot.to_string()));
-                if ring.len() == history {
+                if ring.len() == history.get() {
                     ring.pop_front();
                 }
                 ring.push_back(frame.clone());
@@ -139,6 +139,7 @@ pub(super) async fn events(State(probes): State<Probes>, headers: HeaderMap) -> 
             .config
             .admin
             .dashboard_interval
+            .get()
             .max(std::time::Duration::from_secs(1));
         let mut last = after.unwrap_or(0);
         if tx.send(sse::retry(retry)).await.is_err() {

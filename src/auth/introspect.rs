@@ -56,11 +56,11 @@ impl Introspector {
             audience: config.audience.clone(),
             require_aud: config.introspection_require_aud,
             leeway: config.leeway,
-            ttl: config.introspection_cache,
-            cache: Mutex::new(Bounded::new(config.introspection_cache_entries)),
-            refused: Mutex::new(Bounded::new(config.introspection_negative_entries)),
-            negative_ttl: config.introspection_negative_ttl,
-            slots: tokio::sync::Semaphore::new(config.introspection_concurrency),
+            ttl: config.introspection_cache.get(),
+            cache: Mutex::new(Bounded::new(config.introspection_cache_entries.get())),
+            refused: Mutex::new(Bounded::new(config.introspection_negative_entries.get())),
+            negative_ttl: config.introspection_negative_ttl.get(),
+            slots: tokio::sync::Semaphore::new(config.introspection_concurrency.get()),
         }
     }
 

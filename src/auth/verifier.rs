@@ -30,7 +30,7 @@ impl Verifier {
     /// A verifier for `config` (validated: `enabled`, with an issuer and an audience).
     /// Fetches nothing yet: the keys come with the first token.
     pub fn new(config: &AuthConfig) -> Result<Self, SetupError> {
-        let fetcher = super::fetch::Fetcher::new(config.fetch_timeout)
+        let fetcher = super::fetch::Fetcher::new(config.fetch_timeout.get())
             .map_err(|e| SetupError(e.to_string()))?;
         let algorithms = config
             .algorithms
@@ -43,8 +43,8 @@ impl Verifier {
                 fetcher.clone(),
                 config.issuer.clone(),
                 &config.jwks_url,
-                config.jwks_max_age,
-                config.jwks_min_refresh,
+                config.jwks_max_age.get(),
+                config.jwks_min_refresh.get(),
                 config.jwks_max_stale,
             ),
             introspector: (!config.introspection_url.is_empty())

@@ -1,17 +1,19 @@
 //! `[auth]`: otpmcp as an OAuth 2.1 resource server (MCP's authorization section).
 
+use std::num::NonZeroUsize;
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
-use super::{ConfigError, human_duration};
+use super::duration::{NonZeroDuration, human_duration, nz};
+use super::error::{ConfigError, invalid};
 
 /// `[auth]`: bearer tokens on every MCP request, checked locally against the issuer's
 /// keys (or by introspection for opaque tokens), and what each principal may hold.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AuthConfig {
-    /// Require a token. Default false: nothing changes for a server without `[auth]`.
+    /// Require a token. Off, nothing changes for a server without `[auth]`.
     pub enabled: bool,
     /// The authorization server whose tokens are accepted: the exact `iss` claim, e.g.
     /// `https://login.example.com/realms/mcp`.
@@ -20,79 +22,71 @@ pub struct AuthConfig {
     /// name, e.g. `https://mcp.example.com/mcp`. Its origin and path also give the
     /// protected resource metadata's address.
     pub audience: String,
-    /// Where the issuer's keys are (a JWKS document). Empty (the default): read
-    /// `jwks_uri` from the issuer's metadata (RFC 8414, then OpenID Connect discovery).
+    /// Where the issuer's keys are (a JWKS document). Empty: read `jwks_uri` from the
+    /// issuer's metadata (RFC 8414, then OpenID Connect discovery).
     pub jwks_url: String,
-    /// The signature algorithms accepted. Default `["RS256", "ES256"]`. Asymmetric only:
-    /// `none` and HMAC (`HS*`) are refused at start-up.
+    /// The signature algorithms accepted. Asymmetric only: `none` and HMAC (`HS*`) are
+    /// refused at start-up.
     pub algorithms: Vec<String>,
-    /// Clock skew allowed on `exp` and `nbf`. Default `30s`.
+    /// Clock skew allowed on `exp` and `nbf`.
     #[serde(with = "human_duration")]
     pub leeway: Duration,
-    /// Scopes every request needs, whatever it calls. Default none.
+    /// Scopes every request needs, whatever it calls.
     pub required_scopes: Vec<String>,
     /// Scopes listed in the protected resource metadata (`scopes_supported`), so a
-    /// client knows what to ask for. Default none.
+    /// client knows what to ask for.
     pub scopes_supported: Vec<String>,
     /// Keys are fetched again after this long, so a key the issuer retired stops working.
-    /// Default `10m`.
-    #[serde(with = "human_duration")]
-    pub jwks_max_age: Duration,
+    pub jwks_max_age: NonZeroDuration,
     /// A token naming a key we do not have fetches the keys again (the issuer rotated),
     /// but at most once per this interval, so unknown `kid`s cannot hammer the issuer.
-    /// Default `30s`.
-    #[serde(with = "human_duration")]
-    pub jwks_min_refresh: Duration,
-    /// Timeout of each fetch from the authorization server. Default `5s`.
-    #[serde(with = "human_duration")]
-    pub fetch_timeout: Duration,
-    /// RFC 7662 introspection endpoint for opaque (non-JWT) tokens. Empty (the default):
-    /// only JWTs are accepted.
+    pub jwks_min_refresh: NonZeroDuration,
+    /// Timeout of each fetch from the authorization server.
+    pub fetch_timeout: NonZeroDuration,
+    /// RFC 7662 introspection endpoint for opaque (non-JWT) tokens. Empty: only JWTs are
+    /// accepted.
     pub introspection_url: String,
     /// The client id this server introspects as (HTTP Basic).
     pub introspection_client_id: String,
     /// Its secret. Prefer the environment: `OTPMCP__AUTH__INTROSPECTION_CLIENT_SECRET`.
     pub introspection_client_secret: String,
     /// An introspection answer is reused this long (never past the token's `exp`).
-    /// Default `30s`.
-    #[serde(with = "human_duration")]
-    pub introspection_cache: Duration,
-    /// Most introspection answers cached at once. Default 10000.
-    pub introspection_cache_entries: usize,
-    /// An active introspection answer must name this server (`auth.audience`) in `aud`.
-    /// Default true; false accepts an answer without `aud` (one naming another audience
-    /// is refused either way), for authorization servers that leave it out.
+    pub introspection_cache: NonZeroDuration,
+    /// Most introspection answers cached at once.
+    pub introspection_cache_entries: NonZeroUsize,
+    /// An active introspection answer must name this server (`auth.audience`) in `aud`;
+    /// false accepts an answer without `aud` (one naming another audience is refused
+    /// either way), for authorization servers that leave it out.
     pub introspection_require_aud: bool,
     /// Most introspections in flight at once; a token that would need one more gets 503
     /// with `Retry-After`, so a flood of bogus tokens cannot become a flood at the
-    /// authorization server. Default 16.
-    pub introspection_concurrency: usize,
+    /// authorization server.
+    pub introspection_concurrency: NonZeroUsize,
     /// A refused token (inactive, or an answer that does not fit) is refused again
-    /// without asking for this long. Default `30s`.
-    #[serde(with = "human_duration")]
-    pub introspection_negative_ttl: Duration,
-    /// Most refusals remembered at once. Default 10000.
-    pub introspection_negative_entries: usize,
+    /// without asking for this long.
+    pub introspection_negative_ttl: NonZeroDuration,
+    /// Most refusals remembered at once.
+    pub introspection_negative_entries: NonZeroUsize,
     /// Keys the issuer can no longer be asked for still verify tokens until this long
-    /// after the last successful fetch; then requests get 503. Default `1h`.
+    /// after the last successful fetch; then requests get 503.
     #[serde(with = "human_duration")]
     pub jwks_max_stale: Duration,
     /// Requests refused with 401 (no token, or an invalid one) one client address may
     /// make per minute; past it the address gets 429 before any token is looked at.
-    /// 0: no limit. Default 60.
+    /// 0: no limit.
     pub max_failures_per_client: u32,
-    /// Most client addresses whose failures are counted at once. Default 10000.
-    pub failure_clients: usize,
+    /// Most client addresses whose failures are counted at once.
+    pub failure_clients: NonZeroUsize,
     /// The owner of sessions and tasks also covers the token's OAuth client
     /// (`client_id` or `azp`): one client app's sessions and tasks are invisible to
-    /// another of the same user. Default false.
+    /// another of the same user.
     pub bind_to_client: bool,
     /// Most live sessions one principal (issuer and subject) holds; past it `initialize`
     /// evicts that principal's least recently used idle session, or is refused with 429.
-    /// 0 (the default): no cap beyond `server.max_sessions`.
+    /// 0: no cap beyond `server.max_sessions`.
     pub max_sessions_per_principal: usize,
     /// Most requests one principal has running at once on this replica; past it a
-    /// request gets 429. 0 (the default): no cap.
+    /// request gets 429. 0: no cap.
     pub max_requests_per_principal: usize,
 }
 
@@ -107,21 +101,21 @@ impl Default for AuthConfig {
             leeway: Duration::from_secs(30),
             required_scopes: Vec::new(),
             scopes_supported: Vec::new(),
-            jwks_max_age: Duration::from_secs(600),
-            jwks_min_refresh: Duration::from_secs(30),
-            fetch_timeout: Duration::from_secs(5),
+            jwks_max_age: NonZeroDuration::from_secs(600),
+            jwks_min_refresh: NonZeroDuration::from_secs(30),
+            fetch_timeout: NonZeroDuration::from_secs(5),
             introspection_url: String::new(),
             introspection_client_id: String::new(),
             introspection_client_secret: String::new(),
-            introspection_cache: Duration::from_secs(30),
-            introspection_cache_entries: 10_000,
+            introspection_cache: NonZeroDuration::from_secs(30),
+            introspection_cache_entries: nz!(10_000),
             introspection_require_aud: true,
-            introspection_concurrency: 16,
-            introspection_negative_ttl: Duration::from_secs(30),
-            introspection_negative_entries: 10_000,
+            introspection_concurrency: nz!(16),
+            introspection_negative_ttl: NonZeroDuration::from_secs(30),
+            introspection_negative_entries: nz!(10_000),
             jwks_max_stale: Duration::from_secs(3600),
             max_failures_per_client: 60,
-            failure_clients: 10_000,
+            failure_clients: nz!(10_000),
             bind_to_client: false,
             max_sessions_per_principal: 0,
             max_requests_per_principal: 0,
@@ -141,24 +135,23 @@ impl AuthConfig {
         if !self.enabled {
             return Ok(());
         }
-        let invalid = |key, problem: String| Err(ConfigError::Invalid { key, problem });
         if !is_http_url(&self.issuer) {
-            return invalid("auth.issuer", "must be an http(s) URL".into());
+            return invalid("auth.issuer", "must be an http(s) URL");
         }
         if !is_http_url(&self.audience) {
             return invalid(
                 "auth.audience",
-                "must be this server's resource URI, an http(s) URL".into(),
+                "must be this server's resource URI, an http(s) URL",
             );
         }
         if !self.jwks_url.is_empty() && !is_http_url(&self.jwks_url) {
-            return invalid("auth.jwks_url", "must be an http(s) URL".into());
+            return invalid("auth.jwks_url", "must be an http(s) URL");
         }
         if !self.introspection_url.is_empty() && !is_http_url(&self.introspection_url) {
-            return invalid("auth.introspection_url", "must be an http(s) URL".into());
+            return invalid("auth.introspection_url", "must be an http(s) URL");
         }
         if self.algorithms.is_empty() {
-            return invalid("auth.algorithms", "must name at least one algorithm".into());
+            return invalid("auth.algorithms", "must name at least one algorithm");
         }
         if let Some(bad) = self
             .algorithms
@@ -173,47 +166,14 @@ impl AuthConfig {
                 ),
             );
         }
-        for (key, value) in [
-            ("auth.jwks_max_age", self.jwks_max_age),
-            ("auth.jwks_min_refresh", self.jwks_min_refresh),
-            ("auth.fetch_timeout", self.fetch_timeout),
-            ("auth.introspection_cache", self.introspection_cache),
-            (
-                "auth.introspection_negative_ttl",
-                self.introspection_negative_ttl,
-            ),
-        ] {
-            if value.is_zero() {
-                return invalid(key, "must be greater than zero".into());
-            }
-        }
-        for (key, value) in [
-            (
-                "auth.introspection_cache_entries",
-                self.introspection_cache_entries,
-            ),
-            (
-                "auth.introspection_concurrency",
-                self.introspection_concurrency,
-            ),
-            (
-                "auth.introspection_negative_entries",
-                self.introspection_negative_entries,
-            ),
-            ("auth.failure_clients", self.failure_clients),
-        ] {
-            if value == 0 {
-                return invalid(key, "must be at least 1".into());
-            }
-        }
         // Keys are only fetched again once older than jwks_max_age: a shorter staleness
         // limit would refuse them before anyone tried to refresh them.
-        if self.jwks_max_stale < self.jwks_max_age {
+        if self.jwks_max_stale < self.jwks_max_age.get() {
             return invalid(
                 "auth.jwks_max_stale",
                 format!(
                     "must be at least auth.jwks_max_age ({:?})",
-                    self.jwks_max_age
+                    self.jwks_max_age.get()
                 ),
             );
         }
@@ -325,42 +285,8 @@ mod tests {
                 .is_some_and(|e| e.contains("auth.jwks_max_stale")),
             "{stale:?}"
         );
-        for (key, config) in [
-            (
-                "auth.introspection_concurrency",
-                AuthConfig {
-                    introspection_concurrency: 0,
-                    ..enabled()
-                },
-            ),
-            (
-                "auth.introspection_negative_ttl",
-                AuthConfig {
-                    introspection_negative_ttl: Duration::ZERO,
-                    ..enabled()
-                },
-            ),
-            (
-                "auth.introspection_negative_entries",
-                AuthConfig {
-                    introspection_negative_entries: 0,
-                    ..enabled()
-                },
-            ),
-            (
-                "auth.failure_clients",
-                AuthConfig {
-                    failure_clients: 0,
-                    ..enabled()
-                },
-            ),
-        ] {
-            let err = named(config);
-            assert!(
-                err.as_deref().is_some_and(|e| e.contains(key)),
-                "{key}: {err:?}"
-            );
-        }
+        // The zero checks of the other limits are their types (NonZero*), tested at
+        // load in mod.rs.
         let off = AuthConfig {
             max_failures_per_client: 0,
             ..enabled()

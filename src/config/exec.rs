@@ -1,54 +1,51 @@
 //! `[exec]`: supervised execution of configured programs (off by default).
 
 use std::collections::BTreeMap;
+use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
-use super::{ConfigError, human_duration};
+use super::duration::{NonZeroDuration, human_duration, nz};
+use super::error::{ConfigError, invalid};
 
 /// `[exec]`: the `execute` tool family. Only programs listed under `[exec.programs.NAME]`
 /// run, never a shell unless an entry says `shell = true`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ExecConfig {
     /// Offer `execute`, `get_execution_output`, `list_executions` and `cancel_execution`.
-    /// Default false.
     pub enabled: bool,
-    /// Most executions running at once on this replica. Default 16.
-    pub max_running: usize,
+    /// Most executions running at once on this replica.
+    pub max_running: NonZeroUsize,
     /// Most executions one session (or, without a session, one principal) runs at once;
     /// callers with neither (stateless requests and tasks without `[auth]`) share one
-    /// count. Default 4.
-    pub max_per_session: usize,
-    /// An output chunk is cut at this many bytes. Default 16384.
+    /// count.
+    pub max_per_session: NonZeroUsize,
+    /// An output chunk is cut at this many bytes (at least 4: one UTF-8 character).
     pub chunk_bytes: usize,
-    /// ... or when its first byte has waited this long. Default `20ms`.
-    #[serde(with = "human_duration")]
-    pub chunk_interval: Duration,
-    /// Between SIGTERM to the process group and SIGKILL. Default `2s`.
+    /// ... or when its first byte has waited this long.
+    pub chunk_interval: NonZeroDuration,
+    /// Between SIGTERM to the process group and SIGKILL.
     #[serde(with = "human_duration")]
     pub kill_grace: Duration,
-    /// How long output and records are kept after an execution ends. Default `1h`.
-    #[serde(with = "human_duration")]
-    pub output_ttl: Duration,
-    /// The longest `wait_ms` of `get_execution_output`. Default `30s`.
+    /// How long output and records are kept after an execution ends.
+    pub output_ttl: NonZeroDuration,
+    /// The longest `wait_ms` of `get_execution_output`.
     #[serde(with = "human_duration")]
     pub max_wait: Duration,
-    /// How often a long poll on another replica looks for new output. Default `100ms`.
-    #[serde(with = "human_duration")]
-    pub poll_interval: Duration,
+    /// How often a long poll on another replica looks for new output.
+    pub poll_interval: NonZeroDuration,
     /// How often a running execution renews its record; one not renewed for three
-    /// intervals is reported `lost` (its replica died). Default `2s`.
-    #[serde(with = "human_duration")]
-    pub heartbeat: Duration,
-    /// The head of each stream the final result carries. Default 65536.
+    /// intervals is reported `lost` (its replica died).
+    pub heartbeat: NonZeroDuration,
+    /// The head of each stream the final result carries.
     pub result_bytes: usize,
-    /// What contains an execution and everything it starts. Default `auto`.
+    /// What contains an execution and everything it starts.
     pub isolation: IsolationMode,
     /// A cgroup v2 directory under which each execution gets a cgroup of its own
-    /// (`isolation = "cgroup"`, or `auto`); made at start-up if missing. Default: unset.
+    /// (`isolation = "cgroup"`, or `auto`); made at start-up if missing. Empty: unset.
     pub cgroup_parent: PathBuf,
     /// The programs `execute` may run, by name.
     pub programs: BTreeMap<String, ProgramConfig>,
@@ -58,15 +55,15 @@ impl Default for ExecConfig {
     fn default() -> Self {
         Self {
             enabled: false,
-            max_running: 16,
-            max_per_session: 4,
+            max_running: nz!(16),
+            max_per_session: nz!(4),
             chunk_bytes: 16 * 1024,
-            chunk_interval: Duration::from_millis(20),
+            chunk_interval: NonZeroDuration::from_millis(20),
             kill_grace: Duration::from_secs(2),
-            output_ttl: Duration::from_secs(3600),
+            output_ttl: NonZeroDuration::from_secs(3600),
             max_wait: Duration::from_secs(30),
-            poll_interval: Duration::from_millis(100),
-            heartbeat: Duration::from_secs(2),
+            poll_interval: NonZeroDuration::from_millis(100),
+            heartbeat: NonZeroDuration::from_secs(2),
             result_bytes: 64 * 1024,
             isolation: IsolationMode::Auto,
             cgroup_parent: PathBuf::new(),
@@ -76,7 +73,7 @@ impl Default for ExecConfig {
 }
 
 /// `exec.isolation`: how an execution's descendants are kept from outliving it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum IsolationMode {
     /// A cgroup when `cgroup_parent` is set and usable, else a PID namespace when the host
@@ -105,7 +102,7 @@ impl IsolationMode {
 }
 
 /// `[exec.programs.NAME]`: one program `execute` may run, and its limits.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ProgramConfig {
     /// The argv prefix: an absolute path, then fixed arguments; the call's `args` are
@@ -118,52 +115,49 @@ pub struct ProgramConfig {
     /// What the program is for, shown in `execute`'s description.
     pub description: String,
     /// Each execution runs in a new directory under this one, removed when it ends.
-    /// Default: the system's temporary directory.
+    /// Unset: the system's temporary directory.
     pub workdir_root: Option<PathBuf>,
-    /// Variables passed through from the server's environment. Default `["PATH",
-    /// "LANG"]`; nothing else is inherited.
+    /// Variables passed through from the server's environment; nothing else is
+    /// inherited.
     pub env_allow: Vec<String>,
     /// Variables set for the program.
     pub env: BTreeMap<String, String>,
-    /// Run as this user id (the server must be root to switch). Default: the server's.
+    /// Run as this user id (the server must be root to switch). Unset: the server's.
     pub uid: Option<u32>,
     /// ... and this group id.
     pub gid: Option<u32>,
-    /// Wall time, and the largest `timeout_ms` a call may ask. Default `30s`.
-    #[serde(with = "human_duration")]
-    pub wall_time: Duration,
-    /// CPU seconds (RLIMIT_CPU). Default 30; 0: no limit.
+    /// Wall time, and the largest `timeout_ms` a call may ask.
+    pub wall_time: NonZeroDuration,
+    /// CPU seconds (RLIMIT_CPU); 0: no limit.
     pub cpu_seconds: u64,
-    /// Address space in bytes (RLIMIT_AS). Default 1 GiB; 0: no limit.
+    /// Address space in bytes (RLIMIT_AS); 0: no limit.
     pub memory_bytes: u64,
     /// Output bytes, both streams together; past them the execution is stopped and
-    /// marked truncated. Default 16 MiB.
+    /// marked truncated.
     pub output_bytes: u64,
     /// Processes of the program's user (RLIMIT_NPROC; not enforced for root, so set
-    /// `uid` too). Default 0: no limit.
+    /// `uid` too); 0: no limit.
     pub processes: u64,
-    /// Open files (RLIMIT_NOFILE). Default 256.
+    /// Open files (RLIMIT_NOFILE).
     pub open_files: u64,
-    /// Largest file the program may write (RLIMIT_FSIZE; past it SIGXFSZ). Default 1 GiB;
-    /// 0: no limit.
+    /// Largest file the program may write (RLIMIT_FSIZE; past it SIGXFSZ); 0: no limit.
     pub file_bytes: u64,
-    /// Largest `stdin` a call may give. Default 1 MiB.
+    /// Largest `stdin` a call may give.
     pub max_stdin_bytes: usize,
-    /// Most `args` a call may append. Default 64.
+    /// Most `args` a call may append.
     pub max_args: usize,
-    /// What a call's `args` may be. Default `no-options`.
+    /// What a call's `args` may be.
     pub args: ArgsPolicy,
-    /// A regular expression every one of a call's `args` must match in full. Default
-    /// none.
+    /// A regular expression every one of a call's `args` must match in full.
     pub args_pattern: Option<String>,
     /// With `[auth]` on, an entry without `uid` must say this: the program then runs as
-    /// the server's user. Default false.
+    /// the server's user.
     pub run_as_server_user: bool,
 }
 
 /// `args` of `[exec.programs.NAME]`: what a call's arguments may be. Options are where
 /// most programs hide "run this" (`find -exec`, `git -c`, `tar --to-command`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
 #[serde(rename_all = "kebab-case")]
 pub enum ArgsPolicy {
     /// No arguments at all.
@@ -189,7 +183,7 @@ impl Default for ProgramConfig {
             env: BTreeMap::new(),
             uid: None,
             gid: None,
-            wall_time: Duration::from_secs(30),
+            wall_time: NonZeroDuration::from_secs(30),
             cpu_seconds: 30,
             memory_bytes: 1 << 30,
             output_bytes: 16 << 20,
@@ -211,39 +205,22 @@ impl ExecConfig {
         if !self.enabled {
             return Ok(());
         }
-        let invalid = |key, problem: String| Err(ConfigError::Invalid { key, problem });
-        if self.max_running == 0 || self.max_per_session == 0 {
-            return invalid(
-                "exec.max_running",
-                "and exec.max_per_session must be at least 1".into(),
-            );
-        }
         if self.chunk_bytes < 4 {
-            return invalid("exec.chunk_bytes", "must be at least 4".into());
-        }
-        for (key, value) in [
-            ("exec.chunk_interval", self.chunk_interval),
-            ("exec.output_ttl", self.output_ttl),
-            ("exec.poll_interval", self.poll_interval),
-            ("exec.heartbeat", self.heartbeat),
-        ] {
-            if value.is_zero() {
-                return invalid(key, "must be greater than zero".into());
-            }
+            return invalid("exec.chunk_bytes", "must be at least 4");
         }
         let parent = &self.cgroup_parent;
         let parent_set = !parent.as_os_str().is_empty();
         if parent_set && !parent.is_absolute() {
             return invalid(
                 "exec.cgroup_parent",
-                "must be an absolute path (a directory of the cgroup v2 file system)".into(),
+                "must be an absolute path (a directory of the cgroup v2 file system)",
             );
         }
         match self.isolation {
             IsolationMode::Cgroup if !parent_set => {
                 return invalid(
                     "exec.isolation",
-                    "\"cgroup\" needs exec.cgroup_parent (a cgroup v2 directory)".into(),
+                    "\"cgroup\" needs exec.cgroup_parent (a cgroup v2 directory)",
                 );
             }
             IsolationMode::PidNamespace | IsolationMode::ProcessGroup if parent_set => {
@@ -278,9 +255,6 @@ impl ExecConfig {
             }
             if let Err(e) = program.args_regex() {
                 return problem(&format!("args_pattern is not a valid expression: {e}"));
-            }
-            if program.wall_time.is_zero() {
-                return problem("wall_time must be greater than zero");
             }
             if program.gid.is_some() && program.uid.is_none() {
                 return problem("gid needs uid");

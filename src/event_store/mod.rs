@@ -144,13 +144,13 @@ impl Default for Retention {
         let sse = crate::config::SseConfig::default();
         Self {
             enabled: sse.enable_replay,
-            event_ttl: sse.event_ttl,
-            replay_window: sse.replay_window,
-            max_session_events: sse.max_session_events,
+            event_ttl: sse.event_ttl.get(),
+            replay_window: sse.replay_window.get(),
+            max_session_events: sse.max_session_events.get(),
             max_session_bytes: sse.max_session_bytes,
-            max_tasks: crate::config::TasksConfig::default().max_tasks,
-            max_total_events: sse.max_total_events,
-            max_total_bytes: sse.max_total_bytes,
+            max_tasks: crate::config::TasksConfig::default().max_tasks.get(),
+            max_total_events: sse.max_total_events.get(),
+            max_total_bytes: sse.max_total_bytes.get(),
         }
     }
 }

@@ -190,7 +190,10 @@ impl Actor for Execution {
             store: args.store.clone(),
             output: Some(args.output),
             progress: args.progress,
-            chunker: Chunker::new(args.settings.chunk_bytes, args.settings.chunk_interval),
+            chunker: Chunker::new(
+                args.settings.chunk_bytes,
+                args.settings.chunk_interval.get(),
+            ),
             limit: program.output_bytes,
             head_bytes: args.settings.result_bytes,
         };
@@ -214,7 +217,7 @@ impl Actor for Execution {
         let heartbeat = args.settings.heartbeat;
         let beat = myself.clone();
         tasks.push(AbortOnDropHandle::new(tokio::spawn(async move {
-            let mut every = tokio::time::interval(heartbeat);
+            let mut every = tokio::time::interval(heartbeat.get());
             every.tick().await;
             loop {
                 every.tick().await;
@@ -317,7 +320,7 @@ impl Actor for Execution {
                 }
                 state.record.heartbeat_ms = record::now_ms();
                 let ttl = state.settings.output_ttl;
-                if let Err(e) = record::put(&state.store, &state.record, ttl).await {
+                if let Err(e) = record::put(&state.store, &state.record, ttl.get()).await {
                     tracing::warn!(execution = %state.record.id, error = %e, "could not renew the execution's record");
                 }
             }
@@ -370,7 +373,8 @@ async fn finish(state: &mut ExecutionState) {
     }
     state.record.status = status;
     state.record.outcome = Some(outcome.clone());
-    if let Err(e) = record::put(&state.store, &state.record, state.settings.output_ttl).await {
+    if let Err(e) = record::put(&state.store, &state.record, state.settings.output_ttl.get()).await
+    {
         tracing::warn!(execution = %state.record.id, error = %e, "could not store the execution's record");
     }
     if let Some(done) = state.done.take() {

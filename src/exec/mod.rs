@@ -200,7 +200,7 @@ impl ExecHandle {
     ) -> Result<ExecRecord, ExecError> {
         let record = self.record(caller, id).await?;
         if record.status == Status::Running && !self.stop_here(id, Status::Cancelled).await {
-            let ttl = self.settings.heartbeat * 4;
+            let ttl = self.settings.heartbeat.get() * 4;
             self.store
                 .put_record(&cancel_key(id), Bytes::from_static(b"1"), ttl)
                 .await

@@ -86,8 +86,10 @@ impl ExecHandle {
                     missing,
                 });
             }
-            let status =
-                record.status_at(record::now_ms(), self.settings.heartbeat.as_millis() as u64);
+            let status = record.status_at(
+                record::now_ms(),
+                self.settings.heartbeat.get().as_millis() as u64,
+            );
             let now = Instant::now();
             if replay.events.is_empty() && status == Status::Running && now < deadline {
                 self.wait_for_more(id, deadline, replay.position).await;
@@ -107,7 +109,7 @@ impl ExecHandle {
     /// than the running replica) the next `poll_interval`.
     async fn wait_for_more(&self, id: SessionId, deadline: Instant, position: u64) {
         let interval = self.settings.poll_interval;
-        let pause = tokio::time::sleep_until(deadline.min(Instant::now() + interval));
+        let pause = tokio::time::sleep_until(deadline.min(Instant::now() + interval.get()));
         match self.watch(id).await {
             // Runs here: wake at the next chunk (or when the pump ends). Compared with
             // what was read, not with what this receiver saw: it is a fresh clone.

@@ -160,7 +160,7 @@ impl Actor for ExecSupervisor {
                 let ttl = state.settings.output_ttl;
                 match state.indexes.get(&session) {
                     // An index written again since: its own timer forgets it.
-                    Some(at) if at.elapsed() < ttl => return Ok(()),
+                    Some(at) if at.elapsed() < ttl.get() => return Ok(()),
                     Some(_) => {
                         state.indexes.remove(&session);
                     }
@@ -204,9 +204,9 @@ impl Actor for ExecSupervisor {
                 Status::Failed,
                 format!("the execution's actor failed: {why}"),
             ));
-            let _ = record::put(&state.store, &record, state.settings.output_ttl).await;
+            let _ = record::put(&state.store, &record, state.settings.output_ttl.get()).await;
         }
-        myself.send_after(state.settings.output_ttl, move || ExecMsg::Forget(id));
+        myself.send_after(state.settings.output_ttl.get(), move || ExecMsg::Forget(id));
         if state.running.is_empty() {
             for reply in state.drains.drain(..) {
                 let _ = reply.send(());
@@ -240,14 +240,14 @@ impl ExecSupervisorState {
             .get(&request.program)
             .cloned()
             .ok_or_else(|| ExecError::UnknownProgram(request.program.clone()))?;
-        if self.running.len() >= self.settings.max_running {
+        if self.running.len() >= self.settings.max_running.get() {
             return Err(ExecError::Busy(format!(
                 "{} executions run on this replica (exec.max_running)",
                 self.running.len()
             )));
         }
         let party = request.party.clone().unwrap_or_else(|| ANONYMOUS.into());
-        if self.per_party.get(&party).copied().unwrap_or(0) >= self.settings.max_per_session {
+        if self.per_party.get(&party).copied().unwrap_or(0) >= self.settings.max_per_session.get() {
             return Err(ExecError::Busy(format!(
                 "this session runs {} executions already (exec.max_per_session)",
                 self.settings.max_per_session
@@ -268,12 +268,12 @@ impl ExecSupervisorState {
         let ttl = self.settings.output_ttl;
         self.store.open_session(id).await.map_err(store_error)?;
         if let Err(e) = self.remember(&record, request.party.as_deref()).await {
-            myself.send_after(ttl, move || ExecMsg::Forget(id));
+            myself.send_after(ttl.get(), move || ExecMsg::Forget(id));
             return Err(e);
         }
         if let Some(party) = &request.party {
             let session = index_key(party).session;
-            myself.send_after(ttl, move || ExecMsg::Forget(session));
+            myself.send_after(ttl.get(), move || ExecMsg::Forget(session));
         }
         let (output_tx, output) = mpsc::channel(OUTPUT_BUFFER);
         let (done_tx, done) = oneshot::channel();
@@ -298,7 +298,7 @@ impl ExecSupervisorState {
                 tracing::warn!(execution = %id, program = %record.program, error = %why, "could not start an execution");
                 record.status = Status::Failed;
                 record.outcome = Some(Outcome::without_exit(Status::Failed, why.clone()));
-                let _ = record::put(&self.store, &record, ttl).await;
+                let _ = record::put(&self.store, &record, ttl.get()).await;
                 let _ = self
                     .store
                     .append(
@@ -307,7 +307,7 @@ impl ExecSupervisorState {
                         true,
                     )
                     .await;
-                myself.send_after(ttl, move || ExecMsg::Forget(id));
+                myself.send_after(ttl.get(), move || ExecMsg::Forget(id));
                 return Err(ExecError::Spawn(why));
             }
         };
@@ -333,7 +333,7 @@ impl ExecSupervisorState {
         record: &ExecRecord,
         party: Option<&str>,
     ) -> Result<(), ExecError> {
-        record::put(&self.store, record, self.settings.output_ttl)
+        record::put(&self.store, record, self.settings.output_ttl.get())
             .await
             .map_err(store_error)?;
         if let Some(party) = party {

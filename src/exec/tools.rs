@@ -270,15 +270,15 @@ async fn execute(
     }
     let wall = program.wall_time;
     let timeout = match args.timeout_ms.map(Duration::from_millis) {
-        Some(t) if t > wall => {
+        Some(t) if t > wall.get() => {
             return invalid(format!(
                 "timeout_ms is over this program's {} ms",
-                wall.as_millis()
+                wall.get().as_millis()
             ));
         }
         Some(t) if t.is_zero() => return invalid("timeout_ms must be more than 0".into()),
         Some(t) => t,
-        None => wall,
+        None => wall.get(),
     };
     let who = caller(&ctx);
     let mut started = handle

@@ -47,7 +47,7 @@ impl StatelessSettings {
         };
         Self {
             key,
-            state_ttl: config.request_state_ttl,
+            state_ttl: config.request_state_ttl.get(),
             cache_ttl_ms: u64::try_from(config.cache_ttl.as_millis()).unwrap_or(u64::MAX),
             cache_scope: config.cache_scope.clone(),
         }

@@ -170,13 +170,14 @@ impl SupervisorState {
     }
 
     fn new_tables(&self) -> StoreTables<Backend> {
-        let backend = Backend::new(self.redis.clone(), self.config.server.session_timeout);
-        StoreTables::new(backend).with_max_per_stream(self.config.sse.max_connections_per_stream)
+        let backend = Backend::new(self.redis.clone(), self.config.server.session_timeout.get());
+        StoreTables::new(backend)
+            .with_max_per_stream(self.config.sse.max_connections_per_stream.get())
     }
 
     fn leases(&self) -> Option<Leases> {
         let link = self.redis.clone()?;
-        Some(Leases::new(link, self.config.store.lease_ttl))
+        Some(Leases::new(link, self.config.store.lease_ttl.get()))
     }
 
     fn session_handle(&self) -> SessionHandle {
@@ -200,16 +201,16 @@ impl SupervisorState {
                     tables,
                     retention: Retention {
                         enabled: sse.enable_replay,
-                        event_ttl: sse.event_ttl,
-                        replay_window: sse.replay_window,
-                        max_session_events: sse.max_session_events,
+                        event_ttl: sse.event_ttl.get(),
+                        replay_window: sse.replay_window.get(),
+                        max_session_events: sse.max_session_events.get(),
                         max_session_bytes: sse.max_session_bytes,
-                        max_tasks: self.config.tasks.max_tasks,
-                        max_total_events: sse.max_total_events,
-                        max_total_bytes: sse.max_total_bytes,
+                        max_tasks: self.config.tasks.max_tasks.get(),
+                        max_total_events: sse.max_total_events.get(),
+                        max_total_bytes: sse.max_total_bytes.get(),
                     },
-                    cleanup_interval: sse.cleanup_interval,
-                    retry_interval: self.config.store.retry_interval,
+                    cleanup_interval: sse.cleanup_interval.get(),
+                    retry_interval: self.config.store.retry_interval.get(),
                 };
                 let (actor, _) = Actor::spawn_linked(
                     None,
@@ -224,20 +225,19 @@ impl SupervisorState {
             Child::SessionManager => {
                 let (table, heir) = lend(sessions.unwrap_or_default());
                 self.session_heir = Some(heir);
-                let timeout = self.config.server.session_timeout;
+                let timeout = self.config.server.session_timeout.get();
                 let args = SessionArgs {
                     table,
                     store: self.store_handle(),
                     session_timeout: timeout,
-                    max_sessions: self.config.server.max_sessions,
-                    max_open_per_session: self.config.server.max_open_per_session,
+                    max_sessions: self.config.server.max_sessions.get(),
+                    max_open_per_session: self.config.server.max_open_per_session.get(),
                     max_sessions_per_client: self.config.server.max_sessions_per_client,
                     max_sessions_per_principal: self.config.auth.max_sessions_per_principal as u32,
                     root_cancel: self.cancel.clone(),
-                    // Often enough that expiry is late by at most a quarter of the timeout
-                    // (and never later than the store's own sweep period).
+                    // Expiry is late by at most timeout / 4, or the store's sweep if shorter.
                     sweep_interval: (timeout / 4)
-                        .min(sse.cleanup_interval)
+                        .min(sse.cleanup_interval.get())
                         .max(Duration::from_millis(1)),
                     directory: match &self.redis {
                         Some(link) => crate::session::Directory::Redis(link.clone()),
@@ -400,7 +400,7 @@ impl Actor for RootSupervisor {
     ) -> Result<SupervisorState, ActorProcessingErr> {
         let s = &args.config.supervisor;
         let mut state = SupervisorState {
-            intensity: Intensity::new(s.max_restarts, s.max_window),
+            intensity: Intensity::new(s.max_restarts, s.max_window.get()),
             since: Vec::new(),
             restarts: [0; 3],
             started: Instant::now(),

@@ -64,9 +64,9 @@ pub struct TaskSettings {
 impl From<&crate::config::TasksConfig> for TaskSettings {
     fn from(config: &crate::config::TasksConfig) -> Self {
         Self {
-            ttl: config.ttl,
-            poll_interval: config.poll_interval,
-            max_running: config.max_running,
+            ttl: config.ttl.get(),
+            poll_interval: config.poll_interval.get(),
+            max_running: config.max_running.get(),
             rerun_lost: config.rerun_lost,
         }
     }

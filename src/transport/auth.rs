@@ -45,7 +45,7 @@ impl Gate {
             },
             max_requests: config.max_requests_per_principal,
             running: Arc::default(),
-            failures: Failures::new(config.max_failures_per_client, config.failure_clients),
+            failures: Failures::new(config.max_failures_per_client, config.failure_clients.get()),
             verifier,
         }
     }

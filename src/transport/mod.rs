@@ -156,15 +156,15 @@ impl AppState {
         } = parts;
         let sse = &config.sse;
         let settings = StreamSettings {
-            keepalive: sse.keepalive_interval,
-            idle_timeout: sse.stream_timeout,
+            keepalive: sse.keepalive_interval.get(),
+            idle_timeout: sse.stream_timeout.get(),
             retry: sse.retry_timeout,
             with_ids: sse.enable_replay,
             priming: true,
             close_idle: true,
-            buffer_bytes: sse.stream_buffer_bytes,
+            buffer_bytes: sse.stream_buffer_bytes.get(),
         };
-        let task_readers = stateless::TaskReaders::start(sse.max_connections_per_stream);
+        let task_readers = stateless::TaskReaders::start(sse.max_connections_per_stream.get());
         Self {
             inner: Arc::new(Inner {
                 guard: Guard::new(&config.server),
@@ -259,7 +259,7 @@ impl AppState {
         self.admit()?;
         let parent = self.stream_parent()?;
         let sse = &self.inner.config.sse;
-        let (tx, rx) = crate::stream::pipe(sse.stream_buffer, sse.stream_buffer_bytes);
+        let (tx, rx) = crate::stream::pipe(sse.stream_buffer.get(), sse.stream_buffer_bytes.get());
         let args = StreamArgs {
             key,
             after,

@@ -151,7 +151,7 @@ async fn admit(
     }
     let server = &inner.config.server;
     let body = tokio::time::timeout(
-        server.body_timeout,
+        server.body_timeout.get(),
         read_body(headers, body, server.max_body_bytes),
     )
     .await

@@ -60,9 +60,9 @@ pub(super) struct Limits {
 impl Limits {
     pub(super) fn from_config(server: &ServerConfig) -> Self {
         Self {
-            header_timeout: server.header_timeout,
-            write_timeout: server.write_timeout,
-            max_connections: server.max_connections,
+            header_timeout: server.header_timeout.get(),
+            write_timeout: server.write_timeout.get(),
+            max_connections: server.max_connections.get(),
         }
     }
 }

@@ -83,7 +83,7 @@ pub(super) async fn serve(
         store: inner.store.clone(),
         sessions: inner.sessions.clone(),
         key,
-        timeout: inner.config.server.client_request_timeout,
+        timeout: inner.config.server.client_request_timeout.get(),
         polls: touched.protocol_version >= ProtocolVersion::V2025_11_25,
         ready: ready.clone(),
         announce: state.announcer(),
@@ -184,7 +184,7 @@ async fn keep_response(state: &AppState, key: StreamKey, payload: bytes::Bytes) 
     let inner = &state.inner;
     let nonce = crate::event_store::EventStoreHandle::nonce();
     let retry = inner.config.store.retry_interval;
-    let deadline = tokio::time::Instant::now() + inner.config.server.session_timeout;
+    let deadline = tokio::time::Instant::now() + inner.config.server.session_timeout.get();
     let mut warned = false;
     loop {
         match inner
@@ -220,7 +220,7 @@ async fn keep_response(state: &AppState, key: StreamKey, payload: bytes::Bytes) 
         if state.is_closing() {
             return false;
         }
-        tokio::time::sleep(retry).await;
+        tokio::time::sleep(retry.get()).await;
     }
 }
 

@@ -1,7 +1,14 @@
 //! Shared test fixtures: a real server on a free loopback port, and a small MCP client
 //! over real HTTP that reads SSE frames as they arrive.
-#![allow(dead_code, unreachable_pub, missing_docs)]
+#![allow(
+    dead_code,
+    unreachable_pub,
+    missing_docs,
+    unused_macros,
+    unused_imports
+)]
 
+use otpmcp::config::NonZeroDuration;
 use std::future::Future;
 use std::time::Duration;
 
@@ -23,11 +30,11 @@ pub fn test_config() -> Config {
     let mut c = Config::default();
     c.server.bind = "127.0.0.1:0".parse().unwrap_or(c.server.bind);
     c.server.shutdown_timeout = Duration::from_secs(2);
-    c.sse.keepalive_interval = Duration::from_secs(5);
+    c.sse.keepalive_interval = NonZeroDuration::from_secs(5);
     c.sse.retry_timeout = Duration::from_millis(100);
-    c.sse.cleanup_interval = Duration::from_millis(50);
+    c.sse.cleanup_interval = NonZeroDuration::from_millis(50);
     c.supervisor.max_restarts = 5;
-    c.supervisor.max_window = Duration::from_secs(10);
+    c.supervisor.max_window = NonZeroDuration::from_secs(10);
     c
 }
 
@@ -726,3 +733,17 @@ pub fn ask_tool() -> otpmcp::handler::Tool {
             }
         }).description("Asks the client's model a question.")
 }
+
+/// A non-zero integer literal for the configuration's `NonZero*` keys, checked at compile
+/// time: `c.server.max_sessions = nz!(3)`.
+macro_rules! nz {
+    ($n:expr) => {
+        const {
+            match ::std::num::NonZero::new($n) {
+                Some(n) => n,
+                None => panic!("zero"),
+            }
+        }
+    };
+}
+pub(crate) use nz;

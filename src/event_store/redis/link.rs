@@ -173,10 +173,10 @@ fn redacted(url: &str) -> String {
 
 fn manager_config(config: &StoreConfig) -> ConnectionManagerConfig {
     ConnectionManagerConfig::new()
-        .set_connection_timeout(Some(config.connect_timeout))
-        .set_response_timeout(Some(config.command_timeout))
+        .set_connection_timeout(Some(config.connect_timeout.get()))
+        .set_response_timeout(Some(config.command_timeout.get()))
         .set_number_of_retries(2)
-        .set_max_delay(config.retry_interval.max(Duration::from_millis(100)))
+        .set_max_delay(config.retry_interval.get().max(Duration::from_millis(100)))
 }
 
 /// Where Redis is: one server, or the seed nodes of a cluster.
@@ -198,9 +198,9 @@ impl Opener {
     fn cluster(&self, nodes: &[ConnectionInfo]) -> ClusterClientBuilder {
         ClusterClientBuilder::new(nodes.to_vec())
             .use_protocol(redis::ProtocolVersion::RESP3)
-            .connection_timeout(self.config.connect_timeout)
-            .response_timeout(self.config.command_timeout)
-            .tcp_settings(tcp_settings(self.config.tcp_keepalive))
+            .connection_timeout(self.config.connect_timeout.get())
+            .response_timeout(self.config.command_timeout.get())
+            .tcp_settings(tcp_settings(self.config.tcp_keepalive.get()))
             .retries(2)
     }
 
@@ -219,7 +219,7 @@ impl Opener {
                 }
             }
         };
-        tokio::time::timeout(self.config.connect_timeout, open)
+        tokio::time::timeout(self.config.connect_timeout.get(), open)
             .await
             .map_err(|_| timeout_error())?
     }
@@ -247,7 +247,7 @@ impl Opener {
                 }
             }
         };
-        let mut pubsub = tokio::time::timeout(self.config.connect_timeout, open)
+        let mut pubsub = tokio::time::timeout(self.config.connect_timeout.get(), open)
             .await
             .map_err(|_| timeout_error())??;
         pubsub.subscribe(&self.channels).await?;
@@ -302,7 +302,7 @@ where
             .set_protocol(redis::ProtocolVersion::RESP3);
         info = info
             .set_redis_settings(settings)
-            .set_tcp_settings(tcp_settings(config.tcp_keepalive));
+            .set_tcp_settings(tcp_settings(config.tcp_keepalive.get()));
         Servers::Single(redis::Client::open(info).map_err(err)?)
     };
     let keys = Arc::new(Keys::new(&config.key_prefix));
@@ -340,7 +340,7 @@ where
         keys.task_channel(replica),
     ];
     let pubsub = opener.pubsub().await.map_err(err)?;
-    let breaker = Breaker::new(config.retry_interval, config.command_timeout);
+    let breaker = Breaker::new(config.retry_interval.get(), config.command_timeout.get());
     let conns = Arc::new_cyclic(|conns| Conns {
         commands: watch::Sender::new(commands),
         pubsub: watch::Sender::new(pubsub),
@@ -370,7 +370,7 @@ enum Which {
 /// Pings both connections every `store.ping_interval`, together; replaces each that does
 /// not answer within `store.command_timeout`.
 async fn heartbeat(conns: Weak<Conns>, opener: Opener, breaker: Breaker) {
-    let mut tick = tokio::time::interval(opener.config.ping_interval);
+    let mut tick = tokio::time::interval(opener.config.ping_interval.get());
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tick.tick().await;
     loop {
@@ -383,7 +383,7 @@ async fn heartbeat(conns: Weak<Conns>, opener: Opener, breaker: Breaker) {
             current.pubsub.borrow().clone(),
         );
         drop(current);
-        let timeout = opener.config.command_timeout;
+        let timeout = opener.config.command_timeout.get();
         let (commands_ok, pubsub_ok) = tokio::join!(ping(commands, timeout), ping(pubsub, timeout));
         for (which, answered) in [(Which::Commands, commands_ok), (Which::PubSub, pubsub_ok)] {
             if answered {

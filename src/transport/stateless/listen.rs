@@ -177,8 +177,10 @@ pub(super) fn serve(
         }
     };
     let inner = &state.inner;
-    let Some(counted) = Counted::admit(&inner.listening, inner.config.stateless.max_listen_streams)
-    else {
+    let Some(counted) = Counted::admit(
+        &inner.listening,
+        inner.config.stateless.max_listen_streams.get(),
+    ) else {
         let error = ErrorObject::internal(
             "too many listen streams are open on this server (stateless.max_listen_streams); try again later",
         );
@@ -197,7 +199,7 @@ pub(super) fn serve(
         },
         &tag,
     );
-    let ticks = super::keepalive(inner.config.sse.keepalive_interval);
+    let ticks = super::keepalive(inner.config.sse.keepalive_interval.get());
     let info = inner.server.info();
     let listening = Listening {
         pending: Some(ack),

@@ -176,7 +176,7 @@ async fn answer(
     op: Option<Operation>,
 ) -> Response {
     let inner = &state.inner;
-    let (tx, notes) = mpsc::channel(inner.config.sse.stream_buffer);
+    let (tx, notes) = mpsc::channel(inner.config.sse.stream_buffer.get());
     let outbox = Arc::new(NoteOutbox {
         notes: tx,
         announce: state.announcer(),
@@ -195,7 +195,7 @@ async fn answer(
         }
         answer
     });
-    let keepalive = inner.config.sse.keepalive_interval;
+    let keepalive = inner.config.sse.keepalive_interval.get();
     let mut answering = Answering::new(work, notes, keepalive);
     match answering.answer_within(keepalive.min(JSON_GRACE)).await {
         Some(answer) => {

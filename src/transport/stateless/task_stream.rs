@@ -59,7 +59,7 @@ pub(super) async fn serve(
         Err(error) => return error_response(Some(request.id), error, StatusCode::OK),
     };
     let owner = principal.map(|p| p.owner().to_string());
-    let budget = ByteBudget::new(inner.config.sse.stream_buffer_bytes);
+    let budget = ByteBudget::new(inner.config.sse.stream_buffer_bytes.get());
     let followed = match tasks
         .follow(&params.task_id, owner.as_deref(), params.after, budget)
         .await
@@ -76,7 +76,7 @@ pub(super) async fn serve(
         task_json: Value::String(params.task_id.clone()).to_string(),
         envelope: format!(r#"{{"jsonrpc":"2.0","method":"{EVENT_METHOD}","params":"#),
         id: request.id,
-        keepalive: inner.config.sse.keepalive_interval,
+        keepalive: inner.config.sse.keepalive_interval.get(),
         retry: inner.config.sse.retry_timeout,
         shutdown: inner.shutdown.clone(),
     };

@@ -1,0 +1,71 @@
+//! `[store]`: where events, sessions and request leases live.
+
+use serde::{Deserialize, Serialize};
+
+use super::duration::NonZeroDuration;
+
+/// Which event-store and session backend to use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendKind {
+    /// In this process: nothing to run beside it, nothing shared.
+    #[default]
+    Memory,
+    /// In Redis: any replica serves any session and resumes any stream.
+    Redis,
+}
+
+/// `[store]`: the backend of the event store and of shared sessions.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StoreConfig {
+    /// `memory` or `redis`.
+    pub backend: BackendKind,
+    /// Redis URL, e.g. `redis://127.0.0.1:6379/0` or `redis://:password@host:6379`.
+    pub redis_url: String,
+    /// `redis_url` (and `redis_nodes`) are nodes of a Redis Cluster: connect with the
+    /// cluster client, which finds the other nodes and routes each command by its keys.
+    pub redis_cluster: bool,
+    /// More seed nodes of the cluster, besides `redis_url` (any one that answers is
+    /// enough).
+    pub redis_nodes: Vec<String>,
+    /// Prefix of every Redis key and channel, so several deployments can share one Redis.
+    pub key_prefix: String,
+    /// Longest wait for a connection to Redis.
+    pub connect_timeout: NonZeroDuration,
+    /// Longest wait for one Redis command; a command that takes longer counts as a
+    /// failure.
+    pub command_timeout: NonZeroDuration,
+    /// After a failed Redis command, events are delivered live without being stored for
+    /// this long before Redis is tried again, so an outage costs no waiting per event.
+    pub retry_interval: NonZeroDuration,
+    /// Both connections to Redis are pinged this often; one that does not answer within
+    /// `command_timeout` trips the breaker and is replaced. Without it, a connection
+    /// dropped silently by a NAT or a firewall (half-open) is never noticed: commands time
+    /// out for ever and the pub/sub feed goes quiet.
+    pub ping_interval: NonZeroDuration,
+    /// TCP keepalive on the connections to Redis: probes start after this much silence,
+    /// so the kernel notices a peer that vanished.
+    pub tcp_keepalive: NonZeroDuration,
+    /// A replica renews its lease on its running requests this often; another replica
+    /// answers them with an error once the lease is `lease_ttl` old.
+    pub lease_ttl: NonZeroDuration,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        Self {
+            backend: BackendKind::Memory,
+            redis_url: "redis://127.0.0.1:6379".into(),
+            redis_cluster: false,
+            redis_nodes: Vec::new(),
+            key_prefix: "otpmcp".into(),
+            connect_timeout: NonZeroDuration::from_secs(2),
+            command_timeout: NonZeroDuration::from_secs(2),
+            retry_interval: NonZeroDuration::from_secs(1),
+            ping_interval: NonZeroDuration::from_secs(5),
+            tcp_keepalive: NonZeroDuration::from_secs(15),
+            lease_ttl: NonZeroDuration::from_secs(10),
+        }
+    }
+}
