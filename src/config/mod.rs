@@ -30,6 +30,9 @@ mod supervisor;
 mod tasks;
 mod telemetry;
 
+#[cfg(test)]
+mod defaults;
+
 pub use admin::AdminConfig;
 pub use auth::{ASYMMETRIC_ALGORITHMS, AuthConfig, WELL_KNOWN_RESOURCE};
 pub use duration::{NonZeroDuration, parse_duration};
