@@ -1,6 +1,6 @@
 //! Durations in the configuration: the human-readable form (`150ms`, `30s`, `5m`, `1h`,
 //! `1d`, or a bare number of milliseconds), and [`NonZeroDuration`] for the intervals and
-//! timeouts that zero would break. Also [`nz!`](nz), the non-zero integer literals of the
+//! timeouts that zero would break. Also `nz!`, the non-zero integer literals of the
 //! `Default` impls.
 
 use std::time::Duration;
