@@ -47,11 +47,6 @@ const ROOTS: &[&str] = &["lib.rs", "main.rs"];
 /// Most lines a source file may have: past it, split the file by concept.
 const MAX_LINES: usize = 600;
 
-/// Files allowed past [`MAX_LINES`] for now, each with the work that splits it.
-const LONG_FILE_EXCEPTIONS: &[&str] = &[
-    "config/mod.rs", // split by issue 24 part 5
-];
-
 fn layer_of(module: &str) -> Option<usize> {
     LAYERS.iter().position(|layer| layer.contains(&module))
 }
@@ -184,15 +179,11 @@ fn no_file_is_longer_than_max_lines() {
     rust_files(&src(), &mut files);
     let mut long = Vec::new();
     for file in &files {
-        let relative = file.strip_prefix(src()).unwrap_or(file);
-        let excepted = LONG_FILE_EXCEPTIONS
-            .iter()
-            .any(|path| relative == Path::new(path));
         let lines = std::fs::read_to_string(file)
             .unwrap_or_default()
             .lines()
             .count();
-        if lines > MAX_LINES && !excepted {
+        if lines > MAX_LINES {
             long.push(format!("{}: {lines} lines", file.display()));
         }
     }
