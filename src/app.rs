@@ -285,7 +285,9 @@ impl App {
         self.sessions.info(id).await
     }
 
-    /// The session manager's handle: create, inspect and end sessions from Rust.
+    /// The session manager's handle: create, inspect and end sessions from Rust (tests).
+    #[cfg(any(test, feature = "testing"))]
+    #[doc(hidden)]
     pub fn sessions(&self) -> &SessionHandle {
         &self.sessions
     }

@@ -9,8 +9,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use otpmcp::config::Config;
-use otpmcp::supervisor::Exit;
+use otpmcp::{Config, Exit};
 
 /// The process's allocator. With glibc's, a quarter of the server's CPU under many
 /// `tools/call` at once went to malloc and free (mostly coalescing freed chunks); with
@@ -115,7 +114,7 @@ fn proxy(args: impl Iterator<Item = String>) -> ExitCode {
         Err(code) => return code,
     };
     runtime.block_on(async move {
-        let telemetry = otpmcp::telemetry::init(&otpmcp::config::TelemetryConfig::default());
+        let telemetry = otpmcp::init_telemetry(&otpmcp::config::TelemetryConfig::default());
         let proxy = match otpmcp::proxy::Proxy::bind(mode, bind, &access).await {
             Ok(proxy) => proxy,
             Err(e) => {
@@ -205,7 +204,7 @@ fn main() -> ExitCode {
     // The batch exporter and the subscriber are set up inside the runtime so that the
     // exporter's HTTP client finds it.
     runtime.block_on(async move {
-        let telemetry = match otpmcp::telemetry::init(&config.telemetry) {
+        let telemetry = match otpmcp::init_telemetry(&config.telemetry) {
             Ok(guard) => guard,
             Err(e) => {
                 eprintln!("otpmcp: {e}");

@@ -683,6 +683,8 @@ fn documented_layers(architecture: &str) -> Vec<Vec<String>> {
 fn declared_modules(lib: &str) -> Vec<(String, bool)> {
     let mut out = Vec::new();
     for line in lib.lines() {
+        // Indented too: the internal modules are declared inside `internal! { .. }`.
+        let line = line.trim_start();
         let declaration = line
             .strip_prefix("pub ")
             .or_else(|| line.strip_prefix("pub(crate) "))
@@ -694,6 +696,10 @@ fn declared_modules(lib: &str) -> Vec<(String, bool)> {
             .chars()
             .take_while(|c| c.is_alphanumeric() || *c == '_')
             .collect();
+        // The macro's own `mod $module;` names no module.
+        if name.is_empty() {
+            continue;
+        }
         out.push((name, rest.trim_end().ends_with('{')));
     }
     out

@@ -34,7 +34,7 @@ pub struct Principal {
     /// decisions.
     #[serde(default)]
     pub claims: Map<String, Value>,
-    /// `auth.bind_to_client`: its [`Owner`] covers `client_id` too. Kept with the
+    /// `auth.bind_to_client`: its `Owner` covers `client_id` too. Kept with the
     /// principal (a task record holds one) so its owner is the same wherever it is
     /// worked out.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]

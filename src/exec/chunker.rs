@@ -142,6 +142,7 @@ impl Chunker {
     }
 
     /// Chunks made so far.
+    #[cfg(any(test, feature = "testing"))]
     pub fn chunks(&self) -> u64 {
         self.seq
     }

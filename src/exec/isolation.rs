@@ -21,6 +21,7 @@ pub enum Isolation {
 
 impl Isolation {
     /// Its name in the configuration.
+    #[cfg(any(test, feature = "testing"))]
     pub fn mode(&self) -> IsolationMode {
         match self {
             Self::Cgroup(_) => IsolationMode::Cgroup,

@@ -40,7 +40,7 @@ use tokio_util::task::AbortOnDropHandle;
 use crate::config::ExecConfig;
 use crate::event_store::EventStoreHandle;
 use crate::ids::SessionId;
-pub use record::{ExecRecord, Outcome, Status};
+pub use record::{ExecRecord, Status};
 pub use supervisor::{ExecMsg, ExecSupervisor, StartRequest, Started};
 
 /// How long a call to the supervisor may take (a start forks and writes the store).

@@ -351,30 +351,6 @@ pub fn signal_group(pgid: i32, signal: i32) -> bool {
     unsafe { libc::kill(-pgid, signal) == 0 }
 }
 
-/// Whether any process of group `pgid` remains (zombies aside, which hold nothing).
-pub fn group_alive(pgid: i32) -> bool {
-    // Signal 0 checks without sending; zombies still count, so look at their state too.
-    if !signal_group(pgid, 0) {
-        return false;
-    }
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return true;
-    };
-    entries.flatten().any(|entry| {
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-            return false;
-        };
-        // `pid (comm) state ppid pgrp ...`; comm may hold spaces, so read after the ')'.
-        let Some((_, rest)) = stat.rsplit_once(')') else {
-            return false;
-        };
-        let mut fields = rest.split_whitespace();
-        let state = fields.next();
-        let pgrp = fields.nth(1).and_then(|p| p.parse::<i32>().ok());
-        pgrp == Some(pgid) && state != Some("Z")
-    })
-}
-
 /// Writes `input` to the program's stdin and closes it; a program that exits without
 /// reading it all is not an error.
 pub async fn feed_stdin(stdin: pipe::Sender, input: Vec<u8>, timeout: Duration) {

@@ -1,4 +1,4 @@
-//! Who may use the proxy: the MCP endpoint's own DNS-rebinding protection ([`Guard`]),
+//! Who may use the proxy: the MCP endpoint's own DNS-rebinding protection (the transport's `Guard`),
 //! applied before a request is forwarded, recorded or answered from a recording. A web
 //! page whose name re-resolves to 127.0.0.1 sends its own name as `Host` and its own
 //! origin as `Origin`; both are refused, so it can neither drive the upstream through

@@ -41,7 +41,7 @@ const KEPT: [&str; 10] = [
     "cookie",
 ];
 
-/// The headers of `headers` a proxy passes on: [`KEPT`] and `mcp-*` (session id,
+/// The headers of `headers` a proxy passes on: `KEPT` and `mcp-*` (session id,
 /// protocol version, routing headers), not hop-by-hop or host headers.
 pub fn kept_headers(
     headers: &HeaderMap,

@@ -5,7 +5,7 @@
 //! written to the recording on the way.
 //!
 //! A request whose `Host` or `Origin` is not allowed is refused before any of that
-//! ([`access`](super::access)). `Mcp-Session-Id` values are written as `[session-N]`, one
+//! ([`super::access`]). `Mcp-Session-Id` values are written as `[session-N]`, one
 //! number per session the upstream handed out, so a recording holds no live credential.
 
 use std::collections::{BTreeMap, HashMap};

@@ -28,7 +28,6 @@ use crate::protocol::methods::{
 use crate::protocol::version::ProtocolVersion;
 use crate::protocol::{ErrorObject, Outgoing, Request};
 use crate::session::NewSession;
-pub use paging::PAGE_SIZE;
 use paging::page_value;
 
 /// Longest resource URI accepted in a subscription.
@@ -146,7 +145,7 @@ impl McpServer {
 
     /// True when the server offers list `kind` (tools always; resources and prompts when
     /// it has some).
-    pub fn offers(&self, kind: ListKind) -> bool {
+    pub(crate) fn offers(&self, kind: ListKind) -> bool {
         match kind {
             ListKind::Tools => true,
             ListKind::Resources => !self.resources.get().is_empty(),
@@ -157,7 +156,7 @@ impl McpServer {
     /// The scopes `request` needs (`[auth]`): those its tool, prompt or resource
     /// declares; none for any other method, or a target this server does not have (which
     /// gets its own error).
-    pub fn required_scopes(&self, request: &Request) -> Arc<[String]> {
+    pub(crate) fn required_scopes(&self, request: &Request) -> Arc<[String]> {
         // A completion names its prompt or resource in `ref`: it needs what they need.
         let target = match request.kind {
             Method::Complete => request.completion_ref(),
@@ -184,19 +183,19 @@ impl McpServer {
     /// The scopes reading, or being told of changes to, resource `uri` needs (`[auth]`):
     /// what `resources/subscribe` checks, and what a `subscriptions/listen` stream's
     /// `resourceSubscriptions` are filtered by.
-    pub fn resource_scopes(&self, uri: &str) -> Arc<[String]> {
+    pub(crate) fn resource_scopes(&self, uri: &str) -> Arc<[String]> {
         self.resources.get().scopes(uri)
     }
 
     /// What a call to tool `name` needs checked, if there is such a tool.
-    pub fn tool_routing(&self, name: &str) -> Option<crate::handler::tools::ToolRouting> {
+    pub(crate) fn tool_routing(&self, name: &str) -> Option<crate::handler::tools::ToolRouting> {
         self.tools.get().routing(name).cloned()
     }
 
     /// When `name` is a tool (`tools/call`) or prompt (`prompts/get`) this server has: its
     /// name and its operation's span name. Only those name a span or a metric series, so
     /// clients cannot mint new ones.
-    pub fn target(
+    pub(crate) fn target(
         &self,
         method: crate::protocol::methods::Method,
         name: &str,
@@ -216,12 +215,12 @@ impl McpServer {
     }
 
     /// Where changes are announced to `subscriptions/listen` streams.
-    pub fn news(&self) -> &crate::server_news::NewsHub {
+    pub(crate) fn news(&self) -> &crate::server_news::NewsHub {
         &self.news
     }
 
     /// Uses `hub` for announcements (the runtime sizes it from `[stateless]`).
-    pub fn with_news(mut self, hub: crate::server_news::NewsHub) -> Self {
+    pub(crate) fn with_news(mut self, hub: crate::server_news::NewsHub) -> Self {
         self.news = hub;
         self
     }
@@ -298,7 +297,7 @@ impl McpServer {
     }
 
     /// Answers `initialize`: the result to send and the session to create.
-    pub fn initialize(
+    pub(crate) fn initialize(
         &self,
         params: Option<Value>,
     ) -> Result<(InitializeResult, NewSession), ErrorObject> {
@@ -337,7 +336,7 @@ impl McpServer {
     }
 
     /// The `progressToken` of a request, if it is a `tools/call` carrying one.
-    pub fn progress_token(request: &Request) -> Option<Value> {
+    pub(crate) fn progress_token(request: &Request) -> Option<Value> {
         if request.kind != Method::ToolsCall {
             return None;
         }
@@ -347,14 +346,14 @@ impl McpServer {
     /// True when `resources/subscribe` to `uri` succeeds: a resource (or template) we
     /// serve, with a URI of at most [`MAX_URI_LEN`] bytes. Subscriptions to anything else
     /// would only be memory a client can fill.
-    pub fn accepts_subscription(&self, uri: &str) -> bool {
+    pub(crate) fn accepts_subscription(&self, uri: &str) -> bool {
         uri.len() <= MAX_URI_LEN && self.resources.get().contains(uri)
     }
 
     /// The change to session state `request` makes, when it makes one and the server
     /// will answer it with success: the transport, which owns the sessions, applies it
     /// before the handler runs; the server then only answers.
-    pub fn session_effect(&self, request: &Request) -> Option<SessionEffect> {
+    pub(crate) fn session_effect(&self, request: &Request) -> Option<SessionEffect> {
         match request.kind {
             Method::SetLevel => Self::set_level_params(request.params.as_ref())
                 .ok()
@@ -377,7 +376,7 @@ impl McpServer {
     }
 
     /// Answers one request (other than `initialize`, which needs a session first).
-    pub async fn handle(&self, request: Request, ctx: RequestContext) -> Outgoing {
+    pub(crate) async fn handle(&self, request: Request, ctx: RequestContext) -> Outgoing {
         let id = request.id;
         // Lists show a caller only what its scopes allow (everything without `[auth]`).
         let caller = ctx.principal().map(|p| &**p);

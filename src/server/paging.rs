@@ -8,7 +8,7 @@ use crate::protocol::ErrorObject;
 use crate::protocol::methods::ListParams;
 
 /// Items per page of every list method.
-pub const PAGE_SIZE: usize = 100;
+pub(crate) const PAGE_SIZE: usize = 100;
 
 /// One page of `items` from `cursor` (an offset we issued), with the next cursor.
 fn page<T: Clone>(

@@ -30,15 +30,14 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::Value;
 
-pub use crate::ids::{SessionId, SessionIdError};
+pub use crate::ids::SessionId;
 pub use directory::Directory;
 pub use handle::SessionHandle;
 pub use hold::SessionHold;
 pub use manager::{SessionArgs, SessionManager, SessionMsg};
-pub use manager_state::SessionManagerState;
-pub use record::{ClientOutcome, NewSession, SessionRecord};
+pub use record::{ClientOutcome, NewSession};
 pub use replica_news::SessionNews;
-pub use table::{SessionTable, Touch, TouchError};
+pub use table::{SessionTable, TouchError};
 
 use crate::ids::StreamNo;
 use crate::protocol::version::ProtocolVersion;

@@ -63,6 +63,7 @@ impl SessionTable {
     }
 
     /// True when there is no session.
+    #[cfg(any(test, feature = "testing"))]
     pub fn is_empty(&self) -> bool {
         self.sessions.is_empty()
     }

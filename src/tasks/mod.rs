@@ -33,7 +33,7 @@ use crate::event_store::EventStoreHandle;
 use crate::handler::{BoxFuture, Outbox};
 use crate::protocol::{ErrorObject, Outgoing};
 use crate::server_news::{NewsHub, ServerNews};
-pub use follow::{Followed, StreamError};
+pub use follow::Followed;
 use record::{TaskRecord, TaskStatus, TaskWork, new_task_id, now_ms};
 use registry::RegistryMsg;
 pub use runner::{TaskMsg, TaskOutbox};

@@ -50,8 +50,6 @@ pub enum Outcome<'a> {
 /// Where an operation begins.
 #[derive(Debug, Clone)]
 pub struct Start<'a> {
-    /// The method as sent (named in the span only when known).
-    pub method: &'a str,
     /// The method if it is one we know (`None`: `_OTHER`).
     pub known: Option<&'static str>,
     /// Its target, if registered.

@@ -62,7 +62,6 @@ pub(super) fn operation(
         .and_then(|v| v.trim().parse::<ProtocolVersion>().ok())
         .map(ProtocolVersion::as_str);
     let op = Operation::begin(Start {
-        method,
         known,
         target,
         span_name,

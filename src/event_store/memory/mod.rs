@@ -98,16 +98,19 @@ impl MemoryStore {
     }
 
     /// Number of events held, for tests and metrics.
+    #[cfg(any(test, feature = "testing"))]
     pub fn len(&self) -> usize {
         self.sessions.values().map(|s| s.arrivals.len()).sum()
     }
 
     /// Payload bytes held, counted afresh (for tests).
+    #[cfg(any(test, feature = "testing"))]
     pub fn payload_bytes(&self) -> usize {
         self.sessions.values().map(|s| s.bytes).sum()
     }
 
     /// True when no event is held.
+    #[cfg(any(test, feature = "testing"))]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -236,6 +239,7 @@ impl MemoryStore {
     }
 
     /// [`EventStore::replay_after`] at time `now`.
+    #[cfg(any(test, feature = "testing"))]
     pub fn replay_after_at(
         &mut self,
         key: StreamKey,

@@ -55,6 +55,7 @@ impl ControlFlag {
 }
 
 /// Encodes the message the append script publishes (the script builds the same bytes).
+#[cfg(any(test, feature = "testing"))]
 pub fn encode_event(origin: u64, seq: u64, last: bool, payload: &[u8]) -> Vec<u8> {
     let mut out = format!("{origin}\n{seq}\n{}\n", if last { '1' } else { '0' }).into_bytes();
     out.extend_from_slice(payload);
@@ -156,11 +157,13 @@ impl PushQueue {
     }
 
     /// Pushes waiting now.
+    #[cfg(any(test, feature = "testing"))]
     pub fn len(&self) -> usize {
         self.queued.load(Ordering::Relaxed)
     }
 
     /// True when no push is waiting.
+    #[cfg(any(test, feature = "testing"))]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

@@ -26,8 +26,7 @@ pub mod link;
 mod replay;
 
 pub use channel::{ControlFlag, StreamNews};
-pub use keys::Keys;
-pub use link::{Breaker, ConnectError, RedisLink, connect};
+pub use link::{ConnectError, RedisLink, connect};
 pub use replay::decode_event;
 
 use std::collections::HashSet;
@@ -145,6 +144,7 @@ impl RedisStore {
     }
 
     /// Events delivered live but not stored because Redis was unavailable.
+    #[cfg(any(test, feature = "testing"))]
     pub fn unstored(&self) -> Arc<AtomicU64> {
         self.unstored.clone()
     }

@@ -6,7 +6,7 @@
 
 pub mod parse;
 
-pub use parse::{Block, ParseError, Parser};
+pub use parse::{Block, Parser};
 
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -77,6 +77,7 @@ impl Framed {
     }
 
     /// Never empty; here for `len`'s sake.
+    #[cfg(any(test, feature = "testing"))]
     pub fn is_empty(&self) -> bool {
         false
     }
