@@ -5,22 +5,8 @@
 
 mod common;
 
-use common::{ACCEPT_BOTH, Binary, Client, within};
+use common::{ACCEPT_BOTH, Binary, Client, MIB, rss, within};
 use serde_json::json;
-
-/// The resident set of process `pid`, in bytes.
-fn rss(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_else(|e| panic!("/proc/{pid}/status: {e}"));
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map(|kb| kb * 1024)
-        .unwrap_or_else(|| panic!("no VmRSS in {status}"))
-}
-
-const MIB: u64 = 1024 * 1024;
 
 fn initialize_body() -> String {
     json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",

@@ -21,7 +21,7 @@ use std::sync::atomic::AtomicBool;
 use common::issuer::Issuer;
 use common::redis::RedisServer;
 use common::stateless::{Stateless, TASKS, wait_tool};
-use common::{Binary, SseReader, TestServer, nz, within};
+use common::{Binary, MIB, SseReader, TestServer, nz, rss, within};
 use otpmcp::McpServer;
 use otpmcp::config::{BackendKind, Config, NonZeroDuration};
 use otpmcp::handler::ToolRegistry;
@@ -604,20 +604,6 @@ async fn execute_as_a_task_streams_its_output_through_cuts() {
     assert_eq!(stdout, expected);
     server.shutdown().await;
 }
-
-/// The resident set of process `pid`, in bytes.
-fn rss(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_else(|e| panic!("/proc/{pid}/status: {e}"));
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map(|kb| kb * 1024)
-        .unwrap_or_else(|| panic!("no VmRSS in {status}"))
-}
-
-const MIB: u64 = 1024 * 1024;
 
 /// `otpmcp_connections_cut_total{reason="write_stall"}` at `admin`.
 async fn write_stalls(admin: &str) -> u64 {

@@ -747,3 +747,18 @@ macro_rules! nz {
     };
 }
 pub(crate) use nz;
+
+/// The resident set of process `pid`, in bytes.
+pub fn rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_else(|e| panic!("/proc/{pid}/status: {e}"));
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map(|kb| kb * 1024)
+        .unwrap_or_else(|| panic!("no VmRSS in {status}"))
+}
+
+/// A mebibyte.
+pub const MIB: u64 = 1024 * 1024;
