@@ -18,8 +18,7 @@ use tokio::time::{sleep, timeout};
 use crate::client::{Conn, Target};
 use crate::mcp::{self, Messages};
 use crate::workloads::{
-    CALL_TIMEOUT, Ctx, ERROR_PAUSE, Out, Shared, Window, delta, join, median, ms, percentile,
-    timed_out, window,
+    CALL_TIMEOUT, Ctx, Delivered, ERROR_PAUSE, Out, Shared, join, ms, percentile, timed_out, window,
 };
 use crate::{Error, Result};
 
@@ -228,36 +227,9 @@ pub(crate) async fn task_stream(ctx: &Ctx, out: &Out, parallel: usize, count: u6
             timed_out(timeout(limit, one_task_stream(&mut conn, &target, count)).await)
         }));
     }
-    let (mut firsts, mut events, mut end, mut failure) = (Vec::new(), 0, t0, None);
-    for handle in handles {
-        match handle.await {
-            Ok(Ok((first, n, stream_end))) => {
-                firsts.extend(first);
-                events += n;
-                end = end.max(stream_end);
-            }
-            Ok(Err(e)) => failure = Some(e.to_string()),
-            Err(e) => failure = Some(e.to_string()),
-        }
-    }
-    let (cpu1, own1) = (ctx.cpu(), ctx.own_cpu());
-    if let Some(failure) = failure {
-        out.error(&name, &failure);
-        return Ok(());
-    }
-    let secs = end.duration_since(t0).as_secs_f64();
-    if events > 0 && secs > 0.0 {
-        let w = Window {
-            count: events,
-            secs,
-            cpu_ticks: delta(cpu0, cpu1),
-            own_ticks: delta(own0, own1),
-        };
-        w.report(out, &name, "events_per_s", "event");
-    }
-    if let Some(first) = median(firsts) {
-        out.num(&format!("{name}.first_event_ms"), ms(first));
-    }
+    Delivered::gather(ctx, handles, t0)
+        .await
+        .report(out, &name, t0, (cpu0, own0));
     Ok(())
 }
 

@@ -465,38 +465,81 @@ pub(crate) async fn stream(ctx: &Ctx, out: &Out, parallel: usize, count: u64) ->
             timed_out(r)
         }));
     }
-    let (mut firsts, mut events, mut end, mut failure) = (Vec::new(), 0, t0, None);
-    for handle in handles {
-        match handle.await {
-            Ok(Ok((first, n, stream_end))) => {
-                firsts.extend(first);
-                events += n;
-                end = end.max(stream_end);
+    let delivered = Delivered::gather(ctx, handles, t0).await;
+    close_sessions(ctx, sessions, 1).await;
+    delivered.report(out, &name, t0, (cpu0, own0));
+    Ok(())
+}
+
+/// What one stream of a stream workload gave: the time to its first event, its events,
+/// and when it ended.
+pub(crate) type StreamOutcome = Result<(Option<Duration>, u64, Instant)>;
+
+/// What the streams of a stream workload delivered together.
+pub(crate) struct Delivered {
+    firsts: Vec<Duration>,
+    events: u64,
+    end: Instant,
+    failure: Option<String>,
+    /// The server's and the load tool's CPU once the last stream ended.
+    cpu: (Option<u64>, Option<u64>),
+}
+
+impl Delivered {
+    /// Waits for every stream of a workload started at `t0`.
+    pub(crate) async fn gather(
+        ctx: &Ctx,
+        handles: Vec<tokio::task::JoinHandle<StreamOutcome>>,
+        t0: Instant,
+    ) -> Self {
+        let (mut firsts, mut events, mut end, mut failure) = (Vec::new(), 0, t0, None);
+        for handle in handles {
+            match handle.await {
+                Ok(Ok((first, n, stream_end))) => {
+                    firsts.extend(first);
+                    events += n;
+                    end = end.max(stream_end);
+                }
+                Ok(Err(e)) => failure = Some(e.to_string()),
+                Err(e) => failure = Some(e.to_string()),
             }
-            Ok(Err(e)) => failure = Some(e.to_string()),
-            Err(e) => failure = Some(e.to_string()),
+        }
+        Self {
+            firsts,
+            events,
+            end,
+            failure,
+            cpu: (ctx.cpu(), ctx.own_cpu()),
         }
     }
-    let (cpu1, own1) = (ctx.cpu(), ctx.own_cpu());
-    close_sessions(ctx, sessions, 1).await;
-    if let Some(failure) = failure {
-        out.error(&name, &failure);
-        return Ok(());
+
+    /// Reports events/s and CPU per event from `t0` and the CPU then (`(server, own)`),
+    /// and the median time to the first event, as `name`; or the failure.
+    pub(crate) fn report(
+        self,
+        out: &Out,
+        name: &str,
+        t0: Instant,
+        cpu0: (Option<u64>, Option<u64>),
+    ) {
+        if let Some(failure) = self.failure {
+            out.error(name, &failure);
+            return;
+        }
+        let secs = self.end.duration_since(t0).as_secs_f64();
+        if self.events > 0 && secs > 0.0 {
+            let w = Window {
+                count: self.events,
+                secs,
+                cpu_ticks: delta(cpu0.0, self.cpu.0),
+                own_ticks: delta(cpu0.1, self.cpu.1),
+            };
+            w.report(out, name, "events_per_s", "event");
+        }
+        if let Some(first) = median(self.firsts) {
+            out.num(&format!("{name}.first_event_ms"), ms(first));
+        }
     }
-    let secs = end.duration_since(t0).as_secs_f64();
-    if events > 0 && secs > 0.0 {
-        let w = Window {
-            count: events,
-            secs,
-            cpu_ticks: delta(cpu0, cpu1),
-            own_ticks: delta(own0, own1),
-        };
-        w.report(out, &name, "events_per_s", "event");
-    }
-    if let Some(first) = median(firsts) {
-        out.num(&format!("{name}.first_event_ms"), ms(first));
-    }
-    Ok(())
 }
 
 /// Server memory per idle session: RSS before and after opening `n` sessions that then
