@@ -73,13 +73,15 @@ pub fn jsonrpc(data: &[u8]) {
         return;
     };
     let method = request.kind;
-    let _ = RequestMeta::read(request.params.as_ref());
-    let _ = crate::protocol::meta::names_version(request.params.as_ref());
+    let _ = RequestMeta::read(&request);
+    let _ = crate::protocol::meta::names_version(&request);
+    let _ = request.target();
+    let _ = request.cursor();
     if let Some(token) = crate::server::McpServer::progress_token(&request) {
         assert!(token.is_string() || token.is_number());
     }
     if method == Method::Initialize {
-        let _ = crate::server::McpServer::default().initialize(request.params.clone());
+        let _ = crate::server::McpServer::default().initialize(request.clone());
     }
     let _ = crate::transport::stateless::headers::check_standard(&HeaderMap::new(), &request);
 }

@@ -2,10 +2,10 @@
 //! revision, the client's capabilities, an optional log level and trace context. There is
 //! no session to remember any of it, so every request carries all of it.
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-use super::ErrorObject;
 use super::methods::LoggingLevel;
+use super::{ErrorObject, Request};
 
 /// `_meta` key: the revision the request speaks.
 pub const PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
@@ -37,24 +37,22 @@ pub struct RequestMeta {
 }
 
 /// True when `params._meta` names a protocol revision: the request means to be stateless.
-pub fn names_version(params: Option<&Value>) -> bool {
-    meta_of(params).is_some_and(|m| m.contains_key(PROTOCOL_VERSION))
-}
-
-fn meta_of(params: Option<&Value>) -> Option<&Map<String, Value>> {
-    params?.get("_meta")?.as_object()
+pub fn names_version(request: &Request) -> bool {
+    request
+        .meta()
+        .is_some_and(|m| m.contains_key(PROTOCOL_VERSION))
 }
 
 impl RequestMeta {
     /// Reads `params._meta`. A missing `_meta`, revision or capabilities object, or a log
     /// level we do not know, is -32602.
-    pub fn read(params: Option<&Value>) -> Result<Self, ErrorObject> {
+    pub fn read(request: &Request) -> Result<Self, ErrorObject> {
         let missing = |what: &str| {
             ErrorObject::invalid_params(format!(
                 "Invalid params: every request must carry {what} in params._meta"
             ))
         };
-        let meta = meta_of(params).ok_or_else(|| missing("an object"))?;
+        let meta = request.meta().ok_or_else(|| missing("an object"))?;
         let protocol_version = meta
             .get(PROTOCOL_VERSION)
             .and_then(Value::as_str)
@@ -136,7 +134,12 @@ pub fn declares_extension(capabilities: &Value, id: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::RequestId;
     use serde_json::json;
+
+    fn call(params: Option<Value>) -> Request {
+        Request::new(RequestId::Number(1), "tools/call", params)
+    }
 
     #[test]
     fn reads_the_required_keys_and_refuses_without_them() {
@@ -147,7 +150,7 @@ mod tests {
             "progressToken": 7,
             "traceparent": "00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-01"
         }});
-        let meta = RequestMeta::read(Some(&params)).map_err(|e| e.message);
+        let meta = RequestMeta::read(&call(Some(params.clone()))).map_err(|e| e.message);
         let Ok(meta) = meta else {
             panic!("{meta:?}");
         };
@@ -155,7 +158,7 @@ mod tests {
         assert_eq!(meta.log_level, Some(LoggingLevel::Warning));
         assert_eq!(meta.progress_token, Some(json!(7)));
         assert!(meta.declares_tasks());
-        assert!(names_version(Some(&params)));
+        assert!(names_version(&call(Some(params))));
 
         for bad in [
             json!({}),
@@ -163,9 +166,11 @@ mod tests {
             json!({"_meta": {CLIENT_CAPABILITIES: {}}}),
             json!({"_meta": {PROTOCOL_VERSION: "2026-07-28", CLIENT_CAPABILITIES: {}, LOG_LEVEL: "loud"}}),
         ] {
-            let err = RequestMeta::read(Some(&bad)).err().map(|e| e.code);
+            let err = RequestMeta::read(&call(Some(bad.clone())))
+                .err()
+                .map(|e| e.code);
             assert_eq!(err, Some(ErrorObject::INVALID_PARAMS), "{bad}");
         }
-        assert!(RequestMeta::read(None).is_err());
+        assert!(RequestMeta::read(&call(None)).is_err());
     }
 }

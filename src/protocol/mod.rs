@@ -5,7 +5,9 @@
 
 pub mod client;
 pub mod meta;
+mod method;
 pub mod methods;
+mod request;
 pub mod request_state;
 pub mod version;
 
@@ -15,7 +17,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use methods::Method;
+pub use request::{Notification, Request, Target, trace_carrier};
 
 /// A JSON-RPC request id: a number or a string.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -34,139 +36,6 @@ impl fmt::Display for RequestId {
             Self::String(s) => s.fmt(f),
         }
     }
-}
-
-/// A request: expects a response with the same id.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Request {
-    /// The id to answer with.
-    pub id: RequestId,
-    /// Method name.
-    pub method: String,
-    /// The method, classified once when the request is made ([`Request::new`]): the
-    /// layers above match on it and never parse the name again.
-    pub kind: Method,
-    /// Parameters, if any.
-    pub params: Option<Value>,
-}
-
-impl Request {
-    /// A request of `method`, classified here (the one place a method name is parsed).
-    pub fn new(id: RequestId, method: impl Into<String>, params: Option<Value>) -> Self {
-        let method = method.into();
-        Self {
-            kind: Method::parse(&method),
-            id,
-            method,
-            params,
-        }
-    }
-
-    /// `params[key]`, when present. The named readers below are the ones the layers above
-    /// use; what a method's params mean whole is read by its typed params.
-    pub(crate) fn param(&self, key: &str) -> Option<&Value> {
-        self.params.as_ref()?.get(key)
-    }
-
-    fn param_str(&self, key: &str) -> Option<&str> {
-        self.param(key)?.as_str()
-    }
-
-    /// `params.name`: the tool (`tools/call`) or prompt (`prompts/get`) asked for.
-    pub fn name(&self) -> Option<&str> {
-        self.param_str("name")
-    }
-
-    /// `params.uri`: the resource asked for.
-    pub fn uri(&self) -> Option<&str> {
-        self.param_str("uri")
-    }
-
-    /// `params.taskId` (`tasks/*`).
-    pub fn task_id(&self) -> Option<&str> {
-        self.param_str("taskId")
-    }
-
-    /// `params.arguments` (`tools/call`).
-    pub fn arguments(&self) -> Option<&Value> {
-        self.param("arguments")
-    }
-
-    /// `params.ref` (`completion/complete`): the prompt or resource completed.
-    pub fn completion_ref(&self) -> Option<&Value> {
-        self.param("ref")
-    }
-
-    /// `params.inputResponses` (a 2026-07-28 round's answers, `tasks/update`), as sent.
-    pub fn input_responses(&self) -> Option<&Value> {
-        self.param("inputResponses")
-    }
-
-    /// `params.requestState` (a 2026-07-28 round's signed state), as sent.
-    pub fn request_state(&self) -> Option<&Value> {
-        self.param("requestState")
-    }
-
-    /// `params.notifications` (`subscriptions/listen`), as sent.
-    pub fn listen_filter(&self) -> Option<&Value> {
-        self.param("notifications")
-    }
-
-    /// `params._meta`, when it is an object.
-    pub fn meta(&self) -> Option<&serde_json::Map<String, Value>> {
-        meta_of(self.params.as_ref())
-    }
-
-    /// `params._meta.progressToken`, when it is a string or an integer (anything else is
-    /// no token).
-    pub fn progress_token(&self) -> Option<&Value> {
-        self.meta()?
-            .get("progressToken")
-            .filter(|t| t.is_string() || t.is_i64() || t.is_u64())
-    }
-}
-
-/// A notification: no response.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Notification {
-    /// Method name.
-    pub method: String,
-    /// Parameters, if any.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub params: Option<Value>,
-}
-
-impl Notification {
-    /// `params._meta`, when it is an object.
-    pub fn meta(&self) -> Option<&serde_json::Map<String, Value>> {
-        meta_of(self.params.as_ref())
-    }
-
-    /// `params.requestId` of `notifications/cancelled`: the request cancelled, when it is
-    /// a valid id.
-    pub fn cancelled_request(&self) -> Option<RequestId> {
-        let id = self.params.as_ref()?.get("requestId")?;
-        serde_json::from_value(id.clone()).ok()
-    }
-}
-
-fn meta_of(params: Option<&Value>) -> Option<&serde_json::Map<String, Value>> {
-    params?.get("_meta")?.as_object()
-}
-
-/// The W3C trace context a message carries in its `_meta` (`traceparent`, and with it
-/// `tracestate` and `baggage` when they are strings); `None` without a `traceparent`.
-pub fn trace_carrier(
-    meta: Option<&serde_json::Map<String, Value>>,
-) -> Option<std::collections::HashMap<String, String>> {
-    let meta = meta?;
-    meta.get("traceparent")?;
-    Some(
-        ["traceparent", "tracestate", "baggage"]
-            .into_iter()
-            .filter_map(|key| Some((key.to_owned(), meta.get(key)?.as_str()?.to_owned())))
-            .collect(),
-    )
 }
 
 /// One incoming message.

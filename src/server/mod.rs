@@ -26,7 +26,7 @@ use crate::protocol::methods::{
     Method, ReadResourceResult, ResourceParams, SetLevelParams,
 };
 use crate::protocol::version::ProtocolVersion;
-use crate::protocol::{ErrorObject, Outgoing, Request};
+use crate::protocol::{ErrorObject, Outgoing, Request, Target};
 use crate::session::NewSession;
 use paging::page_value;
 
@@ -157,26 +157,11 @@ impl McpServer {
     /// declares; none for any other method, or a target this server does not have (which
     /// gets its own error).
     pub(crate) fn required_scopes(&self, request: &Request) -> Arc<[String]> {
-        // A completion names its prompt or resource in `ref`: it needs what they need.
-        let target = match request.kind {
-            Method::Complete => request.completion_ref(),
-            _ => request.params.as_ref(),
-        };
-        let text = |key| target.and_then(|t| t.get(key)).and_then(Value::as_str);
-        let kind = text("type");
-        match (request.kind, text("name"), text("uri")) {
-            (Method::ToolsCall, Some(name), _) => self.tools.get().scopes(name),
-            (Method::PromptsGet, Some(name), _) => self.prompts.get().scopes(name),
-            (Method::ResourcesRead | Method::ResourcesSubscribe, _, Some(uri)) => {
-                self.resource_scopes(uri)
-            }
-            (Method::Complete, Some(name), _) if kind == Some("ref/prompt") => {
-                self.prompts.get().scopes(name)
-            }
-            (Method::Complete, _, Some(uri)) if kind == Some("ref/resource") => {
-                self.resource_scopes(uri)
-            }
-            _ => Arc::new([]),
+        match request.target() {
+            Some(Target::Tool(name)) => self.tools.get().scopes(name),
+            Some(Target::Prompt(name)) => self.prompts.get().scopes(name),
+            Some(Target::Resource(uri)) => self.resource_scopes(uri),
+            None => Arc::new([]),
         }
     }
 
@@ -299,9 +284,9 @@ impl McpServer {
     /// Answers `initialize`: the result to send and the session to create.
     pub(crate) fn initialize(
         &self,
-        params: Option<Value>,
+        request: Request,
     ) -> Result<(InitializeResult, NewSession), ErrorObject> {
-        let params: InitializeParams = parse_params(params)?;
+        let params: InitializeParams = request.into_params()?;
         // Kept for the session's lifetime, so bounded well below the body limit.
         let kept = serde_json::to_vec(&params.capabilities).map_or(0, |v| v.len())
             + serde_json::to_vec(&params.client_info).map_or(0, |v| v.len());
@@ -355,9 +340,10 @@ impl McpServer {
     /// before the handler runs; the server then only answers.
     pub(crate) fn session_effect(&self, request: &Request) -> Option<SessionEffect> {
         match request.kind {
-            Method::SetLevel => Self::set_level_params(request.params.as_ref())
+            Method::SetLevel => request
+                .params_as::<SetLevelParams>()
                 .ok()
-                .map(SessionEffect::LogLevel),
+                .map(|p| SessionEffect::LogLevel(p.level)),
             Method::ResourcesSubscribe => request
                 .uri()
                 .filter(|uri| self.accepts_subscription(uri))
@@ -369,37 +355,31 @@ impl McpServer {
         }
     }
 
-    /// The level a `logging/setLevel` request asks for.
-    fn set_level_params(params: Option<&Value>) -> Result<LoggingLevel, ErrorObject> {
-        let params: SetLevelParams = parse_params(params.cloned())?;
-        Ok(params.level)
-    }
-
     /// Answers one request (other than `initialize`, which needs a session first).
     pub(crate) async fn handle(&self, request: Request, ctx: RequestContext) -> Outgoing {
-        let id = request.id;
+        let id = request.id.clone();
         // Lists show a caller only what its scopes allow (everything without `[auth]`).
         let caller = ctx.principal().map(|p| &**p);
         let result = match request.kind {
             Method::Ping => Ok(Value::Object(Default::default())),
             Method::ToolsList => {
-                page_value("tools", &self.tools.get().list_for(caller), request.params)
+                page_value("tools", &self.tools.get().list_for(caller), &request)
             }
             Method::ResourcesList => page_value(
                 "resources",
                 &self.resources.get().list_for(caller),
-                request.params,
+                &request,
             ),
             Method::ResourceTemplatesList => page_value(
                 "resourceTemplates",
                 &self.resources.get().list_templates_for(caller),
-                request.params,
+                &request,
             ),
-            Method::ResourcesRead => self.read_resource(request.params, ctx).await,
+            Method::ResourcesRead => self.read_resource(request, ctx).await,
             // Subscriptions are session state, recorded by the transport when the answer
             // is a success (see `accepts_subscription`); here only the answer is made.
             Method::ResourcesSubscribe => {
-                parse_params::<ResourceParams>(request.params).and_then(|p| {
+                request.into_params::<ResourceParams>().and_then(|p| {
                     if p.uri.len() > MAX_URI_LEN {
                         Err(ErrorObject::invalid_params(format!(
                             "uri is longer than {MAX_URI_LEN} bytes"
@@ -415,19 +395,20 @@ impl McpServer {
                     }
                 })
             }
-            Method::ResourcesUnsubscribe => parse_params::<ResourceParams>(request.params)
+            Method::ResourcesUnsubscribe => request.into_params::<ResourceParams>()
                 .map(|_| Value::Object(Default::default())),
             Method::PromptsList => page_value(
                 "prompts",
                 &self.prompts.get().list_for(caller),
-                request.params,
+                &request,
             ),
-            Method::PromptsGet => self.get_prompt(request.params, ctx).await,
-            Method::Complete => self.complete(request.params, ctx).await,
-            Method::ToolsCall => self.call_tool(request.params, ctx).await,
+            Method::PromptsGet => self.get_prompt(request, ctx).await,
+            Method::Complete => self.complete(request, ctx).await,
+            Method::ToolsCall => self.call_tool(request, ctx).await,
             // The session's level was set by the transport before this call (it owns
             // session state); here only the answer is made.
-            Method::SetLevel => Self::set_level_params(request.params.as_ref())
+            Method::SetLevel => request
+                .params_as::<SetLevelParams>()
                 .map(|_| Value::Object(Default::default())),
             Method::Initialize => Err(ErrorObject::new(
                 ErrorObject::INVALID_REQUEST,
@@ -452,10 +433,10 @@ impl McpServer {
 
     async fn read_resource(
         &self,
-        params: Option<Value>,
+        request: Request,
         ctx: RequestContext,
     ) -> Result<Value, ErrorObject> {
-        let params: ResourceParams = parse_params(params)?;
+        let params: ResourceParams = request.into_params()?;
         let resources = self.resources.get();
         match resources.read(&params.uri, ctx).await {
             Ok(contents) => to_value(&ReadResourceResult { contents }),
@@ -470,10 +451,10 @@ impl McpServer {
 
     async fn get_prompt(
         &self,
-        params: Option<Value>,
+        request: Request,
         ctx: RequestContext,
     ) -> Result<Value, ErrorObject> {
-        let params: GetPromptParams = parse_params(params)?;
+        let params: GetPromptParams = request.into_params()?;
         let prompts = self.prompts.get();
         match prompts.get(&params.name, params.arguments, ctx).await {
             Ok(result) => to_value(&result),
@@ -484,10 +465,10 @@ impl McpServer {
 
     async fn complete(
         &self,
-        params: Option<Value>,
+        request: Request,
         ctx: RequestContext,
     ) -> Result<Value, ErrorObject> {
-        let params: CompleteParams = parse_params(params)?;
+        let params: CompleteParams = request.into_params()?;
         let mut values = match &self.completer {
             Some(complete) => complete(params.reference, params.argument, ctx).await,
             None => return Err(ErrorObject::method_not_found("completion/complete")),
@@ -500,10 +481,10 @@ impl McpServer {
 
     async fn call_tool(
         &self,
-        params: Option<Value>,
+        request: Request,
         ctx: RequestContext,
     ) -> Result<Value, ErrorObject> {
-        let params: CallToolParams = parse_params(params)?;
+        let params: CallToolParams = request.into_params()?;
         let tool =
             self.tools.get().get(&params.name).ok_or_else(|| {
                 ErrorObject::invalid_params(format!("Unknown tool: {}", params.name))
@@ -523,13 +504,6 @@ impl McpServer {
             }
         }
     }
-}
-
-pub(super) fn parse_params<T: serde::de::DeserializeOwned>(
-    params: Option<Value>,
-) -> Result<T, ErrorObject> {
-    serde_json::from_value(params.unwrap_or(Value::Null))
-        .map_err(|e| ErrorObject::invalid_params(format!("Invalid params: {e}")))
 }
 
 pub(super) fn to_value<T: serde::Serialize>(value: &T) -> Result<Value, ErrorObject> {

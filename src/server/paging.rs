@@ -3,9 +3,8 @@
 
 use serde_json::Value;
 
-use super::{parse_params, to_value};
-use crate::protocol::ErrorObject;
-use crate::protocol::methods::ListParams;
+use super::to_value;
+use crate::protocol::{ErrorObject, Request};
 
 /// Items per page of every list method.
 pub(crate) const PAGE_SIZE: usize = 100;
@@ -32,13 +31,9 @@ fn page<T: Clone>(
 pub(super) fn page_value<T: serde::Serialize + Clone>(
     key: &str,
     items: &[T],
-    params: Option<Value>,
+    request: &Request,
 ) -> Result<Value, ErrorObject> {
-    let params: ListParams = match params {
-        None | Some(Value::Null) => ListParams::default(),
-        Some(p) => parse_params(Some(p))?,
-    };
-    let (items, next) = page(items, params.cursor.as_deref())?;
+    let (items, next) = page(items, request.cursor()?.as_deref())?;
     let mut out = serde_json::Map::new();
     out.insert(key.into(), to_value(&items)?);
     if let Some(next) = next {

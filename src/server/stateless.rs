@@ -248,13 +248,12 @@ impl McpServer {
         method: Method,
         request: &Request,
     ) -> Result<Map<String, Value>, ErrorObject> {
-        let params = request.params.as_ref();
         let mut answers = match request.request_state() {
             None => Map::new(),
             Some(Value::String(state)) => self
                 .stateless
                 .key
-                .open(state, method_name(method), &params_digest(params))
+                .open(state, method_name(method), &request.params_digest())
                 .map_err(|e| ErrorObject::invalid_params(format!("Invalid params: {e}")))?,
             Some(_) => {
                 return Err(ErrorObject::invalid_params(

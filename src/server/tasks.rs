@@ -63,7 +63,7 @@ impl McpServer {
             (_, true, None) => Ok(None),
             (_, true, Some(tasks)) => {
                 let rerun = options.rerunnable.then(|| TaskWork {
-                    params: salient(request.params.as_ref()),
+                    params: request.rerun_params(),
                     capabilities: Value::clone(&meta.client_capabilities),
                     answers: Map::new(),
                     principal: principal.map(|p| Principal::clone(p)),
@@ -119,17 +119,6 @@ impl McpServer {
             }
         }
     }
-}
-
-/// The request's params without what belongs to one round (`_meta`, the answers).
-fn salient(params: Option<&Value>) -> Value {
-    let mut params = params.cloned().unwrap_or_else(|| json!({}));
-    if let Some(object) = params.as_object_mut() {
-        for key in ["_meta", "inputResponses", "requestState", "task"] {
-            object.remove(key);
-        }
-    }
-    params
 }
 
 /// Builds a lost task's handler again from its record.

@@ -294,11 +294,12 @@ async fn initialize(
     op: &mut Option<Operation>,
 ) -> Result<Response, Rejection> {
     let inner = &state.inner;
-    let (result, mut new_session) = match inner.server.initialize(request.params) {
+    let id = request.id.clone();
+    let (result, mut new_session) = match inner.server.initialize(request) {
         Ok(pair) => pair,
         Err(error) => {
             let answer = Outgoing::Error {
-                id: Some(request.id),
+                id: Some(id.clone()),
                 error,
             };
             if let Some(op) = op.take() {
@@ -324,11 +325,11 @@ async fn initialize(
     }
     let answer = match serde_json::to_value(&result) {
         Ok(result) => Outgoing::Result {
-            id: request.id,
+            id,
             result,
         },
         Err(e) => Outgoing::Error {
-            id: Some(request.id),
+            id: Some(id),
             error: ErrorObject::internal(e.to_string()),
         },
     };

@@ -24,7 +24,6 @@ pub const MCP_PARAM_PREFIX: &str = "mcp-param-";
 /// something, `Mcp-Name` against its params.
 pub fn check_standard(headers: &HeaderMap, request: &Request) -> Result<(), ErrorObject> {
     let method = request.method.as_str();
-    let params = request.params.as_ref();
     match header_value(headers, MCP_METHOD)? {
         None => {
             return Err(ErrorObject::header_mismatch(
@@ -42,15 +41,15 @@ pub fn check_standard(headers: &HeaderMap, request: &Request) -> Result<(), Erro
     // (fastmcp-tasks 4.1.4, the MCP Inspector's issue #1917; the TypeScript SDK fixed the
     // same bug in its pull request #2613), FastMCP's own server accepts it, and the task id
     // routes nothing a proxy needs before the body. A header that is there must still match.
-    let (field, required) = match request.kind {
-        Method::ToolsCall | Method::PromptsGet => ("name", true),
-        Method::ResourcesRead => ("uri", true),
+    let (field, body, required) = match request.kind {
+        Method::ToolsCall | Method::PromptsGet => ("name", request.name(), true),
+        Method::ResourcesRead => ("uri", request.uri(), true),
         Method::TasksGet | Method::TasksUpdate | Method::TasksCancel | Method::TasksStream => {
-            ("taskId", false)
+            ("taskId", request.task_id(), false)
         }
         _ => return Ok(()),
     };
-    let Some(body) = params.and_then(|p| p.get(field)).and_then(Value::as_str) else {
+    let Some(body) = body else {
         // The body is wrong, not the header: the method's own validation says how.
         return Ok(());
     };

@@ -48,7 +48,7 @@ pub(super) fn is_stateless(headers: &HeaderMap, message: &Incoming) -> bool {
         Some(Err(_)) => true,
         None => {
             !headers.contains_key(SESSION_ID)
-                && matches!(message, Incoming::Request(r) if meta::names_version(r.params.as_ref()))
+                && matches!(message, Incoming::Request(r) if meta::names_version(r))
         }
     }
 }
@@ -122,7 +122,7 @@ fn check(
     server: &crate::server::McpServer,
 ) -> Result<RequestMeta, (ErrorObject, StatusCode)> {
     let bad = |error| (error, StatusCode::BAD_REQUEST);
-    let meta = RequestMeta::read(request.params.as_ref()).map_err(bad)?;
+    let meta = RequestMeta::read(request).map_err(bad)?;
     let header = headers
         .get(PROTOCOL_VERSION)
         .and_then(|v| v.to_str().ok())
