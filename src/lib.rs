@@ -114,7 +114,7 @@ macro_rules! internal {
         pub mod $module;
         #[cfg(not(feature = "testing"))]
         #[allow(unreachable_pub)]
-        mod $module;
+        pub(crate) mod $module;
     )*};
 }
 

@@ -5,12 +5,17 @@
 //! business.
 
 pub mod builtin;
-pub mod prompts;
-pub mod registry;
-pub mod resources;
-pub mod scopes;
-pub mod tools;
-pub mod typed;
+pub(crate) mod prompts;
+pub(crate) mod registry;
+pub(crate) mod resources;
+pub(crate) mod scopes;
+pub(crate) mod tools;
+pub(crate) mod typed;
+
+// How the runtime carries what a handler says: public to the crate's own tests only.
+internal! {
+    mod outbox;
+}
 
 use std::future::Future;
 use std::pin::Pin;
@@ -26,6 +31,7 @@ use crate::protocol::client::{
 };
 use crate::protocol::methods::{ListKind, LogThreshold, LoggingLevel, ServerRequest};
 
+pub(crate) use outbox::{Note, Outbox};
 pub use prompts::{PromptError, PromptRegistry};
 pub use resources::{ResourceError, ResourceRegistry};
 pub use tools::{Tool, ToolError, ToolRegistry};
@@ -61,73 +67,6 @@ pub enum ClientRequestError {
     Malformed(String),
 }
 
-/// What a handler tells the client while it works. The runtime turns it into the MCP
-/// notification (`notifications/progress`, `notifications/message`) on the request's
-/// stream; the handler never builds a JSON-RPC message.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Note {
-    /// Progress toward the answer, for the request's progress token.
-    Progress {
-        /// The client's `progressToken`.
-        token: Value,
-        /// Work done so far.
-        progress: f64,
-        /// Work in all, if known.
-        total: Option<f64>,
-        /// What is happening.
-        message: Option<String>,
-    },
-    /// A log message at `level` (already checked against the session's threshold).
-    Log {
-        /// Its severity.
-        level: LoggingLevel,
-        /// The logger's name.
-        logger: Option<String>,
-        /// Any JSON.
-        data: Value,
-    },
-    /// A notification of the server's own (not one MCP defines), e.g. an execution's
-    /// output; clients that do not know `method` ignore it.
-    Custom {
-        /// Its method, e.g. `notifications/otpmcp/execution_output`.
-        method: String,
-        /// Its params.
-        params: Value,
-    },
-}
-
-/// Where a request's outgoing messages go. The runtime implements it (storing each
-/// message on the request's stream and routing the client's answers back); handlers only
-/// call it through the context.
-pub trait Outbox: Send + Sync {
-    /// Delivers one note about the current request; resolves once it is stored (so a
-    /// burst of notes is paced by the store).
-    fn notify(&self, note: Note) -> BoxFuture<'_, Result<(), NotifyError>>;
-
-    /// Sends a request to the client and resolves with its answer.
-    fn request(&self, request: ServerRequest) -> BoxFuture<'_, Result<Value, ClientRequestError>>;
-
-    /// Ends the client's connection to this request's stream early; the request goes on
-    /// and the client polls back. Resolves to whether a connection was closed (never for
-    /// clients older than 2025-11-25, which do not poll).
-    fn close_connection(&self) -> BoxFuture<'_, bool>;
-
-    /// Tells every session subscribed to `uri` that the resource changed; resolves to how
-    /// many sessions were told.
-    fn resource_updated(&self, uri: String) -> BoxFuture<'_, Result<usize, NotifyError>>;
-
-    /// Tells every session and listener that list `kind` changed; resolves to how many
-    /// sessions were told.
-    fn list_changed(&self, kind: ListKind) -> BoxFuture<'_, Result<usize, NotifyError>>;
-
-    /// Turns the request into a task now, if it can become one (a stateless request that
-    /// declared the tasks extension, for a tool that may run as a task); resolves to
-    /// whether it is one. The default: it cannot.
-    fn start_task(&self) -> BoxFuture<'_, Result<bool, ClientRequestError>> {
-        Box::pin(async { Ok(false) })
-    }
-}
-
 /// What a handler knows about the request it serves.
 #[derive(Clone, Default)]
 pub struct RequestContext {
@@ -154,7 +93,7 @@ impl std::fmt::Debug for RequestContext {
 
 impl RequestContext {
     /// A context whose messages go to `outbox` (`None`: the response is not streamed).
-    pub fn new(progress_token: Option<Value>, outbox: Option<Arc<dyn Outbox>>) -> Self {
+    pub(crate) fn new(progress_token: Option<Value>, outbox: Option<Arc<dyn Outbox>>) -> Self {
         Self {
             progress_token,
             outbox,
@@ -173,7 +112,7 @@ impl RequestContext {
     }
 
     /// The same context on behalf of `principal`.
-    pub fn with_principal(mut self, principal: Option<Arc<Principal>>) -> Self {
+    pub(crate) fn with_principal(mut self, principal: Option<Arc<Principal>>) -> Self {
         self.principal = principal;
         self
     }
@@ -185,33 +124,33 @@ impl RequestContext {
     }
 
     /// The same context within `session`.
-    pub fn with_session(mut self, session: SessionId) -> Self {
+    pub(crate) fn with_session(mut self, session: SessionId) -> Self {
         self.session = Some(session);
         self
     }
 
     /// This context's outbox, for a runtime that wraps it (see the stateless path's
     /// multi round-trip inputs).
-    pub fn outbox(&self) -> Option<&Arc<dyn Outbox>> {
+    pub(crate) fn outbox(&self) -> Option<&Arc<dyn Outbox>> {
         self.outbox.as_ref()
     }
 
     /// The same context reporting progress under `token` when the client sent none: a
     /// task records its progress for `tasks/stream` whether or not the call asked for it.
-    pub fn or_progress_token(mut self, token: Value) -> Self {
+    pub(crate) fn or_progress_token(mut self, token: Value) -> Self {
         self.progress_token.get_or_insert(token);
         self
     }
 
     /// The same context with its messages going to `outbox`.
-    pub fn with_outbox(mut self, outbox: Arc<dyn Outbox>) -> Self {
+    pub(crate) fn with_outbox(mut self, outbox: Arc<dyn Outbox>) -> Self {
         self.outbox = Some(outbox);
         self
     }
 
     /// Log messages only at `level` and above, or none at all (`None`): a stateless
     /// request opts in to log messages per request.
-    pub fn with_request_log_level(mut self, level: Option<LoggingLevel>) -> Self {
+    pub(crate) fn with_request_log_level(mut self, level: Option<LoggingLevel>) -> Self {
         match level {
             Some(level) => {
                 let threshold = LogThreshold::default();
@@ -229,7 +168,7 @@ impl RequestContext {
     }
 
     /// Records what the client said it supports at `initialize`.
-    pub fn with_client_capabilities(mut self, capabilities: Arc<Value>) -> Self {
+    pub(crate) fn with_client_capabilities(mut self, capabilities: Arc<Value>) -> Self {
         self.client_capabilities = capabilities;
         self
     }
@@ -245,7 +184,7 @@ impl RequestContext {
     /// Shares the session's log threshold (`logging/setLevel`; unset: everything).
     /// [`RequestContext::log`] reads it at every call, so a later change applies to this
     /// request too.
-    pub fn with_log_level(mut self, level: Arc<LogThreshold>) -> Self {
+    pub(crate) fn with_log_level(mut self, level: Arc<LogThreshold>) -> Self {
         self.log_level = level;
         self
     }
@@ -337,8 +276,8 @@ impl RequestContext {
         }
     }
 
-    /// Sends a notification of the server's own ([`Note::Custom`]) on the request's
-    /// stream: stored and resumable like progress. Does nothing when the response is not
+    /// Sends a notification of the server's own (a `method` MCP does not define, which
+    /// clients that do not know it ignore) on the request's stream: stored and resumable like progress. Does nothing when the response is not
     /// streamed.
     pub async fn notify(&self, method: &str, params: Value) -> Result<(), NotifyError> {
         match &self.outbox {
@@ -350,7 +289,8 @@ impl RequestContext {
         }
     }
 
-    /// Becomes a task now, when the request can (see [`Outbox::start_task`]): the client
+    /// Becomes a task now, when the request can (a 2026-07-28 request that declared the
+    /// tasks extension, for a tool that may run as a task): the client
     /// gets the task's id at once, and the handler goes on as the task, its questions
     /// answered by `tasks/update`. For a tool registered as starting its task itself,
     /// after it has asked in the request what it needs to begin. Returns whether it is a

@@ -11,7 +11,7 @@ use crate::auth::Principal;
 /// Entries by name (a tool's or prompt's name, a resource's URI or URI template), in the
 /// order they were first registered, with the scopes each needs.
 #[derive(Clone)]
-pub struct Registry<T> {
+pub(crate) struct Registry<T> {
     entries: IndexMap<String, T>,
     scopes: ScopeMap,
 }
@@ -34,38 +34,38 @@ impl<T> std::fmt::Debug for Registry<T> {
 impl<T> Registry<T> {
     /// Adds `entry` as `name`; one already called so is replaced where it stood (and keeps
     /// the scopes declared for it).
-    pub fn insert(&mut self, name: String, entry: T) {
+    pub(crate) fn insert(&mut self, name: String, entry: T) {
         self.entries.insert(name, entry);
     }
 
     /// Removes `name` and the scopes declared for it; false if there was no such entry.
-    pub fn remove(&mut self, name: &str) -> bool {
+    pub(crate) fn remove(&mut self, name: &str) -> bool {
         self.scopes.remove(name);
         self.entries.shift_remove(name).is_some()
     }
 
     /// The entry called `name`.
-    pub fn get(&self, name: &str) -> Option<&T> {
+    pub(crate) fn get(&self, name: &str) -> Option<&T> {
         self.entries.get(name)
     }
 
     /// True when `name` is registered.
-    pub fn contains(&self, name: &str) -> bool {
+    pub(crate) fn contains(&self, name: &str) -> bool {
         self.entries.contains_key(name)
     }
 
     /// True when nothing is registered.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
 
     /// How many entries there are.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.entries.len()
     }
 
     /// Every entry with its name, in registration order.
-    pub fn iter(&self) -> impl Iterator<Item = (&str, &T)> {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&str, &T)> {
         self.entries
             .iter()
             .map(|(name, entry)| (name.as_str(), entry))
@@ -73,7 +73,7 @@ impl<T> Registry<T> {
 
     /// Declares that `name` needs every scope in `scopes` (`[auth]`; none: it needs
     /// nothing). It may come before `name` is registered.
-    pub fn require_scopes<S: Into<String>>(
+    pub(crate) fn require_scopes<S: Into<String>>(
         &mut self,
         name: &str,
         scopes: impl IntoIterator<Item = S>,
@@ -82,13 +82,16 @@ impl<T> Registry<T> {
     }
 
     /// The scopes `name` needs.
-    pub fn scopes(&self, name: &str) -> Arc<[String]> {
+    pub(crate) fn scopes(&self, name: &str) -> Arc<[String]> {
         self.scopes.of(name)
     }
 
     /// The entries `principal` may see and use, in registration order (all of them
     /// without `[auth]`).
-    pub fn list_for<'a>(&'a self, principal: Option<&'a Principal>) -> impl Iterator<Item = &'a T> {
+    pub(crate) fn list_for<'a>(
+        &'a self,
+        principal: Option<&'a Principal>,
+    ) -> impl Iterator<Item = &'a T> {
         self.entries
             .iter()
             .filter(move |(name, _)| self.scopes.allows(name, principal))

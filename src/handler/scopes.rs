@@ -9,11 +9,15 @@ use crate::auth::Principal;
 
 /// Scopes by name (a tool's or prompt's name, a resource's URI or URI template).
 #[derive(Debug, Clone, Default)]
-pub struct ScopeMap(HashMap<String, Arc<[String]>>);
+pub(crate) struct ScopeMap(HashMap<String, Arc<[String]>>);
 
 impl ScopeMap {
     /// Declares that `name` needs every scope in `scopes`.
-    pub fn require<S: Into<String>>(&mut self, name: &str, scopes: impl IntoIterator<Item = S>) {
+    pub(crate) fn require<S: Into<String>>(
+        &mut self,
+        name: &str,
+        scopes: impl IntoIterator<Item = S>,
+    ) {
         let scopes: Arc<[String]> = scopes.into_iter().map(Into::into).collect();
         if scopes.is_empty() {
             self.0.remove(name);
@@ -23,12 +27,12 @@ impl ScopeMap {
     }
 
     /// What `name` needs (none if it declared nothing).
-    pub fn of(&self, name: &str) -> Arc<[String]> {
+    pub(crate) fn of(&self, name: &str) -> Arc<[String]> {
         self.0.get(name).cloned().unwrap_or_else(|| Arc::new([]))
     }
 
     /// True when `principal` may see and use `name`: no `[auth]`, or every scope granted.
-    pub fn allows(&self, name: &str, principal: Option<&Principal>) -> bool {
+    pub(crate) fn allows(&self, name: &str, principal: Option<&Principal>) -> bool {
         match (principal, self.0.get(name)) {
             (Some(principal), Some(needed)) => principal.has_scopes(needed),
             _ => true,
@@ -36,7 +40,7 @@ impl ScopeMap {
     }
 
     /// Forgets what `name` needed.
-    pub fn remove(&mut self, name: &str) {
+    pub(crate) fn remove(&mut self, name: &str) {
         self.0.remove(name);
     }
 }

@@ -267,7 +267,10 @@ impl ToolRegistry {
 }
 
 /// Reads a required string argument.
-pub fn required_str<'a>(args: &'a Map<String, Value>, key: &str) -> Result<&'a str, ToolError> {
+pub(crate) fn required_str<'a>(
+    args: &'a Map<String, Value>,
+    key: &str,
+) -> Result<&'a str, ToolError> {
     match args.get(key) {
         Some(Value::String(s)) => Ok(s),
         Some(_) => Err(ToolError::InvalidArguments(format!(
@@ -280,7 +283,7 @@ pub fn required_str<'a>(args: &'a Map<String, Value>, key: &str) -> Result<&'a s
 }
 
 /// Reads an optional non-negative integer argument no larger than `max`.
-pub fn optional_u64(
+pub(crate) fn optional_u64(
     args: &Map<String, Value>,
     key: &str,
     default: u64,

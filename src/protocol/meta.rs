@@ -11,8 +11,6 @@ use super::{ErrorObject, Request};
 pub const PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 /// `_meta` key: what the client supports, for this request.
 pub const CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
-/// `_meta` key: who the client says it is (optional, never relied on).
-pub const CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
 /// `_meta` key: the least severe log level the request wants (no key: no log messages).
 pub const LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
 /// Result `_meta` key: who the server is.

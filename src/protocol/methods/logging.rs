@@ -76,7 +76,11 @@ pub struct SetLevelParams {
 }
 
 /// Builds `notifications/message`.
-pub fn log_notification(level: LoggingLevel, logger: Option<&str>, data: Value) -> Notification {
+pub(crate) fn log_notification(
+    level: LoggingLevel,
+    logger: Option<&str>,
+    data: Value,
+) -> Notification {
     let mut params = Map::new();
     params.insert(
         "level".into(),

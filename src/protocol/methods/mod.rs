@@ -16,7 +16,8 @@ use serde_json::{Map, Value};
 pub use completion::{CompleteParams, CompletionArgument, CompletionRef};
 pub use content::{Content, ResourceContents};
 pub use initialize::{Implementation, InitializeParams, InitializeResult};
-pub use logging::{LogThreshold, LoggingLevel, SetLevelParams, log_notification};
+pub(crate) use logging::log_notification;
+pub use logging::{LogThreshold, LoggingLevel, SetLevelParams};
 pub use prompts::{
     GetPromptParams, GetPromptResult, PromptArgument, PromptDefinition, PromptMessage, Role,
 };
@@ -85,7 +86,7 @@ pub struct ServerRequest {
 }
 
 /// Builds `notifications/progress`.
-pub fn progress_notification(
+pub(crate) fn progress_notification(
     token: Value,
     progress: f64,
     total: Option<f64>,
