@@ -222,9 +222,30 @@ impl Binary {
 
 impl Drop for Binary {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        stop(&mut self.child);
     }
+}
+
+/// Stops a child process as an operator would: SIGTERM, then SIGKILL if it has not
+/// exited within five seconds. A clean exit is also what lets an instrumented build
+/// (`scripts/coverage`) write the profile of what the process ran.
+pub fn stop(child: &mut std::process::Child) {
+    if !matches!(child.try_wait(), Ok(None)) {
+        return;
+    }
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    // Polls the exit (a blocking wait could not give up); the deadline bounds it.
+    while std::time::Instant::now() < deadline {
+        if !matches!(child.try_wait(), Ok(None)) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
 }
 
 /// One SSE frame as a client sees it.
