@@ -115,3 +115,99 @@ async fn an_answer_nobody_waits_for_is_accepted_and_ignored() {
     assert_eq!(Client::send(client.post(&stray)).await.status(), 202);
     server.shutdown().await;
 }
+
+/// A tool that asks the client's model, then for its roots, through the typed questions.
+fn typed_questions_tool() -> otpmcp::handler::Tool {
+    use otpmcp::protocol::client::Sampling;
+    otpmcp::handler::tool("model_and_roots", |(), ctx| async move {
+        let said = ctx.sample(Sampling::prompt("2+2?", 10)).await?;
+        let roots = ctx.list_roots().await?;
+        let names: Vec<String> = roots.into_iter().map(|r| r.uri).collect();
+        Ok(format!(
+            "{} in {}",
+            said.text().unwrap_or("(no text)"),
+            names.join(",")
+        ))
+    })
+}
+
+/// Reads frames until a request of the server's with `method`; returns it.
+async fn request_named(reader: &mut SseReader, method: &str) -> Value {
+    loop {
+        let frame = reader
+            .next_event()
+            .await
+            .unwrap_or_else(|| panic!("stream ended before {method}"));
+        if let Some(v) = frame.json()
+            && v["method"] == method
+        {
+            return v;
+        }
+    }
+}
+
+#[tokio::test]
+async fn typed_questions_reach_a_client_that_declared_them() {
+    let mut tools = ToolRegistry::default();
+    tools.register(typed_questions_tool());
+    let server = TestServer::start_with(|_| {}, McpServer::new(tools)).await;
+    let mut client = server.client();
+    client
+        .initialize_with(json!({"sampling": {}, "roots": {}}))
+        .await;
+    let mut reader = client.call_stream("model_and_roots", json!({}), None).await;
+
+    let sampling = request_named(&mut reader, "sampling/createMessage").await;
+    assert_eq!(sampling["params"]["maxTokens"], 10);
+    let posted = Client::send(client.post(&answer(&sampling, "four"))).await;
+    assert_eq!(posted.status(), 202);
+
+    let roots = request_named(&mut reader, "roots/list").await;
+    let reply = json!({"jsonrpc": "2.0", "id": roots["id"],
+                       "result": {"roots": [{"uri": "file:///a"}, {"uri": "file:///b", "name": "b"}]}});
+    assert_eq!(Client::send(client.post(&reply)).await.status(), 202);
+
+    let mut t = Transcript::default();
+    for f in reader.rest().await {
+        t.add(&f);
+    }
+    assert_eq!(
+        t.result_text().as_deref(),
+        Some("four in file:///a,file:///b")
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_typed_question_the_client_did_not_declare_is_refused_without_asking() {
+    let mut tools = ToolRegistry::default();
+    tools.register(typed_questions_tool());
+    let server = TestServer::start_with(|_| {}, McpServer::new(tools)).await;
+    let mut client = server.client();
+    // Sampling, but not roots: the first question is asked, the second is not.
+    client.initialize_with(json!({"sampling": {}})).await;
+    let mut reader = client.call_stream("model_and_roots", json!({}), None).await;
+    let sampling = request_named(&mut reader, "sampling/createMessage").await;
+    let posted = Client::send(client.post(&answer(&sampling, "four"))).await;
+    assert_eq!(posted.status(), 202);
+
+    let frames = reader.rest().await;
+    assert!(
+        !frames
+            .iter()
+            .filter_map(|f| f.json())
+            .any(|v| v["method"] == "roots/list"),
+        "a client that did not declare roots is not asked for them"
+    );
+    let mut t = Transcript::default();
+    for f in &frames {
+        t.add(f);
+    }
+    let response = t.response.unwrap_or_else(|| panic!("no response"));
+    assert_eq!(response["error"]["code"], -32021, "{response}");
+    assert_eq!(
+        response["error"]["data"]["requiredCapabilities"],
+        json!({"roots": {}})
+    );
+    server.shutdown().await;
+}

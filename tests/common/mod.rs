@@ -477,11 +477,16 @@ impl Client {
 
     /// `initialize` + `notifications/initialized`; remembers the session.
     pub async fn initialize(&mut self) -> Value {
+        self.initialize_with(json!({})).await
+    }
+
+    /// [`Client::initialize`], declaring `capabilities`.
+    pub async fn initialize_with(&mut self, capabilities: Value) -> Value {
         let body = json!({
             "jsonrpc": "2.0", "id": self.id(), "method": "initialize",
             "params": {
                 "protocolVersion": self.version,
-                "capabilities": {},
+                "capabilities": capabilities,
                 "clientInfo": {"name": "otpmcp-tests", "version": "0"}
             }
         });
