@@ -805,3 +805,85 @@ async fn past_the_bound_the_oldest_reader_of_a_task_is_cut_with_a_retry_hint() {
     }
     server.shutdown().await;
 }
+
+/// What a task's handler says while it works (progress with its message, a log line the
+/// request asked for, a notification of the server's own) are events of its stream, in
+/// the order said, between its `working` and `completed` statuses.
+#[tokio::test]
+async fn a_tasks_progress_log_and_own_notifications_are_its_events() {
+    use otpmcp::handler::tool;
+    use otpmcp::protocol::methods::{LoggingLevel, TaskSupport};
+    let mut tools = ToolRegistry::default();
+    tools.register(
+        tool("chatty", |(), ctx| async move {
+            ctx.progress(1.0, Some(2.0), Some("half way".into()))
+                .await?;
+            ctx.log(
+                LoggingLevel::Debug,
+                Some("chatty"),
+                json!("below the level"),
+            )
+            .await?;
+            ctx.log(
+                LoggingLevel::Warning,
+                Some("chatty"),
+                json!({"said": "hello"}),
+            )
+            .await?;
+            ctx.notify("notifications/example/custom", json!({"n": 1}))
+                .await?;
+            Ok("done")
+        })
+        .task_support(TaskSupport::Optional),
+    );
+    let server = TestServer::start_with(|_| {}, McpServer::new(tools)).await;
+    let client = Stateless::new(&server.url).with_tasks();
+    let answer = client
+        .ask(
+            "tools/call",
+            json!({"name": "chatty", "arguments": {},
+                   "_meta": {"io.modelcontextprotocol/logLevel": "info"}}),
+        )
+        .await;
+    let id = answer.result()["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("not a task: {:?}", answer.message))
+        .to_owned();
+    client.until_status(&id, "completed").await;
+
+    let (rid, mut stream) = open(&client, &id, None).await;
+    let mut events = Vec::new();
+    loop {
+        let message = stream.next_json().await;
+        if message["id"] == json!(rid) {
+            break;
+        }
+        events.push(message["params"].clone());
+    }
+    let kinds: Vec<&str> = events.iter().filter_map(|e| e["type"].as_str()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "dev.otpmcp.task.status",
+            "dev.otpmcp.progress",
+            "dev.otpmcp.log",
+            "dev.otpmcp.notification",
+            "dev.otpmcp.task.status",
+        ],
+        "{events:?}"
+    );
+    assert_eq!(
+        events[1]["payload"],
+        json!({"progress": 1, "total": 2, "message": "half way"})
+    );
+    assert_eq!(
+        events[2]["payload"],
+        json!({"level": "warning", "logger": "chatty", "data": {"said": "hello"}})
+    );
+    assert_eq!(
+        events[3]["payload"],
+        json!({"method": "notifications/example/custom", "params": {"n": 1}})
+    );
+    assert_eq!(events[4]["payload"]["status"], "completed");
+    server.shutdown().await;
+}

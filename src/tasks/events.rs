@@ -22,6 +22,7 @@ use crate::event_store::{Event, StreamKey, StreamNo};
 use crate::exec::tools as exec;
 use crate::handler::Note;
 use crate::ids::SessionId;
+use crate::protocol::methods;
 
 /// A status change: the payload is the task as `tasks/get` shows it.
 pub const STATUS: &str = "dev.otpmcp.task.status";
@@ -94,9 +95,10 @@ pub(crate) fn of_note(note: Note) -> Stored {
             ..
         } => {
             let mut p = Map::new();
-            p.insert("progress".into(), json!(progress));
+            // As on a session's stream: whole numbers as integers.
+            p.insert("progress".into(), methods::number(progress));
             if let Some(total) = total {
-                p.insert("total".into(), json!(total));
+                p.insert("total".into(), methods::number(total));
             }
             if let Some(message) = message {
                 p.insert("message".into(), Value::String(message));
@@ -257,7 +259,7 @@ mod tests {
                 "seq": 0,
                 "taskId": id,
                 "type": PROGRESS,
-                "payload": {"progress": 3.0, "total": 10.0},
+                "payload": {"progress": 3, "total": 10},
                 "_meta": {"io.modelcontextprotocol/related-task": {"taskId": id}},
             })
         );

@@ -108,7 +108,7 @@ pub(crate) fn progress_notification(
 }
 
 /// Whole numbers serialize as integers (`3`, not `3.0`), which clients compare against.
-fn number(x: f64) -> Value {
+pub(crate) fn number(x: f64) -> Value {
     if x.fract() == 0.0 && x.abs() < 9.0e15 {
         Value::from(x as i64)
     } else {
