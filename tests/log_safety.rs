@@ -69,3 +69,75 @@ async fn client_strings_are_escaped_and_session_ids_shortened_in_the_log() {
         "its short form is there:\n{log}"
     );
 }
+
+/// A refused bearer token is logged by the reason and a short hash of the token, never
+/// the token itself; an accepted one likewise (at debug).
+#[tokio::test]
+async fn bearer_tokens_are_logged_by_hash_and_reason_never_whole() {
+    use common::issuer::{Issuer, now};
+    const AUDIENCE: &str = "http://mcp.test/mcp";
+    let issuer = Issuer::start().await;
+    let mut binary = common::Binary::start_logging(
+        &[],
+        &[
+            (
+                "OTPMCP__TELEMETRY__LOG_FILTER",
+                "info,otpmcp::transport=debug",
+            ),
+            ("OTPMCP__AUTH__ENABLED", "true"),
+            ("OTPMCP__AUTH__ISSUER", &issuer.url),
+            ("OTPMCP__AUTH__AUDIENCE", AUDIENCE),
+        ],
+    )
+    .await;
+    let mut stderr = binary
+        .child
+        .stderr
+        .take()
+        .unwrap_or_else(|| panic!("stderr"));
+    let log = tokio::task::spawn_blocking(move || {
+        let mut all = String::new();
+        let _ = stderr.read_to_string(&mut all);
+        all
+    });
+
+    let mut expired = issuer.claims(AUDIENCE, "mallory", "mcp");
+    expired.insert("exp".into(), json!(now() - 3600));
+    let expired = Issuer::sign(&issuer.rsa, &expired);
+    let good = issuer.token(AUDIENCE, "alice", "mcp");
+    let status = |token: String| {
+        let url = binary.url.clone();
+        async move {
+            let mut client = Client::new(&url).with_token(&token);
+            let body = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                           "clientInfo": {"name": "t", "version": "0"}}});
+            Client::send(client.post(&body)).await.status().as_u16()
+        }
+    };
+    assert_eq!(status(expired.clone()).await, 401);
+    assert_eq!(status(good.clone()).await, 200);
+
+    assert_eq!(binary.terminate().await, Some(0));
+    let log = within("the log", log).await.unwrap_or_default();
+    let refused = log
+        .lines()
+        .find(|l| l.contains("bearer token refused"))
+        .unwrap_or_else(|| panic!("no refusal logged:\n{log}"));
+    assert!(refused.contains("expired"), "{refused}");
+    assert!(
+        refused.contains(&otpmcp::auth::token_hash(&expired)),
+        "{refused}"
+    );
+    assert!(
+        log.lines()
+            .any(|l| l.contains("bearer token accepted")
+                && l.contains(&otpmcp::auth::token_hash(&good))),
+        "no acceptance logged:\n{log}"
+    );
+    for token in [&expired, &good] {
+        // No part of a token (its signature is its last part) is in the log.
+        let signature = token.rsplit('.').next().unwrap_or(token);
+        assert!(!log.contains(signature), "a token in the log:\n{log}");
+    }
+}

@@ -323,3 +323,61 @@ async fn a_replay_larger_than_the_buffer_is_paced_by_the_reader() {
     );
     server.shutdown().await;
 }
+
+/// Without SSE the answer is one JSON body, so a handler has nowhere to send anything
+/// first: its notes are dropped without error, announcements and questions fail with a
+/// reason, and it cannot become a task; what the client declared is still known.
+#[tokio::test]
+async fn with_sse_disabled_a_handler_learns_what_it_cannot_do() {
+    use otpmcp::handler::{ClientRequestError, ToolRegistry, tool};
+    use otpmcp::protocol::client::Sampling;
+    use otpmcp::protocol::methods::LoggingLevel;
+    let mut tools = ToolRegistry::default();
+    tools.register(tool("probe", |(), ctx| async move {
+        let noted = ctx
+            .notify("notifications/example/custom", json!({}))
+            .await
+            .is_ok()
+            && ctx.progress(1.0, None, None).await.is_ok()
+            && ctx.log(LoggingLevel::Error, None, json!("x")).await.is_ok();
+        let asked = match ctx.sample(Sampling::prompt("2+2?", 5)).await {
+            Err(ClientRequestError::Unavailable(why)) => why,
+            other => format!("unexpected {other:?}"),
+        };
+        Ok(json!({
+            "noted": noted,
+            "announced": ctx.notify_resource_updated("file:///x").await.is_ok(),
+            "asked": asked,
+            "task": ctx.start_task().await.ok(),
+            "sampling": ctx.client_supports("sampling"),
+            "roots": ctx.client_supports("roots"),
+            "capabilities": ctx.client_capabilities(),
+        })
+        .to_string())
+    }));
+    let server =
+        TestServer::start_with(|c| c.sse.enabled = false, otpmcp::McpServer::new(tools)).await;
+    let mut client = server.client();
+    client.initialize_with(json!({"sampling": {}})).await;
+    let body = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "probe", "arguments": {}, "_meta": {"progressToken": "p"}}});
+    let resp = Client::send(client.post(&body)).await;
+    assert_eq!(resp.status(), 200);
+    let v: serde_json::Value =
+        serde_json::from_slice(&resp.bytes().await.unwrap_or_default()).unwrap_or_default();
+    let text = v["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    let seen: serde_json::Value = serde_json::from_str(text).unwrap_or_default();
+    assert_eq!(seen["noted"], true, "{v}");
+    assert_eq!(seen["announced"], false);
+    assert_eq!(
+        seen["asked"],
+        "the response is not streamed, so the client cannot be asked"
+    );
+    assert_eq!(seen["task"], false);
+    assert_eq!(seen["sampling"], true);
+    assert_eq!(seen["roots"], false);
+    assert_eq!(seen["capabilities"], json!({"sampling": {}}));
+    server.shutdown().await;
+}

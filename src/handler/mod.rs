@@ -277,8 +277,8 @@ impl RequestContext {
     }
 
     /// Sends a notification of the server's own (a `method` MCP does not define, which
-    /// clients that do not know it ignore) on the request's stream: stored and resumable like progress. Does nothing when the response is not
-    /// streamed.
+    /// clients that do not know it ignore) on the request's stream: stored and resumable
+    /// like progress. Does nothing when the response is not streamed.
     pub async fn notify(&self, method: &str, params: Value) -> Result<(), NotifyError> {
         match &self.outbox {
             Some(outbox) => {
@@ -290,9 +290,9 @@ impl RequestContext {
     }
 
     /// Becomes a task now, when the request can (a 2026-07-28 request that declared the
-    /// tasks extension, for a tool that may run as a task): the client
-    /// gets the task's id at once, and the handler goes on as the task, its questions
-    /// answered by `tasks/update`. For a tool registered as starting its task itself,
+    /// tasks extension, for a tool that may run as a task): the client gets the task's
+    /// id at once, and the handler goes on as the task, its questions answered by
+    /// `tasks/update`. For a tool registered as starting its task itself,
     /// after it has asked in the request what it needs to begin. Returns whether it is a
     /// task (false: it goes on answering the request, which is always allowed).
     pub async fn start_task(&self) -> Result<bool, ClientRequestError> {
