@@ -108,7 +108,7 @@ async fn bearer_tokens_are_logged_by_hash_and_reason_never_whole() {
     let status = |token: String| {
         let url = binary.url.clone();
         async move {
-            let mut client = Client::new(&url).with_token(&token);
+            let client = Client::new(&url).with_token(&token);
             let body = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
                 "params": {"protocolVersion": "2025-11-25", "capabilities": {},
                            "clientInfo": {"name": "t", "version": "0"}}});
