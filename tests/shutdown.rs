@@ -138,6 +138,29 @@ fn bad_configuration_exits_2_with_a_message_naming_the_key() {
         ),
         (vec!["--config", &overlay], vec![], "keepalive"),
         (vec!["--bind", "nowhere"], vec![], "--bind"),
+        (vec!["--bind"], vec![], "--bind needs ADDR:PORT"),
+        (
+            vec!["--frobnicate"],
+            vec![],
+            "unknown argument \"--frobnicate\"",
+        ),
+        (vec!["proxy"], vec![], "give --upstream URL --record FILE"),
+        (
+            vec!["proxy", "--frobnicate"],
+            vec![],
+            "proxy: unknown argument",
+        ),
+        (vec!["proxy", "--record"], vec![], "--record needs a file"),
+        (
+            vec!["proxy", "--replay", "x.jsonl", "--overwrite"],
+            vec![],
+            "--overwrite and --keep-session-ids go with --record",
+        ),
+        (
+            vec!["proxy", "--replay", "x.jsonl", "--bind", "nowhere"],
+            vec![],
+            "--bind",
+        ),
     ];
     for (args, env, named) in cases {
         let out = otpmcp()
@@ -165,4 +188,44 @@ async fn an_embedder_with_an_invalid_config_gets_an_error_not_a_panic() {
         .map(|e| e.to_string())
         .unwrap_or_default();
     assert!(err.contains("sse.path"), "{err}");
+}
+
+#[tokio::test]
+async fn help_and_version_print_and_exit_zero_and_a_taken_port_fails_to_start() {
+    for flag in ["--help", "-h"] {
+        let out = otpmcp()
+            .arg(flag)
+            .output()
+            .unwrap_or_else(|e| panic!("run: {e}"));
+        assert_eq!(out.status.code(), Some(0), "{flag}");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(stdout.contains("otpmcp proxy"), "{flag}: {stdout}");
+    }
+    let out = otpmcp()
+        .arg("--version")
+        .output()
+        .unwrap_or_else(|e| panic!("run: {e}"));
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        format!("otpmcp {}", env!("CARGO_PKG_VERSION"))
+    );
+
+    // Another process holds the port: the server says so and exits 1, not 2 (the
+    // command line was fine).
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
+    let addr = taken
+        .local_addr()
+        .unwrap_or_else(|e| panic!("{e}"))
+        .to_string();
+    let out = otpmcp()
+        .args(["--bind", &addr])
+        .output()
+        .unwrap_or_else(|e| panic!("run: {e}"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!("otpmcp: cannot listen on {addr}")),
+        "{stderr}"
+    );
 }
