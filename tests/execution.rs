@@ -994,3 +994,49 @@ async fn an_unusable_cgroup_parent_refuses_to_start() {
     assert!(error.contains("exec.cgroup_parent"), "{error}");
     assert!(error.contains("not under a cgroup v2 mount"), "{error}");
 }
+
+/// Starts a python program that prints its pid and sleeps, on `client`; returns its
+/// stream once the program runs, and the pid.
+async fn sleeper(client: &Client) -> (SseReader, i32) {
+    let code = format!("{PRINT_PID}import time\ntime.sleep(60)");
+    let args = json!({"program": "python", "args": [code]});
+    let mut reader = client.call_stream("execute", args, None).await;
+    let mut run = Run::default();
+    while run.chunks.is_empty() {
+        let frame = within("the pid", reader.next()).await;
+        run.add(&frame.unwrap_or_else(|| panic!("ended early")));
+    }
+    (reader, first_line_pid(&run))
+}
+
+#[tokio::test]
+async fn executions_past_the_session_and_replica_caps_are_refused_naming_the_cap() {
+    let server = TestServer::start(|c| {
+        exec_on(c);
+        c.exec.max_per_session = std::num::NonZeroUsize::MIN;
+        c.exec.max_running = std::num::NonZeroUsize::MIN.saturating_add(1);
+    })
+    .await;
+    let mut a = server.client();
+    a.initialize().await;
+    let mut b = server.client();
+    b.initialize().await;
+    let mut c = server.client();
+    c.initialize().await;
+
+    let (_a_stream, a_pid) = sleeper(&a).await;
+    let refused = tool(&a, "execute", json!({"program": "python", "args": ["1"]})).await;
+    let text = refused.to_string();
+    assert!(text.contains("exec.max_per_session"), "{text}");
+
+    let (_b_stream, b_pid) = sleeper(&b).await;
+    let refused = tool(&c, "execute", json!({"program": "python", "args": ["1"]})).await;
+    let text = refused.to_string();
+    assert!(text.contains("exec.max_running"), "{text}");
+
+    // A refusal starts nothing and stops nothing: both programs still run.
+    assert!(!dead(a_pid) && !dead(b_pid));
+    server.shutdown().await;
+    no_survivors(a_pid).await;
+    no_survivors(b_pid).await;
+}
