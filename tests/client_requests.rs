@@ -15,23 +15,9 @@ async fn server() -> TestServer {
     TestServer::start_with(|_| {}, McpServer::new(tools)).await
 }
 
-/// Reads frames until the server's request; returns it.
+/// Reads frames until the server's sampling request; returns it.
 async fn server_request(reader: &mut SseReader) -> Value {
-    loop {
-        let frame = reader
-            .next_event()
-            .await
-            .unwrap_or_else(|| panic!("stream ended"));
-        if let Some(v) = frame.json()
-            && v["method"] == "sampling/createMessage"
-        {
-            assert!(
-                frame.id.is_some(),
-                "the request is a stored, resumable event"
-            );
-            return v;
-        }
-    }
+    request_named(reader, "sampling/createMessage").await
 }
 
 fn answer(request: &Value, text: &str) -> Value {
@@ -131,7 +117,8 @@ fn typed_questions_tool() -> otpmcp::handler::Tool {
     })
 }
 
-/// Reads frames until a request of the server's with `method`; returns it.
+/// Reads frames until a request of the server's with `method`, which must be a stored,
+/// resumable event; returns it.
 async fn request_named(reader: &mut SseReader, method: &str) -> Value {
     loop {
         let frame = reader
@@ -141,6 +128,10 @@ async fn request_named(reader: &mut SseReader, method: &str) -> Value {
         if let Some(v) = frame.json()
             && v["method"] == method
         {
+            assert!(
+                frame.id.is_some(),
+                "the request is a stored, resumable event"
+            );
             return v;
         }
     }

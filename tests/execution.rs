@@ -424,17 +424,24 @@ async fn polling_follows_a_running_execution_and_errors_say_how_to_recover() {
     server.shutdown().await;
 }
 
-#[tokio::test]
-async fn cancel_and_list_and_a_deleted_session_kill_the_group() {
-    let (server, client) = server().await;
+/// Starts a python program that prints its pid and sleeps, on `client`; returns its
+/// stream and what it sent once the program runs (its id and its pid's line).
+async fn sleeper(client: &Client) -> (SseReader, Run) {
     let code = format!("{PRINT_PID}import time\ntime.sleep(60)");
     let args = json!({"program": "python", "args": [code]});
-    let mut reader = client.call_stream("execute", args.clone(), None).await;
+    let mut reader = client.call_stream("execute", args, None).await;
     let mut run = Run::default();
     while run.chunks.is_empty() {
         let frame = within("the pid", reader.next()).await;
         run.add(&frame.unwrap_or_else(|| panic!("ended early")));
     }
+    (reader, run)
+}
+
+#[tokio::test]
+async fn cancel_and_list_and_a_deleted_session_kill_the_group() {
+    let (server, client) = server().await;
+    let (mut reader, mut run) = sleeper(&client).await;
     let id = run.id.clone().unwrap_or_default();
     let listed = tool(&client, "list_executions", json!({})).await;
     assert_eq!(
@@ -455,12 +462,7 @@ async fn cancel_and_list_and_a_deleted_session_kill_the_group() {
     no_survivors(first_line_pid(&run)).await;
 
     // The session ends mid-execution: the request is dropped, and the group with it.
-    let mut reader = client.call_stream("execute", args, None).await;
-    let mut run = Run::default();
-    while run.chunks.is_empty() {
-        let frame = within("the pid", reader.next()).await;
-        run.add(&frame.unwrap_or_else(|| panic!("ended early")));
-    }
+    let (_reader, run) = sleeper(&client).await;
     let resp = Client::send(client.delete()).await;
     assert!(resp.status().is_success());
     no_survivors(first_line_pid(&run)).await;
@@ -995,20 +997,6 @@ async fn an_unusable_cgroup_parent_refuses_to_start() {
     assert!(error.contains("not under a cgroup v2 mount"), "{error}");
 }
 
-/// Starts a python program that prints its pid and sleeps, on `client`; returns its
-/// stream once the program runs, and the pid.
-async fn sleeper(client: &Client) -> (SseReader, i32) {
-    let code = format!("{PRINT_PID}import time\ntime.sleep(60)");
-    let args = json!({"program": "python", "args": [code]});
-    let mut reader = client.call_stream("execute", args, None).await;
-    let mut run = Run::default();
-    while run.chunks.is_empty() {
-        let frame = within("the pid", reader.next()).await;
-        run.add(&frame.unwrap_or_else(|| panic!("ended early")));
-    }
-    (reader, first_line_pid(&run))
-}
-
 #[tokio::test]
 async fn executions_past_the_session_and_replica_caps_are_refused_naming_the_cap() {
     let server = TestServer::start(|c| {
@@ -1024,12 +1012,14 @@ async fn executions_past_the_session_and_replica_caps_are_refused_naming_the_cap
     let mut c = server.client();
     c.initialize().await;
 
-    let (_a_stream, a_pid) = sleeper(&a).await;
+    let (_a_stream, a_run) = sleeper(&a).await;
+    let a_pid = first_line_pid(&a_run);
     let refused = tool(&a, "execute", json!({"program": "python", "args": ["1"]})).await;
     let text = refused.to_string();
     assert!(text.contains("exec.max_per_session"), "{text}");
 
-    let (_b_stream, b_pid) = sleeper(&b).await;
+    let (_b_stream, b_run) = sleeper(&b).await;
+    let b_pid = first_line_pid(&b_run);
     let refused = tool(&c, "execute", json!({"program": "python", "args": ["1"]})).await;
     let text = refused.to_string();
     assert!(text.contains("exec.max_running"), "{text}");

@@ -9,6 +9,20 @@ use std::io::Read;
 use common::{Client, within};
 use serde_json::json;
 
+/// Everything `binary` logs, read until it exits.
+fn log_of(binary: &mut common::Binary) -> tokio::task::JoinHandle<String> {
+    let mut stderr = binary
+        .child
+        .stderr
+        .take()
+        .unwrap_or_else(|| panic!("stderr"));
+    tokio::task::spawn_blocking(move || {
+        let mut all = String::new();
+        let _ = stderr.read_to_string(&mut all);
+        all
+    })
+}
+
 #[tokio::test]
 async fn client_strings_are_escaped_and_session_ids_shortened_in_the_log() {
     let mut binary = common::Binary::start_logging(
@@ -16,18 +30,8 @@ async fn client_strings_are_escaped_and_session_ids_shortened_in_the_log() {
         &[("OTPMCP__TELEMETRY__LOG_FILTER", "info,otpmcp=debug")],
     )
     .await;
-    let mut stderr = binary
-        .child
-        .stderr
-        .take()
-        .unwrap_or_else(|| panic!("stderr"));
+    let log = log_of(&mut binary);
     let url = binary.url.clone();
-    // Everything the process logs, read until it exits.
-    let log = tokio::task::spawn_blocking(move || {
-        let mut all = String::new();
-        let _ = stderr.read_to_string(&mut all);
-        all
-    });
 
     let forged = "x\n2026-01-01T00:00:00.000000Z ERROR forged line\u{1b}[31m";
     let mut client = Client::new(&url);
@@ -90,16 +94,7 @@ async fn bearer_tokens_are_logged_by_hash_and_reason_never_whole() {
         ],
     )
     .await;
-    let mut stderr = binary
-        .child
-        .stderr
-        .take()
-        .unwrap_or_else(|| panic!("stderr"));
-    let log = tokio::task::spawn_blocking(move || {
-        let mut all = String::new();
-        let _ = stderr.read_to_string(&mut all);
-        all
-    });
+    let log = log_of(&mut binary);
 
     let mut expired = issuer.claims(AUDIENCE, "mallory", "mcp");
     expired.insert("exp".into(), json!(now() - 3600));
