@@ -1030,3 +1030,41 @@ async fn executions_past_the_session_and_replica_caps_are_refused_naming_the_cap
     no_survivors(a_pid).await;
     no_survivors(b_pid).await;
 }
+
+/// What a call gives as `stdin` is the program's standard input, whole, then closed;
+/// more than the program's `max_stdin_bytes` is refused before anything starts.
+#[tokio::test]
+async fn stdin_reaches_the_program_whole_and_a_larger_one_is_refused() {
+    let server = TestServer::start(|c| {
+        exec_on(c);
+        if let Some(small) = c.exec.programs.get_mut("small") {
+            small.max_stdin_bytes = 1 << 16;
+        }
+    })
+    .await;
+    let mut client = server.client();
+    client.initialize().await;
+    // Larger than a pipe's buffer, so it is written as the program reads.
+    let input: String = (0..20_000).map(|i| format!("{i}\n")).collect();
+    let code = "import sys\ndata = sys.stdin.read()\nprint(len(data), data.count('\\n'))";
+    let run = execute(&client, "python", code, json!({"stdin": input})).await;
+    assert_eq!(run.result()["status"], "exited", "{:?}", run.response);
+    assert_eq!(
+        String::from_utf8_lossy(&run.bytes("stdout")).trim(),
+        format!("{} 20000", input.len())
+    );
+
+    let too_big = "x".repeat((1 << 16) + 1);
+    let refused = tool(
+        &client,
+        "execute",
+        json!({"program": "small", "args": ["print(1)"], "stdin": too_big}),
+    )
+    .await;
+    assert_eq!(refused["isError"], true, "{refused}");
+    assert!(
+        refused.to_string().contains("stdin is over 65536 bytes"),
+        "{refused}"
+    );
+    server.shutdown().await;
+}
