@@ -34,7 +34,7 @@ use crate::protocol::methods::{ListKind, LogThreshold, LoggingLevel, ServerReque
 pub(crate) use outbox::{Note, Outbox};
 pub use prompts::{PromptError, PromptRegistry};
 pub use resources::{ResourceError, ResourceRegistry};
-pub use tools::{Tool, ToolError, ToolRegistry};
+pub use tools::{Tool, ToolError, ToolRegistry, optional_u64, required_str};
 pub use typed::{IntoToolResult, Json, tool};
 
 /// A boxed, sendable future: the return type of object-safe async methods.

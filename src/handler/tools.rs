@@ -217,7 +217,7 @@ impl ToolRegistry {
     ///
     /// ```
     /// use otpmcp::handler::builtin::echo;
-    /// use otpmcp::handler::tools::ToolRegistry;
+    /// use otpmcp::handler::ToolRegistry;
     ///
     /// let mut tools = ToolRegistry::default();
     /// tools.register(echo()).require_scopes("echo", ["mcp:echo"]);
@@ -267,10 +267,7 @@ impl ToolRegistry {
 }
 
 /// Reads a required string argument.
-pub(crate) fn required_str<'a>(
-    args: &'a Map<String, Value>,
-    key: &str,
-) -> Result<&'a str, ToolError> {
+pub fn required_str<'a>(args: &'a Map<String, Value>, key: &str) -> Result<&'a str, ToolError> {
     match args.get(key) {
         Some(Value::String(s)) => Ok(s),
         Some(_) => Err(ToolError::InvalidArguments(format!(
@@ -283,7 +280,7 @@ pub(crate) fn required_str<'a>(
 }
 
 /// Reads an optional non-negative integer argument no larger than `max`.
-pub(crate) fn optional_u64(
+pub fn optional_u64(
     args: &Map<String, Value>,
     key: &str,
     default: u64,
