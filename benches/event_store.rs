@@ -2,13 +2,18 @@
 //! with 100 and 10,000 missed events (the subscribe message a resuming stream sends), plus
 //! the same replay encoded as SSE frames the way the stream actor writes it.
 //!
+//! `append_sharded/N` spreads 64 concurrent appends over 64 sessions on a store of N
+//! shards: where one shard is a single actor's ceiling, N shards are N actors.
+//!
 //! Run: `cargo bench --bench event_store`
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use otpmcp::event_store::actor::{StoreArgs, StoreTables};
+use otpmcp::event_store::memory::SharedBudget;
 use otpmcp::event_store::{EventStoreActor, EventStoreHandle, Feed, MemoryStore, Retention};
 use otpmcp::ids::{SessionId, StreamKey, StreamNo};
 use otpmcp::rt::heir::lend;
@@ -31,28 +36,40 @@ impl Actor for Sink {
 const PAYLOAD: &[u8] = br#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progress":17,"progressToken":"bench","total":10000}}"#;
 
 async fn start_store() -> EventStoreHandle {
-    let (writer, reader) = slot("event store");
-    let (tables, _heir) = lend(StoreTables::<MemoryStore>::default());
-    let args = StoreArgs {
-        tables,
-        retention: Retention {
-            enabled: true,
-            event_ttl: Duration::from_secs(3600),
-            replay_window: Duration::from_secs(86_400),
-            max_session_events: 1_000_000,
-            max_session_bytes: usize::MAX,
-            ..Retention::default()
-        },
-        cleanup_interval: Duration::from_secs(3600),
-        retry_interval: Duration::from_secs(1),
-    };
-    let spawned = Actor::spawn(None, EventStoreActor::<MemoryStore>::default(), args).await;
-    let Ok((actor, _)) = spawned else {
-        panic!("store did not start");
-    };
-    writer.publish(Some(actor));
-    std::mem::forget(writer);
-    EventStoreHandle::new(reader)
+    start_shards(1).await
+}
+
+/// A store of `shards` shards sharing one budget, each its own actor.
+async fn start_shards(shards: usize) -> EventStoreHandle {
+    let slots: Vec<_> = (0..shards).map(|_| slot("event store")).collect();
+    let handle = EventStoreHandle::new(slots.iter().map(|(_, reader)| reader.clone()));
+    let budget = Arc::new(SharedBudget::new(shards));
+    for (shard, (writer, _)) in slots.into_iter().enumerate() {
+        let store = MemoryStore::shard(Retention::default(), budget.clone(), shard);
+        let (tables, heir) = lend(StoreTables::new(store));
+        std::mem::forget(heir);
+        let args = StoreArgs {
+            tables,
+            retention: Retention {
+                enabled: true,
+                event_ttl: Duration::from_secs(3600),
+                replay_window: Duration::from_secs(86_400),
+                max_session_events: 1_000_000,
+                max_session_bytes: usize::MAX,
+                ..Retention::default()
+            },
+            cleanup_interval: Duration::from_secs(3600),
+            retry_interval: Duration::from_secs(1),
+            shards: handle.clone(),
+        };
+        let spawned = Actor::spawn(None, EventStoreActor::<MemoryStore>::default(), args).await;
+        let Ok((actor, _)) = spawned else {
+            panic!("store did not start");
+        };
+        writer.publish(Some(actor));
+        std::mem::forget(writer);
+    }
+    handle
 }
 
 fn benches(c: &mut Criterion) {
@@ -96,6 +113,35 @@ fn benches(c: &mut Criterion) {
             while tasks.join_next().await.is_some() {}
         })
     });
+    group.finish();
+
+    // 64 appends at once over 64 sessions, on 1, 2 and 4 shards.
+    let mut group = c.benchmark_group("append_sharded");
+    group.throughput(criterion::Throughput::Elements(64));
+    for shards in [1usize, 2, 4] {
+        let (store, keys) = rt.block_on(async {
+            let store = start_shards(shards).await;
+            let mut keys = Vec::new();
+            for _ in 0..64 {
+                let key = StreamKey::new(SessionId::random(), StreamNo(1));
+                let _ = store.open_session(key.session).await;
+                keys.push(key);
+            }
+            (store, keys)
+        });
+        group.bench_with_input(BenchmarkId::from_parameter(shards), &shards, |b, _| {
+            b.to_async(&rt).iter(|| async {
+                let mut tasks = tokio::task::JoinSet::new();
+                for key in &keys {
+                    let store = store.clone();
+                    let payload = payload.clone();
+                    let key = *key;
+                    tasks.spawn(async move { store.append(key, payload, false).await.is_ok() });
+                }
+                while tasks.join_next().await.is_some() {}
+            })
+        });
+    }
     group.finish();
 
     // The same single append on a one-thread runtime: no cross-thread wake-ups, so this

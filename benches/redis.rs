@@ -93,7 +93,7 @@ async fn replica(url: &str) -> (EventStoreHandle, RedisLink) {
         redis_url: url.to_owned(),
         ..StoreConfig::default()
     };
-    let handle = EventStoreHandle::new(reader);
+    let handle = EventStoreHandle::new([reader]);
     let sessions = SessionHandle::new(slot("sessions").1, handle.clone());
     let routed = handle.clone();
     let news = otpmcp::server_news::NewsHub::default();
@@ -119,6 +119,7 @@ async fn replica(url: &str) -> (EventStoreHandle, RedisLink) {
         },
         cleanup_interval: Duration::from_secs(3600),
         retry_interval: Duration::from_secs(1),
+        shards: handle.clone(),
     };
     let Ok((actor, _)) = Actor::spawn(None, EventStoreActor::<Backend>::default(), args).await
     else {

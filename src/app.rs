@@ -115,16 +115,20 @@ pub async fn start_with(config: Config, server: McpServer) -> Result<App, StartE
         false => None,
     };
     let config = Arc::new(config);
-    let store_slot = counted(slot("event store"), || {
-        MAILBOX_DEPTH.get(ActorName::EventStore).inc();
-    });
+    let store_slots: Vec<_> = (0..config.store.shard_count())
+        .map(|_| {
+            counted(slot("event store"), || {
+                MAILBOX_DEPTH.get(ActorName::EventStore).inc();
+            })
+        })
+        .collect();
     let session_slot = counted(slot("session manager"), || {
         MAILBOX_DEPTH.get(ActorName::SessionManager).inc();
     });
     let listener_slot = counted(slot("http listener"), || {
         MAILBOX_DEPTH.get(ActorName::HttpListener).inc();
     });
-    let store = EventStoreHandle::new(store_slot.1.clone());
+    let store = EventStoreHandle::new(store_slots.iter().map(|(_, slot)| slot.clone()));
     let sessions = SessionHandle::new(session_slot.1.clone(), store.clone());
     let news = NewsHub::new(config.stateless.listen_backlog.get());
     let tasks = TaskHandle::new(
@@ -202,7 +206,7 @@ pub async fn start_with(config: Config, server: McpServer) -> Result<App, StartE
         socket,
         server: server.clone(),
         gate,
-        store_slot,
+        store_slots,
         session_slot,
         listener_slot,
         redis: redis.clone(),
@@ -375,7 +379,7 @@ impl App {
     #[doc(hidden)]
     pub fn inject_panic(&self, child: Child) -> Result<(), SlotError> {
         match child {
-            Child::EventStore => self.store.inject_panic(),
+            Child::EventStore(shard) => self.store.inject_panic(shard),
             Child::SessionManager => self.sessions.inject_panic(),
             Child::HttpListener => self
                 .listener
@@ -383,11 +387,25 @@ impl App {
         }
     }
 
+    /// The event-store shard that owns `session` (tests crash the right one).
+    #[cfg(any(test, feature = "testing"))]
+    #[doc(hidden)]
+    pub fn store_shard_of(&self, session: SessionId) -> usize {
+        self.store.shard_of(session)
+    }
+
+    /// The event store's handle (tests read each shard's occupancy).
+    #[cfg(any(test, feature = "testing"))]
+    #[doc(hidden)]
+    pub fn store(&self) -> &EventStoreHandle {
+        &self.store
+    }
+
     /// The id of the current incarnation of `child`, to observe restarts.
     #[doc(hidden)]
     pub fn child_id(&self, child: Child) -> Option<ractor::ActorId> {
         match child {
-            Child::EventStore => self.store.current_id(),
+            Child::EventStore(shard) => self.store.current_id(shard),
             Child::SessionManager => self.sessions.current_id(),
             Child::HttpListener => self.listener.current().map(|a| a.get_id()),
         }

@@ -150,7 +150,7 @@ async fn in_a_browser_the_tree_renders_and_a_restart_shows_without_a_reload() {
     for text in ["a", "b", "c"] {
         client.echo(text).await;
     }
-    assert!(server.app.inject_panic(Child::EventStore).is_ok());
+    assert!(server.app.inject_panic(Child::EventStore(0)).is_ok());
     stdin
         .write_all(b"panicked\n")
         .await

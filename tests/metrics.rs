@@ -93,7 +93,7 @@ async fn the_exposition_counts_operations_sessions_resumes_and_restarts() {
     assert_eq!(answer.error_code(), None);
     assert_eq!(common::Client::send(client.delete()).await.status(), 200);
     // A crash and its restart.
-    assert!(server.app.inject_panic(Child::EventStore).is_ok());
+    assert!(server.app.inject_panic(Child::EventStore(0)).is_ok());
     common::eventually("the restart to be counted", || async {
         let text = scrape(&server).await;
         (sample(

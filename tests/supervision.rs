@@ -67,7 +67,8 @@ async fn store_restart(server: TestServer) {
             t.add(&f);
         }
     }
-    crash_and_wait(&server, Child::EventStore).await;
+    let shard = server.app.store_shard_of(client.session_id());
+    crash_and_wait(&server, Child::EventStore(shard)).await;
     while let Some(f) = live.next_event().await {
         if t.add(&f) {
             break;
@@ -135,8 +136,8 @@ async fn the_http_listener_restarts_on_the_same_port() {
 #[tokio::test]
 async fn past_the_restart_intensity_the_tree_escalates() {
     let mut server = TestServer::start(|c| c.supervisor.max_restarts = 1).await;
-    crash_and_wait(&server, Child::EventStore).await;
-    assert!(server.app.inject_panic(Child::EventStore).is_ok());
+    crash_and_wait(&server, Child::EventStore(0)).await;
+    assert!(server.app.inject_panic(Child::EventStore(0)).is_ok());
     let exit = within("the tree to give up", server.app.wait()).await;
     assert!(
         matches!(exit, Exit::Escalated(ref why) if why.contains("event_store")),

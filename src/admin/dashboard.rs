@@ -287,20 +287,26 @@ fn tree_json(root: &ActorStatus, tree: &Tree) -> Value {
         .children
         .iter()
         .map(|child| {
-            let grandchildren: Vec<Value> = child
-                .children
-                .iter()
-                .take(STREAMS_SHOWN)
-                .map(|cell| {
-                    json!({
-                        "name": format!("stream {}", cell.get_id()),
-                        "state": state(&cell.get_status()),
-                        "uptime_ms": 0,
-                        "restarts": 0,
-                        "children": [],
-                    })
+            // The store's shards, or the listener's stream actors.
+            let shards = child.shards.iter().enumerate().map(|(n, shard)| {
+                json!({
+                    "name": format!("shard {n}"),
+                    "state": state(&shard.status),
+                    "uptime_ms": shard.uptime.as_millis() as u64,
+                    "restarts": shard.restarts,
+                    "children": [],
                 })
-                .collect();
+            });
+            let streams = child.children.iter().take(STREAMS_SHOWN).map(|cell| {
+                json!({
+                    "name": format!("stream {}", cell.get_id()),
+                    "state": state(&cell.get_status()),
+                    "uptime_ms": 0,
+                    "restarts": 0,
+                    "children": [],
+                })
+            });
+            let grandchildren: Vec<Value> = shards.chain(streams).collect();
             json!({
                 "name": child.name,
                 "state": state(&child.status),

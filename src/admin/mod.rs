@@ -9,8 +9,8 @@
 //!   Otherwise 503 with a JSON reason: send traffic elsewhere for now.
 //! - `GET /metrics`: Prometheus text ([`metrics`]).
 //! - `GET /dashboard`: a live view of the tree, sessions, store and rates ([`dashboard`]).
-//! - `POST /fault/panic/{child}`: makes `event_store`, `session_manager` or
-//!   `http_listener` panic, so that a soak or a drill sees the supervisor restart it. Only
+//! - `POST /fault/panic/{child}`: makes `event_store` (its shard 0), `event_store.N`
+//!   (shard N), `session_manager` or `http_listener` panic, so that a soak or a drill sees the supervisor restart it. Only
 //!   with `admin.fault_injection = true` (off by default); 404 otherwise. It needs the
 //!   header `X-Otpmcp-Fault: 1`, which no browser sends without a CORS preflight (that
 //!   this listener never answers), so a web page cannot send it.
@@ -41,7 +41,6 @@ use tokio_util::task::AbortOnDropHandle;
 use crate::config::Config;
 use crate::event_store::EventStoreHandle;
 use crate::event_store::redis::RedisLink;
-use crate::ids::SessionId;
 use crate::rt::slot::Slot;
 use crate::session::SessionHandle;
 use crate::supervisor::SupervisorMsg;
@@ -200,14 +199,19 @@ async fn inject_panic(
             json!({"error": format!("send the header `{FAULT_HEADER}: 1` (a browser cannot)")}),
         );
     }
-    let sent = match child.as_str() {
-        "event_store" => probes.store.inject_panic(),
-        "session_manager" => probes.sessions.inject_panic(),
-        "http_listener" => probes.listener.cast(ListenerMsg::InjectPanic),
+    let shard = child
+        .strip_prefix("event_store.")
+        .and_then(|n| n.parse::<usize>().ok())
+        .filter(|n| *n < probes.store.shards());
+    let sent = match (child.as_str(), shard) {
+        (_, Some(shard)) => probes.store.inject_panic(shard),
+        ("event_store", _) => probes.store.inject_panic(0),
+        ("session_manager", _) => probes.sessions.inject_panic(),
+        ("http_listener", _) => probes.listener.cast(ListenerMsg::InjectPanic),
         _ => {
             return json(
                 StatusCode::NOT_FOUND,
-                json!({"error": "no such child: event_store, session_manager or http_listener"}),
+                json!({"error": "no such child: event_store (shard 0), event_store.N (shard N), session_manager or http_listener"}),
             );
         }
     };
@@ -234,9 +238,10 @@ async fn unready(probes: &Probes) -> Option<&'static str> {
     if probes.listener.current().is_none() {
         return Some("the HTTP listener is restarting");
     }
-    // Any session will do: the question is whether the store answers at all.
-    let asked = probes.store.positions(SessionId::random());
-    if !matches!(tokio::time::timeout(PROBE_TIMEOUT, asked).await, Ok(Ok(_))) {
+    if !matches!(
+        tokio::time::timeout(PROBE_TIMEOUT, probes.store.ping()).await,
+        Ok(Ok(()))
+    ) {
         return Some("the event store does not answer");
     }
     if let Some(link) = &probes.redis {

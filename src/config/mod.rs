@@ -165,6 +165,12 @@ impl Config {
                 "is not a loopback address: the admin listener has no authentication (set admin.allow_remote = true to allow it)",
             );
         }
+        if self.store.shards > store::MAX_SHARDS {
+            return invalid(
+                "store.shards",
+                format!("must be at most {} (0: one per core)", store::MAX_SHARDS),
+            );
+        }
         if self.store.backend == BackendKind::Redis {
             if redis::Client::open(self.store.redis_url.as_str()).is_err() {
                 return invalid(

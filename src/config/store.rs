@@ -21,6 +21,9 @@ pub enum BackendKind {
 pub struct StoreConfig {
     /// `memory` or `redis`.
     pub backend: BackendKind,
+    /// Event-store shards: each an actor owning the sessions, streams and records whose
+    /// ids hash to it. `0`: as many as the cores the process may run on.
+    pub shards: usize,
     /// Redis URL, e.g. `redis://127.0.0.1:6379/0` or `redis://:password@host:6379`.
     pub redis_url: String,
     /// `redis_url` (and `redis_nodes`) are nodes of a Redis Cluster: connect with the
@@ -56,6 +59,7 @@ impl Default for StoreConfig {
     fn default() -> Self {
         Self {
             backend: BackendKind::Memory,
+            shards: 0,
             redis_url: "redis://127.0.0.1:6379".into(),
             redis_cluster: false,
             redis_nodes: Vec::new(),
@@ -67,5 +71,20 @@ impl Default for StoreConfig {
             tcp_keepalive: NonZeroDuration::from_secs(15),
             lease_ttl: NonZeroDuration::from_secs(10),
         }
+    }
+}
+
+/// Most event-store shards `store.shards` may ask for.
+pub(super) const MAX_SHARDS: usize = 1024;
+
+impl StoreConfig {
+    /// The number of event-store shards to run: `shards`, or the cores the process may
+    /// run on when it is 0.
+    pub fn shard_count(&self) -> usize {
+        match self.shards {
+            0 => std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get),
+            n => n,
+        }
+        .min(MAX_SHARDS)
     }
 }

@@ -1,6 +1,7 @@
 //! The backend chosen in `[store] backend`: one type for the store actor, dispatching to
 //! the in-memory or the Redis store.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -9,10 +10,14 @@ use super::{
     Appended, EventStore, MemoryStore, Occupancy, RedisStore, Replay, Retention, StoreError,
     StreamKey, StreamNo, SweepStats,
 };
+use super::memory::SharedBudget;
 use crate::ids::SessionId;
 
 /// The event store's backend.
 #[derive(Debug)]
+// One per shard, moved only when the shard (re)starts: its size costs nothing, a box
+// would cost a pointer chase on every append.
+#[allow(clippy::large_enum_variant)]
 pub enum Backend {
     /// In this process.
     Memory(MemoryStore),
@@ -21,11 +26,21 @@ pub enum Backend {
 }
 
 impl Backend {
-    /// In Redis through `redis`, sessions kept there for `session_ttl`; in memory without.
-    pub fn new(redis: Option<super::redis::RedisLink>, session_ttl: Duration) -> Self {
+    /// In Redis through `redis`, sessions kept there for `session_ttl`; without, in
+    /// memory as shard `shard` of a store whose shards share `budget`.
+    pub fn new(
+        redis: Option<super::redis::RedisLink>,
+        session_ttl: Duration,
+        budget: &Arc<SharedBudget>,
+        shard: usize,
+    ) -> Self {
         match redis {
             Some(link) => Self::Redis(Box::new(RedisStore::new(link, session_ttl))),
-            None => Self::Memory(MemoryStore::default()),
+            None => Self::Memory(MemoryStore::shard(
+                Retention::default(),
+                budget.clone(),
+                shard,
+            )),
         }
     }
 }
@@ -146,6 +161,14 @@ impl EventStore for Backend {
 
     async fn feed_ready(&mut self) -> bool {
         each!(self, s => s.feed_ready().await)
+    }
+
+    fn trim(&mut self) {
+        each!(self, s => s.trim())
+    }
+
+    fn take_trim_elsewhere(&mut self) -> Option<usize> {
+        each!(self, s => s.take_trim_elsewhere())
     }
 
     fn note_unstored(&self) {

@@ -345,6 +345,17 @@ pub trait EventStore: Send + Default + 'static {
         async { true }
     }
 
+    /// Evicts what this shard should of a store over its store-wide budget (see
+    /// [`MemoryStore::trim`]); asked by another shard that found this one holding older
+    /// events. A backend with no store-wide budget of its own (Redis) has nothing to do.
+    fn trim(&mut self) {}
+
+    /// The shard that should trim next, when the last append, sweep or trim left the
+    /// store over budget with older events in that shard; taken once.
+    fn take_trim_elsewhere(&mut self) -> Option<usize> {
+        None
+    }
+
     /// Counts an event delivered live because [`EventStore::append`] failed with
     /// [`StoreError::Backend`].
     fn note_unstored(&self) {}

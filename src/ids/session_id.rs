@@ -22,6 +22,12 @@ impl SessionId {
     pub fn tag(self) -> u32 {
         self.0 as u32
     }
+
+    /// Which of `shards` shards owns this session (and its streams): the id's low bits
+    /// are random, so sessions spread evenly. `shards` of 0 counts as 1.
+    pub fn shard(self, shards: usize) -> usize {
+        (self.0 as u64 % shards.max(1) as u64) as usize
+    }
 }
 
 impl SessionId {

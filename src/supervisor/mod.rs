@@ -1,7 +1,7 @@
-//! The root supervisor: starts the event store, the session manager and the HTTP listener
-//! (in that order: each depends only on those before it; with Redis, the lease keeper
-//! starts before the listener), restarts a child that fails (one_for_one) within the OTP
-//! restart intensity, and escalates past it.
+//! The root supervisor: starts the event store's shards, the session manager and the HTTP
+//! listener (in that order: each depends only on those before it; with Redis, the lease
+//! keeper starts before the listener), restarts a child that fails (one_for_one: one shard
+//! alone, with its own tables) within the OTP restart intensity, and escalates past it.
 //!
 //! We write this small supervisor instead of using `ractor-supervisor` because restarts
 //! here must do two things a generic supervisor does not: hand the child's lent data back
@@ -18,6 +18,7 @@ use tracing::Instrument;
 use crate::cluster::{LeaseKeeper, Leases};
 use crate::config::Config;
 use crate::event_store::actor::{StoreArgs, StoreTables};
+use crate::event_store::memory::SharedBudget;
 use crate::event_store::redis::RedisLink;
 use crate::event_store::{Backend, EventStoreActor, EventStoreHandle, Retention, StoreMsg};
 use crate::rt::heir::{Heir, lend};
@@ -29,6 +30,10 @@ use crate::telemetry::metrics::{self, Label as _};
 use crate::transport::listener::ListenerMsg;
 use crate::transport::{HttpListener, ListenerArgs};
 
+pub mod tree;
+
+pub use tree::Tree;
+
 /// How long a restart waits for a crashed child's data to come back.
 const RECLAIM_WAIT: Duration = Duration::from_secs(1);
 /// How long each child gets to stop during shutdown.
@@ -37,8 +42,8 @@ const CHILD_STOP_WAIT: Duration = Duration::from_secs(5);
 /// The supervised children.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Child {
-    /// The event store actor.
-    EventStore,
+    /// The event store actor of one shard.
+    EventStore(usize),
     /// The session manager actor.
     SessionManager,
     /// The HTTP listener actor.
@@ -48,15 +53,23 @@ pub enum Child {
 impl Child {
     fn metric(self) -> metrics::ActorName {
         match self {
-            Self::EventStore => metrics::ActorName::EventStore,
+            Self::EventStore(_) => metrics::ActorName::EventStore,
             Self::SessionManager => metrics::ActorName::SessionManager,
             Self::HttpListener => metrics::ActorName::HttpListener,
         }
     }
 
+    /// The name with the shard, for logs and escalations: `event_store 2`.
+    fn label(self) -> String {
+        match self {
+            Self::EventStore(shard) => format!("event_store {shard}"),
+            _ => self.name().to_owned(),
+        }
+    }
+
     fn name(self) -> &'static str {
         match self {
-            Self::EventStore => "event_store",
+            Self::EventStore(_) => "event_store",
             Self::SessionManager => "session_manager",
             Self::HttpListener => "http_listener",
         }
@@ -81,30 +94,6 @@ pub enum SupervisorMsg {
     Tree(RpcReplyPort<Tree>),
 }
 
-/// The supervision tree as the root sees it.
-#[derive(Debug, Clone)]
-pub struct Tree {
-    /// Since the root started.
-    pub uptime: Duration,
-    /// The running children, in start order.
-    pub children: Vec<ChildView>,
-}
-
-/// One supervised child.
-#[derive(Debug, Clone)]
-pub struct ChildView {
-    /// `event_store`, `session_manager` or `http_listener`.
-    pub name: &'static str,
-    /// Its actor's state.
-    pub status: ractor::ActorStatus,
-    /// Since its current incarnation started.
-    pub uptime: Duration,
-    /// Times it was restarted.
-    pub restarts: u32,
-    /// Its own children (the listener's stream actors).
-    pub children: Vec<ActorCell>,
-}
-
 /// Everything the root needs to (re)start its children.
 #[derive(Debug)]
 pub struct SupervisorArgs {
@@ -116,8 +105,8 @@ pub struct SupervisorArgs {
     pub server: Arc<McpServer>,
     /// `[auth]`'s token checks, shared by every listener incarnation.
     pub gate: Option<Arc<crate::transport::auth::Gate>>,
-    /// Publication of the current store actor.
-    pub store_slot: (SlotWriter<StoreMsg>, Slot<StoreMsg>),
+    /// Publication of each store shard's current actor, in shard order.
+    pub store_slots: Vec<(SlotWriter<StoreMsg>, Slot<StoreMsg>)>,
     /// Publication of the current session manager.
     pub session_slot: (SlotWriter<SessionMsg>, Slot<SessionMsg>),
     /// Publication of the current listener.
@@ -135,13 +124,15 @@ pub struct SupervisorState {
     socket: std::net::TcpListener,
     server: Arc<McpServer>,
     gate: Option<Arc<crate::transport::auth::Gate>>,
-    store_writer: SlotWriter<StoreMsg>,
-    store_slot: Slot<StoreMsg>,
+    store_writers: Vec<SlotWriter<StoreMsg>>,
+    store: EventStoreHandle,
+    /// What the in-memory shards hold together; outlives their restarts.
+    budget: Arc<SharedBudget>,
     session_writer: SlotWriter<SessionMsg>,
     session_slot: Slot<SessionMsg>,
     listener_writer: SlotWriter<ListenerMsg>,
     listener_slot: Slot<ListenerMsg>,
-    store_heir: Option<Heir<StoreTables<Backend>>>,
+    store_heirs: Vec<Option<Heir<StoreTables<Backend>>>>,
     redis: Option<RedisLink>,
     /// Renews this replica's lease and answers lapsed replicas' requests (Redis only);
     /// started before the listener, dropped (stopped) when the tree stops.
@@ -150,8 +141,11 @@ pub struct SupervisorState {
     running: Vec<(Child, ActorCell)>,
     /// When each running child's current incarnation started.
     since: Vec<(Child, Instant)>,
-    /// Restarts of each child, by [`metrics::ActorName`] index.
+    /// Restarts of each child, by [`metrics::ActorName`] index (the store's shards
+    /// together).
     restarts: [u32; 3],
+    /// Restarts of each store shard.
+    shard_restarts: Vec<u32>,
     started: Instant,
     /// Cancelled when the tree stops: every session's running requests end.
     cancel: tokio_util::sync::CancellationToken,
@@ -166,11 +160,16 @@ pub struct RootSupervisor;
 
 impl SupervisorState {
     fn store_handle(&self) -> EventStoreHandle {
-        EventStoreHandle::new(self.store_slot.clone())
+        self.store.clone()
     }
 
-    fn new_tables(&self) -> StoreTables<Backend> {
-        let backend = Backend::new(self.redis.clone(), self.config.server.session_timeout.get());
+    fn new_tables(&self, shard: usize) -> StoreTables<Backend> {
+        let backend = Backend::new(
+            self.redis.clone(),
+            self.config.server.session_timeout.get(),
+            &self.budget,
+            shard,
+        );
         StoreTables::new(backend)
             .with_max_per_stream(self.config.sse.max_connections_per_stream.get())
     }
@@ -193,10 +192,12 @@ impl SupervisorState {
     ) -> Result<(), ActorProcessingErr> {
         let sse = &self.config.sse;
         let cell = match child {
-            Child::EventStore => {
-                let tables = store.unwrap_or_else(|| self.new_tables());
+            Child::EventStore(shard) => {
+                let tables = store.unwrap_or_else(|| self.new_tables(shard));
                 let (tables, heir) = lend(tables);
-                self.store_heir = Some(heir);
+                if let Some(slot) = self.store_heirs.get_mut(shard) {
+                    *slot = Some(heir);
+                }
                 let args = StoreArgs {
                     tables,
                     retention: Retention {
@@ -211,6 +212,7 @@ impl SupervisorState {
                     },
                     cleanup_interval: sse.cleanup_interval.get(),
                     retry_interval: self.config.store.retry_interval.get(),
+                    shards: self.store_handle(),
                 };
                 let (actor, _) = Actor::spawn_linked(
                     None,
@@ -219,7 +221,9 @@ impl SupervisorState {
                     supervisor,
                 )
                 .await?;
-                self.store_writer.publish(Some(actor.clone()));
+                if let Some(writer) = self.store_writers.get(shard) {
+                    writer.publish(Some(actor.clone()));
+                }
                 actor.get_cell()
             }
             Child::SessionManager => {
@@ -274,37 +278,13 @@ impl SupervisorState {
         Ok(())
     }
 
-    /// The tree as it stands: each child's state, uptime and restarts.
-    fn tree(&self) -> Tree {
-        let mut running: Vec<&(Child, ActorCell)> = self.running.iter().collect();
-        // In start order, whichever restarted last.
-        running.sort_by_key(|(child, _)| child.metric().index());
-        let children = running
-            .into_iter()
-            .map(|(child, cell)| {
-                let since = self.since.iter().find(|(c, _)| c == child);
-                ChildView {
-                    name: child.name(),
-                    status: cell.get_status(),
-                    uptime: since.map(|(_, at)| at.elapsed()).unwrap_or_default(),
-                    restarts: self
-                        .restarts
-                        .get(child.metric().index())
-                        .copied()
-                        .unwrap_or(0),
-                    children: cell.get_children(),
-                }
-            })
-            .collect();
-        Tree {
-            uptime: self.started.elapsed(),
-            children,
-        }
-    }
-
     fn unpublish(&self, child: Child) {
         match child {
-            Child::EventStore => self.store_writer.publish(None),
+            Child::EventStore(shard) => {
+                if let Some(writer) = self.store_writers.get(shard) {
+                    writer.publish(None);
+                }
+            }
             Child::SessionManager => self.session_writer.publish(None),
             Child::HttpListener => self.listener_writer.publish(None),
         }
@@ -316,18 +296,21 @@ impl SupervisorState {
             let s = &self.config.supervisor;
             return Err(format!(
                 "{} failed more than {} times within {:?}",
-                child.name(),
+                child.label(),
                 s.max_restarts,
                 s.max_window
             ));
         }
         let (mut store, mut sessions) = (None, None);
         match child {
-            Child::EventStore => {
-                if let Some(heir) = self.store_heir.take() {
+            Child::EventStore(shard) => {
+                if let Some(heir) = self.store_heirs.get_mut(shard).and_then(Option::take) {
                     store = heir.reclaim(RECLAIM_WAIT).await;
                     if store.is_none() {
-                        tracing::error!("event store data was not returned; starting empty");
+                        tracing::error!(
+                            shard,
+                            "event store shard's data was not returned; starting empty"
+                        );
                     }
                 }
             }
@@ -343,7 +326,7 @@ impl SupervisorState {
         }
         self.start(child, supervisor, store, sessions)
             .await
-            .map_err(|e| format!("{} could not restart: {e}", child.name()))
+            .map_err(|e| format!("{} could not restart: {e}", child.label()))
     }
 
     async fn stop_children(&mut self, drain: bool) {
@@ -366,11 +349,11 @@ impl SupervisorState {
             let _ = listener.get_cell().wait(Some(CHILD_STOP_WAIT)).await;
         }
         self.cancel.cancel();
-        for child in [
-            Child::HttpListener,
-            Child::SessionManager,
-            Child::EventStore,
-        ] {
+        let shards = (0..self.store_writers.len()).map(Child::EventStore);
+        for child in [Child::HttpListener, Child::SessionManager]
+            .into_iter()
+            .chain(shards)
+        {
             if let Some((_, cell)) = self.running.iter().find(|(c, _)| *c == child) {
                 let _ = cell
                     .stop_and_wait(Some("shutdown".into()), Some(CHILD_STOP_WAIT))
@@ -399,22 +382,26 @@ impl Actor for RootSupervisor {
         args: SupervisorArgs,
     ) -> Result<SupervisorState, ActorProcessingErr> {
         let s = &args.config.supervisor;
+        let shards = args.store_slots.len();
+        let (store_writers, store_slots): (Vec<_>, Vec<_>) = args.store_slots.into_iter().unzip();
         let mut state = SupervisorState {
             intensity: Intensity::new(s.max_restarts, s.max_window.get()),
             since: Vec::new(),
             restarts: [0; 3],
+            shard_restarts: vec![0; shards],
             started: Instant::now(),
             config: args.config,
             socket: args.socket,
             server: args.server,
             gate: args.gate,
-            store_writer: args.store_slot.0,
-            store_slot: args.store_slot.1,
+            store_writers,
+            store: EventStoreHandle::new(store_slots),
+            budget: Arc::new(SharedBudget::new(shards)),
             session_writer: args.session_slot.0,
             session_slot: args.session_slot.1,
             listener_writer: args.listener_slot.0,
             listener_slot: args.listener_slot.1,
-            store_heir: None,
+            store_heirs: (0..shards).map(|_| None).collect(),
             session_heir: None,
             redis: args.redis,
             keeper: None,
@@ -423,7 +410,8 @@ impl Actor for RootSupervisor {
             stopping: false,
             exit: Some(args.exit),
         };
-        for child in [Child::EventStore, Child::SessionManager] {
+        let shards = (0..shards).map(Child::EventStore);
+        for child in shards.chain([Child::SessionManager]) {
             state.start(child, myself.get_cell(), None, None).await?;
         }
         // Hold the lease before this replica takes any request.
@@ -492,13 +480,18 @@ impl Actor for RootSupervisor {
             return Ok(());
         }
         state.unpublish(child);
-        tracing::error!(child = child.name(), reason = %why, "supervised actor exited; restarting");
+        tracing::error!(child = %child.label(), reason = %why, "supervised actor exited; restarting");
         // Whatever its mailbox held died with it.
         metrics::MAILBOX_DEPTH.get(child.metric()).set(0);
         let restarted = state.restart(child, myself.get_cell()).await;
         if restarted.is_ok() {
             metrics::ACTOR_RESTARTS.inc(child.metric());
             if let Some(n) = state.restarts.get_mut(child.metric().index()) {
+                *n += 1;
+            }
+            if let Child::EventStore(shard) = child
+                && let Some(n) = state.shard_restarts.get_mut(shard)
+            {
                 *n += 1;
             }
         }

@@ -1,5 +1,6 @@
-//! [`EventStoreHandle`]: typed access to the current store actor. The only code that
-//! builds [`StoreMsg`]s.
+//! [`EventStoreHandle`]: typed access to the store's shards, each its current actor. The
+//! only code that builds [`StoreMsg`]s, and the only code that knows which shard owns
+//! what.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,12 +30,29 @@ pub enum StoreCallError {
     Unreachable(#[from] SlotError),
 }
 
-/// Typed access to the current store actor.
+/// Typed access to the store's shards, each the current incarnation of its actor. A
+/// session's streams and a record live in one shard, chosen from the id.
 #[derive(Debug, Clone)]
 pub struct EventStoreHandle {
+    shards: Arc<[Shard]>,
+}
+
+/// One shard as its callers reach it.
+#[derive(Debug)]
+struct Shard {
     slot: Slot<StoreMsg>,
-    /// Pushes from other replicas waiting in the store's mailbox (see [`Self::remote`]).
+    /// Pushes from other replicas waiting in the shard's mailbox (see
+    /// [`EventStoreHandle::remote`]).
     pushes: Arc<PushQueue>,
+}
+
+/// Which of `shards` shards keeps record `id` (FNV-1a of the id: stable across processes
+/// and restarts, and cheap).
+fn record_shard(id: &str, shards: usize) -> usize {
+    let hash = id.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    });
+    (hash % shards.max(1) as u64) as usize
 }
 
 /// A nonce unique within this process (a counter) and, through a random base, very likely
@@ -49,12 +67,51 @@ fn next_nonce() -> u64 {
 }
 
 impl EventStoreHandle {
-    /// A handle reading the supervisor's slot for the store.
-    pub fn new(slot: Slot<StoreMsg>) -> Self {
-        Self {
-            slot,
-            pushes: Arc::default(),
+    /// A handle reading the supervisor's slot of each shard, in shard order. Without any
+    /// slot, every call finds the store unavailable.
+    pub fn new(slots: impl IntoIterator<Item = Slot<StoreMsg>>) -> Self {
+        let mut shards: Vec<Shard> = slots
+            .into_iter()
+            .map(|slot| Shard {
+                slot,
+                pushes: Arc::default(),
+            })
+            .collect();
+        if shards.is_empty() {
+            shards.push(Shard {
+                slot: crate::rt::slot::slot("event store").1,
+                pushes: Arc::default(),
+            });
         }
+        Self {
+            shards: shards.into(),
+        }
+    }
+
+    /// How many shards the store has.
+    pub fn shards(&self) -> usize {
+        self.shards.len()
+    }
+
+    /// The shard that owns `session` and its streams.
+    pub fn shard_of(&self, session: SessionId) -> usize {
+        session.shard(self.shards.len())
+    }
+
+    fn at(&self, shard: usize) -> &Shard {
+        &self.shards[shard % self.shards.len()]
+    }
+
+    fn of_session(&self, session: SessionId) -> &Slot<StoreMsg> {
+        &self.at(self.shard_of(session)).slot
+    }
+
+    fn of_key(&self, key: StreamKey) -> &Slot<StoreMsg> {
+        self.of_session(key.session)
+    }
+
+    fn of_record(&self, id: &str) -> &Slot<StoreMsg> {
+        &self.at(record_shard(id, self.shards.len())).slot
     }
 
     /// Stores `payload` on `key`; returns its id once stored, or `None` if the backend is
@@ -84,7 +141,7 @@ impl EventStoreHandle {
         nonce: u64,
     ) -> Result<Option<EventId>, StoreCallError> {
         let result = self
-            .slot
+            .of_key(key)
             .call(
                 |reply| StoreMsg::Append {
                     key,
@@ -108,7 +165,7 @@ impl EventStoreHandle {
         subscriber: Subscriber,
     ) -> Result<Replay, StoreCallError> {
         let result = self
-            .slot
+            .of_key(key)
             .call(
                 |reply| StoreMsg::Subscribe {
                     key,
@@ -140,7 +197,7 @@ impl EventStoreHandle {
         most: usize,
     ) -> Result<Replay, StoreCallError> {
         let result = self
-            .slot
+            .of_key(key)
             .call(
                 |reply| StoreMsg::ReadPage(key, after, most, reply),
                 CALL_TIMEOUT,
@@ -152,13 +209,15 @@ impl EventStoreHandle {
     /// Stops forwarding `key` to `subscriber`; best effort (a restarted store has no
     /// stale subscriber to remove only if it lost its tables).
     pub fn unsubscribe(&self, key: StreamKey, subscriber: ActorId) {
-        let _ = self.slot.cast(StoreMsg::Unsubscribe { key, subscriber });
+        let _ = self
+            .of_key(key)
+            .cast(StoreMsg::Unsubscribe { key, subscriber });
     }
 
     /// Ends stream `key` without a final event and closes its connection (a cancelled
     /// request: no response will come, and a resume must not wait for one).
     pub async fn complete(&self, key: StreamKey) -> Result<(), SlotError> {
-        self.slot
+        self.of_key(key)
             .call(|reply| StoreMsg::Complete(key, reply), CALL_TIMEOUT)
             .await
     }
@@ -166,7 +225,7 @@ impl EventStoreHandle {
     /// Closes the connection following `key` with a `retry:` hint (SSE polling); the
     /// stream goes on and the client resumes it. False if no connection was open.
     pub async fn disconnect(&self, key: StreamKey) -> Result<bool, SlotError> {
-        self.slot
+        self.of_key(key)
             .call(|reply| StoreMsg::Disconnect(key, reply), CALL_TIMEOUT)
             .await
     }
@@ -177,13 +236,17 @@ impl EventStoreHandle {
     /// messages arrive. (Waiting for the store as well kept the session manager idle for a
     /// round trip on every `initialize`.)
     pub async fn open_session(&self, session: SessionId) -> Result<(), SlotError> {
-        self.slot.send(StoreMsg::OpenSession(session)).await
+        self.of_session(session)
+            .send(StoreMsg::OpenSession(session))
+            .await
     }
 
     /// Forgets a session's events and closes its connections. Returns once the store has
     /// the message (so it is handled before anything sent after), not once it is done.
     pub async fn forget_session(&self, session: SessionId) -> Result<(), SlotError> {
-        self.slot.send(StoreMsg::ForgetSession(session)).await
+        self.of_session(session)
+            .send(StoreMsg::ForgetSession(session))
+            .await
     }
 
     /// Stores record `id` (a task's or an execution's) for `ttl`; resolves once any
@@ -196,7 +259,7 @@ impl EventStoreHandle {
     ) -> Result<(), StoreCallError> {
         let id = id.to_owned();
         Ok(self
-            .slot
+            .of_record(&id)
             .call(
                 |reply| StoreMsg::PutRecord {
                     id: id.clone(),
@@ -213,21 +276,47 @@ impl EventStoreHandle {
     pub async fn get_record(&self, id: &str) -> Result<Option<Bytes>, StoreCallError> {
         let id = id.to_owned();
         Ok(self
-            .slot
+            .of_record(&id)
             .call(|reply| StoreMsg::GetRecord(id.clone(), reply), CALL_TIMEOUT)
             .await??)
     }
 
     /// Last positions of a session's streams.
     pub async fn positions(&self, session: SessionId) -> Result<Vec<(StreamNo, u64)>, SlotError> {
-        self.slot
+        self.of_session(session)
             .call(|reply| StoreMsg::Positions(session, reply), CALL_TIMEOUT)
             .await
     }
 
-    /// What the store holds (in memory only; `None` on Redis).
+    /// What the store holds, all shards together (in memory only; `None` on Redis).
     pub async fn occupancy(&self) -> Result<Option<Occupancy>, SlotError> {
-        self.slot.call(StoreMsg::Occupancy, CALL_TIMEOUT).await
+        let mut total: Option<Occupancy> = None;
+        for shard in 0..self.shards.len() {
+            let Some(held) = self.occupancy_of(shard).await? else {
+                return Ok(None);
+            };
+            let sum = total.get_or_insert_with(Occupancy::default);
+            sum.sessions += held.sessions;
+            sum.events += held.events;
+            sum.bytes += held.bytes;
+        }
+        Ok(total)
+    }
+
+    /// Whether every shard answers (readiness).
+    pub async fn ping(&self) -> Result<(), SlotError> {
+        for shard in 0..self.shards.len() {
+            self.occupancy_of(shard).await?;
+        }
+        Ok(())
+    }
+
+    /// What shard `shard` holds (in memory only; `None` on Redis).
+    pub async fn occupancy_of(&self, shard: usize) -> Result<Option<Occupancy>, SlotError> {
+        self.at(shard)
+            .slot
+            .call(StoreMsg::Occupancy, CALL_TIMEOUT)
+            .await
     }
 
     /// Up to `limit` of a session's open streams, newest first, with their last positions
@@ -237,7 +326,7 @@ impl EventStoreHandle {
         session: SessionId,
         limit: usize,
     ) -> Result<Vec<(StreamNo, u64)>, SlotError> {
-        self.slot
+        self.of_session(session)
             .call(
                 |reply| StoreMsg::OpenStreams(session, limit, reply),
                 CALL_TIMEOUT,
@@ -250,33 +339,42 @@ impl EventStoreHandle {
     /// [`crate::event_store::redis::channel::MAX_QUEUED_PUSHES`] waiting pushes it is
     /// dropped, and the store catches up from Redis instead.
     pub fn remote(&self, key: StreamKey, news: StreamNews) {
-        match self.pushes.admit() {
+        let shard = self.at(self.shard_of(key.session));
+        match shard.pushes.admit() {
             Admission::Queue(queued) => {
-                let _ = self.slot.cast(StoreMsg::Remote(key, news, queued));
+                let _ = shard.slot.cast(StoreMsg::Remote(key, news, queued));
             }
             Admission::Lost(loss) => {
-                let _ = self.slot.cast(StoreMsg::FeedLost(Some(loss)));
+                let _ = shard.slot.cast(StoreMsg::FeedLost(Some(loss)));
             }
             Admission::Drop => {}
         }
     }
 
-    /// The pub/sub feed lost messages (its connection dropped): once it is back, the
-    /// store reads what the followed streams missed. Never waits.
+    /// The pub/sub feed lost messages (its connection dropped): once it is back, every
+    /// shard reads what its followed streams missed. Never waits.
     pub fn feed_lost(&self) {
-        if let Some(loss) = self.pushes.lost() {
-            let _ = self.slot.cast(StoreMsg::FeedLost(Some(loss)));
+        for shard in self.shards.iter() {
+            if let Some(loss) = shard.pushes.lost() {
+                let _ = shard.slot.cast(StoreMsg::FeedLost(Some(loss)));
+            }
         }
     }
 
-    /// The current incarnation's id (observability and tests).
-    pub fn current_id(&self) -> Option<ActorId> {
-        self.slot.current().map(|a| a.get_id())
+    /// Asks shard `shard` to trim the store back under its store-wide budget; `hops`
+    /// counts the shards that handed the work on so far. Never waits.
+    pub(super) fn trim(&self, shard: usize, hops: usize) {
+        let _ = self.at(shard).slot.cast(StoreMsg::Trim(hops));
     }
 
-    /// Fault injection: makes the store actor panic.
+    /// The current incarnation's id of shard `shard` (observability and tests).
+    pub fn current_id(&self, shard: usize) -> Option<ActorId> {
+        self.at(shard).slot.current().map(|a| a.get_id())
+    }
+
+    /// Fault injection: makes shard `shard`'s actor panic.
     #[doc(hidden)]
-    pub fn inject_panic(&self) -> Result<(), SlotError> {
-        self.slot.cast(StoreMsg::InjectPanic)
+    pub fn inject_panic(&self, shard: usize) -> Result<(), SlotError> {
+        self.at(shard).slot.cast(StoreMsg::InjectPanic)
     }
 }

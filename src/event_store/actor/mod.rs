@@ -1,6 +1,7 @@
-//! The store actor: owns the backend (lent by the supervisor, so events survive a crash of
-//! this actor), enforces retention with a periodic sweep, and forwards every stored event
-//! to the connection subscribed to its stream.
+//! The store actor, one per shard: owns its shard's backend (lent by the supervisor, so
+//! events survive a crash of this actor), enforces retention with a periodic sweep, and
+//! forwards every stored event to the connection subscribed to its stream. A session's
+//! streams all live in one shard, so each stream's order is one actor's order.
 //!
 //! - [`tables`]: the tables it keeps across restarts, and forwarding in order;
 //! - `subscribers`: the connections following one stream, active and parked;
@@ -140,6 +141,9 @@ pub enum StoreMsg {
     FeedLost(Option<PendingLoss>),
     /// Timer: try to catch up after [`StoreMsg::FeedLost`].
     Resync,
+    /// Another shard found the store over its store-wide budget with older events here:
+    /// evict them (the number counts the shards that handed the work on so far).
+    Trim(usize),
     /// Fault injection for supervision tests: panic inside the actor.
     InjectPanic,
 }
@@ -165,6 +169,7 @@ impl StoreMsg {
             Self::Remote(..) => "remote",
             Self::FeedLost(..) => "feed_lost",
             Self::Resync => "resync",
+            Self::Trim(..) => "trim",
             Self::InjectPanic => "inject_panic",
         }
     }
@@ -195,6 +200,8 @@ pub struct StoreArgs<B: EventStore> {
     pub cleanup_interval: Duration,
     /// Wait between attempts to catch up with a lost pub/sub feed (`store.retry_interval`).
     pub retry_interval: Duration,
+    /// Every shard of the store, this one included: where trimming is handed on.
+    pub shards: EventStoreHandle,
 }
 
 /// Running state of the store actor.
@@ -203,6 +210,7 @@ pub struct StoreState<B: EventStore> {
     tables: Lent<StoreTables<B>>,
     sweep: tokio::task::JoinHandle<()>,
     catch_up: CatchUp,
+    shards: EventStoreHandle,
 }
 
 impl<B: EventStore> Actor for EventStoreActor<B> {
@@ -228,6 +236,7 @@ impl<B: EventStore> Actor for EventStoreActor<B> {
             tables,
             sweep,
             catch_up: CatchUp::new(args.retry_interval),
+            shards: args.shards,
         })
     }
 
@@ -255,7 +264,19 @@ impl<B: EventStore> Actor for EventStoreActor<B> {
             MAILBOX_DEPTH.get(ActorName::EventStore).dec_to_zero();
         }
         let span = tracing::debug_span!("event_store.handle", msg = msg.name());
+        let hops = match msg {
+            StoreMsg::Trim(hops) => hops,
+            _ => 0,
+        };
         handle(msg, state, &myself).instrument(span).await;
+        // An append, a sweep or a trim may have left the store over budget with older
+        // events in another shard: that shard evicts them. A hand-off always evicts or
+        // corrects a stale published age, so a few hops per shard end it.
+        if let Some(next) = state.tables.backend.take_trim_elsewhere()
+            && hops < 2 * state.shards.shards()
+        {
+            state.shards.trim(next, hops + 1);
+        }
         Ok(())
     }
 }
@@ -361,6 +382,7 @@ async fn handle<B: EventStore>(
                 );
             }
         }
+        StoreMsg::Trim(_) => tables.backend.trim(),
         StoreMsg::InjectPanic => panic!("fault injection: event store"),
     }
 }

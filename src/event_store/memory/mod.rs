@@ -9,10 +9,12 @@
 //! `logs` holds the per-session and per-stream logs; `tests` the unit tests of the
 //! retention arithmetic (TTL, caps, eviction, windows).
 
+mod budget;
 mod logs;
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -23,16 +25,24 @@ use super::{
 };
 use crate::ids::SessionId;
 use crate::telemetry::metrics::{EVENTS_EVICTED, Eviction};
+pub use budget::SharedBudget;
 use logs::{RECENT_NONCES, SessionLog, Stored, StreamLog, Totals, expire_log};
 
-/// In-process event storage. Not shared: the store actor owns it (lent by the supervisor,
-/// so it outlives a crash of the actor).
+/// In-process event storage: one shard of it. Not shared: its store actor owns it (lent by
+/// the supervisor, so it outlives a crash of the actor). The shards of one store share a
+/// [`SharedBudget`].
 #[derive(Debug)]
 pub struct MemoryStore {
     retention: Retention,
     sessions: HashMap<SessionId, SessionLog>,
-    /// Events and bytes held across every session, against `sse.max_total_*`.
+    /// Events and bytes this shard holds.
     totals: Totals,
+    /// What all shards hold, against `sse.max_total_*` and `tasks.max_tasks`.
+    shared: Arc<SharedBudget>,
+    /// This shard's index in `shared`.
+    shard: usize,
+    /// The store is over budget and another shard holds older events: it should trim.
+    trim_elsewhere: Option<usize>,
     /// Task records with the instant each expires.
     tasks: HashMap<String, (Bytes, Instant)>,
 }
@@ -44,14 +54,34 @@ impl Default for MemoryStore {
 }
 
 impl MemoryStore {
-    /// An empty store with the given limits.
+    /// An empty store with the given limits, alone in its budget.
     pub fn new(retention: Retention) -> Self {
+        Self::shard(retention, Arc::new(SharedBudget::new(1)), 0)
+    }
+
+    /// An empty shard `shard` of a store whose shards share `shared`.
+    pub fn shard(retention: Retention, shared: Arc<SharedBudget>, shard: usize) -> Self {
         Self {
             retention,
             sessions: HashMap::new(),
             totals: Totals::default(),
+            shared,
+            shard,
+            trim_elsewhere: None,
             tasks: HashMap::new(),
         }
+    }
+
+    /// Accounts for a session that held `before` and now holds `after` (events, bytes),
+    /// here and in the shared budget.
+    fn account(&mut self, before: (usize, usize), after: (usize, usize)) {
+        self.totals.apply(before, after);
+        self.shared.apply(before, after);
+    }
+
+    /// The arrival of this shard's oldest event (one pass over its sessions).
+    fn oldest_at(&self) -> Option<Instant> {
+        self.sessions.values().filter_map(SessionLog::oldest_at).min()
     }
 
     /// Events and payload bytes `session` holds.
@@ -61,17 +91,25 @@ impl MemoryStore {
             .map_or((0, 0), |s| (s.arrivals.len(), s.bytes))
     }
 
-    /// Past `sse.max_total_events` or `sse.max_total_bytes`, evicts the oldest events of
-    /// any session until the store is back under nine tenths of both: one pass over the
-    /// sessions per batch, not per event.
+    /// Past `sse.max_total_events` or `sse.max_total_bytes` (across all shards), evicts
+    /// the oldest events of the store until it is back under nine tenths of both (see
+    /// [`Self::trim`]).
     fn enforce_totals(&mut self) {
+        let (events, bytes) = self.shared.held();
+        if events > self.retention.max_total_events || bytes > self.retention.max_total_bytes {
+            self.trim();
+        }
+    }
+
+    /// Evicts this shard's oldest events while the store is over nine tenths of its
+    /// budget and they are the oldest of any shard: one pass over the sessions per batch,
+    /// not per event. Where another shard holds older events, it is named in
+    /// [`Self::take_trim_elsewhere`] for the store actor to hand the rest over to.
+    pub fn trim(&mut self) {
         let (max_events, max_bytes) = (
             self.retention.max_total_events,
             self.retention.max_total_bytes,
         );
-        if self.totals.events <= max_events && self.totals.bytes <= max_bytes {
-            return;
-        }
         // Nine tenths, rounded up: a small budget still keeps all but what it must drop.
         let (low_events, low_bytes) = (max_events - max_events / 10, max_bytes - max_bytes / 10);
         let mut oldest: BinaryHeap<Reverse<(Instant, SessionId)>> = self
@@ -79,7 +117,17 @@ impl MemoryStore {
             .iter()
             .filter_map(|(id, s)| Some(Reverse((s.oldest_at()?, *id))))
             .collect();
-        while self.totals.events > low_events || self.totals.bytes > low_bytes {
+        self.trim_elsewhere = None;
+        loop {
+            let mine = oldest.peek().map(|Reverse((at, _))| *at);
+            let (events, bytes) = self.shared.held();
+            if events <= low_events && bytes <= low_bytes {
+                break;
+            }
+            if let Some(other) = self.shared.older_elsewhere(self.shard, mine) {
+                self.trim_elsewhere = Some(other);
+                break;
+            }
             let Some(Reverse((_, id))) = oldest.pop() else {
                 break;
             };
@@ -92,9 +140,17 @@ impl MemoryStore {
             if let Some(at) = log.oldest_at() {
                 oldest.push(Reverse((at, id)));
             }
-            self.totals.apply(before, after);
+            self.account(before, after);
             EVENTS_EVICTED.inc(Eviction::Total);
         }
+        let mine = oldest.peek().map(|Reverse((at, _))| *at);
+        self.shared.publish_oldest(self.shard, mine);
+    }
+
+    /// The shard the last append or trim found holding older events while the store is
+    /// over budget; taken once.
+    pub fn take_trim_elsewhere(&mut self) -> Option<usize> {
+        self.trim_elsewhere.take()
     }
 
     /// Number of events held, for tests and metrics.
@@ -123,7 +179,7 @@ impl MemoryStore {
         };
         let n = expire_log(log, ttl, now);
         let after = self.size_of(session);
-        self.totals.apply(before, after);
+        self.account(before, after);
         n
     }
 
@@ -155,7 +211,10 @@ impl MemoryStore {
         let before = self.size_of(key.session);
         let appended = self.append_to_session(key, payload, last, nonce, now);
         let after = self.size_of(key.session);
-        self.totals.apply(before, after);
+        self.account(before, after);
+        if after.0 > before.0 {
+            self.shared.note_arrival(self.shard, now);
+        }
         self.enforce_totals();
         appended
     }
@@ -323,9 +382,24 @@ impl MemoryStore {
             let size = (log.arrivals.len(), log.bytes);
             stats.expired_events += expire_log(log, ttl, now);
             stats.dropped_streams += before - log.streams.len();
-            self.totals.apply(size, (log.arrivals.len(), log.bytes));
+            let held = (log.arrivals.len(), log.bytes);
+            self.totals.apply(size, held);
+            self.shared.apply(size, held);
         }
+        // The pass over the sessions is made anyway: publish the truth, which expiry made
+        // later.
+        self.shared.publish_oldest(self.shard, self.oldest_at());
+        // Shards that take no appends trim here.
+        self.enforce_totals();
         stats
+    }
+}
+
+impl MemoryStore {
+    fn drop_expired_tasks(&mut self, now: Instant) {
+        let before = self.tasks.len();
+        self.tasks.retain(|_, (_, expires)| *expires > now);
+        self.shared.release_tasks(before - self.tasks.len());
     }
 }
 
@@ -370,12 +444,12 @@ impl EventStore for MemoryStore {
     async fn forget_session(&mut self, session: SessionId) {
         let size = self.size_of(session);
         self.sessions.remove(&session);
-        self.totals.apply(size, (0, 0));
+        self.account(size, (0, 0));
     }
 
     async fn sweep(&mut self) -> SweepStats {
         let now = Instant::now();
-        self.tasks.retain(|_, (_, expires)| *expires > now);
+        self.drop_expired_tasks(now);
         self.sweep_at(now)
     }
 
@@ -386,10 +460,12 @@ impl EventStore for MemoryStore {
         ttl: Duration,
     ) -> Result<(), StoreError> {
         let now = Instant::now();
-        if !self.tasks.contains_key(id) && self.tasks.len() >= self.retention.max_tasks {
-            // Expired records still count until a sweep: drop them before refusing.
-            self.tasks.retain(|_, (_, expires)| *expires > now);
-            if self.tasks.len() >= self.retention.max_tasks {
+        let max = self.retention.max_tasks;
+        if !self.tasks.contains_key(id) && !self.shared.reserve_task(max) {
+            // Expired records still count until a sweep: drop this shard's before
+            // refusing (other shards drop theirs at their next sweep).
+            self.drop_expired_tasks(now);
+            if !self.shared.reserve_task(max) {
                 return Err(StoreError::TooManyTasks);
             }
         }
@@ -444,6 +520,14 @@ impl EventStore for MemoryStore {
 
     fn set_retention(&mut self, retention: Retention) {
         self.retention = retention;
+    }
+
+    fn trim(&mut self) {
+        MemoryStore::trim(self);
+    }
+
+    fn take_trim_elsewhere(&mut self) -> Option<usize> {
+        MemoryStore::take_trim_elsewhere(self)
     }
 }
 

@@ -280,3 +280,87 @@ fn with_replay_disabled_nothing_is_kept() {
     assert_eq!(r.outcome, ReplayOutcome::Disabled);
     assert!(r.events.is_empty());
 }
+
+/// Follows the hand-offs the store actors would send, from shard `from`.
+fn settle(shards: &mut [MemoryStore], mut from: usize) {
+    for _ in 0..2 * shards.len() {
+        let Some(next) = shards[from].take_trim_elsewhere() else {
+            return;
+        };
+        shards[next].trim();
+        from = next;
+    }
+    panic!("the hand-offs did not end");
+}
+
+#[tokio::test]
+async fn shards_share_one_budget_and_evict_the_oldest_of_any_shard() {
+    let budget = Arc::new(SharedBudget::new(3));
+    let limits = Retention {
+        max_total_events: 10,
+        ..retention(100)
+    };
+    let mut shards: Vec<MemoryStore> = (0..3)
+        .map(|n| MemoryStore::shard(limits, budget.clone(), n))
+        .collect();
+    let t = Instant::now();
+    let at = |s: u64| t + Duration::from_secs(s);
+    let keys: Vec<StreamKey> = (0..3)
+        .map(|_| StreamKey::new(SessionId::random(), StreamNo(1)))
+        .collect();
+    // Shard 0 holds the oldest events, shard 2 the newest: 10 in all, the budget.
+    for (shard, key) in keys.iter().enumerate() {
+        shards[shard].open_session_now(key.session);
+    }
+    let mut second = 0;
+    let mut append = |shards: &mut Vec<MemoryStore>, shard: usize, n: u64| {
+        for _ in 0..n {
+            let e = shards[shard].append_at(keys[shard], Bytes::from_static(b"e"), false, second, at(second));
+            assert!(e.is_ok());
+            second += 1;
+            settle(shards, shard);
+        }
+    };
+    append(&mut shards, 0, 4);
+    append(&mut shards, 1, 3);
+    append(&mut shards, 2, 3);
+    assert_eq!(budget.held().0, 10, "at the budget, nothing goes");
+    let missing = |shards: &mut Vec<MemoryStore>, shard: usize| {
+        let r = shards[shard].replay_after_at(keys[shard], Some(0), at(20));
+        match r.map(|r| r.outcome) {
+            Ok(ReplayOutcome::Truncated { missing }) => missing,
+            Ok(_) => 0,
+            Err(e) => panic!("{e}"),
+        }
+    };
+    // Shard 2 goes over; the oldest events are shard 0's, which evicts them.
+    append(&mut shards, 2, 1);
+    assert_eq!(budget.held().0, 9, "down to nine tenths");
+    assert_eq!(
+        [0, 1, 2].map(|s| missing(&mut shards, s)),
+        [2, 0, 0],
+        "the two oldest of the store went, from the shard that held them"
+    );
+    // Again, twice: shard 0 runs dry, and then shard 1 holds the oldest.
+    append(&mut shards, 2, 2);
+    append(&mut shards, 2, 2);
+    assert_eq!(budget.held().0, 9);
+    assert_eq!([0, 1, 2].map(|s| missing(&mut shards, s)), [4, 2, 0]);
+    // The shared counts are exactly what the shards hold.
+    let held: u64 = shards
+        .iter()
+        .filter_map(|s| s.occupancy())
+        .map(|o| o.events)
+        .sum();
+    assert_eq!(held, budget.held().0 as u64);
+    // Task records count against one budget too.
+    let ttl = Duration::from_secs(60);
+    for (shard, id) in [(0, "a"), (1, "b"), (2, "c"), (0, "d"), (1, "e"), (2, "f"), (0, "g"), (1, "h"), (2, "i"), (0, "j")] {
+        assert!(shards[shard].put_record(id, Bytes::new(), ttl).await.is_ok());
+    }
+    assert_eq!(budget.tasks(), 10);
+    let refused = shards[1].put_record("k", Bytes::new(), ttl).await;
+    assert_eq!(refused, Err(StoreError::TooManyTasks), "max_tasks across shards");
+    let replaced = shards[0].put_record("a", Bytes::from_static(b"2"), ttl).await;
+    assert!(replaced.is_ok(), "replacing a record needs no room");
+}
