@@ -39,9 +39,10 @@
 //! ```text
 //! RootSupervisor            one_for_one, restart intensity from [supervisor]; escalates past it;
 //! │                         lends each child its data and publishes it in a slot for the handles
-//! ├── EventStoreActor       owns the event tables (lent by the root, so they survive a crash);
-//! │                         sweep timer; feeds each stored event to the connection following
-//! │                         its stream
+//! ├── EventStoreActor × N   one per shard (`store.shards`), each restarted alone; owns its
+//! │                         shard's tables (lent by the root, so they survive a crash);
+//! │                         sweep timer; feeds each stored event to the connection
+//! │                         following its stream
 //! ├── SessionManager        owns the session table (lent likewise); idle expiry; DELETE
 //! ├── LeaseKeeper           Redis only, a task: renews this replica's lease and answers the
 //! │                         requests of replicas whose lease lapsed

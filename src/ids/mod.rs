@@ -4,7 +4,9 @@
 //! store, the sessions, the streams and the transport can all name the same ids.
 
 pub mod event_id;
+pub mod hash;
 pub mod session_id;
 
+pub use hash::IdMap;
 pub use event_id::{EventId, EventIdError, STREAM_BITS, StreamKey, StreamNo};
 pub use session_id::{SessionId, SessionIdError};

@@ -12,7 +12,7 @@ use super::SessionId;
 use super::hold::{HoldEntry, SessionHold};
 use super::party::{Party, left};
 use super::record::{ClientOutcome, NewSession, SessionRecord};
-use crate::ids::{STREAM_BITS, StreamNo};
+use crate::ids::{IdMap, STREAM_BITS, StreamNo};
 use crate::protocol::RequestId;
 
 /// Most resource subscriptions one session may hold.
@@ -45,7 +45,7 @@ pub enum TouchError {
 /// All live sessions.
 #[derive(Debug, Default)]
 pub struct SessionTable {
-    sessions: HashMap<SessionId, SessionRecord>,
+    sessions: IdMap<SessionId, SessionRecord>,
     /// This replica's number: the bits above [`STREAM_BITS`] of the stream numbers it
     /// allocates and part of its ids for requests to clients, so replicas sharing a
     /// session never allocate the same one.

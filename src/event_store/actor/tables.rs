@@ -14,7 +14,6 @@
 //! standalone stream never ends, so a parked connection would only wait: there the newer
 //! connection supersedes the older at once.
 
-use std::collections::HashMap;
 
 use bytes::Bytes;
 use ractor::ActorId;
@@ -22,6 +21,7 @@ use ractor::ActorId;
 use super::subscribers::{Subscriber, UNSTORED_MEMORY, payload_hash};
 use crate::event_store::feed::{Feed, FeedEnd};
 use crate::event_store::{Event, EventStore, ReplayOutcome, StreamKey};
+use crate::ids::IdMap;
 
 /// Connections one stream may have on a replica unless configured
 /// (`sse.max_connections_per_stream`).
@@ -32,7 +32,7 @@ pub const DEFAULT_MAX_PER_STREAM: usize = 4;
 pub struct StoreTables<B> {
     /// The events.
     pub backend: B,
-    pub(super) subscribers: HashMap<StreamKey, Subscriber>,
+    pub(super) subscribers: IdMap<StreamKey, Subscriber>,
     /// Most connections (active and parked) following one stream.
     max_per_stream: usize,
 }
@@ -48,7 +48,7 @@ impl<B: EventStore> StoreTables<B> {
     pub fn new(backend: B) -> Self {
         Self {
             backend,
-            subscribers: HashMap::new(),
+            subscribers: IdMap::default(),
             max_per_stream: DEFAULT_MAX_PER_STREAM,
         }
     }

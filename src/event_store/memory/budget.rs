@@ -16,6 +16,19 @@
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
 
+/// Moves `counter` by `after - before`.
+fn shift(counter: &AtomicUsize, before: usize, after: usize) {
+    match after.cmp(&before) {
+        std::cmp::Ordering::Greater => {
+            counter.fetch_add(after - before, Ordering::Relaxed);
+        }
+        std::cmp::Ordering::Less => {
+            counter.fetch_sub(before - after, Ordering::Relaxed);
+        }
+        std::cmp::Ordering::Equal => {}
+    }
+}
+
 /// Published when a shard holds no event (as far as it last looked).
 const NONE_HELD: u64 = u64::MAX;
 
@@ -54,13 +67,11 @@ impl SharedBudget {
         )
     }
 
-    /// A shard that held `before` (events, bytes) now holds `after`.
+    /// A shard that held `before` (events, bytes) now holds `after`: one atomic add or
+    /// subtract per count that changed (the line they share is written by every shard).
     pub(super) fn apply(&self, before: (usize, usize), after: (usize, usize)) {
-        // Adding first keeps the counters from passing below zero between the two steps.
-        self.events.fetch_add(after.0, Ordering::Relaxed);
-        self.events.fetch_sub(before.0, Ordering::Relaxed);
-        self.bytes.fetch_add(after.1, Ordering::Relaxed);
-        self.bytes.fetch_sub(before.1, Ordering::Relaxed);
+        shift(&self.events, before.0, after.0);
+        shift(&self.bytes, before.1, after.1);
     }
 
     /// Counts one more task record if fewer than `max` are held; false if not.

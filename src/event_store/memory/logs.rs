@@ -2,12 +2,12 @@
 //! stream, and the totals held across sessions. Arrival order is age order, so eviction
 //! (by age, count or bytes) pops the session's front, which is also its stream's front.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
-use crate::ids::StreamNo;
+use crate::ids::{IdMap, StreamNo};
 use crate::telemetry::metrics::{EVENTS_EVICTED, Eviction};
 
 /// Events and bytes held across every session.
@@ -32,7 +32,7 @@ pub(super) struct SessionLog {
     pub(super) arrivals: VecDeque<StreamNo>,
     /// Payload bytes retained.
     pub(super) bytes: usize,
-    pub(super) streams: HashMap<StreamNo, StreamLog>,
+    pub(super) streams: IdMap<StreamNo, StreamLog>,
 }
 
 /// One stream's retained events and what is known of the ones before them.

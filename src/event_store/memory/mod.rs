@@ -23,7 +23,7 @@ use super::{
     Appended, Event, EventStore, Occupancy, Replay, ReplayOutcome, Retention, StoreError,
     StreamKey, StreamNo, SweepStats,
 };
-use crate::ids::SessionId;
+use crate::ids::{IdMap, SessionId};
 use crate::telemetry::metrics::{EVENTS_EVICTED, Eviction};
 pub use budget::SharedBudget;
 use logs::{RECENT_NONCES, SessionLog, Stored, StreamLog, Totals, expire_log};
@@ -34,7 +34,7 @@ use logs::{RECENT_NONCES, SessionLog, Stored, StreamLog, Totals, expire_log};
 #[derive(Debug)]
 pub struct MemoryStore {
     retention: Retention,
-    sessions: HashMap<SessionId, SessionLog>,
+    sessions: IdMap<SessionId, SessionLog>,
     /// Events and bytes this shard holds.
     totals: Totals,
     /// What all shards hold, against `sse.max_total_*` and `tasks.max_tasks`.
@@ -63,7 +63,7 @@ impl MemoryStore {
     pub fn shard(retention: Retention, shared: Arc<SharedBudget>, shard: usize) -> Self {
         Self {
             retention,
-            sessions: HashMap::new(),
+            sessions: IdMap::default(),
             totals: Totals::default(),
             shared,
             shard,
