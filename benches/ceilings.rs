@@ -22,19 +22,20 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use otpmcp::event_store::Feed;
-use otpmcp::event_store::actor::{StoreArgs, StoreTables};
 use otpmcp::event_store::memory::SharedBudget;
-use otpmcp::event_store::{EventStoreActor, EventStoreHandle, MemoryStore, Retention};
+use otpmcp::event_store::{EventStoreHandle, MemoryStore, Retention};
 use otpmcp::ids::{SessionId, StreamKey, StreamNo};
 use otpmcp::protocol::RequestId;
 use otpmcp::protocol::version::ProtocolVersion;
 use otpmcp::rt::heir::lend;
 use otpmcp::rt::slot::slot;
 use otpmcp::session::{Directory, NewSession, SessionArgs, SessionHandle, SessionManager};
-use ractor::{Actor, ActorProcessingErr, ActorRef};
+use ractor::Actor;
+use support::{PAYLOAD, Sink};
 use tokio::runtime::{Handle, Runtime};
 use tokio::sync::{mpsc, oneshot};
+
+mod support;
 
 /// Sessions (and streams) the messages are spread over.
 const CALLERS: u64 = 64;
@@ -46,19 +47,6 @@ fn batch() -> u64 {
         .unwrap_or(50_000)
 }
 const RUNS: usize = 5;
-const PAYLOAD: &[u8] = br#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progress":17,"progressToken":"bench","total":10000}}"#;
-
-/// Follows a stream in place of a connection: receives and drops what the store feeds it.
-struct Sink;
-
-impl Actor for Sink {
-    type Msg = Feed;
-    type State = ();
-    type Arguments = ();
-    async fn pre_start(&self, _: ActorRef<Feed>, _: ()) -> Result<(), ActorProcessingErr> {
-        Ok(())
-    }
-}
 
 /// CPU time this thread has run, in nanoseconds.
 fn thread_cpu_ns() -> u64 {
@@ -114,31 +102,11 @@ impl Dedicated {
 async fn store_shard(on: &Handle) -> EventStoreHandle {
     let (writer, reader) = slot("event store");
     let handle = EventStoreHandle::new([reader]);
-    let shards = handle.clone();
-    let spawned = on.spawn(async move {
-        let store = MemoryStore::shard(Retention::default(), Arc::new(SharedBudget::new(1)), 0);
-        let (tables, heir) = lend(StoreTables::new(store));
-        std::mem::forget(heir);
-        let args = StoreArgs {
-            tables,
-            retention: Retention {
-                max_session_events: usize::MAX,
-                max_session_bytes: usize::MAX,
-                max_total_events: usize::MAX,
-                max_total_bytes: usize::MAX,
-                ..Retention::default()
-            },
-            cleanup_interval: Duration::from_secs(3600),
-            retry_interval: Duration::from_secs(1),
-            shards,
-        };
-        Actor::spawn(None, EventStoreActor::<MemoryStore>::default(), args).await
-    });
-    let Ok(Ok((actor, _))) = spawned.await else {
-        panic!("the store did not start");
-    };
-    writer.publish(Some(actor));
-    std::mem::forget(writer);
+    let store = MemoryStore::shard(Retention::default(), Arc::new(SharedBudget::new(1)), 0);
+    let started = on.spawn(support::spawn_shard(store, writer, handle.clone()));
+    if let Err(e) = started.await {
+        panic!("the store did not start: {e}");
+    }
     handle
 }
 

@@ -12,28 +12,15 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use otpmcp::event_store::actor::{StoreArgs, StoreTables};
 use otpmcp::event_store::memory::SharedBudget;
-use otpmcp::event_store::{EventStoreActor, EventStoreHandle, Feed, MemoryStore, Retention};
+use otpmcp::event_store::{EventStoreHandle, MemoryStore, Retention};
 use otpmcp::ids::{SessionId, StreamKey, StreamNo};
-use otpmcp::rt::heir::lend;
 use otpmcp::rt::slot::slot;
 use otpmcp::stream::sse;
-use ractor::{Actor, ActorProcessingErr, ActorRef};
+use ractor::Actor;
+use support::{PAYLOAD, Sink};
 
-/// Follows a stream in place of a connection: receives and drops what the store feeds it.
-struct Sink;
-
-impl Actor for Sink {
-    type Msg = Feed;
-    type State = ();
-    type Arguments = ();
-    async fn pre_start(&self, _: ActorRef<Feed>, _: ()) -> Result<(), ActorProcessingErr> {
-        Ok(())
-    }
-}
-
-const PAYLOAD: &[u8] = br#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progress":17,"progressToken":"bench","total":10000}}"#;
+mod support;
 
 async fn start_store() -> EventStoreHandle {
     start_shards(1).await
@@ -46,28 +33,7 @@ async fn start_shards(shards: usize) -> EventStoreHandle {
     let budget = Arc::new(SharedBudget::new(shards));
     for (shard, (writer, _)) in slots.into_iter().enumerate() {
         let store = MemoryStore::shard(Retention::default(), budget.clone(), shard);
-        let (tables, heir) = lend(StoreTables::new(store));
-        std::mem::forget(heir);
-        let args = StoreArgs {
-            tables,
-            retention: Retention {
-                enabled: true,
-                event_ttl: Duration::from_secs(3600),
-                replay_window: Duration::from_secs(86_400),
-                max_session_events: 1_000_000,
-                max_session_bytes: usize::MAX,
-                ..Retention::default()
-            },
-            cleanup_interval: Duration::from_secs(3600),
-            retry_interval: Duration::from_secs(1),
-            shards: handle.clone(),
-        };
-        let spawned = Actor::spawn(None, EventStoreActor::<MemoryStore>::default(), args).await;
-        let Ok((actor, _)) = spawned else {
-            panic!("store did not start");
-        };
-        writer.publish(Some(actor));
-        std::mem::forget(writer);
+        support::spawn_shard(store, writer, handle.clone()).await;
     }
     handle
 }

@@ -14,19 +14,17 @@ use bytes::Bytes;
 use criterion::{BenchmarkId, Criterion};
 use otpmcp::cluster::Router;
 use otpmcp::config::{BackendKind, StoreConfig};
-use otpmcp::event_store::actor::{StoreArgs, StoreTables};
 use otpmcp::event_store::redis::{RedisLink, connect};
-use otpmcp::event_store::{
-    Backend, EventStoreActor, EventStoreHandle, Feed, RedisStore, Retention, StoreMsg,
-};
+use otpmcp::event_store::{Backend, EventStoreHandle, Feed, RedisStore, StoreMsg};
 use otpmcp::ids::{SessionId, StreamKey, StreamNo};
-use otpmcp::rt::heir::lend;
 use otpmcp::rt::slot::slot;
 use otpmcp::session::SessionHandle;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::sync::mpsc;
 
-const PAYLOAD: &[u8] = br#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progress":17,"progressToken":"bench","total":10000}}"#;
+mod support;
+
+use support::PAYLOAD;
 
 /// A redis-server of our own, killed on drop.
 struct Server(Child, u16);
@@ -105,28 +103,7 @@ async fn replica(url: &str) -> (EventStoreHandle, RedisLink) {
     .await
     .unwrap_or_else(|e| panic!("{e}"));
     let store = RedisStore::new(link.clone(), Duration::from_secs(3600));
-    let (tables, heir) = lend(StoreTables::new(Backend::Redis(Box::new(store))));
-    std::mem::forget(heir);
-    let args = StoreArgs {
-        tables,
-        retention: Retention {
-            enabled: true,
-            event_ttl: Duration::from_secs(3600),
-            replay_window: Duration::from_secs(86_400),
-            max_session_events: 1_000_000,
-            max_session_bytes: usize::MAX,
-            ..Retention::default()
-        },
-        cleanup_interval: Duration::from_secs(3600),
-        retry_interval: Duration::from_secs(1),
-        shards: handle.clone(),
-    };
-    let Ok((actor, _)) = Actor::spawn(None, EventStoreActor::<Backend>::default(), args).await
-    else {
-        panic!("store did not start");
-    };
-    writer.publish(Some(actor));
-    std::mem::forget(writer);
+    support::spawn_shard(Backend::Redis(Box::new(store)), writer, handle.clone()).await;
     (handle, link)
 }
 

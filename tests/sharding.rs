@@ -103,6 +103,20 @@ async fn finish(mut live: SseReader, mut t: Transcript) -> Transcript {
     t
 }
 
+/// A finished call of `count` events; returns its priming event's id.
+async fn finished_call(client: &Client, count: u64, token: &str) -> String {
+    let args = json!({"count": count, "interval_ms": 0});
+    let mut call = client.call_stream("stream_events", args, Some(token)).await;
+    let priming = call.next().await.and_then(|f| f.id).unwrap_or_default();
+    call.rest().await;
+    priming
+}
+
+/// What a resume after `from` replays, up to the response.
+async fn resumed(client: &Client, from: &str) -> Transcript {
+    finish(client.resume(from).await, Transcript::default()).await
+}
+
 #[tokio::test]
 async fn one_shard_restarts_alone_and_its_streams_resume_exactly() {
     let server = TestServer::start(|c| {
@@ -115,15 +129,7 @@ async fn one_shard_restarts_alone_and_its_streams_resume_exactly() {
     let spared_actor = server.app.child_id(Child::EventStore(kept));
     let crashed_actor = server.app.child_id(Child::EventStore(crashed));
     // A finished call on the crashing shard, whose events must survive.
-    let mut done = hit
-        .call_stream(
-            "stream_events",
-            json!({"count": 5, "interval_ms": 0}),
-            Some("done"),
-        )
-        .await;
-    let priming = done.next().await.and_then(|f| f.id).unwrap_or_default();
-    done.rest().await;
+    let priming = finished_call(&hit, 5, "done").await;
     // A call in flight on each shard across the crash.
     let (hit_live, hit_t) = streaming(&hit, "hit").await;
     let (spared_live, spared_t) = streaming(&spared, "spared").await;
@@ -149,22 +155,10 @@ async fn one_shard_restarts_alone_and_its_streams_resume_exactly() {
         assert!(t.response.is_some(), "{who} shard's call answered");
     }
     // Resume across the restart: exactly what was stored, once each.
-    let mut replay = Transcript::default();
-    let mut r = hit.resume(&priming).await;
-    while let Some(f) = r.next_event().await {
-        if replay.add(&f) {
-            break;
-        }
-    }
+    let replay = resumed(&hit, &priming).await;
     assert_eq!(replay.progress, [1, 2, 3, 4, 5], "stored events survived");
     let resumed_from = hit_t.ids.first().cloned().unwrap_or_default();
-    let mut again = Transcript::default();
-    let mut r = hit.resume(&resumed_from).await;
-    while let Some(f) = r.next_event().await {
-        if again.add(&f) {
-            break;
-        }
-    }
+    let again = resumed(&hit, &resumed_from).await;
     assert_eq!(again.ids.as_slice(), &hit_t.ids[1..], "the resume is exact");
 
     // The dashboard shows the restart on that shard only.
@@ -202,26 +196,10 @@ async fn the_store_wide_budget_holds_across_shards() {
     })
     .await;
     let ((first, _), (second, _)) = two_shards(&server).await;
-    // The first session's 30 events are the oldest of the store.
-    let mut old = first
-        .call_stream(
-            "stream_events",
-            json!({"count": 30, "interval_ms": 0}),
-            Some("old"),
-        )
-        .await;
-    let priming = old.next().await.and_then(|f| f.id).unwrap_or_default();
-    old.rest().await;
-    // Newer events on another shard push the store past its budget.
-    let mut new = second
-        .call_stream(
-            "stream_events",
-            json!({"count": 30, "interval_ms": 0}),
-            Some("new"),
-        )
-        .await;
-    let new_priming = new.next().await.and_then(|f| f.id).unwrap_or_default();
-    new.rest().await;
+    // The first session's 30 events are the oldest of the store; newer events on
+    // another shard push the store past its budget.
+    let priming = finished_call(&first, 30, "old").await;
+    let new_priming = finished_call(&second, 30, "new").await;
     let held = eventually("the shards to trim", || async {
         let held = server.app.store().occupancy().await.ok().flatten()?;
         (held.events <= BUDGET).then_some(held)
@@ -232,22 +210,12 @@ async fn the_store_wide_budget_holds_across_shards() {
         "no more than needed went: {held:?}"
     );
     // What went is the oldest: the first session's, on the other shard.
-    let resumed = |client: Client, from: String| async move {
-        let mut r = client.resume(&from).await;
-        let mut replay = Transcript::default();
-        while let Some(f) = r.next_event().await {
-            if replay.add(&f) {
-                break;
-            }
-        }
-        replay.progress
-    };
-    let old = resumed(first, priming).await;
+    let old = resumed(&first, &priming).await.progress;
     assert!(
         old.first().is_some_and(|p| *p > 1) && old.last() == Some(&30),
         "the oldest events were evicted: {old:?}"
     );
-    let new = resumed(second, new_priming).await;
+    let new = resumed(&second, &new_priming).await.progress;
     assert_eq!(
         new,
         (1..=30).collect::<Vec<_>>(),
