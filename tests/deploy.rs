@@ -1,0 +1,131 @@
+//! The deployment examples stay true: the Kubernetes manifest's configuration loads with
+//! otpmcp's own loader and its timings fit the drain, and the nginx configuration passes
+//! `nginx -t` (Debian's nginx, installed by `scripts/test`).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use otpmcp::Config;
+
+/// An empty directory of this test's own, under the system's temporary directory.
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("otpmcp-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    dir
+}
+
+fn repo(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
+}
+
+fn read(path: &str) -> String {
+    std::fs::read_to_string(repo(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+/// The integer after `key:` on the first line (after `after`, if given) that has it.
+fn number_after(text: &str, after: Option<&str>, key: &str) -> u64 {
+    let start = after.map_or(0, |marker| {
+        text.find(marker)
+            .unwrap_or_else(|| panic!("the manifest has no `{marker}`"))
+    });
+    text[start..]
+        .lines()
+        .find_map(|line| line.trim().strip_prefix(key)?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no `{key}` with a number after {after:?}"))
+}
+
+/// The ConfigMap's `otpmcp.toml`, unindented.
+fn config_map_toml(manifest: &str) -> String {
+    let mut lines = manifest
+        .lines()
+        .skip_while(|line| line.trim() != "otpmcp.toml: |");
+    lines.next();
+    lines
+        .take_while(|line| line.is_empty() || line.starts_with("    "))
+        .map(|line| line.get(4..).unwrap_or(""))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn the_kubernetes_example_loads_and_its_timings_fit_the_drain() {
+    let manifest = read("deploy/kubernetes/otpmcp.yaml");
+    let dir = scratch("k8s");
+    let overlay = dir.join("otpmcp.toml");
+    std::fs::write(&overlay, config_map_toml(&manifest)).unwrap_or_else(|e| panic!("{e}"));
+    // Every variable the manifest sets, with a stand-in for the secret's value.
+    let env: Vec<(String, String)> = manifest
+        .lines()
+        .filter_map(|line| line.trim().strip_prefix("- name: OTPMCP__"))
+        .map(|rest| (format!("OTPMCP__{rest}"), "stand-in".to_owned()))
+        .collect();
+    assert!(!env.is_empty(), "the manifest sets the request-state key");
+    // `dir` has no sys.toml: the defaults, the overlay, the environment.
+    let config = Config::load_with_env(&dir, &[overlay], env)
+        .unwrap_or_else(|e| panic!("the manifest's configuration: {e}"));
+
+    let grace = number_after(&manifest, None, "terminationGracePeriodSeconds:");
+    let pre_stop = number_after(&manifest, Some("preStop:"), "seconds:");
+    // The drain, then up to 5 s for each actor to stop, then exit.
+    let drain = Duration::from_secs(pre_stop) + config.server.shutdown_timeout;
+    assert!(
+        Duration::from_secs(grace) >= drain + Duration::from_secs(10),
+        "terminationGracePeriodSeconds {grace} leaves the drain ({drain:?}) no room"
+    );
+    let admin = u64::from(config.admin.bind.port());
+    assert!(config.admin.enabled && config.admin.allow_remote);
+    assert!(
+        config.admin.allowed_hosts.is_empty(),
+        "kubelet sends the pod IP as Host"
+    );
+    assert_eq!(
+        number_after(&manifest, Some("path: /readyz"), "port:"),
+        admin
+    );
+    assert_eq!(
+        number_after(&manifest, Some("path: /healthz"), "port:"),
+        admin
+    );
+    let mcp = u64::from(config.server.bind.port());
+    assert_eq!(
+        number_after(&manifest, Some("- name: mcp"), "containerPort:"),
+        mcp
+    );
+    let service = &manifest[manifest.find("kind: Service").unwrap_or(0)..];
+    assert_eq!(number_after(service, None, "targetPort:"), mcp);
+    assert!(
+        !service.contains(&admin.to_string()),
+        "the Service does not expose the admin listener"
+    );
+}
+
+#[test]
+fn the_nginx_example_passes_nginx_t() {
+    let dir = scratch("nginx");
+    let prefix = dir.display();
+    let main = format!(
+        "pid {prefix}/nginx.pid;\nerror_log {prefix}/error.log;\nevents {{}}\nhttp {{\n    access_log off;\n    client_body_temp_path {prefix}/body;\n    proxy_temp_path {prefix}/proxy;\n    include {};\n}}\n",
+        repo("deploy/nginx/otpmcp.conf").display()
+    );
+    let conf = dir.join("nginx.conf");
+    std::fs::write(&conf, main).unwrap_or_else(|e| panic!("{e}"));
+    // Debian puts it in /usr/sbin, which a user's PATH may lack.
+    let nginx = ["/usr/sbin/nginx", "/usr/bin/nginx"]
+        .into_iter()
+        .find(|path| Path::new(path).is_file())
+        .unwrap_or("nginx");
+    let out = std::process::Command::new(nginx)
+        .arg("-t")
+        .arg("-p")
+        .arg(&dir)
+        .arg("-c")
+        .arg(&conf)
+        .output()
+        .unwrap_or_else(|e| panic!("nginx (./scripts/test installs Debian's): {e}"));
+    assert!(
+        out.status.success(),
+        "nginx -t: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
