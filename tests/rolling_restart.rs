@@ -1,0 +1,342 @@
+//! Rolling restarts behind Debian's nginx with `deploy/nginx/otpmcp.conf`: three replicas
+//! on one Redis, each restarted in turn under load (SIGTERM, drain, exit, start on the
+//! same port), at a rolling restart's pace. Every streamed session call shorter than the
+//! drain ends with its result and its events exact, resuming across any cut; every
+//! 2026-07-28 call ends with its notes and its result. A request refused before it ran is
+//! sent again: a draining replica's 503, or nginx's 502 for a connection the exiting
+//! replica reset before reading it (nginx does not re-send a POST it already sent; a
+//! client cannot tell that such a call never ran: docs/deployment.md). `scripts/
+//! rolling-restart` runs it longer.
+
+mod common;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use common::redis::RedisServer;
+use common::{Binary, Client, SseReader, Transcript, eventually, within};
+use serde_json::{Value, json};
+
+const REPLICAS: usize = 3;
+
+/// Times each replica is restarted: 2 in CI, more from `scripts/rolling-restart`
+/// (`ROLLING_ROUNDS`).
+fn rounds() -> usize {
+    std::env::var("ROLLING_ROUNDS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(2)
+}
+/// Each streamed call: 10 progress events 30 ms apart, well inside the drain (2 s).
+const EVENTS: u64 = 10;
+/// Streamed calls completed between two restarts: about 3 s of the load.
+const CALLS_BETWEEN: u64 = 40;
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or_else(|e| panic!("a free port: {e}"))
+}
+
+async fn replica(redis: &str, port: u16) -> Binary {
+    Binary::start(
+        &[
+            "--config",
+            concat!(env!("CARGO_MANIFEST_DIR"), "/config/redis.toml"),
+            "--bind",
+            &format!("127.0.0.1:{port}"),
+        ],
+        &[
+            ("OTPMCP__STORE__REDIS_URL", redis),
+            ("OTPMCP__STORE__LEASE_TTL", "1s"),
+            (
+                "OTPMCP__STATELESS__REQUEST_STATE_KEY",
+                "rolling-restart-test-key-0123456789",
+            ),
+        ],
+    )
+    .await
+}
+
+/// nginx with the recommended configuration, its upstreams and port rewritten.
+struct Nginx {
+    child: std::process::Child,
+    url: String,
+}
+
+impl Nginx {
+    async fn start(replicas: &[u16]) -> Self {
+        let dir = std::env::temp_dir().join(format!("otpmcp-nginx-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/nginx/otpmcp.conf");
+        let mut site = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{e}"));
+        for (n, port) in replicas.iter().enumerate() {
+            let shipped = format!("127.0.0.1:{}", 8081 + n);
+            assert!(site.contains(&shipped), "the shipped upstream {shipped}");
+            site = site.replace(&shipped, &format!("127.0.0.1:{port}"));
+        }
+        let port = free_port();
+        assert!(site.contains("listen 8080;"));
+        site = site.replace("listen 8080;", &format!("listen 127.0.0.1:{port};"));
+        std::fs::write(dir.join("otpmcp.conf"), site).unwrap_or_else(|e| panic!("{e}"));
+        let prefix = dir.display();
+        let main = format!(
+            "daemon off;\npid {prefix}/nginx.pid;\nerror_log {prefix}/error.log;\nevents {{}}\nhttp {{\n    access_log off;\n    client_body_temp_path {prefix}/body;\n    proxy_temp_path {prefix}/proxy;\n    include {prefix}/otpmcp.conf;\n}}\n"
+        );
+        std::fs::write(dir.join("nginx.conf"), main).unwrap_or_else(|e| panic!("{e}"));
+        let nginx = ["/usr/sbin/nginx", "/usr/bin/nginx"]
+            .into_iter()
+            .find(|p| Path::new(p).is_file())
+            .unwrap_or("nginx");
+        let child = std::process::Command::new(nginx)
+            .arg("-p")
+            .arg(&dir)
+            .arg("-c")
+            .arg(dir.join("nginx.conf"))
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("nginx (./scripts/test installs Debian's): {e}"));
+        let addr = format!("127.0.0.1:{port}");
+        eventually("nginx to listen", || async {
+            tokio::net::TcpStream::connect(&addr).await.ok().map(drop)
+        })
+        .await;
+        Self {
+            child,
+            url: format!("http://{addr}/mcp"),
+        }
+    }
+}
+
+impl Drop for Nginx {
+    fn drop(&mut self) {
+        common::stop(&mut self.child);
+    }
+}
+
+/// What the load saw.
+#[derive(Default)]
+struct Tally {
+    calls: AtomicU64,
+    resumes: AtomicU64,
+    /// Requests refused before they ran and sent again: 502 from nginx, 503 from a
+    /// draining replica.
+    refused: [AtomicU64; 2],
+    stateless: AtomicU64,
+    /// How long each session call and each 2026-07-28 call took, whole.
+    latencies: [std::sync::Mutex<Vec<Duration>>; 2],
+}
+
+impl Tally {
+    fn took(&self, era: usize, since: Instant) {
+        if let Some(all) = self.latencies.get(era) {
+            let mut all = all.lock().unwrap_or_else(|e| e.into_inner());
+            all.push(since.elapsed());
+        }
+    }
+
+    fn p99(&self, era: usize) -> Duration {
+        let mut all = self.latencies[era]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        all.sort();
+        all.get(all.len() * 99 / 100).copied().unwrap_or_default()
+    }
+}
+
+/// Whether a request was refused before it ran: a draining replica's 503, or nginx's 502
+/// for a connection the exiting replica reset unread.
+fn refused(status: reqwest::StatusCode) -> bool {
+    matches!(status.as_u16(), 502 | 503)
+}
+
+/// Sends the request `request` builds until a replica takes it.
+async fn taken(tally: &Tally, request: impl Fn() -> reqwest::RequestBuilder) -> reqwest::Response {
+    for _ in 0..50 {
+        let resp = Client::send(request()).await;
+        if !refused(resp.status()) {
+            return resp;
+        }
+        let index = usize::from(resp.status().as_u16() == 503);
+        tally.refused[index].fetch_add(1, Ordering::Relaxed);
+        // A client's back-off before sending again (Retry-After is in seconds; the
+        // drain's other replicas take it at once).
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("no replica took the request in 50 tries");
+}
+
+/// A session that makes streamed calls until `stop`, checking each event by event.
+async fn session_load(url: String, stop: Arc<AtomicBool>, tally: Arc<Tally>) {
+    let mut client = Client::new(&url);
+    loop {
+        let body = json!({"jsonrpc": "2.0", "id": client.id(), "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "rolling-restart", "version": "0"}}});
+        let resp = taken(&tally, || client.post(&body)).await;
+        assert_eq!(resp.status(), 200, "initialize");
+        client.session = resp
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        let resp = taken(&tally, || client.post(&note)).await;
+        if resp.status() == 202 {
+            break;
+        }
+    }
+    while !stop.load(Ordering::Relaxed) {
+        let started = Instant::now();
+        let body = json!({"jsonrpc": "2.0", "id": client.id(), "method": "tools/call", "params": {
+            "name": "stream_events", "arguments": {"count": EVENTS, "interval_ms": 30},
+            "_meta": {"progressToken": "p"}}});
+        let resp = taken(&tally, || client.post(&body)).await;
+        assert_eq!(resp.status(), 200, "tools/call");
+        let mut reader = SseReader::new(resp);
+        let mut t = Transcript::default();
+        loop {
+            let mut done = false;
+            while let Some(f) = reader.next_event().await {
+                if t.add(&f) {
+                    done = true;
+                    break;
+                }
+            }
+            if done {
+                break;
+            }
+            // Cut by a restart: resume where the stream stopped, on any replica.
+            let last = reader.last_id.clone().unwrap_or_default();
+            assert!(!last.is_empty(), "a cut stream had given an event id");
+            tally.resumes.fetch_add(1, Ordering::Relaxed);
+            let resp = taken(&tally, || client.get(Some(&last))).await;
+            assert_eq!(resp.status(), 200, "resume from {last}");
+            reader = SseReader::new(resp);
+            reader.last_id = Some(last);
+        }
+        assert_eq!(
+            t.progress,
+            (1..=EVENTS).collect::<Vec<_>>(),
+            "every event once, in order"
+        );
+        let mut ids = t.ids.clone();
+        ids.dedup();
+        assert_eq!(ids.len(), t.ids.len(), "no event id twice");
+        assert!(t.response.is_some_and(|r| r.get("result").is_some()));
+        tally.calls.fetch_add(1, Ordering::Relaxed);
+        tally.took(0, started);
+    }
+}
+
+/// 2026-07-28 calls until `stop`, each answered on a stream of its own after its
+/// progress notes.
+async fn stateless_load(url: String, stop: Arc<AtomicBool>, tally: Arc<Tally>) {
+    let http = reqwest::Client::new();
+    let mut id = 0;
+    while !stop.load(Ordering::Relaxed) {
+        id += 1;
+        let started = Instant::now();
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+            "name": "stream_events", "arguments": {"count": 5, "interval_ms": 30},
+            "_meta": {"progressToken": "s",
+                      "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                      "io.modelcontextprotocol/clientCapabilities": {}}}});
+        let request = || {
+            http.post(&url)
+                .header("content-type", "application/json")
+                .header("accept", "application/json, text/event-stream")
+                .header("mcp-protocol-version", "2026-07-28")
+                .header("mcp-method", "tools/call")
+                .header("mcp-name", "stream_events")
+                .body(body.to_string())
+        };
+        let resp = taken(&tally, request).await;
+        assert_eq!(resp.status(), 200, "a stateless call");
+        let mut t = Transcript::default();
+        let mut reader = SseReader::new(resp);
+        while let Some(f) = reader.next_event().await {
+            if t.add(&f) {
+                break;
+            }
+        }
+        assert_eq!(t.progress, [1, 2, 3, 4, 5], "the call's notes, whole");
+        let answer: Value = t.response.unwrap_or_default();
+        assert!(answer.get("result").is_some(), "{answer}");
+        tally.stateless.fetch_add(1, Ordering::Relaxed);
+        tally.took(1, started);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_restarted_in_turn_behind_nginx_lose_no_call() {
+    let redis = RedisServer::start();
+    let redis_url = redis.url();
+    let ports: Vec<u16> = (0..REPLICAS).map(|_| free_port()).collect();
+    let mut replicas = Vec::new();
+    for port in &ports {
+        replicas.push(Some(replica(&redis_url, *port).await));
+    }
+    let nginx = Nginx::start(&ports).await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let tally = Arc::new(Tally::default());
+    let mut load = tokio::task::JoinSet::new();
+    for _ in 0..4 {
+        load.spawn(session_load(nginx.url.clone(), stop.clone(), tally.clone()));
+    }
+    for _ in 0..2 {
+        load.spawn(stateless_load(
+            nginx.url.clone(),
+            stop.clone(),
+            tally.clone(),
+        ));
+    }
+    let done = |tally: &Tally| tally.calls.load(Ordering::Relaxed);
+    for _round in 0..rounds() {
+        for (n, port) in ports.iter().enumerate() {
+            // A rolling restart's pace: the calls of a few seconds complete between two
+            // restarts (nginx leaves a replica that refused connections out for its
+            // `fail_timeout`, 2 s; restarting all three within it left none).
+            let before = done(&tally);
+            eventually("calls to complete", || async {
+                (done(&tally) >= before + CALLS_BETWEEN).then_some(())
+            })
+            .await;
+            if let Some(old) = replicas[n].take() {
+                let code = old.terminate().await;
+                assert_eq!(code, Some(0), "replica {n} drained and exited cleanly");
+            }
+            replicas[n] = Some(replica(&redis_url, *port).await);
+        }
+    }
+    let before = done(&tally);
+    eventually("calls to complete after the restarts", || async {
+        (done(&tally) >= before + 4).then_some(())
+    })
+    .await;
+    stop.store(true, Ordering::Relaxed);
+    while let Some(joined) = within("the load to finish", load.join_next()).await {
+        if let Err(e) = joined {
+            std::panic::resume_unwind(e.into_panic());
+        }
+    }
+    eprintln!(
+        "rolling restart: {} restarts; {} session calls exact ({} resumes), p99 {:?}; {} 2026-07-28 calls exact, p99 {:?}; refused and sent again: {} (502), {} (503)",
+        rounds() * REPLICAS,
+        tally.calls.load(Ordering::Relaxed),
+        tally.resumes.load(Ordering::Relaxed),
+        tally.p99(0),
+        tally.stateless.load(Ordering::Relaxed),
+        tally.p99(1),
+        tally.refused[0].load(Ordering::Relaxed),
+        tally.refused[1].load(Ordering::Relaxed),
+    );
+    assert!(tally.stateless.load(Ordering::Relaxed) > 0);
+    drop(nginx);
+}
