@@ -6,6 +6,7 @@
 const STREAMS_CLOSE_GRACE: std::time::Duration = std::time::Duration::from_millis(500);
 
 use crate::telemetry::metrics::{ActorName, MAILBOX_DEPTH};
+use std::net::Shutdown;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -59,6 +60,9 @@ pub struct ListenerArgs {
 #[derive(Debug)]
 pub struct ListenerState {
     app: AppState,
+    /// The listening socket (another handle on the supervisor's), to refuse connections
+    /// once the drain begins.
+    socket: std::net::TcpListener,
     stop_accepting: Option<oneshot::Sender<()>>,
     serve: AbortOnDrop,
     shutdown_timeout: Duration,
@@ -92,6 +96,7 @@ impl Actor for HttpListener {
         args: ListenerArgs,
     ) -> Result<ListenerState, ActorProcessingErr> {
         args.socket.set_nonblocking(true)?;
+        let socket = args.socket.try_clone()?;
         let listener = tokio::net::TcpListener::from_std(args.socket)?;
         let local = listener.local_addr().ok();
         let limits = super::serve::Limits::from_config(&args.config.server);
@@ -116,6 +121,7 @@ impl Actor for HttpListener {
         });
         Ok(ListenerState {
             app: state,
+            socket,
             stop_accepting: Some(stop_tx),
             serve: AbortOnDrop(Some(task)),
             shutdown_timeout,
@@ -179,6 +185,13 @@ async fn handle(
                 state.app.begin_closing();
                 if let Some(stop) = state.stop_accepting.take() {
                     let _ = stop.send(());
+                }
+                // Stop listening, not only accepting: a connection the kernel took in the
+                // backlog would wait unanswered, then be reset at exit, after a proxy
+                // had sent its request there (nginx cannot send a POST again: 502).
+                // Refused, it goes to another replica.
+                if let Err(e) = socket2::SockRef::from(&state.socket).shutdown(Shutdown::Read) {
+                    tracing::warn!(error = %e, "could not stop listening; new connections wait for the exit");
                 }
                 if tokio::time::timeout_at(deadline, state.app.requests_finished())
                     .await
