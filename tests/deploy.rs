@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use otpmcp::Config;
 
+mod common;
+
 /// An empty directory of this test's own, under the system's temporary directory.
 fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("otpmcp-{name}-{}", std::process::id()));
@@ -103,19 +105,10 @@ fn the_kubernetes_example_loads_and_its_timings_fit_the_drain() {
 #[test]
 fn the_nginx_example_passes_nginx_t() {
     let dir = scratch("nginx");
-    let prefix = dir.display();
-    let main = format!(
-        "pid {prefix}/nginx.pid;\nerror_log {prefix}/error.log;\nevents {{}}\nhttp {{\n    access_log off;\n    client_body_temp_path {prefix}/body;\n    proxy_temp_path {prefix}/proxy;\n    include {};\n}}\n",
-        repo("deploy/nginx/otpmcp.conf").display()
-    );
+    let main = common::nginx::main_conf(&dir, &repo("deploy/nginx/otpmcp.conf"), false);
     let conf = dir.join("nginx.conf");
     std::fs::write(&conf, main).unwrap_or_else(|e| panic!("{e}"));
-    // Debian puts it in /usr/sbin, which a user's PATH may lack.
-    let nginx = ["/usr/sbin/nginx", "/usr/bin/nginx"]
-        .into_iter()
-        .find(|path| Path::new(path).is_file())
-        .unwrap_or("nginx");
-    let out = std::process::Command::new(nginx)
+    let out = common::nginx::command()
         .arg("-t")
         .arg("-p")
         .arg(&dir)

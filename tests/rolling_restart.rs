@@ -83,16 +83,9 @@ impl Nginx {
         assert!(site.contains("listen 8080;"));
         site = site.replace("listen 8080;", &format!("listen 127.0.0.1:{port};"));
         std::fs::write(dir.join("otpmcp.conf"), site).unwrap_or_else(|e| panic!("{e}"));
-        let prefix = dir.display();
-        let main = format!(
-            "daemon off;\npid {prefix}/nginx.pid;\nerror_log {prefix}/error.log;\nevents {{}}\nhttp {{\n    access_log off;\n    client_body_temp_path {prefix}/body;\n    proxy_temp_path {prefix}/proxy;\n    include {prefix}/otpmcp.conf;\n}}\n"
-        );
+        let main = common::nginx::main_conf(&dir, &dir.join("otpmcp.conf"), true);
         std::fs::write(dir.join("nginx.conf"), main).unwrap_or_else(|e| panic!("{e}"));
-        let nginx = ["/usr/sbin/nginx", "/usr/bin/nginx"]
-            .into_iter()
-            .find(|p| Path::new(p).is_file())
-            .unwrap_or("nginx");
-        let child = std::process::Command::new(nginx)
+        let child = common::nginx::command()
             .arg("-p")
             .arg(&dir)
             .arg("-c")

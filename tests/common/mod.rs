@@ -18,6 +18,7 @@ use otpmcp::{App, McpServer};
 use serde_json::{Value, json};
 
 pub mod issuer;
+pub mod nginx;
 pub mod redis;
 pub mod relay;
 pub mod stateless;
