@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use common::redis::RedisServer;
+use common::redis::{RedisServer, free_port};
 use common::{Binary, Client, SseReader, Transcript, eventually, within};
 use serde_json::{Value, json};
 
@@ -33,13 +33,6 @@ fn rounds() -> usize {
 const EVENTS: u64 = 10;
 /// Streamed calls completed between two restarts: about 3 s of the load.
 const CALLS_BETWEEN: u64 = 40;
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap_or_else(|e| panic!("a free port: {e}"))
-}
 
 async fn replica(redis: &str, port: u16) -> Binary {
     Binary::start(

@@ -79,11 +79,6 @@ impl MemoryStore {
         self.shared.apply(before, after);
     }
 
-    /// The arrival of this shard's oldest event (one pass over its sessions).
-    fn oldest_at(&self) -> Option<Instant> {
-        self.sessions.values().filter_map(SessionLog::oldest_at).min()
-    }
-
     /// Events and payload bytes `session` holds.
     fn size_of(&self, session: SessionId) -> (usize, usize) {
         self.sessions
@@ -112,12 +107,17 @@ impl MemoryStore {
         );
         // Nine tenths, rounded up: a small budget still keeps all but what it must drop.
         let (low_events, low_bytes) = (max_events - max_events / 10, max_bytes - max_bytes / 10);
+        self.trim_elsewhere = None;
+        let (events, bytes) = self.shared.held();
+        if events <= low_events && bytes <= low_bytes {
+            // A hand-off that came after other shards trimmed enough: no pass needed.
+            return;
+        }
         let mut oldest: BinaryHeap<Reverse<(Instant, SessionId)>> = self
             .sessions
             .iter()
             .filter_map(|(id, s)| Some(Reverse((s.oldest_at()?, *id))))
             .collect();
-        self.trim_elsewhere = None;
         loop {
             let mine = oldest.peek().map(|Reverse((at, _))| *at);
             let (events, bytes) = self.shared.held();
@@ -377,6 +377,7 @@ impl MemoryStore {
     pub fn sweep_at(&mut self, now: Instant) -> SweepStats {
         let ttl = self.retention.event_ttl;
         let mut stats = SweepStats::default();
+        let mut oldest: Option<Instant> = None;
         for log in self.sessions.values_mut() {
             let before = log.streams.len();
             let size = (log.arrivals.len(), log.bytes);
@@ -385,10 +386,11 @@ impl MemoryStore {
             let held = (log.arrivals.len(), log.bytes);
             self.totals.apply(size, held);
             self.shared.apply(size, held);
+            oldest = oldest.into_iter().chain(log.oldest_at()).min();
         }
         // The pass over the sessions is made anyway: publish the truth, which expiry made
         // later.
-        self.shared.publish_oldest(self.shard, self.oldest_at());
+        self.shared.publish_oldest(self.shard, oldest);
         // Shards that take no appends trim here.
         self.enforce_totals();
         stats
