@@ -13,8 +13,8 @@ use common::within;
 use otpmcp::config::{BackendKind, StoreConfig};
 use otpmcp::event_store::redis::{RedisLink, connect};
 use otpmcp::event_store::{
-    Backend, EventStore, MemoryStore, RedisStore, Replay, ReplayOutcome, Retention, StoreError,
-    StreamKey, StreamNo,
+    Backend, EventStore, MemoryStore, NewEvent, RedisStore, Replay, ReplayOutcome, Retention,
+    StoreError, StreamKey, StreamNo,
 };
 use otpmcp::session::SessionId;
 
@@ -143,6 +143,83 @@ async fn a_resent_append_is_stored_once(maker: Maker) {
     assert!(!first.duplicate && again.duplicate);
     assert_eq!(first.event.id, again.event.id);
     assert_eq!(payloads(&replay(&mut store, key, Some(0)).await), ["a"]);
+}
+
+/// Appends `events` (payload, last, nonce) as one run where the backend commits runs
+/// (Redis), one by one elsewhere: the contract is that both give the same results.
+async fn append_run(
+    store: &mut Backend,
+    key: StreamKey,
+    events: &[(&str, bool, u64)],
+) -> Vec<Result<(u64, bool), StoreError>> {
+    let events: Vec<NewEvent> = events
+        .iter()
+        .map(|&(payload, last, nonce)| NewEvent {
+            payload: Bytes::from(payload.to_owned()),
+            last,
+            nonce,
+        })
+        .collect();
+    let results = match store.append_detached(key, &events) {
+        Some(run) => run.await,
+        None => {
+            let mut results = Vec::new();
+            for e in events {
+                results.push(store.append(key, e.payload, e.last, e.nonce).await);
+            }
+            results
+        }
+    };
+    results
+        .into_iter()
+        .map(|r| r.map(|a| (a.event.id.seq, a.duplicate)))
+        .collect()
+}
+
+async fn a_run_of_appends_is_stored_as_if_one_by_one(maker: Maker) {
+    let mut store = maker.store(retention(3)).await;
+    let key = StreamKey::new(SessionId::random(), StreamNo(1));
+    store.open_session(key.session).await;
+    fill(&mut store, key, 1..=1).await;
+    let results = append_run(
+        &mut store,
+        key,
+        &[
+            ("e1", false, 1001),
+            ("a", false, 1),
+            ("b", false, 2),
+            ("a", false, 1),
+            ("c", false, 3),
+            ("end", true, 4),
+            ("late", false, 5),
+        ],
+    )
+    .await;
+    assert_eq!(
+        results,
+        [
+            Ok((1, true)),
+            Ok((2, false)),
+            Ok((3, false)),
+            Ok((2, true)),
+            Ok((4, false)),
+            Ok((5, false)),
+            Err(StoreError::StreamCompleted),
+        ]
+    );
+    // The cap of 3 events applies to the run as to single appends: the oldest go.
+    let r = replay(&mut store, key, Some(0)).await;
+    assert_eq!(payloads(&r), ["b", "c", "end"]);
+    assert_eq!(r.outcome, ReplayOutcome::Truncated { missing: 2 });
+    let unknown = StreamKey::new(SessionId::random(), StreamNo(1));
+    let refused = append_run(&mut store, unknown, &[("x", false, 6), ("y", false, 7)]).await;
+    assert_eq!(
+        refused,
+        [
+            Err(StoreError::UnknownStream),
+            Err(StoreError::UnknownStream)
+        ]
+    );
 }
 
 async fn replays_exactly_the_events_after_the_position(maker: Maker) {
@@ -500,6 +577,7 @@ macro_rules! contract {
 
 contract!(
     a_resent_append_is_stored_once,
+    a_run_of_appends_is_stored_as_if_one_by_one,
     replays_exactly_the_events_after_the_position,
     a_replay_is_read_a_page_at_a_time,
     streams_and_sessions_are_isolated,

@@ -112,7 +112,13 @@ async fn call_without_reading(server: &TestServer, count: u64) -> (Client, commo
 
 #[tokio::test]
 async fn a_slow_reader_is_cut_off_and_resumes_without_loss() {
-    let server = TestServer::start(|c| c.sse.stream_buffer = nz!(8)).await;
+    // The session keeps every event: the cut may come after the first few (the handler
+    // does not wait for each to be stored), and the cap is not what is tested here.
+    let server = TestServer::start(|c| {
+        c.sse.stream_buffer = nz!(8);
+        c.sse.max_session_events = nz!(2 * COUNT as usize);
+    })
+    .await;
     let (client, slow) = call_without_reading(&server, COUNT).await;
     let count = COUNT;
     let mut t = Transcript::default();
@@ -218,8 +224,13 @@ async fn a_second_connection_on_the_same_stream_supersedes_the_first() {
 #[tokio::test]
 async fn a_client_that_stops_reading_is_disconnected_after_write_timeout() {
     let write_timeout = NonZeroDuration::from_millis(300);
+    // A buffer that holds the whole call, so that the connection is not cut as a slow
+    // consumer first (which ends the body cleanly if what was written fits the socket
+    // buffers): the write itself must block.
     let server = TestServer::start(|c| {
-        c.sse.stream_buffer = nz!(8);
+        c.sse.stream_buffer = nz!(2 * COUNT as usize);
+        c.sse.stream_buffer_bytes = nz!(64 << 20);
+        c.sse.max_session_events = nz!(2 * COUNT as usize);
         c.server.write_timeout = write_timeout;
     })
     .await;

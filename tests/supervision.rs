@@ -95,6 +95,87 @@ async fn store_restart(server: TestServer) {
 }
 
 #[tokio::test]
+async fn a_store_crash_amid_a_fast_stream_loses_and_repeats_nothing() {
+    fast_stream_across_a_crash(TestServer::start(roomy).await).await;
+}
+
+#[tokio::test]
+async fn a_store_crash_on_redis_amid_a_fast_stream_loses_and_repeats_nothing() {
+    let redis = common::redis::RedisServer::start();
+    let url = redis.url();
+    fast_stream_across_a_crash(
+        TestServer::start(move |c| {
+            roomy(c);
+            c.store.backend = otpmcp::config::BackendKind::Redis;
+            c.store.redis_url = url;
+        })
+        .await,
+    )
+    .await;
+}
+
+/// Room for a whole 0 ms stream: the connection is not cut as a slow consumer, and the
+/// session keeps every event.
+fn roomy(c: &mut otpmcp::Config) {
+    c.sse.max_session_events =
+        std::num::NonZeroUsize::new(100_000).unwrap_or(c.sse.max_session_events);
+    c.sse.stream_buffer = std::num::NonZeroUsize::new(100_000).unwrap_or(c.sse.stream_buffer);
+    c.sse.stream_buffer_bytes =
+        std::num::NonZeroUsize::new(64 << 20).unwrap_or(c.sse.stream_buffer_bytes);
+}
+
+/// A handler streaming without pause keeps several appends in flight (the stream
+/// writer's window; on Redis, group commit): a crash of the store shard amid them makes
+/// the writer send them again, and the client still gets every event once, in order.
+async fn fast_stream_across_a_crash(server: TestServer) {
+    // Long enough that the handler is still writing when the shard crashes.
+    const COUNT: u64 = 20_000;
+    let mut client = server.client();
+    client.initialize().await;
+    let mut live = client
+        .call_stream(
+            "stream_events",
+            json!({"count": COUNT, "interval_ms": 0}),
+            Some("f"),
+        )
+        .await;
+    let mut t = Transcript::default();
+    while t.progress.len() < 50 {
+        match live.next_event().await {
+            Some(f) => {
+                t.add(&f);
+            }
+            None => panic!("the stream ended before the crash"),
+        }
+    }
+    let shard = server.app.store_shard_of(client.session_id());
+    crash_and_wait(&server, Child::EventStore(shard)).await;
+    within("the stream to end with its result", async {
+        loop {
+            let mut done = false;
+            while let Some(f) = live.next_event().await {
+                if t.add(&f) {
+                    done = true;
+                    break;
+                }
+            }
+            if done {
+                break;
+            }
+            let last = live.last_id.clone().unwrap_or_default();
+            live = client.resume(&last).await;
+        }
+    })
+    .await;
+    assert_eq!(
+        t.progress,
+        (1..=COUNT).collect::<Vec<_>>(),
+        "every event once, in order"
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test]
 async fn the_session_manager_restarts_with_its_sessions() {
     let server = TestServer::start(|_| {}).await;
     let mut client = server.client();

@@ -175,13 +175,15 @@ impl EventStore for Backend {
         each!(self, s => s.note_unstored())
     }
 
+    fn detaches_appends(&self) -> bool {
+        each!(self, s => s.detaches_appends())
+    }
+
     fn append_detached(
         &self,
         key: StreamKey,
-        payload: Bytes,
-        last: bool,
-        nonce: u64,
+        events: &[super::NewEvent],
     ) -> Option<super::DetachedAppend> {
-        each!(self, s => s.append_detached(key, payload, last, nonce))
+        each!(self, s => s.append_detached(key, events))
     }
 }

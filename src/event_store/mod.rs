@@ -39,7 +39,7 @@ use std::time::Duration;
 use bytes::Bytes;
 
 pub use crate::ids::{EventId, EventIdError, StreamKey, StreamNo};
-pub use actor::{EventStoreActor, EventStoreHandle, StoreCallError, StoreMsg};
+pub use actor::{EventStoreActor, EventStoreHandle, StoreCallError, StoreMsg, StreamWriter};
 pub use backend::Backend;
 pub use feed::{Feed, FeedEnd};
 pub use memory::MemoryStore;
@@ -360,19 +360,21 @@ pub trait EventStore: Send + Default + 'static {
     /// [`StoreError::Backend`].
     fn note_unstored(&self) {}
 
-    /// [`EventStore::append`] as a future that does not borrow the store, for a backend
-    /// that orders concurrent appends itself (Redis assigns positions atomically): the
-    /// store actor then keeps several appends in flight instead of one round trip at a
-    /// time. `None` (the default): the actor appends inline, in mailbox order.
-    fn append_detached(
-        &self,
-        key: StreamKey,
-        payload: Bytes,
-        last: bool,
-        nonce: u64,
-    ) -> Option<DetachedAppend> {
-        let _ = (key, payload, last, nonce);
+    /// [`EventStore::append`] of a run of consecutive events of `key`, in order, as a
+    /// future that does not borrow the store, for a backend that orders concurrent
+    /// appends itself (Redis assigns positions atomically): the store actor then keeps
+    /// one run per stream in flight, while the next run gathers (group commit), instead
+    /// of one round trip per event. The future yields one result per event. `None` (the
+    /// default): the actor appends inline, in mailbox order.
+    fn append_detached(&self, key: StreamKey, events: &[NewEvent]) -> Option<DetachedAppend> {
+        let _ = (key, events);
         None
+    }
+
+    /// Whether [`EventStore::append_detached`] gives a future (checked first, so that an
+    /// inline backend's appends build no run).
+    fn detaches_appends(&self) -> bool {
+        false
     }
 }
 
@@ -390,6 +392,19 @@ pub enum Control {
     Disconnect,
 }
 
-/// An append running apart from the store (see [`EventStore::append_detached`]).
-pub type DetachedAppend =
-    std::pin::Pin<Box<dyn Future<Output = Result<Appended, StoreError>> + Send + 'static>>;
+/// A run of appends running apart from the store (see [`EventStore::append_detached`]):
+/// one result per event, in order.
+pub type DetachedAppend = std::pin::Pin<
+    Box<dyn Future<Output = Vec<Result<Appended, StoreError>>> + Send + 'static>,
+>;
+
+/// One event of a run given to [`EventStore::append_detached`].
+#[derive(Debug, Clone)]
+pub struct NewEvent {
+    /// Serialized JSON-RPC message.
+    pub payload: Bytes,
+    /// Final event of the stream.
+    pub last: bool,
+    /// Identifies this append across a re-send (see [`EventStore::append`]).
+    pub nonce: u64,
+}

@@ -129,6 +129,19 @@ impl<M: Message> Slot<M> {
         }
     }
 
+    /// Sends the message `build` makes around a reply port, with [`Slot::send`]
+    /// semantics, and returns where its answer will come without waiting for it: for a
+    /// caller that keeps several requests in flight. A dropped answer means the actor
+    /// stopped before handling it; re-sending is the caller's choice.
+    pub async fn request<R: Send + 'static>(
+        &self,
+        build: impl FnOnce(RpcReplyPort<R>) -> M,
+    ) -> Result<oneshot::Receiver<R>, SlotError> {
+        let (tx, rx) = oneshot::channel();
+        self.send(build(RpcReplyPort::from(tx))).await?;
+        Ok(rx)
+    }
+
     /// Request/reply: builds the message around a reply port, sends it with
     /// [`Slot::send`] semantics, and waits up to `timeout` for the answer.
     ///

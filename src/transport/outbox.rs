@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::sync::SetOnce;
 
-use crate::event_store::EventStoreHandle;
+use crate::event_store::{EventStoreHandle, StreamWriter};
 use crate::handler::{BoxFuture, ClientRequestError, Note, NotifyError, Outbox};
 use crate::ids::StreamKey;
 use crate::protocol::methods::{ListKind, ServerRequest, log_notification, progress_notification};
@@ -24,6 +24,9 @@ pub(super) type StreamReady = Arc<SetOnce<()>>;
 /// Where a streamed request's messages go.
 pub(super) struct StreamOutbox {
     pub(super) store: EventStoreHandle,
+    /// The request's stream, with a few appends in flight: a handler streaming
+    /// notifications does not wait for each to be stored (on Redis, a round trip each).
+    pub(super) writer: tokio::sync::Mutex<StreamWriter>,
     pub(super) sessions: SessionHandle,
     pub(super) key: StreamKey,
     /// `server.client_request_timeout`.
@@ -89,16 +92,25 @@ impl StreamOutbox {
     async fn opened(&self) {
         self.ready.wait().await;
     }
+
+    /// Waits until everything the handler sent is stored: before the response, which
+    /// must follow it on the stream.
+    pub(super) async fn flush(&self) {
+        if let Err(e) = self.writer.lock().await.flush().await {
+            tracing::debug!(error = %e, "a notification of this request was not stored");
+        }
+    }
 }
 
 impl Outbox for StreamOutbox {
     fn notify(&self, note: Note) -> BoxFuture<'_, Result<(), NotifyError>> {
         Box::pin(async move {
             self.opened().await;
-            self.store
-                .append(self.key, note_payload(note), false)
+            self.writer
+                .lock()
                 .await
-                .map(|_| ())
+                .write(note_payload(note))
+                .await
                 .map_err(|e| NotifyError(e.to_string()))
         })
     }
@@ -115,10 +127,11 @@ impl Outbox for StreamOutbox {
                 .map_err(|e| unavailable(&e))?;
             let payload =
                 Outgoing::Request(Request::new(id, request.method, request.params)).to_bytes();
-            self.store
-                .append(self.key, payload, false)
-                .await
-                .map_err(|e| unavailable(&e))?;
+            {
+                let mut writer = self.writer.lock().await;
+                writer.write(payload).await.map_err(|e| unavailable(&e))?;
+                writer.flush().await.map_err(|e| unavailable(&e))?;
+            }
             match tokio::time::timeout(self.timeout, answer).await {
                 Ok(Ok(Ok(result))) => Ok(result),
                 Ok(Ok(Err(error))) => Err(ClientRequestError::Rejected(error)),
@@ -142,6 +155,8 @@ impl Outbox for StreamOutbox {
                 return false;
             }
             self.opened().await;
+            // The connection writes what was stored before it closes.
+            self.flush().await;
             self.store.disconnect(self.key).await.unwrap_or(false)
         })
     }

@@ -21,6 +21,7 @@ use tracing::Instrument;
 use tracing::field::Empty;
 
 use super::outbox::{StreamOutbox, StreamReady};
+use crate::event_store::StreamWriter;
 use super::rejection::Rejection;
 use super::session_request::{Caller, apply_session_effects};
 use super::{AppState, InFlight, Opening, session_rejection, sse_response};
@@ -81,6 +82,7 @@ pub(super) async fn serve(
     let ready = StreamReady::default();
     let outbox = Arc::new(StreamOutbox {
         store: inner.store.clone(),
+        writer: tokio::sync::Mutex::new(StreamWriter::new(inner.store.clone(), key)),
         sessions: inner.sessions.clone(),
         key,
         timeout: inner.config.server.client_request_timeout.get(),
@@ -88,6 +90,7 @@ pub(super) async fn serve(
         ready: ready.clone(),
         announce: state.announcer(),
     });
+    let sent = outbox.clone();
     let ctx = RequestContext::new(McpServer::progress_token(&request), Some(outbox))
         .with_session(session)
         .with_principal(caller.principal)
@@ -144,7 +147,10 @@ pub(super) async fn serve(
     let closing = state.clone();
     tokio::spawn(
         async move {
-            match work.await {
+            let answer = work.await;
+            // What the handler sent goes before its response, or before the stream ends.
+            sent.flush().await;
+            match answer {
                 Some(answer) => {
                     if !keep_response(&closing, key, answer.to_bytes()).await {
                         // Stopped by shutdown before the response could be stored: the

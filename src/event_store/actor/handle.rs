@@ -12,12 +12,15 @@ use super::StoreMsg;
 use crate::event_store::feed::Subscriber;
 use crate::event_store::redis::StreamNews;
 use crate::event_store::redis::channel::{Admission, PushQueue};
-use crate::event_store::{Occupancy, Replay, StoreError};
+use crate::event_store::{NewEvent, Occupancy, Replay, StoreError};
 use crate::ids::{EventId, SessionId, StreamKey, StreamNo};
 use crate::rt::slot::{Slot, SlotError};
 
+/// Where an append's answer comes (see [`EventStoreHandle::send_append`]).
+pub(super) type AppendAnswer = tokio::sync::oneshot::Receiver<Result<Option<EventId>, StoreError>>;
+
 /// Longest a caller waits for the store to answer.
-const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+pub(super) const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Why a store request failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -57,7 +60,7 @@ fn record_shard(id: &str, shards: usize) -> usize {
 
 /// A nonce unique within this process (a counter) and, through a random base, very likely
 /// across processes sharing a store.
-fn next_nonce() -> u64 {
+pub(super) fn next_nonce() -> u64 {
     use std::sync::OnceLock;
     use std::sync::atomic::{AtomicU64, Ordering};
     static BASE: OnceLock<u64> = OnceLock::new();
@@ -154,6 +157,23 @@ impl EventStoreHandle {
             )
             .await?;
         Ok(result?)
+    }
+
+    /// Sends `event`'s append to `key`'s shard; the answer comes on the receiver.
+    pub(super) async fn send_append(
+        &self,
+        key: StreamKey,
+        event: &NewEvent,
+    ) -> Result<AppendAnswer, SlotError> {
+        self.of_key(key)
+            .request(|reply| StoreMsg::Append {
+                key,
+                payload: event.payload.clone(),
+                last: event.last,
+                nonce: event.nonce,
+                reply,
+            })
+            .await
     }
 
     /// Subscribes `subscriber` to `key` and returns what it missed after `after`.

@@ -7,7 +7,9 @@
 //! - `subscribers`: the connections following one stream, active and parked;
 //! - [`subscribe`]: a connection following a stream (replay, then live);
 //! - [`catch_up`]: reading back what a lost pub/sub feed missed (Redis);
-//! - [`handle`]: [`EventStoreHandle`], the only code that builds [`StoreMsg`].
+//! - [`group_commit`]: one run of appends in flight per stream (Redis);
+//! - [`handle`]: [`EventStoreHandle`], the only code that builds [`StoreMsg`];
+//! - [`writer`]: a stream's events with a few appends in flight.
 //!
 //! Subscribing and replaying are one message, so no event can fall between the replay and
 //! the live feed: everything stored before the subscription is in the replay, everything
@@ -15,10 +17,12 @@
 //! on two connections.
 
 mod catch_up;
+pub mod group_commit;
 pub mod handle;
 mod subscribe;
 mod subscribers;
 pub mod tables;
+pub mod writer;
 
 use std::time::Duration;
 
@@ -28,15 +32,19 @@ use tracing::Instrument;
 
 pub use handle::{EventStoreHandle, StoreCallError};
 pub use tables::StoreTables;
+pub use writer::StreamWriter;
 
 use super::feed::{self, FeedEnd};
 use super::redis::StreamNews;
 use super::redis::channel::{PendingLoss, QueuedPush};
-use super::{Appended, Control, EventStore, Occupancy, Replay, Retention, StoreError, UNCONFIRMED};
+use super::{
+    Appended, Control, EventStore, NewEvent, Occupancy, Replay, Retention, StoreError, UNCONFIRMED,
+};
 use crate::ids::{EventId, SessionId, StreamKey, StreamNo};
 use crate::rt::heir::Lent;
 use crate::telemetry::metrics::{ActorName, MAILBOX_DEPTH};
 use catch_up::CatchUp;
+use group_commit::{QueuedAppend, Runs};
 
 /// Messages of the store actor. Built only by [`EventStoreHandle`] (and the actor's own
 /// timers and detached appends).
@@ -56,19 +64,15 @@ pub enum StoreMsg {
         /// only delivered live.
         reply: RpcReplyPort<Result<Option<EventId>, StoreError>>,
     },
-    /// A detached append finished (see [`EventStore::append_detached`]): forward it, then
-    /// answer the caller.
+    /// A run of detached appends finished (see [`group_commit`]): forward each event,
+    /// answer each caller, start the next run.
     Stored {
         /// Target stream.
         key: StreamKey,
-        /// What was appended.
-        payload: Bytes,
-        /// Final event of the stream.
-        last: bool,
-        /// What the backend said.
-        result: Result<Appended, StoreError>,
-        /// The caller of the original [`StoreMsg::Append`].
-        reply: RpcReplyPort<Result<Option<EventId>, StoreError>>,
+        /// The appends of the run, in order.
+        run: Vec<QueuedAppend>,
+        /// What the backend said, one per append.
+        results: Vec<Result<Appended, StoreError>>,
     },
     /// Open a stream (if new), replay after a position and become its live subscriber.
     /// The replay is the first [`crate::event_store::REPLAY_PAGE`] events; the connection
@@ -211,6 +215,7 @@ pub struct StoreState<B: EventStore> {
     sweep: tokio::task::JoinHandle<()>,
     catch_up: CatchUp,
     shards: EventStoreHandle,
+    runs: Runs,
 }
 
 impl<B: EventStore> Actor for EventStoreActor<B> {
@@ -237,6 +242,7 @@ impl<B: EventStore> Actor for EventStoreActor<B> {
             sweep,
             catch_up: CatchUp::new(args.retry_interval),
             shards: args.shards,
+            runs: Runs::default(),
         })
     }
 
@@ -282,8 +288,8 @@ impl<B: EventStore> Actor for EventStoreActor<B> {
                 nonce,
                 reply,
             } => {
-                let tables = &mut *state.tables;
-                append(tables, &myself, key, payload, last, nonce, reply)
+                let append_msg = QueuedAppend::new(payload, last, nonce, reply);
+                append(state, &myself, key, append_msg)
                     .instrument(span)
                     .await
             }
@@ -306,7 +312,6 @@ async fn handle<B: EventStore>(
     state: &mut StoreState<B>,
     myself: &ActorRef<StoreMsg>,
 ) {
-    let tables = &mut *state.tables;
     match msg {
         StoreMsg::Append {
             key,
@@ -314,17 +319,27 @@ async fn handle<B: EventStore>(
             last,
             nonce,
             reply,
-        } => append(tables, myself, key, payload, last, nonce, reply).await,
-        StoreMsg::Stored {
-            key,
-            payload,
-            last,
-            result,
-            reply,
         } => {
-            let result = settle(tables, key, payload, last, result).await;
-            let _ = reply.send(result);
+            let append_msg = QueuedAppend::new(payload, last, nonce, reply);
+            append(state, myself, key, append_msg).await;
         }
+        StoreMsg::Stored { key, run, results } => {
+            stored(state, myself, key, run, results).await;
+        }
+        msg => other(msg, state, myself).await,
+    }
+}
+
+/// Every message but the appends' (which need the whole state: the runs in flight).
+async fn other<B: EventStore>(
+    msg: StoreMsg,
+    state: &mut StoreState<B>,
+    myself: &ActorRef<StoreMsg>,
+) {
+    let tables = &mut *state.tables;
+    match msg {
+        // Handled by `handle`.
+        StoreMsg::Append { .. } | StoreMsg::Stored { .. } => {}
         StoreMsg::Subscribe {
             key,
             after,
@@ -408,47 +423,69 @@ async fn handle<B: EventStore>(
 }
 
 /// Stores an event and forwards it; if the backend is down, delivers it live only. A
-/// backend that orders concurrent appends itself gets the append detached, so several are
-/// in flight at once.
+/// backend that orders concurrent appends itself gets the append detached, gathered with
+/// the stream's other appends into runs ([`group_commit`]).
 async fn append<B: EventStore>(
-    tables: &mut StoreTables<B>,
+    state: &mut StoreState<B>,
     myself: &ActorRef<StoreMsg>,
     key: StreamKey,
-    payload: Bytes,
-    last: bool,
-    nonce: u64,
-    reply: RpcReplyPort<Result<Option<EventId>, StoreError>>,
+    append: QueuedAppend,
 ) {
-    let Some(detached) = tables
-        .backend
-        .append_detached(key, payload.clone(), last, nonce)
-    else {
+    if !state.tables.backend.detaches_appends() {
+        append_inline(&mut state.tables, key, [append]).await;
+        return;
+    }
+    let Some(append) = state.runs.gather(key, append) else {
+        return;
+    };
+    if let Err(run) = state
+        .runs
+        .start(&state.tables.backend, myself, key, vec![append])
+    {
+        append_inline(&mut state.tables, key, run).await;
+    }
+}
+
+/// Appends `run` one event after the other, waiting for each.
+async fn append_inline<B: EventStore>(
+    tables: &mut StoreTables<B>,
+    key: StreamKey,
+    run: impl IntoIterator<Item = QueuedAppend>,
+) {
+    for QueuedAppend { event, reply } in run {
+        let NewEvent {
+            payload,
+            last,
+            nonce,
+        } = event;
         let result = tables
             .backend
             .append(key, payload.clone(), last, nonce)
             .await;
         let result = settle(tables, key, payload, last, result).await;
         let _ = reply.send(result);
-        return;
-    };
-    // The backend orders the appends in flight and `forward` puts the results back in
-    // order per stream.
-    let me = myself.clone();
-    tokio::spawn(
-        async move {
-            let result = detached.await;
-            // If the actor is gone (restarting), the caller's call fails and is re-sent;
-            // the nonce makes that a duplicate, which the next actor forwards.
-            let _ = me.send_message(StoreMsg::Stored {
-                key,
-                payload,
-                last,
-                result,
-                reply,
-            });
+    }
+}
+
+/// A run of `key` returned: forwards its events and answers their callers in order, then
+/// starts the run gathered meanwhile.
+async fn stored<B: EventStore>(
+    state: &mut StoreState<B>,
+    myself: &ActorRef<StoreMsg>,
+    key: StreamKey,
+    run: Vec<QueuedAppend>,
+    results: Vec<Result<Appended, StoreError>>,
+) {
+    for (QueuedAppend { event, reply }, result) in group_commit::settled(run, results) {
+        let result = settle(&mut state.tables, key, event.payload, event.last, result).await;
+        let _ = reply.send(result);
+    }
+    while let Some(run) = state.runs.next(key) {
+        match state.runs.start(&state.tables.backend, myself, key, run) {
+            Ok(()) => return,
+            Err(run) => append_inline(&mut state.tables, key, run).await,
         }
-        .instrument(tracing::Span::current()),
-    );
+    }
 }
 
 /// Forwards what an append stored, or delivers it live if it could not be stored.

@@ -1,39 +1,82 @@
--- ARGV: 1 stream no, 2 payload, 3 last (0|1), 4 nonce, 5 store (0|1), 6 ttl ms,
---       7 max events, 8 max bytes, 9 session ttl ms, 10 channel, 11 origin
--- Returns {status, seq}: 0 stored, 1 duplicate (seq of the first append),
--- -1 unknown session, -2 stream completed.
-if redis.call('EXISTS', KEYS[1]) == 0 then return {-1, 0} end
-local n, payload, last, nonce = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-local recent = redis.call('HGET', KEYS[2], n .. ':nonces') or ''
-for seen, sq in string.gmatch(recent, '(%d+):(%d+)') do
-  if seen == nonce then return {1, tonumber(sq)} end
+-- A run of consecutive events of one stream (group commit: one call for all of them).
+-- ARGV: 1 stream no, 2 store (0|1), 3 ttl ms, 4 max events, 5 max bytes,
+--       6 session ttl ms, 7 channel, 8 origin; then per event: payload, last (0|1), nonce
+-- Returns {status, seq} per event, flattened: 0 stored, 1 duplicate (seq of the first
+-- append), -1 unknown session, -2 stream completed.
+local n, store = ARGV[1], ARGV[2] == '1'
+local count = math.floor((#ARGV - 8) / 3)
+local out = {}
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  for _ = 1, count do out[#out + 1] = -1; out[#out + 1] = 0 end
+  return out
 end
-if redis.call('HEXISTS', KEYS[2], n .. ':done') == 1 then return {-2, 0} end
+-- The stream's recent nonces, ",<nonce>:<seq>" each, oldest first, searched as plain
+-- text: a re-send is rare, and parsing the list into a table on every call cost more
+-- than the run's appends. (A list written without leading commas gets one.)
+local recent = redis.call('HGET', KEYS[2], n .. ':nonces') or ''
+if recent ~= '' and string.sub(recent, 1, 1) ~= ',' then recent = ',' .. recent end
+local function seen(nonce)
+  local at = string.find(recent, ',' .. nonce .. ':', 1, true)
+  if not at then return nil end
+  return tonumber(string.match(recent, '^(%d+)', at + #nonce + 2))
+end
+local done = redis.call('HEXISTS', KEYS[2], n .. ':done') == 1
 local now = now_ms()
-redis.call('HSETNX', KEYS[2], n .. ':open', now)
-local seq = redis.call('HINCRBY', KEYS[2], n .. ':end', 1)
-local kept = {}
-for entry in string.gmatch(recent, '[^,]+') do kept[#kept + 1] = entry end
-kept[#kept + 1] = nonce .. ':' .. seq
-while #kept > 16 do table.remove(kept, 1) end
-redis.call('HSET', KEYS[2], n .. ':nonces', table.concat(kept, ','))
-if last == '1' then redis.call('HSET', KEYS[2], n .. ':done', 1) end
-if ARGV[5] == '1' then
-  redis.call('HSET', KEYS[4], n .. ':' .. seq, now .. ':' .. last .. ':' .. payload)
-  redis.call('HINCRBY', KEYS[2], n .. ':kept', 1)
-  redis.call('RPUSH', KEYS[3], n .. ':' .. seq .. ':' .. #payload .. ':' .. now)
-  redis.call('HINCRBY', KEYS[1], 'bytes', #payload)
-  expire(now, tonumber(ARGV[6]))
-  local max_events, max_bytes = tonumber(ARGV[7]), tonumber(ARGV[8])
+local now_s = string.format('%d', now)
+-- Positions are taken here and written once; events, arrivals and bytes go in one
+-- command each after the loop.
+local seq = tonumber(redis.call('HGET', KEYS[2], n .. ':end') or '0')
+local fields, arrivals, added, bytes = {}, {}, {}, 0
+local stored, ended = 0, false
+for i = 0, count - 1 do
+  local payload, last, nonce = ARGV[9 + 3 * i], ARGV[10 + 3 * i], ARGV[11 + 3 * i]
+  local first = seen(nonce)
+  if first then
+    out[#out + 1] = 1; out[#out + 1] = first
+  elseif done then
+    out[#out + 1] = -2; out[#out + 1] = 0
+  else
+    seq = seq + 1
+    local at = n .. ':' .. seq
+    recent = recent .. ',' .. nonce .. ':' .. seq
+    if last == '1' then done, ended = true, true end
+    if store then
+      fields[#fields + 1] = at
+      fields[#fields + 1] = now_s .. ':' .. last .. ':' .. payload
+      arrivals[#arrivals + 1] = at .. ':' .. #payload .. ':' .. now_s
+      bytes = bytes + #payload
+    end
+    redis.call('PUBLISH', ARGV[7], ARGV[8] .. '\n' .. seq .. '\n' .. last .. '\n' .. payload)
+    out[#out + 1] = 0; out[#out + 1] = seq
+    stored = stored + 1
+  end
+end
+if stored == 0 then return out end
+-- Keep the last 16 nonces: drop entries from the front while there are more.
+local entries = select(2, string.gsub(recent, ',', ','))
+local from = 1
+while entries > 16 do
+  from = string.find(recent, ',', from + 1, true)
+  entries = entries - 1
+end
+redis.call('HSETNX', KEYS[2], n .. ':open', now_s)
+redis.call('HSET', KEYS[2], n .. ':end', seq, n .. ':nonces', string.sub(recent, from))
+if ended then redis.call('HSET', KEYS[2], n .. ':done', 1) end
+if store then
+  redis.call('HSET', KEYS[4], unpack(fields))
+  redis.call('RPUSH', KEYS[3], unpack(arrivals))
+  redis.call('HINCRBY', KEYS[1], 'bytes', bytes)
+  redis.call('HINCRBY', KEYS[2], n .. ':kept', stored)
+  expire(now, tonumber(ARGV[3]))
+  local max_events, max_bytes = tonumber(ARGV[4]), tonumber(ARGV[5])
   while true do
-    local count = redis.call('LLEN', KEYS[3])
-    local bytes = tonumber(redis.call('HGET', KEYS[1], 'bytes') or '0')
-    if not (count > max_events or (bytes > max_bytes and count > 1)) then break end
+    local events = redis.call('LLEN', KEYS[3])
+    local total = tonumber(redis.call('HGET', KEYS[1], 'bytes') or '0')
+    if not (events > max_events or (total > max_bytes and events > 1)) then break end
     evict_oldest()
   end
-elseif last == '1' then
+elseif ended then
   forget_stream(n)
 end
-keep_alive(ARGV[9])
-redis.call('PUBLISH', ARGV[10], ARGV[11] .. '\n' .. seq .. '\n' .. last .. '\n' .. payload)
-return {0, seq}
+keep_alive(ARGV[6])
+return out

@@ -37,7 +37,10 @@ use std::time::Duration;
 use bytes::Bytes;
 use redis::Value;
 
-use super::{Appended, EventStore, Replay, Retention, StoreError, StreamKey, StreamNo, SweepStats};
+use super::{
+    Appended, DetachedAppend, EventStore, NewEvent, Replay, Retention, StoreError, StreamKey,
+    StreamNo, SweepStats,
+};
 use crate::ids::SessionId;
 
 const PRELUDE: &str = include_str!("prelude.lua");
@@ -213,19 +216,27 @@ impl EventStore for RedisStore {
         nonce: u64,
     ) -> Result<Appended, StoreError> {
         self.sessions.insert(key.session);
-        self.append_job()?.run(key, payload, last, nonce).await
+        let event = NewEvent {
+            payload,
+            last,
+            nonce,
+        };
+        let mut results = self.append_job()?.run(key, vec![event]).await;
+        results.pop().unwrap_or(Err(MALFORMED))
     }
 
-    fn append_detached(
-        &self,
-        key: StreamKey,
-        payload: Bytes,
-        last: bool,
-        nonce: u64,
-    ) -> Option<super::DetachedAppend> {
+    fn detaches_appends(&self) -> bool {
+        true
+    }
+
+    fn append_detached(&self, key: StreamKey, events: &[NewEvent]) -> Option<DetachedAppend> {
         let job = self.append_job();
+        let events = events.to_vec();
         Some(Box::pin(async move {
-            job?.run(key, payload, last, nonce).await
+            match job {
+                Ok(job) => job.run(key, events).await,
+                Err(e) => events.iter().map(|_| Err(e)).collect(),
+            }
         }))
     }
 

@@ -1,0 +1,146 @@
+//! [`StreamWriter`]: a stream's events written without waiting for each to be stored.
+//!
+//! A request that streams notifications used to wait for each append's answer before
+//! making the next event, so on Redis a stream moved one event per round trip. A writer
+//! keeps up to [`WINDOW`] appends in flight instead, all to the stream's one shard, whose
+//! mailbox keeps them in order; on Redis the store actor commits what gathers meanwhile
+//! as one run ([`super::group_commit`]). Nothing is sent to a client before it is stored:
+//! the store actor forwards an event only once the store holds it.
+//!
+//! If the store actor stops with appends in flight (a crash), their answers are dropped;
+//! the writer sends them all again, in order, with their nonces, so those the store had
+//! already taken are duplicates (the store remembers the last 16 nonces of a stream,
+//! hence the window).
+
+use std::collections::VecDeque;
+
+use bytes::Bytes;
+
+use super::handle::{AppendAnswer, CALL_TIMEOUT, EventStoreHandle, StoreCallError, next_nonce};
+use crate::event_store::NewEvent;
+use crate::ids::StreamKey;
+use crate::rt::slot::SlotError;
+
+/// Most appends one writer has in flight. At most the nonces a stream remembers (16, in
+/// both backends), so that every re-send after a crash is recognised.
+pub const WINDOW: usize = 16;
+
+/// An append sent, its answer not yet taken.
+struct InFlight {
+    event: NewEvent,
+    answer: AppendAnswer,
+    resent: bool,
+}
+
+/// Writes one stream's events in order, with up to [`WINDOW`] in flight. An error (the
+/// stream ended, the store unreachable) is returned by the call that finds it: a later
+/// [`StreamWriter::write`] or [`StreamWriter::flush`].
+pub struct StreamWriter {
+    store: EventStoreHandle,
+    key: StreamKey,
+    in_flight: VecDeque<InFlight>,
+}
+
+impl std::fmt::Debug for StreamWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StreamWriter")
+            .field("key", &self.key)
+            .field("in_flight", &self.in_flight.len())
+            .finish()
+    }
+}
+
+impl StreamWriter {
+    /// A writer of `key` through `store`.
+    pub fn new(store: EventStoreHandle, key: StreamKey) -> Self {
+        Self {
+            store,
+            key,
+            in_flight: VecDeque::with_capacity(WINDOW),
+        }
+    }
+
+    /// Sends `payload` as the stream's next event (not its last); waits only while
+    /// [`WINDOW`] appends are in flight.
+    pub async fn write(&mut self, payload: Bytes) -> Result<(), StoreCallError> {
+        self.take_answered()?;
+        while self.in_flight.len() >= WINDOW {
+            self.settle_oldest().await?;
+        }
+        let event = NewEvent {
+            payload,
+            last: false,
+            nonce: next_nonce(),
+        };
+        let answer = self.store.send_append(self.key, &event).await?;
+        self.in_flight.push_back(InFlight {
+            event,
+            answer,
+            resent: false,
+        });
+        Ok(())
+    }
+
+    /// Waits until everything written is stored (or delivered live, if the store is
+    /// down); the first error found, if any.
+    pub async fn flush(&mut self) -> Result<(), StoreCallError> {
+        let mut first = Ok(());
+        while !self.in_flight.is_empty() {
+            if let Err(e) = self.settle_oldest().await
+                && first.is_ok()
+            {
+                first = Err(e);
+            }
+        }
+        first
+    }
+
+    /// Takes the answers that are already in, oldest first.
+    fn take_answered(&mut self) -> Result<(), StoreCallError> {
+        while let Some(front) = self.in_flight.front_mut() {
+            match front.answer.try_recv() {
+                Ok(result) => {
+                    self.in_flight.pop_front();
+                    result?;
+                }
+                // Not in yet; or dropped, which `settle_oldest` handles.
+                Err(_) => return Ok(()),
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits for the oldest append's answer. If the store actor stopped before answering,
+    /// sends it and every later one again, once.
+    async fn settle_oldest(&mut self) -> Result<(), StoreCallError> {
+        let Some(front) = self.in_flight.front_mut() else {
+            return Ok(());
+        };
+        let outcome = tokio::time::timeout(CALL_TIMEOUT, &mut front.answer).await;
+        let resent = front.resent;
+        match outcome {
+            Ok(Ok(result)) => {
+                self.in_flight.pop_front();
+                result.map(|_| ()).map_err(Into::into)
+            }
+            Ok(Err(_)) if !resent => self.resend().await,
+            Ok(Err(_)) => {
+                self.in_flight.pop_front();
+                Err(SlotError::Dropped("event store").into())
+            }
+            Err(_) => {
+                self.in_flight.pop_front();
+                Err(SlotError::Timeout("event store").into())
+            }
+        }
+    }
+
+    /// Sends every append in flight again, in order, to the store's next incarnation.
+    async fn resend(&mut self) -> Result<(), StoreCallError> {
+        for in_flight in &mut self.in_flight {
+            in_flight.answer = self.store.send_append(self.key, &in_flight.event).await?;
+            in_flight.resent = true;
+        }
+        Ok(())
+    }
+}
