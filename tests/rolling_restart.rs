@@ -187,17 +187,7 @@ async fn session_load(url: String, stop: Arc<AtomicBool>, tally: Arc<Tally>) {
         assert_eq!(resp.status(), 200, "tools/call");
         let mut reader = SseReader::new(resp);
         let mut t = Transcript::default();
-        loop {
-            let mut done = false;
-            while let Some(f) = reader.next_event().await {
-                if t.add(&f) {
-                    done = true;
-                    break;
-                }
-            }
-            if done {
-                break;
-            }
+        while !t.read_to_response(&mut reader).await {
             // Cut by a restart: resume where the stream stopped, on any replica.
             let last = reader.last_id.clone().unwrap_or_default();
             assert!(!last.is_empty(), "a cut stream had given an event id");

@@ -70,17 +70,7 @@ async fn a_post_stream_closed_for_idleness_is_resumed_by_polling() {
         )
         .await;
     let mut polls = 0;
-    loop {
-        let mut done = false;
-        while let Some(f) = reader.next().await {
-            if t.add(&f) {
-                done = true;
-                break;
-            }
-        }
-        if done {
-            break;
-        }
+    while !t.read_to_response(&mut reader).await {
         polls += 1;
         let last = reader.last_id.clone().unwrap_or_default();
         reader = client.resume(&last).await;

@@ -151,17 +151,7 @@ async fn fast_stream_across_a_crash(server: TestServer) {
     let shard = server.app.store_shard_of(client.session_id());
     crash_and_wait(&server, Child::EventStore(shard)).await;
     within("the stream to end with its result", async {
-        loop {
-            let mut done = false;
-            while let Some(f) = live.next_event().await {
-                if t.add(&f) {
-                    done = true;
-                    break;
-                }
-            }
-            if done {
-                break;
-            }
+        while !t.read_to_response(&mut live).await {
             let last = live.last_id.clone().unwrap_or_default();
             live = client.resume(&last).await;
         }

@@ -580,6 +580,17 @@ impl Transcript {
         false
     }
 
+    /// Adds what `reader` gives until the response; false if the stream ended first
+    /// (cut, or closed for polling: the caller resumes).
+    pub async fn read_to_response(&mut self, reader: &mut SseReader) -> bool {
+        while let Some(f) = reader.next_event().await {
+            if self.add(&f) {
+                return true;
+            }
+        }
+        false
+    }
+
     pub fn result_text(&self) -> Option<String> {
         self.response.as_ref()?["result"]["content"][0]["text"]
             .as_str()
