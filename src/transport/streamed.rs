@@ -21,14 +21,14 @@ use tracing::Instrument;
 use tracing::field::Empty;
 
 use super::outbox::{StreamOutbox, StreamReady};
-use crate::event_store::StreamWriter;
 use super::rejection::Rejection;
 use super::session_request::{Caller, apply_session_effects};
 use super::{AppState, InFlight, Opening, session_rejection, sse_response};
+use crate::event_store::StreamWriter;
 use crate::handler::{BoxFuture, RequestContext};
 use crate::ids::{SessionId, StreamKey};
 use crate::protocol::version::ProtocolVersion;
-use crate::protocol::{ErrorObject, Outgoing, Request};
+use crate::protocol::{ErrorObject, Outgoing, Request, RequestId};
 use crate::server::McpServer;
 use crate::session::SessionHold;
 use crate::stream::sse;
@@ -61,16 +61,10 @@ pub(super) async fn serve(
     };
     let key = StreamKey::new(session, stream);
     span.record("stream", stream.0);
-    // Before the client can learn of the stream: if this replica dies, another one answers.
-    let inflight = inner.inflight.clone();
-    if let Some(inflight) = &inflight
-        && let Err(e) = inflight.begin(key, &request.id).await
-    {
-        tracing::warn!(error = %e, "if this replica dies, the request goes unanswered");
-    }
-    let ended = Ended {
+    let request_id = request.id.clone();
+    let mut ended = Ended {
         key,
-        inflight,
+        inflight: None,
         hold,
         _running: inner.running.start(),
     };
@@ -113,11 +107,16 @@ pub(super) async fn serve(
         answer
     });
     let version = touched.protocol_version;
+    // A request answered on its first poll needs no lease entry: its client learns of its
+    // stream only from the body that carries the stored answer (with Redis that saves
+    // two of a call's three round trips).
     if let Poll::Ready(outcome) = poll_once(&mut work).await {
         let response = answer_inline(state, key, version, outcome).await;
         ended.finish().await;
         return response;
     }
+    // Before the client can learn of the stream: if this replica dies, another one answers.
+    ended.begin(inner.inflight.clone(), &request_id).await;
 
     let stream_span = tracing::info_span!(
         parent: &span,
@@ -240,6 +239,18 @@ struct Ended {
 }
 
 impl Ended {
+    /// Registers the request with `inflight` (Redis: the lease entry another replica
+    /// answers from if this one dies).
+    async fn begin(&mut self, inflight: Option<Arc<dyn InFlight>>, request: &RequestId) {
+        let Some(inflight) = inflight else {
+            return;
+        };
+        if let Err(e) = inflight.begin(self.key, request).await {
+            tracing::warn!(error = %e, "if this replica dies, the request goes unanswered");
+        }
+        self.inflight = Some(inflight);
+    }
+
     async fn finish(self) {
         if let Some(inflight) = &self.inflight {
             inflight.end(self.key).await;
