@@ -18,7 +18,7 @@ use serde_json::{Map, Value, json};
 use std::time::Duration;
 
 use super::TaskHandle;
-use crate::event_store::{Event, StreamKey, StreamNo};
+use crate::event_store::{Event, StreamKey, StreamNo, StreamWriter};
 use crate::exec::tools as exec;
 use crate::handler::Note;
 use crate::ids::SessionId;
@@ -136,6 +136,22 @@ pub(crate) fn of_note(note: Note) -> Stored {
 }
 
 impl TaskHandle {
+    /// A writer of task `id`'s log (`None` for an id that names no log), for its runner.
+    pub(super) fn log_writer(&self, id: &str) -> Option<StreamWriter> {
+        log_key(id).map(|key| StreamWriter::new(self.inner.store.clone(), key))
+    }
+
+    /// Sends `event` as the next of the log `log` writes (task `id`'s): it waits only
+    /// while a few are in flight. A failure is logged, as for [`TaskHandle::append`].
+    pub(super) async fn write_note(&self, log: &mut Option<StreamWriter>, id: &str, event: Stored) {
+        let Some(writer) = log else {
+            return;
+        };
+        if let Err(e) = writer.write(event.bytes()).await {
+            tracing::warn!(task_id = %id, error = %e, "could not store a task's event");
+        }
+    }
+
     /// Appends `event` to task `id`'s log. A failure is logged: the task goes on (as
     /// with a record that could not be stored), and a reader of the log sees the gap as
     /// nothing missing, since the store numbers only what it stored.

@@ -29,7 +29,7 @@ use bytes::Bytes;
 use serde_json::{Map, Value};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::event_store::EventStoreHandle;
+use crate::event_store::{EventStoreHandle, StreamWriter};
 use crate::handler::{BoxFuture, Outbox};
 use crate::protocol::{ErrorObject, Outgoing};
 use crate::server_news::{NewsHub, ServerNews};
@@ -166,8 +166,6 @@ pub struct NewTask {
     sender: mpsc::Sender<TaskMsg>,
     /// Until it runs: who cleans up if it never does.
     tasks: Option<TaskHandle>,
-    /// Where its outboxes store its notes.
-    handle: TaskHandle,
 }
 
 impl Drop for NewTask {
@@ -197,12 +195,7 @@ impl NewTask {
 
     /// The outbox the task's handler must use.
     pub fn outbox(&self, announce: Option<Arc<dyn Outbox>>) -> TaskOutbox {
-        TaskOutbox::new(
-            self.sender.clone(),
-            announce,
-            self.handle.clone(),
-            self.record.id.clone(),
-        )
+        TaskOutbox::new(self.sender.clone(), announce)
     }
 
     /// Runs `work` as this task, in a process of its own.
@@ -319,8 +312,18 @@ impl TaskHandle {
             mailbox: Some(mailbox),
             sender,
             tasks: Some(self.clone()),
-            handle: self.clone(),
         })
+    }
+
+    /// Stores `record` ([`TaskHandle::save`]) once every note `log` sent is stored, so the
+    /// log keeps the order the task made its notes and changes in.
+    pub(crate) async fn save_after(&self, log: &mut Option<StreamWriter>, record: &TaskRecord) {
+        if let Some(writer) = log
+            && let Err(e) = writer.flush().await
+        {
+            tracing::warn!(task_id = %record.id, error = %e, "could not store a task's event");
+        }
+        self.save(record).await;
     }
 
     /// Stores `record` and announces it; a failure is logged (the runner goes on, and

@@ -41,41 +41,34 @@ pub enum TaskMsg {
     },
     /// The client cancelled the task (`tasks/cancel`).
     Cancel,
+    /// The handler's note, for the task's log. Through the runner, in the order of the
+    /// handler's questions, so that the log keeps the order the task made them in.
+    Note(Note),
 }
 
 /// A task's outbox: questions become the task's `inputRequests`, answered by
-/// `tasks/update`; notes become events of the task's log (`tasks/stream`), stored before
-/// the handler goes on; list and resource announcements go where the request's own
-/// outbox sent them.
+/// `tasks/update`; notes go to the runner, which writes them to the task's log
+/// (`tasks/stream`); list and resource announcements go where the request's own outbox
+/// sent them.
 pub struct TaskOutbox {
     mailbox: mpsc::Sender<TaskMsg>,
     announce: Option<Arc<dyn Outbox>>,
-    tasks: TaskHandle,
-    id: String,
 }
 
 impl TaskOutbox {
-    pub(super) fn new(
-        mailbox: mpsc::Sender<TaskMsg>,
-        announce: Option<Arc<dyn Outbox>>,
-        tasks: TaskHandle,
-        id: String,
-    ) -> Self {
-        Self {
-            mailbox,
-            announce,
-            tasks,
-            id,
-        }
+    pub(super) fn new(mailbox: mpsc::Sender<TaskMsg>, announce: Option<Arc<dyn Outbox>>) -> Self {
+        Self { mailbox, announce }
     }
 }
 
 impl Outbox for TaskOutbox {
     fn notify(&self, note: Note) -> BoxFuture<'_, Result<(), NotifyError>> {
         Box::pin(async move {
-            // Paced by the store, as a session's notes are.
-            self.tasks.append(&self.id, events::of_note(note)).await;
-            Ok(())
+            // Paced by the runner's mailbox, and so by the store.
+            self.mailbox
+                .send(TaskMsg::Note(note))
+                .await
+                .map_err(|_| NotifyError("the task has ended".into()))
         })
     }
 
@@ -124,6 +117,8 @@ pub(super) async fn run(
     mut work: BoxFuture<'static, Outgoing>,
 ) {
     let id = record.id.clone();
+    // The notes, a few appends in flight; each status waits for the notes before it.
+    let mut log = tasks.log_writer(&id);
     let mut waiting: HashMap<String, oneshot::Sender<Value>> = HashMap::new();
     let mut asked = 0usize;
     let deadline = tokio::time::Instant::now() + record.remaining(now_ms());
@@ -149,7 +144,7 @@ pub(super) async fn run(
                     record.input_requests.insert(key.clone(), Value::Object(question));
                     waiting.insert(key, reply);
                     record.set(TaskStatus::InputRequired, None);
-                    tasks.save(&record).await;
+                    tasks.save_after(&mut log, &record).await;
                 }
                 Some(TaskMsg::Respond { answers, applied }) => {
                     let mut changed = false;
@@ -168,15 +163,16 @@ pub(super) async fn run(
                         } else {
                             record.updated_ms = now_ms();
                         }
-                        tasks.save(&record).await;
+                        tasks.save_after(&mut log, &record).await;
                     }
                     let _ = applied.send(());
                 }
+                Some(TaskMsg::Note(note)) => tasks.write_note(&mut log, &id, events::of_note(note)).await,
                 Some(TaskMsg::Cancel) => {
                     // Dropping the handler's future is its cancellation.
                     record.input_requests.clear();
                     record.set(TaskStatus::Cancelled, Some("cancelled by the client".into()));
-                    tasks.save(&record).await;
+                    tasks.save_after(&mut log, &record).await;
                     break;
                 }
                 // Every sender is gone: only the registry holds one while the task runs,
@@ -184,6 +180,12 @@ pub(super) async fn run(
                 None => break,
             },
             answer = &mut work => {
+                // Notes the handler queued in the poll that ended it go first.
+                while let Ok(msg) = mailbox.try_recv() {
+                    if let TaskMsg::Note(note) = msg {
+                        tasks.write_note(&mut log, &id, events::of_note(note)).await;
+                    }
+                }
                 record.input_requests.clear();
                 match answer {
                     Outgoing::Result { mut result, .. } => {
@@ -203,7 +205,7 @@ pub(super) async fn run(
                         record.set(TaskStatus::Failed, None);
                     }
                 }
-                tasks.save(&record).await;
+                tasks.save_after(&mut log, &record).await;
                 break;
             }
             _ = keep_log.tick() => tasks.keep_log(&id).await,
