@@ -3,10 +3,8 @@
 
 mod common;
 
-use std::time::Duration;
-
 use common::redis::{RedisCluster, RedisServer, SharedRedis};
-use common::{Binary, Client, TestServer, Transcript, within};
+use common::{Binary, Client, TestServer, Transcript, call_through_outage, within};
 use otpmcp::cluster::leases::LOST_REPLICA_MESSAGE;
 use otpmcp::config::{BackendKind, NonZeroDuration};
 use serde_json::json;
@@ -90,46 +88,6 @@ async fn killed_replica(redis: impl SharedRedis) {
     assert_eq!(ids.len(), t.ids.len(), "no event id twice");
 }
 
-/// Calls `stream_events` and reads the whole stream; returns the transcript.
-async fn call(client: &Client, count: u64) -> Transcript {
-    let mut reader = client
-        .call_stream(
-            "stream_events",
-            json!({"count": count, "interval_ms": 5}),
-            Some("t"),
-        )
-        .await;
-    let mut t = Transcript::default();
-    let mut resume_from = None;
-    loop {
-        for f in within("a call to finish", reader.rest()).await {
-            if f.is_priming() {
-                resume_from = f.id.clone();
-            }
-            t.add(&f);
-            if let Some(id) = &f.id {
-                resume_from = Some(id.clone());
-            }
-        }
-        if t.response.is_some() {
-            return t;
-        }
-        // Closed before the answer (events went missing from the live feed while Redis
-        // was away): resume like a client does, after the retry hint.
-        let Some(last) = resume_from.clone() else {
-            panic!("closed with nothing to resume from: {t:?}");
-        };
-        reader = loop {
-            let resp = Client::send(client.get(Some(&last))).await;
-            if resp.status() == 200 {
-                break common::SseReader::new(resp);
-            }
-            assert_eq!(resp.status(), 503, "only unavailable while Redis is away");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        };
-    }
-}
-
 #[tokio::test]
 async fn redis_killed_and_restarted_under_load_loses_nothing_it_persisted() {
     let mut redis = RedisServer::start_persistent();
@@ -144,7 +102,7 @@ async fn redis_killed_and_restarted_under_load_loses_nothing_it_persisted() {
     .await;
     let mut client = server.client();
     client.initialize().await;
-    let before = call(&client, 5).await;
+    let before = call_through_outage(&client, 5).await;
     assert_eq!(before.progress, [1, 2, 3, 4, 5]);
     assert_eq!(before.ids.len(), 6, "stored: every event has an id");
 
@@ -155,14 +113,14 @@ async fn redis_killed_and_restarted_under_load_loses_nothing_it_persisted() {
             tokio::spawn(async move {
                 let mut done = Vec::new();
                 for _ in 0..6 {
-                    done.push(call(&client, 20).await);
+                    done.push(call_through_outage(&client, 20).await);
                 }
                 done
             })
         })
         .collect();
     redis.kill();
-    let during = call(&client, 5).await;
+    let during = call_through_outage(&client, 5).await;
     assert_eq!(
         during.progress,
         [1, 2, 3, 4, 5],
@@ -190,7 +148,7 @@ async fn redis_killed_and_restarted_under_load_loses_nothing_it_persisted() {
     }
     // Stored again once Redis is back...
     common::eventually("events to be stored again", || async {
-        let t = call(&client, 2).await;
+        let t = call_through_outage(&client, 2).await;
         (t.ids.len() == 3).then_some(())
     })
     .await;

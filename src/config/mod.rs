@@ -120,6 +120,7 @@ impl Config {
                 .with_list_parse_key("admin.allowed_hosts")
                 .with_list_parse_key("admin.allowed_origins")
                 .with_list_parse_key("store.redis_nodes")
+                .with_list_parse_key("store.redis_sentinels")
                 .with_list_parse_key("auth.algorithms")
                 .with_list_parse_key("auth.required_scopes")
                 .with_list_parse_key("auth.scopes_supported")
@@ -178,6 +179,7 @@ impl Config {
                     "is not a redis:// or unix:// URL (TLS, rediss://, is not built in)",
                 );
             }
+            self.validate_sentinels()?;
             let prefix = &self.store.key_prefix;
             if prefix.is_empty() || prefix.contains(['{', '}', ' ']) {
                 return invalid(
@@ -197,6 +199,37 @@ impl Config {
         self.auth.validate()?;
         self.exec.validate()?;
         self.validate_run_as()
+    }
+
+    /// Sentinels name the primary of one server; a cluster finds its own primaries.
+    fn validate_sentinels(&self) -> Result<(), ConfigError> {
+        let store = &self.store;
+        if store.redis_sentinels.is_empty() {
+            return Ok(());
+        }
+        if store.redis_cluster {
+            return invalid(
+                "store.redis_sentinels",
+                "cannot be combined with store.redis_cluster (a cluster follows its own failovers)",
+            );
+        }
+        if store
+            .redis_sentinels
+            .iter()
+            .any(|url| redis::Client::open(url.as_str()).is_err())
+        {
+            return invalid(
+                "store.redis_sentinels",
+                "must all be redis:// or unix:// URLs of sentinels",
+            );
+        }
+        if store.redis_sentinel_service.is_empty() {
+            return invalid(
+                "store.redis_sentinel_service",
+                "must name the primary the sentinels monitor",
+            );
+        }
+        Ok(())
     }
 
     /// With `[auth]` on, a program running as the server's user could read the server's
@@ -263,6 +296,39 @@ mod tests {
         assert_eq!(c.sse.keepalive_interval.get(), Duration::from_millis(150));
         assert!(!c.sse.enable_replay);
         assert_eq!(c.server.allowed_hosts, ["example.com", "localhost"]);
+    }
+
+    #[test]
+    fn sentinels_come_from_the_environment_and_exclude_a_cluster() {
+        let dir = std::env::temp_dir().join("otpmcp-no-such-dir");
+        let load = |extra: &[(&str, &str)]| {
+            let mut pairs = vec![
+                ("OTPMCP__STORE__BACKEND", "redis"),
+                (
+                    "OTPMCP__STORE__REDIS_SENTINELS",
+                    "redis://10.0.0.5:26379,redis://10.0.0.6:26379",
+                ),
+                ("OTPMCP__STORE__REDIS_SENTINEL_SERVICE", "otpmcp"),
+            ];
+            pairs.extend_from_slice(extra);
+            Config::load_with_env(&dir, &[], env(&pairs))
+        };
+        let c = load(&[]).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            c.store.redis_sentinels,
+            ["redis://10.0.0.5:26379", "redis://10.0.0.6:26379"]
+        );
+        assert_eq!(c.store.redis_sentinel_service, "otpmcp");
+        for (extra, problem) in [
+            (("OTPMCP__STORE__REDIS_CLUSTER", "true"), "redis_cluster"),
+            (("OTPMCP__STORE__REDIS_SENTINEL_SERVICE", ""), "must name"),
+        ] {
+            let err = load(&[extra])
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            assert!(err.contains(problem), "{err:?}");
+        }
     }
 
     // Issue 22, finding 6: the admin listener bound anywhere it was told, unauthenticated.

@@ -32,6 +32,13 @@ pub struct StoreConfig {
     /// More seed nodes of the cluster, besides `redis_url` (any one that answers is
     /// enough).
     pub redis_nodes: Vec<String>,
+    /// Redis Sentinel URLs, e.g. `redis://10.0.0.5:26379`. When set, each connection goes
+    /// to the primary these sentinels name for `redis_sentinel_service` at that moment,
+    /// and a failover is followed; `redis_url` then gives only the primary's password,
+    /// user and database, its host is not used.
+    pub redis_sentinels: Vec<String>,
+    /// The name the sentinels monitor the primary under (`sentinel monitor <name> ...`).
+    pub redis_sentinel_service: String,
     /// Prefix of every Redis key and channel, so several deployments can share one Redis.
     pub key_prefix: String,
     /// Longest wait for a connection to Redis.
@@ -63,6 +70,8 @@ impl Default for StoreConfig {
             redis_url: "redis://127.0.0.1:6379".into(),
             redis_cluster: false,
             redis_nodes: Vec::new(),
+            redis_sentinels: Vec::new(),
+            redis_sentinel_service: "mymaster".into(),
             key_prefix: "otpmcp".into(),
             connect_timeout: NonZeroDuration::from_secs(2),
             command_timeout: NonZeroDuration::from_secs(2),

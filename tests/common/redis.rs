@@ -16,6 +16,8 @@ pub struct RedisServer {
     persistent: bool,
     /// A node of a Redis Cluster: the port of its cluster bus.
     bus: Option<u16>,
+    /// More arguments for redis-server (`--replicaof`).
+    extra: Vec<String>,
 }
 
 /// A loopback port nothing listens on now.
@@ -57,21 +59,82 @@ impl RedisServer {
     }
 
     fn launch(persistent: bool) -> Self {
-        Self::launch_as(persistent, false)
+        Self::launch_as(persistent, false, &[])
     }
 
-    fn launch_as(persistent: bool, cluster: bool) -> Self {
+    /// A replica of `primary`, which it has finished copying when this returns.
+    pub fn start_replica_of(primary: &RedisServer) -> Self {
+        Self::start_replica_at(primary.port)
+    }
+
+    /// A replica of the primary reached at `port` (perhaps through a relay).
+    pub fn start_replica_at(port: u16) -> Self {
+        let port = port.to_string();
+        let replica = Self::launch_as(false, false, &["--replicaof", "127.0.0.1", &port]);
+        replica.wait_for_link();
+        replica
+    }
+
+    /// Waits until this replica's link to its primary is up.
+    pub fn wait_for_link(&self) {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let info = ask(self.port, "INFO replication", |r| {
+                r.contains("master_repl_offset")
+            })
+            .unwrap_or_default();
+            if info.contains("master_link_status:up") {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the replica did not sync: {info}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Waits (Redis's `WAIT`) until `replicas` replicas have every write made so far.
+    pub fn wait_replicated(&self, replicas: usize) {
+        let reply = ask(self.port, &format!("WAIT {replicas} 5000"), |r| {
+            r.ends_with("\r\n")
+        })
+        .unwrap_or_default();
+        assert_eq!(
+            reply.trim(),
+            format!(":{replicas}"),
+            "replicated before the kill"
+        );
+    }
+
+    /// Whether this server holds `key` (a cluster node answers `MOVED` for another's).
+    pub fn holds(&self, key: &str) -> bool {
+        ask(self.port, &format!("EXISTS {key}"), |r| r.ends_with("\r\n"))
+            .is_some_and(|r| r.trim() == ":1")
+    }
+
+    /// `role:master` or `role:slave`, as `INFO replication` says (`None`: no answer).
+    pub fn role(&self) -> Option<String> {
+        let info = ask(self.port, "INFO replication", |r| {
+            r.contains("master_repl_offset")
+        })?;
+        info.lines()
+            .find(|l| l.starts_with("role:"))
+            .map(|l| l.trim().to_owned())
+    }
+
+    fn launch_as(persistent: bool, cluster: bool, extra: &[&str]) -> Self {
         // Another test may take the free port first: then the server that answers is not
         // ours (its data directory tells), and we try another port.
         for _ in 0..20 {
-            if let Some(server) = Self::try_launch(persistent, cluster) {
+            if let Some(server) = Self::try_launch(persistent, cluster, extra) {
                 return server;
             }
         }
         panic!("could not start a redis-server of our own");
     }
 
-    fn try_launch(persistent: bool, cluster: bool) -> Option<Self> {
+    fn try_launch(persistent: bool, cluster: bool, extra: &[&str]) -> Option<Self> {
         let port = free_port();
         let dir = std::env::temp_dir().join(format!("otpmcp-redis-{}-{port}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
@@ -82,6 +145,7 @@ impl RedisServer {
             dir,
             persistent,
             bus: cluster.then(free_port),
+            extra: extra.iter().map(|a| (*a).to_owned()).collect(),
         };
         server.spawn().then_some(server)
     }
@@ -104,6 +168,7 @@ impl RedisServer {
                 .args(["--cluster-config-file", "nodes.conf"])
                 .args(["--cluster-port", &bus.to_string()]);
         }
+        cmd.args(&self.extra);
         let child = cmd
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -194,8 +259,19 @@ pub struct RedisCluster {
 
 impl RedisCluster {
     pub fn start() -> Self {
-        let nodes: Vec<RedisServer> = (0..3)
-            .map(|_| RedisServer::launch_as(false, true))
+        Self::start_with(0)
+    }
+
+    /// Three primaries, each with `replicas` replicas that take over when it fails.
+    pub fn start_with(replicas: usize) -> Self {
+        // With replicas, a dead primary is noticed sooner, so its failover fits a test.
+        let timeout: &[&str] = if replicas > 0 {
+            &["--cluster-node-timeout", "1000"]
+        } else {
+            &[]
+        };
+        let nodes: Vec<RedisServer> = (0..3 * (1 + replicas))
+            .map(|_| RedisServer::launch_as(false, true, timeout))
             .collect();
         let addrs: Vec<String> = nodes
             .iter()
@@ -204,7 +280,7 @@ impl RedisCluster {
         let created = Command::new("redis-cli")
             .args(["--cluster", "create"])
             .args(&addrs)
-            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"])
             .stdin(Stdio::null())
             .output()
             .unwrap_or_else(|e| panic!("redis-cli did not start (is it on PATH?): {e}"));
@@ -213,25 +289,37 @@ impl RedisCluster {
             "redis-cli --cluster create: {}",
             String::from_utf8_lossy(&created.stdout)
         );
-        // Every node agrees that all slots are served before the cluster takes clients.
+        let cluster = Self { nodes };
+        cluster.wait_until_ok(&cluster.nodes.iter().collect::<Vec<_>>());
+        for node in &cluster.nodes {
+            if node.role().as_deref() == Some("role:slave") {
+                node.wait_for_link();
+            }
+        }
+        cluster
+    }
+
+    /// Waits until each of `nodes` agrees that all slots are served (and, as the cluster
+    /// is created, knows every node).
+    pub fn wait_until_ok(&self, nodes: &[&RedisServer]) {
+        let known = format!("cluster_known_nodes:{}", self.nodes.len());
         let deadline = Instant::now() + WAIT;
-        for node in &nodes {
+        for node in nodes {
             loop {
                 let info = ask(node.port, "CLUSTER INFO", |r| {
                     r.contains("cluster_stats_messages")
                 })
                 .unwrap_or_default();
-                if info.contains("cluster_state:ok") && info.contains("cluster_known_nodes:3") {
+                if info.contains("cluster_state:ok") && info.contains(&known) {
                     break;
                 }
                 assert!(
                     Instant::now() < deadline,
-                    "the cluster did not come up: {info}"
+                    "the cluster is not serving every slot: {info}"
                 );
                 std::thread::sleep(Duration::from_millis(20));
             }
         }
-        Self { nodes }
     }
 
     /// The first node, as the seed a client connects to.
@@ -260,5 +348,86 @@ impl SharedRedis for RedisServer {
 impl SharedRedis for RedisCluster {
     fn target(&self) -> (String, bool, Vec<String>) {
         (self.url(), true, self.other_urls())
+    }
+}
+
+/// A Redis Sentinel of the test's own (`redis-server --sentinel`) that monitors `primary`
+/// as `mymaster`, with quorum 1 and a 500 ms down-after, so a killed primary is failed
+/// over to its replica within a few seconds.
+pub struct Sentinel {
+    server: RedisServer,
+}
+
+/// The name the test sentinels monitor their primary under.
+pub const SENTINEL_SERVICE: &str = "mymaster";
+
+impl Sentinel {
+    /// Starts a sentinel and waits until it knows `primary` and `replicas` replicas of it.
+    pub fn start(primary: &RedisServer, replicas: usize) -> Self {
+        let port = free_port();
+        let dir =
+            std::env::temp_dir().join(format!("otpmcp-sentinel-{}-{port}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("sentinel dir: {e}"));
+        // The sentinel rewrites its file as it learns the topology: it must be its own.
+        let conf = dir.join("sentinel.conf");
+        let text = format!(
+            "port {port}\nbind 127.0.0.1\nprotected-mode no\ndir {dir}\nloglevel warning\n\
+             sentinel monitor {SENTINEL_SERVICE} 127.0.0.1 {primary} 1\n\
+             sentinel down-after-milliseconds {SENTINEL_SERVICE} 500\n\
+             sentinel failover-timeout {SENTINEL_SERVICE} 5000\n",
+            dir = dir.display(),
+            primary = primary.port,
+        );
+        std::fs::write(&conf, text).unwrap_or_else(|e| panic!("sentinel.conf: {e}"));
+        let child = Command::new("redis-server")
+            .arg(&conf)
+            .arg("--sentinel")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("redis-server --sentinel did not start: {e}"));
+        let sentinel = Self {
+            server: RedisServer {
+                child: Some(child),
+                port,
+                dir,
+                persistent: false,
+                bus: None,
+                extra: Vec::new(),
+            },
+        };
+        let deadline = Instant::now() + WAIT;
+        let count = replicas.to_string();
+        let slaves = format!("num-slaves\r\n${}\r\n{count}\r\n", count.len());
+        loop {
+            let said = ask(port, &format!("SENTINEL master {SENTINEL_SERVICE}"), |r| {
+                r.contains("quorum")
+            })
+            .unwrap_or_default();
+            if said.contains(&slaves) {
+                return sentinel;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the sentinel on {port} does not see the primary and its replicas: {said}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn url(&self) -> String {
+        self.server.url()
+    }
+
+    /// The port of the server the sentinel names as primary now.
+    pub fn primary_port(&self) -> Option<u16> {
+        let said = ask(
+            self.server.port,
+            &format!("SENTINEL get-master-addr-by-name {SENTINEL_SERVICE}"),
+            |r| r.matches("\r\n").count() >= 5,
+        )?;
+        said.lines().nth(4)?.trim().parse().ok()
     }
 }

@@ -7,7 +7,9 @@
 //! Two things catch it: TCP keepalive on every socket, and a heartbeat that pings both
 //! connections every `store.ping_interval`. A ping that gets no answer within
 //! `store.command_timeout` trips the breaker and replaces the connection with a new one;
-//! callers take the current connection each time ([`RedisLink::commands`]). A new pub/sub
+//! callers take the current connection each time ([`RedisLink::commands`]). With Redis
+//! Sentinel, each new connection goes to the primary the sentinels name then, and the
+//! heartbeat asks `ROLE`, so a connection to a primary demoted by a failover is replaced too. A new pub/sub
 //! connection has lost every subscription, so the router is told that the feed was lost:
 //! the store follows its streams again and reads back what they missed.
 
@@ -179,10 +181,70 @@ fn manager_config(config: &StoreConfig) -> ConnectionManagerConfig {
         .set_max_delay(config.retry_interval.get().max(Duration::from_millis(100)))
 }
 
-/// Where Redis is: one server, or the seed nodes of a cluster.
+/// Where Redis is: one server, the seed nodes of a cluster, or the sentinels that name
+/// the primary.
 enum Servers {
     Single(redis::Client),
     Cluster(Vec<ConnectionInfo>),
+    Sentinel(Sentinels),
+}
+
+/// Redis Sentinel (`store.redis_sentinels`): every new connection goes to the primary the
+/// sentinels name at that moment. A failover is followed by the heartbeat, which replaces
+/// a connection whose server fails or is no longer primary.
+struct Sentinels {
+    sentinels: Vec<ConnectionInfo>,
+    service: String,
+    /// `store.redis_url`'s password, user, database and settings; the address is the
+    /// primary's.
+    primary: ConnectionInfo,
+}
+
+impl Sentinels {
+    /// A client of the primary named by the first sentinel that answers within `timeout`
+    /// and knows the service.
+    async fn primary(&self, timeout: Duration) -> redis::RedisResult<redis::Client> {
+        let mut failure = None;
+        for sentinel in &self.sentinels {
+            match ask_sentinel(sentinel, &self.service, timeout).await {
+                Ok(Some((host, port))) => {
+                    let addr = redis::ConnectionAddr::Tcp(host, port);
+                    return redis::Client::open(self.primary.clone().set_addr(addr));
+                }
+                Ok(None) => {
+                    failure = Some(redis::RedisError::from((
+                        redis::ErrorKind::InvalidClientConfig,
+                        "a sentinel does not monitor store.redis_sentinel_service",
+                        self.service.clone(),
+                    )));
+                }
+                Err(e) => failure = Some(e),
+            }
+        }
+        Err(failure.unwrap_or_else(|| {
+            redis::RedisError::from((redis::ErrorKind::InvalidClientConfig, "no sentinels"))
+        }))
+    }
+}
+
+/// The primary's address as one sentinel knows it (`None`: not a service it monitors).
+async fn ask_sentinel(
+    sentinel: &ConnectionInfo,
+    service: &str,
+    timeout: Duration,
+) -> redis::RedisResult<Option<(String, u16)>> {
+    let ask = async {
+        let client = redis::Client::open(sentinel.clone())?;
+        let mut conn = client.get_multiplexed_async_connection().await?;
+        redis::cmd("SENTINEL")
+            .arg("get-master-addr-by-name")
+            .arg(service)
+            .query_async(&mut conn)
+            .await
+    };
+    tokio::time::timeout(timeout, ask)
+        .await
+        .map_err(|_| timeout_error())?
 }
 
 /// What it takes to open the connections again.
@@ -204,20 +266,37 @@ impl Opener {
             .retries(2)
     }
 
+    /// The one server to connect to: `store.redis_url`, or the primary the sentinels
+    /// name now. (Not for a cluster.)
+    async fn server(&self) -> redis::RedisResult<redis::Client> {
+        match &self.servers {
+            Servers::Single(client) => Ok(client.clone()),
+            Servers::Sentinel(sentinels) => {
+                sentinels.primary(self.config.connect_timeout.get()).await
+            }
+            Servers::Cluster(_) => Err(redis::RedisError::from((
+                redis::ErrorKind::InvalidClientConfig,
+                "a cluster has no one server",
+            ))),
+        }
+    }
+
+    /// Whether a healthy connection must be to a primary: with sentinels, one to a
+    /// server that was demoted by a failover is replaced.
+    fn primary_only(&self) -> bool {
+        matches!(self.servers, Servers::Sentinel(_))
+    }
+
     async fn commands(&self) -> redis::RedisResult<RedisConn> {
         let open = async {
-            match &self.servers {
-                Servers::Single(client) => {
-                    let config = manager_config(&self.config);
-                    ConnectionManager::new_with_config(client.clone(), config)
-                        .await
-                        .map(RedisConn::Single)
-                }
-                Servers::Cluster(nodes) => {
-                    let client = self.cluster(nodes).build()?;
-                    client.get_async_connection().await.map(RedisConn::Cluster)
-                }
+            if let Servers::Cluster(nodes) = &self.servers {
+                let client = self.cluster(nodes).build()?;
+                return client.get_async_connection().await.map(RedisConn::Cluster);
             }
+            let config = manager_config(&self.config);
+            ConnectionManager::new_with_config(self.server().await?, config)
+                .await
+                .map(RedisConn::Single)
         };
         tokio::time::timeout(self.config.connect_timeout.get(), open)
             .await
@@ -231,21 +310,17 @@ impl Opener {
             Ok::<(), std::convert::Infallible>(())
         };
         let open = async {
-            match &self.servers {
-                Servers::Single(client) => {
-                    let config = manager_config(&self.config)
-                        .set_push_sender(push)
-                        .set_automatic_resubscription();
-                    ConnectionManager::new_with_config(client.clone(), config)
-                        .await
-                        .map(RedisConn::Single)
-                }
-                // The cluster connection resubscribes by itself whenever it has a sender.
-                Servers::Cluster(nodes) => {
-                    let client = self.cluster(nodes).push_sender(push).build()?;
-                    client.get_async_connection().await.map(RedisConn::Cluster)
-                }
+            // The cluster connection resubscribes by itself whenever it has a sender.
+            if let Servers::Cluster(nodes) = &self.servers {
+                let client = self.cluster(nodes).push_sender(push).build()?;
+                return client.get_async_connection().await.map(RedisConn::Cluster);
             }
+            let config = manager_config(&self.config)
+                .set_push_sender(push)
+                .set_automatic_resubscription();
+            ConnectionManager::new_with_config(self.server().await?, config)
+                .await
+                .map(RedisConn::Single)
         };
         let mut pubsub = tokio::time::timeout(self.config.connect_timeout.get(), open)
             .await
@@ -278,7 +353,16 @@ pub async fn connect<P>(
 where
     P: Fn(redis::PushInfo) + Send + Sync + 'static,
 {
-    let url = redacted(&config.redis_url);
+    let url = if config.redis_sentinels.is_empty() {
+        redacted(&config.redis_url)
+    } else {
+        let sentinels: Vec<String> = config.redis_sentinels.iter().map(|u| redacted(u)).collect();
+        format!(
+            "the primary of {:?} per sentinels {}",
+            config.redis_sentinel_service,
+            sentinels.join(", ")
+        )
+    };
     let err = |source| ConnectError::Redis {
         url: url.clone(),
         source,
@@ -303,7 +387,21 @@ where
         info = info
             .set_redis_settings(settings)
             .set_tcp_settings(tcp_settings(config.tcp_keepalive.get()));
-        Servers::Single(redis::Client::open(info).map_err(err)?)
+        if config.redis_sentinels.is_empty() {
+            Servers::Single(redis::Client::open(info).map_err(err)?)
+        } else {
+            let sentinels = config
+                .redis_sentinels
+                .iter()
+                .map(|url| redis::IntoConnectionInfo::into_connection_info(url.as_str()))
+                .collect::<redis::RedisResult<Vec<_>>>()
+                .map_err(err)?;
+            Servers::Sentinel(Sentinels {
+                sentinels,
+                service: config.redis_sentinel_service.clone(),
+                primary: info,
+            })
+        }
     };
     let keys = Arc::new(Keys::new(&config.key_prefix));
     let mut opener = Opener {
@@ -384,7 +482,11 @@ async fn heartbeat(conns: Weak<Conns>, opener: Opener, breaker: Breaker) {
         );
         drop(current);
         let timeout = opener.config.command_timeout.get();
-        let (commands_ok, pubsub_ok) = tokio::join!(ping(commands, timeout), ping(pubsub, timeout));
+        let primary = opener.primary_only();
+        let (commands_ok, pubsub_ok) = tokio::join!(
+            ping(commands, timeout, primary),
+            ping(pubsub, timeout, primary)
+        );
         for (which, answered) in [(Which::Commands, commands_ok), (Which::PubSub, pubsub_ok)] {
             if answered {
                 continue;
@@ -397,8 +499,21 @@ async fn heartbeat(conns: Weak<Conns>, opener: Opener, breaker: Breaker) {
     }
 }
 
-/// Whether `conn` answers a PING within `timeout` (every primary of a cluster).
-async fn ping(mut conn: RedisConn, timeout: Duration) -> bool {
+/// Whether `conn` answers a PING within `timeout` (every primary of a cluster), or with
+/// `primary` asks `ROLE` instead and is answered `master`: a primary demoted by a failover
+/// still answers, but refuses writes.
+async fn ping(mut conn: RedisConn, timeout: Duration, primary: bool) -> bool {
+    if primary {
+        let cmd = redis::cmd("ROLE");
+        let role = cmd.query_async::<Vec<redis::Value>>(&mut conn);
+        return match tokio::time::timeout(timeout, role).await {
+            Ok(Ok(role)) => matches!(
+                role.first(),
+                Some(redis::Value::BulkString(b)) if b.as_slice() == b"master"
+            ),
+            _ => false,
+        };
+    }
     let cmd = redis::cmd("PING");
     let ping = cmd.query_async::<String>(&mut conn);
     matches!(tokio::time::timeout(timeout, ping).await, Ok(Ok(_)))
