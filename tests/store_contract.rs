@@ -155,6 +155,7 @@ async fn append_run(
     let events: Vec<NewEvent> = events
         .iter()
         .map(|&(payload, last, nonce)| NewEvent {
+            after: 0,
             payload: Bytes::from(payload.to_owned()),
             last,
             nonce,

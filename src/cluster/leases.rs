@@ -316,7 +316,7 @@ async fn reap(leases: &Leases, store: &EventStoreHandle, tasks: Option<&TaskHand
         // round, and the entry's own nonce makes a second answer (ours or another
         // replica's) a duplicate.
         let answered = match store
-            .append_with_nonce(orphan.key, orphan.payload, true, orphan.nonce)
+            .append_with_nonce(orphan.key, orphan.payload, true, orphan.nonce, 0)
             .await
         {
             Ok(Some(_)) => {

@@ -407,4 +407,9 @@ pub struct NewEvent {
     pub last: bool,
     /// Identifies this append across a re-send (see [`EventStore::append`]).
     pub nonce: u64,
+    /// The stream's last position its writer saw stored (0: none). Those positions were
+    /// issued once: if the store no longer has them (a Redis failover to a replica that
+    /// had not copied them), it issues the next after them, so no id is reused and a
+    /// replay across them reports them missing.
+    pub after: u64,
 }

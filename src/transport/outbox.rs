@@ -94,11 +94,14 @@ impl StreamOutbox {
     }
 
     /// Waits until everything the handler sent is stored: before the response, which
-    /// must follow it on the stream.
-    pub(super) async fn flush(&self) {
-        if let Err(e) = self.writer.lock().await.flush().await {
+    /// must follow it on the stream. Returns the last position stored, for the response's
+    /// append (see [`crate::event_store::NewEvent::after`]).
+    pub(super) async fn flush(&self) -> u64 {
+        let mut writer = self.writer.lock().await;
+        if let Err(e) = writer.flush().await {
             tracing::debug!(error = %e, "a notification of this request was not stored");
         }
+        writer.stored()
     }
 }
 

@@ -148,10 +148,10 @@ pub(super) async fn serve(
         async move {
             let answer = work.await;
             // What the handler sent goes before its response, or before the stream ends.
-            sent.flush().await;
+            let after = sent.flush().await;
             match answer {
                 Some(answer) => {
-                    if !keep_response(&closing, key, answer.to_bytes()).await {
+                    if !keep_response(&closing, key, answer.to_bytes(), after).await {
                         // Stopped by shutdown before the response could be stored: the
                         // lease entry stays, for another replica to answer.
                         ended.abandon();
@@ -184,8 +184,14 @@ pub(super) async fn serve(
 /// replica, or resuming later, would wait for it for ever. So it is tried again with the
 /// same nonce every `store.retry_interval`, for up to `server.session_timeout`; the
 /// request keeps its lease entry and its hold on the session meanwhile (if this replica
-/// dies, another one answers). False if shutdown stopped the retries.
-async fn keep_response(state: &AppState, key: StreamKey, payload: bytes::Bytes) -> bool {
+/// dies, another one answers). False if shutdown stopped the retries. `after`: the last
+/// position the request's notifications were stored at.
+async fn keep_response(
+    state: &AppState,
+    key: StreamKey,
+    payload: bytes::Bytes,
+    after: u64,
+) -> bool {
     let inner = &state.inner;
     let nonce = crate::event_store::EventStoreHandle::nonce();
     let retry = inner.config.store.retry_interval;
@@ -194,7 +200,7 @@ async fn keep_response(state: &AppState, key: StreamKey, payload: bytes::Bytes) 
     loop {
         match inner
             .store
-            .append_with_nonce(key, payload.clone(), true, nonce)
+            .append_with_nonce(key, payload.clone(), true, nonce, after)
             .await
         {
             Ok(Some(_)) => {

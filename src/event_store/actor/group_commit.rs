@@ -28,6 +28,7 @@ impl QueuedAppend {
         payload: bytes::Bytes,
         last: bool,
         nonce: u64,
+        after: u64,
         reply: RpcReplyPort<Result<Option<EventId>, StoreError>>,
     ) -> Self {
         Self {
@@ -35,6 +36,7 @@ impl QueuedAppend {
                 payload,
                 last,
                 nonce,
+                after,
             },
             reply,
         }

@@ -125,7 +125,7 @@ impl EventStoreHandle {
         payload: Bytes,
         last: bool,
     ) -> Result<Option<EventId>, StoreCallError> {
-        self.append_with_nonce(key, payload, last, next_nonce())
+        self.append_with_nonce(key, payload, last, next_nonce(), 0)
             .await
     }
 
@@ -136,12 +136,15 @@ impl EventStoreHandle {
 
     /// [`Self::append`] with the caller's nonce: appending again with the same nonce
     /// stores nothing new (several replicas answering one lost request store one answer).
+    /// `after`: the last position the caller saw stored on the stream, 0 if none (see
+    /// [`crate::event_store::NewEvent::after`]).
     pub async fn append_with_nonce(
         &self,
         key: StreamKey,
         payload: Bytes,
         last: bool,
         nonce: u64,
+        after: u64,
     ) -> Result<Option<EventId>, StoreCallError> {
         let result = self
             .of_key(key)
@@ -151,6 +154,7 @@ impl EventStoreHandle {
                     payload: payload.clone(),
                     last,
                     nonce,
+                    after,
                     reply,
                 },
                 CALL_TIMEOUT,
@@ -171,6 +175,7 @@ impl EventStoreHandle {
                 payload: event.payload.clone(),
                 last: event.last,
                 nonce: event.nonce,
+                after: event.after,
                 reply,
             })
             .await

@@ -60,6 +60,8 @@ pub enum StoreMsg {
         last: bool,
         /// Identifies this append across a re-send (see [`EventStore::append`]).
         nonce: u64,
+        /// The last position the writer saw stored (see [`NewEvent::after`]).
+        after: u64,
         /// Gets the stored event's id; `None` if the backend is down and the event was
         /// only delivered live.
         reply: RpcReplyPort<Result<Option<EventId>, StoreError>>,
@@ -286,9 +288,10 @@ impl<B: EventStore> Actor for EventStoreActor<B> {
                 payload,
                 last,
                 nonce,
+                after,
                 reply,
             } => {
-                let append_msg = QueuedAppend::new(payload, last, nonce, reply);
+                let append_msg = QueuedAppend::new(payload, last, nonce, after, reply);
                 append(state, &myself, key, append_msg)
                     .instrument(span)
                     .await
@@ -318,9 +321,10 @@ async fn handle<B: EventStore>(
             payload,
             last,
             nonce,
+            after,
             reply,
         } => {
-            let append_msg = QueuedAppend::new(payload, last, nonce, reply);
+            let append_msg = QueuedAppend::new(payload, last, nonce, after, reply);
             append(state, myself, key, append_msg).await;
         }
         StoreMsg::Stored { key, run, results } => {
@@ -457,6 +461,7 @@ async fn append_inline<B: EventStore>(
             payload,
             last,
             nonce,
+            ..
         } = event;
         let result = tables
             .backend

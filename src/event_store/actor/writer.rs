@@ -39,6 +39,9 @@ pub struct StreamWriter {
     store: EventStoreHandle,
     key: StreamKey,
     in_flight: VecDeque<InFlight>,
+    /// The last position the store answered with: sent with each append, so a store that
+    /// lost it (a Redis failover) never issues it again.
+    stored: u64,
 }
 
 impl std::fmt::Debug for StreamWriter {
@@ -56,7 +59,9 @@ impl StreamWriter {
         Self {
             store,
             key,
-            in_flight: VecDeque::with_capacity(WINDOW),
+            // Empty until the first write: a call answered at once writes nothing.
+            in_flight: VecDeque::new(),
+            stored: 0,
         }
     }
 
@@ -71,6 +76,7 @@ impl StreamWriter {
             payload,
             last: false,
             nonce: next_nonce(),
+            after: self.stored,
         };
         let answer = self.store.send_append(self.key, &event).await?;
         self.in_flight.push_back(InFlight {
@@ -95,13 +101,18 @@ impl StreamWriter {
         first
     }
 
+    /// The last position the store answered with (0: none yet).
+    pub fn stored(&self) -> u64 {
+        self.stored
+    }
+
     /// Takes the answers that are already in, oldest first.
     fn take_answered(&mut self) -> Result<(), StoreCallError> {
         while let Some(front) = self.in_flight.front_mut() {
             match front.answer.try_recv() {
                 Ok(result) => {
                     self.in_flight.pop_front();
-                    result?;
+                    self.note(result?);
                 }
                 // Not in yet; or dropped, which `settle_oldest` handles.
                 Err(_) => return Ok(()),
@@ -121,7 +132,8 @@ impl StreamWriter {
         match outcome {
             Ok(Ok(result)) => {
                 self.in_flight.pop_front();
-                result.map(|_| ()).map_err(Into::into)
+                self.note(result?);
+                Ok(())
             }
             Ok(Err(_)) if !resent => self.resend().await,
             Ok(Err(_)) => {
@@ -132,6 +144,14 @@ impl StreamWriter {
                 self.in_flight.pop_front();
                 Err(SlotError::Timeout("event store").into())
             }
+        }
+    }
+
+    /// Remembers the position of an event the store answered for (`None`: delivered live
+    /// only, the store being down).
+    fn note(&mut self, stored: Option<crate::ids::EventId>) {
+        if let Some(id) = stored {
+            self.stored = self.stored.max(id.seq);
         }
     }
 

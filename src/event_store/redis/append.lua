@@ -1,10 +1,11 @@
 -- A run of consecutive events of one stream (group commit: one call for all of them).
 -- ARGV: 1 stream no, 2 store (0|1), 3 ttl ms, 4 max events, 5 max bytes,
---       6 session ttl ms, 7 channel, 8 origin; then per event: payload, last (0|1), nonce
+--       6 session ttl ms, 7 channel, 8 origin, 9 floor (the last position the writer
+--       saw stored, 0: none); then per event: payload, last (0|1), nonce
 -- Returns {status, seq} per event, flattened: 0 stored, 1 duplicate (seq of the first
 -- append), -1 unknown session, -2 stream completed.
 local n, store = ARGV[1], ARGV[2] == '1'
-local count = math.floor((#ARGV - 8) / 3)
+local count = math.floor((#ARGV - 9) / 3)
 local out = {}
 if redis.call('EXISTS', KEYS[1]) == 0 then
   for _ = 1, count do out[#out + 1] = -1; out[#out + 1] = 0 end
@@ -26,10 +27,18 @@ local now_s = string.format('%d', now)
 -- Positions are taken here and written once; events, arrivals and bytes go in one
 -- command each after the loop.
 local seq = tonumber(redis.call('HGET', KEYS[2], n .. ':end') or '0')
+-- Positions up to the floor were stored and answered, then lost: a failover to a replica
+-- that had not copied them. They are never issued again, so no id means two events; a
+-- replay across them finds them gone and reports them missing.
+local floor = tonumber(ARGV[9])
+if seq < floor and not done then
+  seq = floor
+  redis.call('HSET', KEYS[2], n .. ':end', seq)
+end
 local fields, arrivals, added, bytes = {}, {}, {}, 0
 local stored, ended = 0, false
 for i = 0, count - 1 do
-  local payload, last, nonce = ARGV[9 + 3 * i], ARGV[10 + 3 * i], ARGV[11 + 3 * i]
+  local payload, last, nonce = ARGV[10 + 3 * i], ARGV[11 + 3 * i], ARGV[12 + 3 * i]
   local first = seen(nonce)
   if first then
     out[#out + 1] = 1; out[#out + 1] = first

@@ -42,7 +42,8 @@ impl AppendJob {
             .arg(r.max_session_bytes)
             .arg(millis(session_ttl))
             .arg(link.keys.channel(key))
-            .arg(link.replica);
+            .arg(link.replica)
+            .arg(events.iter().map(|e| e.after).max().unwrap_or(0));
         for event in &events {
             invocation
                 .arg(event.payload.as_ref())

@@ -220,6 +220,7 @@ impl EventStore for RedisStore {
             payload,
             last,
             nonce,
+            after: 0,
         };
         let mut results = self.append_job()?.run(key, vec![event]).await;
         results.pop().unwrap_or(Err(MALFORMED))
