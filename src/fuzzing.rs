@@ -242,7 +242,11 @@ pub fn redis_entry(data: &[u8]) {
         3 => {
             let text = String::from_utf8_lossy(rest);
             let (field, id) = text.split_once('\n').unwrap_or((&text, ""));
-            if let Some(orphan) = crate::cluster::leases::orphan(key.stream.0, field.into(), id) {
+            let lapsed = crate::cluster::leases::Lapsed {
+                replica: key.stream.0,
+                stopped: key.stream.0 % 2 == 0,
+            };
+            if let Some(orphan) = crate::cluster::leases::orphan(lapsed, field.into(), id) {
                 let answer: Value = serde_json::from_slice(&orphan.payload).unwrap_or_default();
                 assert!(answer["error"]["code"].is_i64());
             }

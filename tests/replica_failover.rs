@@ -5,7 +5,7 @@ mod common;
 
 use common::redis::{RedisCluster, RedisServer, SharedRedis};
 use common::{Binary, Client, TestServer, Transcript, call_through_outage, within};
-use otpmcp::cluster::leases::LOST_REPLICA_MESSAGE;
+use otpmcp::cluster::leases::{LOST_REPLICA_MESSAGE, RESTARTED_MESSAGE};
 use otpmcp::config::{BackendKind, NonZeroDuration};
 use serde_json::json;
 
@@ -86,6 +86,64 @@ async fn killed_replica(redis: impl SharedRedis) {
     let mut ids = t.ids.clone();
     ids.dedup();
     assert_eq!(ids.len(), t.ids.len(), "no event id twice");
+}
+
+/// A planned restart (SIGTERM) whose drain ends before a call does: the call's client,
+/// resuming on another replica, gets every event stored and then an error that says the
+/// server restarted and the call may be retried, not that a replica was lost.
+#[tokio::test]
+async fn a_call_outlasting_a_drain_gets_a_retryable_answer_elsewhere() {
+    let redis = RedisServer::start();
+    let (url, _, _) = redis.target();
+    let draining = [
+        ("OTPMCP__STORE__REDIS_URL", url.as_str()),
+        ("OTPMCP__STORE__LEASE_TTL", "1s"),
+        ("OTPMCP__SERVER__SHUTDOWN_TIMEOUT", "200ms"),
+    ];
+    let config = [
+        "--config",
+        concat!(env!("CARGO_MANIFEST_DIR"), "/config/redis.toml"),
+    ];
+    let a = Binary::start(&config, &draining).await;
+    let b = binary_on(&redis).await;
+    let mut client = Client::new(&a.url);
+    client.initialize().await;
+    let mut reader = client
+        .call_stream(
+            "stream_events",
+            json!({"count": 200, "interval_ms": 25}),
+            Some("t"),
+        )
+        .await;
+    let mut t = Transcript::default();
+    while t.progress.len() < 5 {
+        let frame = within("progress", reader.next()).await;
+        t.add(&frame.unwrap_or_else(|| panic!("stream ended early")));
+    }
+    assert_eq!(a.terminate().await, Some(0));
+    // What A sent before it closed the stream, with its retry hint.
+    for f in within("the stream's end", reader.rest()).await {
+        t.add(&f);
+    }
+    let last = t.ids.last().cloned().unwrap_or_else(|| panic!("no ids"));
+    let mut on_b = client.clone();
+    on_b.url = b.url.clone();
+    let mut resumed = on_b.resume(&last).await;
+    for f in within("the answer from another replica", resumed.rest()).await {
+        t.add(&f);
+    }
+    let n = t.progress.len() as u64;
+    assert_eq!(
+        t.progress,
+        (1..=n).collect::<Vec<u64>>(),
+        "every event once, in order"
+    );
+    let Some(response) = t.response else {
+        panic!("no answer after the drain");
+    };
+    assert_eq!(response["error"]["code"], -32603);
+    assert_eq!(response["error"]["message"], RESTARTED_MESSAGE);
+    assert_eq!(response["error"]["data"]["retryable"], true);
 }
 
 #[tokio::test]

@@ -14,7 +14,7 @@ use otpmcp::McpServer;
 use otpmcp::config::{BackendKind, Config};
 use otpmcp::handler::{ToolRegistry, tool};
 use otpmcp::protocol::methods::{CallToolResult, ListKind};
-use otpmcp::tasks::LOST_REPLICA_MESSAGE;
+use otpmcp::tasks::{LOST_REPLICA_MESSAGE, STOPPED_REPLICA_MESSAGE};
 use serde_json::{Value, json};
 
 fn tools() -> McpServer {
@@ -178,6 +178,57 @@ async fn a_rerunnable_task_whose_replica_is_killed_completes_on_another() {
     let end = kill_mid_task(a, &b, 60).await;
     assert_eq!(end["status"], "completed", "{end}");
     assert_eq!(end["result"]["content"][0]["text"], "streamed 60 events");
+}
+
+/// A rolling restart may stop one task's replica twice: each planned stop hands the task
+/// on, and none counts as a lost attempt (a lost replica allows one re-run only).
+#[tokio::test]
+async fn a_rerunnable_task_is_handed_on_by_each_planned_restart() {
+    let redis = RedisServer::start();
+    let a = binary_on(&redis, true).await;
+    let b = binary_on(&redis, true).await;
+    let on_a = Stateless::new(&a.url).with_tasks();
+    let on_b = on_a.at(&b.url);
+    let id = on_a
+        .start_task("stream_events", json!({"count": 100, "interval_ms": 20}))
+        .await;
+    on_b.until_status(&id, "working").await;
+    let handed_on = |on: Stateless, id: String| async move {
+        common::eventually("the task to run again elsewhere", || async {
+            let task = on.task(&id).await.result().clone();
+            (task["statusMessage"] == "restarted after its replica shut down").then_some(task)
+        })
+        .await
+    };
+    assert_eq!(a.terminate().await, Some(0));
+    let task = handed_on(on_b.clone(), id.clone()).await;
+    assert_eq!(task["status"], "working", "{task}");
+    let c = binary_on(&redis, true).await;
+    let on_c = on_a.at(&c.url);
+    assert_eq!(b.terminate().await, Some(0));
+    handed_on(on_c.clone(), id.clone()).await;
+    let end = on_c.until_status(&id, "completed").await;
+    assert_eq!(end["result"]["content"][0]["text"], "streamed 100 events");
+}
+
+/// Without re-runs, a task stopped by a planned restart fails with an error that says it
+/// may be started again, not that its replica was lost.
+#[tokio::test]
+async fn a_task_stopped_by_a_planned_restart_fails_as_retryable() {
+    let redis = RedisServer::start();
+    let a = binary_on(&redis, false).await;
+    let b = binary_on(&redis, false).await;
+    let on_a = Stateless::new(&a.url).with_tasks();
+    let on_b = on_a.at(&b.url);
+    let id = on_a
+        .start_task("stream_events", json!({"count": 500, "interval_ms": 20}))
+        .await;
+    on_b.until_status(&id, "working").await;
+    assert_eq!(a.terminate().await, Some(0));
+    let end = on_b.until_status(&id, "failed").await;
+    assert_eq!(end["error"]["code"], -32603);
+    assert_eq!(end["error"]["message"], STOPPED_REPLICA_MESSAGE);
+    assert_eq!(end["error"]["data"]["retryable"], true, "{end}");
 }
 
 #[tokio::test]

@@ -26,6 +26,15 @@ use crate::transport::{InFlight, InFlightError};
 pub const LOST_REPLICA_MESSAGE: &str =
     "the server replica running this request was lost before it answered";
 
+/// The message of the error appended for a request whose replica shut down (a planned
+/// restart) before it could answer; its `data` says `"retryable": true`.
+pub const RESTARTED_MESSAGE: &str =
+    "the server replica running this request shut down before it answered; the request may be retried";
+
+/// The score of a lease let go at a clean shutdown ([`Leases::release`]): no lease that
+/// lapsed by itself has it, so a reaper can tell a planned stop from a lost replica.
+const RELEASED: u64 = 0;
+
 /// Renews this replica's lease; returns the replicas whose lease has lapsed. Also keeps
 /// the replica counter (KEYS[2]) at or above our number, so a Redis that lost its data
 /// cannot hand our number to a new replica.
@@ -38,7 +47,7 @@ redis.call('PEXPIRE', KEYS[3], 86400000)
 if tonumber(redis.call('GET', KEYS[2]) or '0') < tonumber(ARGV[1]) then
   redis.call('SET', KEYS[2], ARGV[1])
 end
-return redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)
+return redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'WITHSCORES')
 ";
 
 /// A request that lost its replica: where to answer and with which id.
@@ -135,7 +144,7 @@ impl Leases {
     }
 
     /// Renews our lease; returns the replicas whose lease has lapsed.
-    pub async fn renew(&self) -> redis::RedisResult<Vec<u64>> {
+    pub async fn renew(&self) -> redis::RedisResult<Vec<Lapsed>> {
         let mut conn = self.link.commands();
         let ttl_ms = u64::try_from(self.ttl.as_millis()).unwrap_or(u64::MAX);
         let mut invocation = self.renew.key(self.link.keys.replicas());
@@ -144,11 +153,16 @@ impl Leases {
             .key(self.link.keys.inflight(self.link.replica))
             .arg(self.link.replica)
             .arg(ttl_ms);
-        let call = invocation.invoke_async::<Vec<u64>>(&mut conn);
+        let call = invocation.invoke_async::<Vec<(u64, f64)>>(&mut conn);
         let lapsed = self.link.breaker.guard("lease", call).await?;
         Ok(lapsed
             .into_iter()
-            .filter(|r| *r != self.link.replica)
+            .filter(|(r, _)| *r != self.link.replica)
+            .map(|(replica, score)| Lapsed {
+                replica,
+                // Scores are whole milliseconds, so the comparison is exact.
+                stopped: score == RELEASED as f64,
+            })
             .collect())
     }
 
@@ -208,12 +222,14 @@ impl Leases {
     }
 
     /// Lets our lease lapse now (clean shutdown): another replica answers at once any
-    /// request of ours whose end did not reach Redis, and nobody waits `lease_ttl`.
+    /// request of ours whose end did not reach Redis, and nobody waits `lease_ttl`. The
+    /// lease's score says it was let go, not lost: the answers say the request may be
+    /// retried, and a re-run of a task does not count as a lost attempt.
     pub async fn release(&self) {
         let mut conn = self.link.commands();
         let mut cmd = redis::cmd("ZADD");
         cmd.arg(self.link.keys.replicas())
-            .arg(0)
+            .arg(RELEASED)
             .arg(self.link.replica);
         let call = cmd.query_async::<()>(&mut conn);
         let _ = self.link.breaker.guard("lease", call).await;
@@ -236,6 +252,15 @@ impl InFlight for Leases {
     fn end(&self, key: StreamKey) -> BoxFuture<'_, ()> {
         Box::pin(Leases::end(self, key))
     }
+}
+
+/// A replica whose lease lapsed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lapsed {
+    /// Its number.
+    pub replica: u64,
+    /// It let its lease go at a clean shutdown (a planned restart), rather than dying.
+    pub stopped: bool,
 }
 
 /// Renews this replica's lease on its own clock (a busy actor must not let it lapse) and
@@ -286,9 +311,10 @@ async fn keep(leases: Leases, store: EventStoreHandle, tasks: Option<TaskHandle>
     }
 }
 
-/// Answers every request still registered for lapsed replica `replica` and ends (or
+/// Answers every request still registered for lapsed replica `lapsed` and ends (or
 /// runs again) its tasks, then forgets the replica if nothing is left.
-async fn reap(leases: &Leases, store: &EventStoreHandle, tasks: Option<&TaskHandle>, replica: u64) {
+async fn reap(leases: &Leases, store: &EventStoreHandle, tasks: Option<&TaskHandle>, lapsed: Lapsed) {
+    let Lapsed { replica, stopped } = lapsed;
     let Ok(entries) = leases.entries(replica).await else {
         return;
     };
@@ -304,12 +330,12 @@ async fn reap(leases: &Leases, store: &EventStoreHandle, tasks: Option<&TaskHand
                 settled_all = false;
                 continue;
             }
-            tasks.orphaned(id, replica).await;
+            tasks.orphaned(id, replica, stopped).await;
             metrics::REQUESTS_REAPED.inc();
             settled_all &= leases.settle(replica, &field).await;
             continue;
         }
-        let Some(orphan) = orphan(replica, field, &value) else {
+        let Some(orphan) = orphan(lapsed, field, &value) else {
             continue;
         };
         // Answer first, then clear the entry: a failure in between leaves it for the next
@@ -321,7 +347,7 @@ async fn reap(leases: &Leases, store: &EventStoreHandle, tasks: Option<&TaskHand
         {
             Ok(Some(_)) => {
                 metrics::REQUESTS_REAPED.inc();
-                tracing::warn!(stream = ?orphan.key, lost_replica = replica, "a request whose replica was lost has its answer");
+                tracing::warn!(stream = ?orphan.key, lost_replica = replica, stopped, "a request whose replica was lost has its answer");
                 true
             }
             // Ended after all, or its session did: nothing to answer.
@@ -351,17 +377,23 @@ fn field(key: StreamKey) -> String {
 }
 
 /// The answer owed for in-flight entry `field` (request id `id`, as JSON) of lapsed replica
-/// `replica`; `None` if the entry is malformed.
-pub fn orphan(replica: u64, field: String, id: &str) -> Option<Orphan> {
+/// `lapsed`; `None` if the entry is malformed.
+pub fn orphan(lapsed: Lapsed, field: String, id: &str) -> Option<Orphan> {
+    let Lapsed { replica, stopped } = lapsed;
     let (session, stream) = field.split_once(':')?;
     let key = StreamKey::new(
         session.parse::<SessionId>().ok()?,
         StreamNo(stream.parse().ok()?),
     );
     let id: RequestId = serde_json::from_str(id).ok()?;
+    let error = if stopped {
+        ErrorObject::retryable(RESTARTED_MESSAGE)
+    } else {
+        ErrorObject::new(ErrorObject::INTERNAL_ERROR, LOST_REPLICA_MESSAGE)
+    };
     let payload = Outgoing::Error {
         id: Some(id),
-        error: ErrorObject::new(ErrorObject::INTERNAL_ERROR, LOST_REPLICA_MESSAGE),
+        error,
     }
     .to_bytes();
     let nonce = {
@@ -382,10 +414,15 @@ pub fn orphan(replica: u64, field: String, id: &str) -> Option<Orphan> {
 mod tests {
     use super::*;
 
+    const LOST: Lapsed = Lapsed {
+        replica: 3,
+        stopped: false,
+    };
+
     #[test]
     fn an_orphan_gets_an_internal_error_with_its_own_id() {
         let session = SessionId::random();
-        let Some(o) = orphan(3, format!("{session}:4294967298"), "\"call-7\"") else {
+        let Some(o) = orphan(LOST, format!("{session}:4294967298"), "\"call-7\"") else {
             panic!("a well-formed entry is an orphan");
         };
         assert_eq!(o.key, StreamKey::new(session, StreamNo(4_294_967_298)));
@@ -394,12 +431,28 @@ mod tests {
         assert_eq!(v["id"], "call-7");
         assert_eq!(v["error"]["code"], -32603);
         assert_eq!(v["error"]["message"], LOST_REPLICA_MESSAGE);
-        assert!(orphan(3, "nonsense".into(), "1").is_none());
-        let again = orphan(3, format!("{session}:4294967298"), "\"call-7\"");
+        assert!(orphan(LOST, "nonsense".into(), "1").is_none());
+        let again = orphan(LOST, format!("{session}:4294967298"), "\"call-7\"");
         assert_eq!(
             again.map(|a| a.nonce),
             Some(o.nonce),
             "every reaper answers alike"
         );
+    }
+
+    #[test]
+    fn a_stopped_replicas_orphan_may_be_retried() {
+        let session = SessionId::random();
+        let stopped = Lapsed {
+            stopped: true,
+            ..LOST
+        };
+        let Some(o) = orphan(stopped, format!("{session}:2"), "5") else {
+            panic!("a well-formed entry is an orphan");
+        };
+        let v: serde_json::Value =
+            serde_json::from_slice(&o.payload).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(v["error"]["message"], RESTARTED_MESSAGE);
+        assert_eq!(v["error"]["data"]["retryable"], true);
     }
 }

@@ -86,6 +86,14 @@ impl ErrorObject {
         }
     }
 
+    /// -32603 whose `data` is `{"retryable": true}`: the server stopped the work on
+    /// purpose (a planned restart), so the client may send it again.
+    pub fn retryable(message: impl Into<String>) -> Self {
+        let mut error = Self::new(Self::INTERNAL_ERROR, message);
+        error.data = Some(serde_json::json!({ "retryable": true }));
+        error
+    }
+
     /// -32602 with a message naming the problem.
     pub fn invalid_params(message: impl Into<String>) -> Self {
         Self::new(Self::INVALID_PARAMS, message)

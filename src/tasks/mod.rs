@@ -42,6 +42,11 @@ pub use signal::TaskSignal;
 /// The message of a task whose replica was lost.
 pub const LOST_REPLICA_MESSAGE: &str = "the server replica running this task was lost";
 
+/// The message of a task whose replica shut down (a planned restart) and that could not
+/// run again; its error's `data` says `"retryable": true`.
+pub const STOPPED_REPLICA_MESSAGE: &str =
+    "the server replica running this task shut down before it finished; the task may be started again";
+
 /// How long a signal waits for room in a busy task's mailbox.
 pub const SIGNAL_WAIT: Duration = Duration::from_secs(2);
 
@@ -397,7 +402,7 @@ impl TaskHandle {
     /// run twice and it has not been, else ends it `failed`. Idempotent, and safe when
     /// several replicas reap at once (the store's record decides, last write wins, and
     /// both outcomes are an end the client can see).
-    pub async fn orphaned(&self, id: &str, lost: u64) {
+    pub async fn orphaned(&self, id: &str, lost: u64, stopped: bool) {
         let Ok(bytes) = self.inner.store.get_record(id).await else {
             return;
         };
@@ -414,16 +419,20 @@ impl TaskHandle {
             .get()
             .filter(|_| self.inner.settings.rerun_lost)
             .cloned();
+        // A planned stop is not a failed attempt: a rolling restart may hit one task
+        // several times, and each time it is handed on.
         if let (Some(work), Some(rerun)) = (record.rerun.clone(), rerun)
-            && record.attempts < MAX_ATTEMPTS
+            && (stopped || record.attempts < MAX_ATTEMPTS)
         {
             record.owner = self.replica();
-            record.attempts += 1;
+            let why = if stopped {
+                "restarted after its replica shut down"
+            } else {
+                record.attempts += 1;
+                "restarted after its replica was lost"
+            };
             record.input_requests.clear();
-            record.set(
-                TaskStatus::Working,
-                Some("restarted after its replica was lost".into()),
-            );
+            record.set(TaskStatus::Working, Some(why.into()));
             match self.start(record.clone()).await {
                 Ok(task) => {
                     tracing::warn!(task_id = %id, lost_replica = lost, "a task whose replica was lost runs again here");
@@ -438,8 +447,13 @@ impl TaskHandle {
             }
         }
         record.input_requests.clear();
-        record.error = Some(ErrorObject::internal(LOST_REPLICA_MESSAGE));
-        record.set(TaskStatus::Failed, Some(LOST_REPLICA_MESSAGE.into()));
+        let error = if stopped {
+            ErrorObject::retryable(STOPPED_REPLICA_MESSAGE)
+        } else {
+            ErrorObject::internal(LOST_REPLICA_MESSAGE)
+        };
+        record.set(TaskStatus::Failed, Some(error.message.clone()));
+        record.error = Some(error);
         self.save(&record).await;
         tracing::warn!(task_id = %id, lost_replica = lost, "a task whose replica was lost has failed");
     }

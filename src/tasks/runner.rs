@@ -176,8 +176,15 @@ pub(super) async fn run(
                     break;
                 }
                 // Every sender is gone: only the registry holds one while the task runs,
-                // so this is shutdown.
-                None => break,
+                // so this is shutdown. The task stays registered as running here: once
+                // this replica has let its lease go, another one runs it again (a planned
+                // stop, not a lost attempt) or ends it.
+                None => {
+                    if let Some(log) = log.as_mut() {
+                        let _ = log.flush().await;
+                    }
+                    return;
+                }
             },
             answer = &mut work => {
                 // Notes the handler queued in the poll that ended it go first.
