@@ -244,7 +244,7 @@ pub fn redis_entry(data: &[u8]) {
             let (field, id) = text.split_once('\n').unwrap_or((&text, ""));
             let lapsed = crate::cluster::leases::Lapsed {
                 replica: key.stream.0,
-                stopped: key.stream.0 % 2 == 0,
+                stopped: key.stream.0.is_multiple_of(2),
             };
             if let Some(orphan) = crate::cluster::leases::orphan(lapsed, field.into(), id) {
                 let answer: Value = serde_json::from_slice(&orphan.payload).unwrap_or_default();
