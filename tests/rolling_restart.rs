@@ -5,8 +5,10 @@
 //! 2026-07-28 call ends with its notes and its result. A request refused before it ran is
 //! sent again: a draining replica's 503, or nginx's 502 for a connection the exiting
 //! replica reset before reading it (nginx does not re-send a POST it already sent; a
-//! client cannot tell that such a call never ran: docs/deployment.md). `scripts/
-//! rolling-restart` runs it longer.
+//! client cannot tell that such a call never ran: docs/deployment.md). A session call
+//! longer than the drain ends with its events so far, exact, and an error that says it may
+//! be retried, and is sent again; every durable task completes, handed on to another
+//! replica by each restart that stops its own. `scripts/rolling-restart` runs it longer.
 
 mod common;
 
@@ -16,6 +18,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use common::redis::{RedisServer, free_port};
+use common::stateless::Stateless;
 use common::{Binary, Client, SseReader, Transcript, eventually, within};
 use serde_json::{Value, json};
 
@@ -33,6 +36,8 @@ fn rounds() -> usize {
 const EVENTS: u64 = 10;
 /// Streamed calls completed between two restarts: about 3 s of the load.
 const CALLS_BETWEEN: u64 = 40;
+/// A long call, and a task: 100 events 30 ms apart, longer than the drain.
+const LONG_EVENTS: u64 = 100;
 
 async fn replica(redis: &str, port: u16) -> Binary {
     Binary::start(
@@ -114,6 +119,11 @@ struct Tally {
     /// draining replica.
     refused: [AtomicU64; 2],
     stateless: AtomicU64,
+    /// Long session calls ended with their result, and ended by a drain with a retryable
+    /// error (then sent again).
+    long: [AtomicU64; 2],
+    /// Tasks completed, and of those, handed on by a restart at least once.
+    tasks: [AtomicU64; 2],
     /// How long each session call and each 2026-07-28 call took, whole.
     latencies: [std::sync::Mutex<Vec<Duration>>; 2],
 }
@@ -158,8 +168,10 @@ async fn taken(tally: &Tally, request: impl Fn() -> reqwest::RequestBuilder) -> 
     panic!("no replica took the request in 50 tries");
 }
 
-/// A session that makes streamed calls until `stop`, checking each event by event.
-async fn session_load(url: String, stop: Arc<AtomicBool>, tally: Arc<Tally>) {
+/// A session that makes streamed calls of `events` events until `stop`, checking each
+/// event by event. A call longer than the drain may end with a retryable error: its
+/// events so far are exact, and it is sent again.
+async fn session_load(url: String, events: u64, stop: Arc<AtomicBool>, tally: Arc<Tally>) {
     let mut client = Client::new(&url);
     loop {
         let body = json!({"jsonrpc": "2.0", "id": client.id(), "method": "initialize", "params": {
@@ -181,7 +193,7 @@ async fn session_load(url: String, stop: Arc<AtomicBool>, tally: Arc<Tally>) {
     while !stop.load(Ordering::Relaxed) {
         let started = Instant::now();
         let body = json!({"jsonrpc": "2.0", "id": client.id(), "method": "tools/call", "params": {
-            "name": "stream_events", "arguments": {"count": EVENTS, "interval_ms": 30},
+            "name": "stream_events", "arguments": {"count": events, "interval_ms": 30},
             "_meta": {"progressToken": "p"}}});
         let resp = taken(&tally, || client.post(&body)).await;
         assert_eq!(resp.status(), 200, "tools/call");
@@ -197,17 +209,81 @@ async fn session_load(url: String, stop: Arc<AtomicBool>, tally: Arc<Tally>) {
             reader = SseReader::new(resp);
             reader.last_id = Some(last);
         }
-        assert_eq!(
-            t.progress,
-            (1..=EVENTS).collect::<Vec<_>>(),
-            "every event once, in order"
-        );
         let mut ids = t.ids.clone();
         ids.dedup();
         assert_eq!(ids.len(), t.ids.len(), "no event id twice");
-        assert!(t.response.is_some_and(|r| r.get("result").is_some()));
-        tally.calls.fetch_add(1, Ordering::Relaxed);
-        tally.took(0, started);
+        let response = t.response.unwrap_or_default();
+        let n = t.progress.len() as u64;
+        assert_eq!(
+            t.progress,
+            (1..=n).collect::<Vec<_>>(),
+            "every event once, in order"
+        );
+        if events > EVENTS && response["error"]["data"]["retryable"] == true {
+            assert_eq!(response["error"]["code"], -32603, "{response}");
+            tally.long[1].fetch_add(1, Ordering::Relaxed);
+            continue;
+        }
+        assert_eq!(n, events, "every event");
+        assert!(response.get("result").is_some(), "{response}");
+        if events > EVENTS {
+            tally.long[0].fetch_add(1, Ordering::Relaxed);
+        } else {
+            tally.calls.fetch_add(1, Ordering::Relaxed);
+            tally.took(0, started);
+        }
+    }
+}
+
+/// Sends `method` through nginx until a replica takes it; its whole answer.
+async fn ask(client: &Stateless, tally: &Tally, method: &str, params: Value) -> Value {
+    let id = std::sync::atomic::AtomicI64::new(0);
+    let resp = taken(tally, || {
+        let (sent, request) = client.post(method, params.clone());
+        id.store(sent, Ordering::Relaxed);
+        request
+    })
+    .await;
+    Stateless::read(method, id.load(Ordering::Relaxed), resp)
+        .await
+        .message
+}
+
+/// Durable tasks until `stop`, each polled to its end on whichever replica nginx picks:
+/// every one completes, however many restarts stop the replica running it.
+async fn task_load(url: String, stop: Arc<AtomicBool>, tally: Arc<Tally>) {
+    let client = Stateless::new(&url).with_tasks();
+    while !stop.load(Ordering::Relaxed) {
+        let arguments = json!({"count": LONG_EVENTS, "interval_ms": 30});
+        let params = json!({"name": "stream_events", "arguments": arguments});
+        let started = ask(&client, &tally, "tools/call", params).await;
+        let id = started["result"]["taskId"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        assert!(!id.is_empty(), "a task: {started}");
+        let mut handed_on = false;
+        loop {
+            let task = ask(&client, &tally, "tasks/get", json!({"taskId": id})).await;
+            let task = &task["result"];
+            handed_on |= task["statusMessage"] == "restarted after its replica shut down";
+            match task["status"].as_str() {
+                Some("completed") => {
+                    let text = &task["result"]["content"][0]["text"];
+                    assert_eq!(text, &format!("streamed {LONG_EVENTS} events"));
+                    break;
+                }
+                Some("working") => {
+                    // The client's poll interval.
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                _ => panic!("task {id} did not complete: {task}"),
+            }
+        }
+        tally.tasks[0].fetch_add(1, Ordering::Relaxed);
+        if handed_on {
+            tally.tasks[1].fetch_add(1, Ordering::Relaxed);
+        }
     }
 }
 
@@ -264,8 +340,20 @@ async fn replicas_restarted_in_turn_behind_nginx_lose_no_call() {
     let tally = Arc::new(Tally::default());
     let mut load = tokio::task::JoinSet::new();
     for _ in 0..4 {
-        load.spawn(session_load(nginx.url.clone(), stop.clone(), tally.clone()));
+        load.spawn(session_load(
+            nginx.url.clone(),
+            EVENTS,
+            stop.clone(),
+            tally.clone(),
+        ));
     }
+    load.spawn(session_load(
+        nginx.url.clone(),
+        LONG_EVENTS,
+        stop.clone(),
+        tally.clone(),
+    ));
+    load.spawn(task_load(nginx.url.clone(), stop.clone(), tally.clone()));
     for _ in 0..2 {
         load.spawn(stateless_load(
             nginx.url.clone(),
@@ -303,16 +391,21 @@ async fn replicas_restarted_in_turn_behind_nginx_lose_no_call() {
         }
     }
     eprintln!(
-        "rolling restart: {} restarts; {} session calls exact ({} resumes), p99 {:?}; {} 2026-07-28 calls exact, p99 {:?}; refused and sent again: {} (502), {} (503)",
+        "rolling restart: {} restarts; {} session calls exact ({} resumes), p99 {:?}; {} 2026-07-28 calls exact, p99 {:?}; long calls: {} whole, {} ended retryable and sent again; {} tasks completed ({} seen handed on); refused and sent again: {} (502), {} (503)",
         rounds() * REPLICAS,
         tally.calls.load(Ordering::Relaxed),
         tally.resumes.load(Ordering::Relaxed),
         tally.p99(0),
         tally.stateless.load(Ordering::Relaxed),
         tally.p99(1),
+        tally.long[0].load(Ordering::Relaxed),
+        tally.long[1].load(Ordering::Relaxed),
+        tally.tasks[0].load(Ordering::Relaxed),
+        tally.tasks[1].load(Ordering::Relaxed),
         tally.refused[0].load(Ordering::Relaxed),
         tally.refused[1].load(Ordering::Relaxed),
     );
     assert!(tally.stateless.load(Ordering::Relaxed) > 0);
+    assert!(tally.tasks[0].load(Ordering::Relaxed) > 0, "tasks completed");
     drop(nginx);
 }

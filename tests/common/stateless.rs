@@ -195,6 +195,11 @@ impl Stateless {
         let resp = within("a stateless answer", req.send())
             .await
             .unwrap_or_else(|e| panic!("POST {method}: {e}"));
+        Self::read(method, id, resp).await
+    }
+
+    /// Reads the whole answer to request `id` from `resp`.
+    pub async fn read(method: &str, id: i64, resp: reqwest::Response) -> Answer {
         let status = resp.status().as_u16();
         let sse = resp
             .headers()
