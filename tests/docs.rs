@@ -1,7 +1,8 @@
 //! docs/architecture.md and docs/flows.md stay true and short: every file they name
 //! exists, the files the code map names live in the module they are listed under, every
 //! link into them lands on a heading, and each stays within its size. (Their layer list
-//! is checked against `LAYERS` by tests/layering.rs.)
+//! is checked against `LAYERS` by tests/layering.rs.) docs/capacity.md's model is what
+//! `scripts/capacity` computes from performance.md's figures now.
 
 use std::path::{Path, PathBuf};
 
@@ -214,6 +215,17 @@ fn the_docs_stay_within_their_sizes() {
             "{doc} has {bytes} bytes, more than {most}: cut what the code says already"
         );
     }
+}
+
+/// Runs `scripts/capacity --check` (Python 3, standard library only).
+#[test]
+fn the_capacity_model_is_what_the_performance_figures_give() {
+    let script = root().join("scripts/capacity");
+    let out = std::process::Command::new(script).arg("--check").output();
+    let out = out.expect("scripts/capacity runs");
+    let text = [out.stdout, out.stderr].concat();
+    let text = String::from_utf8_lossy(&text);
+    assert!(out.status.success(), "scripts/capacity --check:\n{text}");
 }
 
 #[test]
