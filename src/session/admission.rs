@@ -8,7 +8,6 @@ use std::time::Instant;
 use super::changes::terminate;
 use super::manager_state::SessionManagerState;
 use super::party::Party;
-use super::replicas::reserve_block;
 use super::{NewSession, SessionError, SessionId};
 use crate::telemetry::metrics;
 
@@ -78,24 +77,30 @@ pub(super) async fn create(
     let id = state
         .table
         .create(init, state.root_cancel.child_token(), now);
-    let saved = match state.store.open_session(id).await {
-        Err(e) => Err(SessionError::Unreachable(e)),
-        Ok(()) => match state.table.get(id) {
-            Some(record) => state
-                .directory
-                .save(id, &record.init, record.connected_at)
-                .await
-                .map_err(|e| {
-                    tracing::error!(session_id = %id, error = %e, "could not share the new session");
-                    SessionError::Shared
-                }),
-            None => Err(SessionError::NotFound),
-        },
+    let Some(record) = state.table.get(id) else {
+        return Err(SessionError::NotFound);
     };
-    let saved = match saved {
-        Ok(()) => reserve_block(state, id).await,
-        Err(e) => Err(e),
+    // Registered with the store and shared with the other replicas at once: the two
+    // write different fields of the session's hash, in either order.
+    let (opened, shared) = tokio::join!(
+        state.store.open_session(id),
+        state
+            .directory
+            .share(id, &record.init, record.connected_at, state.session_timeout)
+    );
+    let saved = match (opened, shared) {
+        (Err(e), _) => Err(SessionError::Unreachable(e)),
+        (Ok(()), Err(e)) => {
+            tracing::error!(session_id = %id, error = %e, "could not share the new session");
+            Err(SessionError::Shared)
+        }
+        (Ok(()), Ok(block)) => Ok(block),
     };
+    let saved = saved.map(|block| {
+        if let Some((start, end)) = block {
+            state.table.set_block(id, start, end);
+        }
+    });
     match saved {
         Ok(()) => {
             // Debug, not info: a line per session is noise at 10,000 sessions, and cost

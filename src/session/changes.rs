@@ -102,9 +102,17 @@ pub(super) async fn terminate(
         return Err(SessionError::NotFound);
     }
     forget(&state.store, id).await;
-    let news = SessionNews::SessionEnded { session: id };
-    if let Err(e) = state.directory.broadcast(&news).await {
-        tracing::warn!(session_id = %id, error = %e, "could not tell the other replicas that a session ended; they find out when it expires");
+    // The other replicas are told without the manager waiting: they drop their copies
+    // when they hear, and a DELETE needs no answer from them.
+    if state.directory.is_shared() {
+        let directory = state.directory.clone();
+        let tell = async move {
+            let news = SessionNews::SessionEnded { session: id };
+            if let Err(e) = directory.broadcast(&news).await {
+                tracing::warn!(session_id = %id, error = %e, "could not tell the other replicas that a session ended; they find out when it expires");
+            }
+        };
+        tokio::spawn(tracing::Instrument::in_current_span(tell));
     }
     Ok(())
 }

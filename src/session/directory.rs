@@ -65,15 +65,19 @@ impl Directory {
         matches!(self, Self::Redis(_))
     }
 
-    /// Writes a new session's metadata (the store registered the session key already).
-    pub async fn save(
+    /// Writes a new session's metadata and reserves this replica's first block of its
+    /// stream numbers (see [`Directory::reserve_block`]), in one round trip; `None`
+    /// without Redis. It may run before or after the store registers the session: either
+    /// way the key lives for `ttl`, even if the registration fails.
+    pub async fn share(
         &self,
         id: SessionId,
         init: &NewSession,
         connected_at: SystemTime,
-    ) -> Result<(), DirectoryError> {
+        ttl: Duration,
+    ) -> Result<Option<(u64, u64)>, DirectoryError> {
         let Self::Redis(link) = self else {
-            return Ok(());
+            return Ok(None);
         };
         let at = connected_at
             .duration_since(UNIX_EPOCH)
@@ -97,9 +101,21 @@ impl Directory {
             // The binding travels with the session: every replica refuses other principals.
             cmd.arg("owner").arg(owner.to_string());
         }
-        let call = cmd.query_async::<()>(&mut conn);
-        link.breaker.guard("session directory", call).await?;
-        Ok(())
+        // Nobody knows the session's id yet, so nobody can have ended it: the block needs
+        // none of `RESERVE`'s care, and goes in the same pipeline (one slot).
+        let mut pipe = redis::pipe();
+        pipe.add_command(cmd).ignore();
+        pipe.cmd("HINCRBY")
+            .arg(link.keys.session(id))
+            .arg(format!("block:{}", link.replica))
+            .arg(BLOCK)
+            .cmd("PEXPIRE")
+            .arg(link.keys.session(id))
+            .arg(millis(ttl))
+            .ignore();
+        let call = pipe.query_async::<(u64,)>(&mut conn);
+        let (end,) = link.breaker.guard("session directory", call).await?;
+        Ok(Some((end.saturating_sub(BLOCK), end)))
     }
 
     /// Reserves this replica's next block of stream numbers for session `id` (see
@@ -293,10 +309,19 @@ impl Directory {
             return Ok(());
         };
         let mut conn = link.commands();
-        let mut cmd = redis::cmd("SMEMBERS");
-        cmd.arg(link.keys.session_subscriptions(id));
-        let call = cmd.query_async::<Vec<String>>(&mut conn);
-        let uris = link.breaker.guard("session directory", call).await?;
+        // Read and removed in one round trip. If a removal below fails, the URI's set
+        // keeps a member whose session is gone, which the next update of that URI prunes.
+        let mut pipe = redis::pipe();
+        pipe.cmd("SMEMBERS")
+            .arg(link.keys.session_subscriptions(id))
+            .cmd("DEL")
+            .arg(link.keys.session_subscriptions(id))
+            .ignore();
+        let call = pipe.query_async::<(Vec<String>,)>(&mut conn);
+        let (uris,) = link.breaker.guard("session directory", call).await?;
+        if uris.is_empty() {
+            return Ok(());
+        }
         // One command per key: each URI's set may live in a slot of its own.
         let member = id.to_string();
         let each = uris.iter().map(|uri| {
@@ -306,10 +331,6 @@ impl Directory {
             async move { cmd.query_async::<()>(&mut conn).await }
         });
         let call = async { futures_util::future::try_join_all(each).await };
-        link.breaker.guard("session directory", call).await?;
-        let mut cmd = redis::cmd("DEL");
-        cmd.arg(link.keys.session_subscriptions(id));
-        let call = cmd.query_async::<()>(&mut conn);
         link.breaker.guard("session directory", call).await?;
         Ok(())
     }
