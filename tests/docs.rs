@@ -222,7 +222,7 @@ fn the_docs_stay_within_their_sizes() {
 fn the_capacity_model_is_what_the_performance_figures_give() {
     let script = root().join("scripts/capacity");
     let out = std::process::Command::new(script).arg("--check").output();
-    let out = out.expect("scripts/capacity runs");
+    let out = out.unwrap_or_else(|e| panic!("scripts/capacity runs: {e}"));
     let text = [out.stdout, out.stderr].concat();
     let text = String::from_utf8_lossy(&text);
     assert!(out.status.success(), "scripts/capacity --check:\n{text}");

@@ -8,6 +8,7 @@ mod common;
 
 use std::time::Instant;
 
+use common::outage::{self, moved};
 use common::redis::{RedisCluster, RedisServer, SENTINEL_SERVICE, Sentinel, free_port};
 use common::relay::Relay;
 use common::{
@@ -46,81 +47,6 @@ fn on_cluster(cluster: &RedisCluster) -> impl FnOnce(&mut Config) {
     }
 }
 
-/// `rounds` streamed calls of 20 events each, from `tasks` tasks on `client`'s session.
-fn load(
-    client: &Client,
-    tasks: usize,
-    rounds: usize,
-) -> Vec<tokio::task::JoinHandle<Vec<Transcript>>> {
-    (0..tasks)
-        .map(|_| {
-            let client = client.clone();
-            tokio::spawn(async move {
-                let mut done = Vec::new();
-                for _ in 0..rounds {
-                    done.push(call_through_outage(&client, 20).await);
-                }
-                done
-            })
-        })
-        .collect()
-}
-
-/// Every call of the load ended with its answer and every event, in order. The event
-/// whose append was in flight when the primary died may arrive twice: live (its outcome
-/// unknown) and replayed (the primary had stored and replicated it).
-async fn assert_whole(load: Vec<tokio::task::JoinHandle<Vec<Transcript>>>) -> usize {
-    let mut calls = 0;
-    for task in load {
-        let transcripts = within("the load to finish", task)
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
-        for t in transcripts {
-            let mut seen = t.progress.clone();
-            assert!(seen.is_sorted(), "in order: {seen:?}");
-            seen.dedup();
-            assert!(t.progress.len() - seen.len() <= 1, "{:?}", t.progress);
-            assert_eq!(seen, (1..=20).collect::<Vec<u64>>(), "no gaps");
-            assert!(t.response.is_some(), "no call hangs or loses its answer");
-            calls += 1;
-        }
-    }
-    calls
-}
-
-/// Waits until `client`'s replica stores a call's events again.
-async fn stored_again(what: &str, client: &Client) {
-    eventually(what, || async {
-        let t = call_through_outage(client, 2).await;
-        (t.ids.len() == 3).then_some(())
-    })
-    .await;
-}
-
-/// `client` on `server` instead.
-fn moved(client: &Client, server: &TestServer) -> Client {
-    let mut moved = client.clone();
-    moved.url = server.url.clone();
-    moved
-}
-
-/// Resuming after `before`'s second event gives the rest of it, as stored before the
-/// failover.
-async fn assert_replays(client: &Client, before: &Transcript) {
-    let mut resumed = client.resume(&before.ids[1]).await;
-    let mut again = Transcript::default();
-    for f in within("the replay", resumed.rest()).await {
-        again.add(&f);
-    }
-    assert_eq!(
-        again.progress,
-        [3, 4, 5],
-        "what the replica had is all there"
-    );
-    assert_eq!(again.ids, before.ids[2..]);
-    assert!(again.response.is_some());
-}
-
 #[tokio::test]
 async fn a_sentinel_failover_under_load_is_followed_by_every_replica() {
     let mut primary = RedisServer::start();
@@ -147,7 +73,7 @@ async fn a_sentinel_failover_under_load_is_followed_by_every_replica() {
     // Copied to the replica before the kill, so the failover keeps it.
     primary.wait_replicated(1);
 
-    let running = load(&client, 4, 6);
+    let running = outage::load(&client, 4, 6);
     let killed = Instant::now();
     primary.kill();
     eventually("the sentinel to promote the replica", || async {
@@ -155,10 +81,10 @@ async fn a_sentinel_failover_under_load_is_followed_by_every_replica() {
     })
     .await;
     let promoted = killed.elapsed();
-    stored_again("A to store on the promoted replica", &client).await;
+    outage::stored_again("A to store on the promoted replica", &client).await;
     let on_a_again = killed.elapsed();
-    stored_again("B to store on the promoted replica", &on_b).await;
-    let calls = assert_whole(running).await;
+    outage::stored_again("B to store on the promoted replica", &on_b).await;
+    let calls = outage::assert_whole(running).await;
 
     // The live feed between replicas runs through the new primary's pub/sub.
     eventually("A to tell B through the new primary", || async {
@@ -169,7 +95,7 @@ async fn a_sentinel_failover_under_load_is_followed_by_every_replica() {
     .await;
     let note = standalone.next_json().await;
     assert_eq!(note["method"], "notifications/tools/list_changed");
-    assert_replays(&on_b, &before).await;
+    outage::assert_replays(&on_b, &before).await;
     eprintln!(
         "sentinel failover: promoted after {promoted:?}, A storing again after {on_a_again:?}; \
          {calls} calls whole; events delivered unstored: A {}, B {}",
@@ -206,11 +132,11 @@ async fn a_cluster_primary_killed_under_load_is_replaced_by_its_replica() {
         .unwrap_or_else(|| panic!("no primary holds {key}"));
     cluster.nodes[victim].wait_replicated(1);
 
-    let running: Vec<_> = clients.iter().flat_map(|c| load(c, 1, 3)).collect();
+    let running: Vec<_> = clients.iter().flat_map(|c| outage::load(c, 1, 3)).collect();
     let killed = Instant::now();
     cluster.nodes[victim].kill();
     for client in &clients {
-        stored_again("A to store every session again", client).await;
+        outage::stored_again("A to store every session again", client).await;
     }
     let on_a_again = killed.elapsed();
     let survivors: Vec<&RedisServer> = cluster
@@ -228,11 +154,11 @@ async fn a_cluster_primary_killed_under_load_is_replaced_by_its_replica() {
     })
     .await;
     cluster.wait_until_ok(&survivors);
-    let calls = assert_whole(running).await;
+    let calls = outage::assert_whole(running).await;
     for (client, before) in clients.iter().zip(&befores) {
         let on_b = moved(client, &b);
-        stored_again("B to store every session again", &on_b).await;
-        assert_replays(&on_b, before).await;
+        outage::stored_again("B to store every session again", &on_b).await;
+        outage::assert_replays(&on_b, before).await;
     }
     eprintln!(
         "cluster failover: every session stored again after {on_a_again:?}; {calls} calls whole; \

@@ -3,6 +3,7 @@
 
 mod common;
 
+use common::outage;
 use common::redis::{RedisCluster, RedisServer, SharedRedis};
 use common::{Binary, Client, TestServer, Transcript, call_through_outage, within};
 use otpmcp::cluster::leases::{LOST_REPLICA_MESSAGE, RESTARTED_MESSAGE};
@@ -165,18 +166,7 @@ async fn redis_killed_and_restarted_under_load_loses_nothing_it_persisted() {
     assert_eq!(before.ids.len(), 6, "stored: every event has an id");
 
     // Load: calls keep running while Redis dies and comes back.
-    let load: Vec<_> = (0..4)
-        .map(|_| {
-            let client = client.clone();
-            tokio::spawn(async move {
-                let mut done = Vec::new();
-                for _ in 0..6 {
-                    done.push(call_through_outage(&client, 20).await);
-                }
-                done
-            })
-        })
-        .collect();
+    let load = outage::load(&client, 4, 6);
     redis.kill();
     let during = call_through_outage(&client, 5).await;
     assert_eq!(
@@ -188,37 +178,11 @@ async fn redis_killed_and_restarted_under_load_loses_nothing_it_persisted() {
     assert!(server.app.unstored_events() > 0, "counted as not stored");
     redis.restart();
 
-    for task in load {
-        let transcripts = within("the load to finish", task)
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
-        for t in transcripts {
-            // The one event whose append was in flight when Redis died may arrive twice:
-            // live (its outcome unknown) and replayed (Redis had stored it). Nothing else
-            // repeats, and nothing is missing.
-            let mut seen = t.progress.clone();
-            assert!(seen.is_sorted(), "in order: {seen:?}");
-            seen.dedup();
-            assert!(t.progress.len() - seen.len() <= 1, "{:?}", t.progress);
-            assert_eq!(seen, (1..=20).collect::<Vec<u64>>(), "no gaps");
-            assert!(t.response.is_some(), "no call hangs or loses its answer");
-        }
-    }
-    // Stored again once Redis is back...
-    common::eventually("events to be stored again", || async {
-        let t = call_through_outage(&client, 2).await;
-        (t.ids.len() == 3).then_some(())
-    })
-    .await;
-    // ...and what Redis persisted before the kill is still there to replay.
-    let mut resumed = client.resume(&before.ids[1]).await;
-    let mut again = Transcript::default();
-    for f in within("the replay", resumed.rest()).await {
-        again.add(&f);
-    }
-    assert_eq!(again.progress, [3, 4, 5]);
-    assert_eq!(again.ids, before.ids[2..]);
-    assert!(again.response.is_some());
+    outage::assert_whole(load).await;
+    // Stored again once Redis is back, and what Redis persisted before the kill is still
+    // there to replay.
+    outage::stored_again("events to be stored again", &client).await;
+    outage::assert_replays(&client, &before).await;
     server.shutdown().await;
 }
 

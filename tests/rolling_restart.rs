@@ -406,6 +406,9 @@ async fn replicas_restarted_in_turn_behind_nginx_lose_no_call() {
         tally.refused[1].load(Ordering::Relaxed),
     );
     assert!(tally.stateless.load(Ordering::Relaxed) > 0);
-    assert!(tally.tasks[0].load(Ordering::Relaxed) > 0, "tasks completed");
+    assert!(
+        tally.tasks[0].load(Ordering::Relaxed) > 0,
+        "tasks completed"
+    );
     drop(nginx);
 }

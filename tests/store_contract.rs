@@ -177,6 +177,40 @@ async fn append_run(
         .collect()
 }
 
+/// A client resuming past a stream's end: with Redis (whose failover can lose what a
+/// client already got) the stream goes on after that position, so no id is issued
+/// twice; in memory such an id was never issued, and stays refused. Never on a completed
+/// stream.
+async fn a_position_past_the_end_is_adopted_only_where_events_can_be_lost(maker: Maker) {
+    let lossy = !matches!(maker, Maker::Memory);
+    let mut store = maker.store(retention(100)).await;
+    let key = StreamKey::new(SessionId::random(), StreamNo(1));
+    store.open_session(key.session).await;
+    fill(&mut store, key, 1..=3).await;
+    let adopted = store.adopt_position(key, 7).await;
+    if !lossy {
+        assert_eq!(adopted, Err(StoreError::FuturePosition(7)));
+        return;
+    }
+    assert_eq!(adopted, Ok(()));
+    let r = replay(&mut store, key, Some(7)).await;
+    assert_eq!((r.position, r.outcome), (7, ReplayOutcome::Complete));
+    let next = store.append(key, Bytes::from("e8"), true, 8).await;
+    assert_eq!(
+        next.map(|a| a.event.id.seq),
+        Ok(8),
+        "after the adopted position"
+    );
+    let r = replay(&mut store, key, Some(2)).await;
+    assert_eq!(payloads(&r), ["e3", "e8"]);
+    assert_eq!(r.outcome, ReplayOutcome::Truncated { missing: 4 });
+    assert_eq!(
+        store.adopt_position(key, 20).await,
+        Err(StoreError::FuturePosition(20)),
+        "a completed stream goes on no more"
+    );
+}
+
 async fn a_run_of_appends_is_stored_as_if_one_by_one(maker: Maker) {
     let mut store = maker.store(retention(3)).await;
     let key = StreamKey::new(SessionId::random(), StreamNo(1));
@@ -578,6 +612,7 @@ macro_rules! contract {
 
 contract!(
     a_resent_append_is_stored_once,
+    a_position_past_the_end_is_adopted_only_where_events_can_be_lost,
     a_run_of_appends_is_stored_as_if_one_by_one,
     replays_exactly_the_events_after_the_position,
     a_replay_is_read_a_page_at_a_time,

@@ -123,6 +123,10 @@ impl EventStore for Backend {
         each!(self, s => s.sweep().await)
     }
 
+    async fn adopt_position(&mut self, key: StreamKey, at: u64) -> Result<(), StoreError> {
+        each!(self, s => s.adopt_position(key, at).await)
+    }
+
     async fn positions(&self, session: SessionId) -> Vec<(StreamNo, u64)> {
         each!(self, s => s.positions(session).await)
     }

@@ -225,6 +225,21 @@ pub trait EventStore: Send + Default + 'static {
     /// may be appended and a resume replays what there is, then closes.
     fn complete_stream(&mut self, key: StreamKey) -> impl Future<Output = ()> + Send;
 
+    /// A client resumes stream `key` from position `at`, past its end: the store lost the
+    /// events up to it (a Redis failover to a replica that had not copied them). Raises
+    /// the end to `at`, so those positions are never issued again and the client follows
+    /// on from where it was. [`StoreError::FuturePosition`] where nothing can have been
+    /// lost (the memory store: the id was never issued), or the stream is complete or
+    /// unknown.
+    fn adopt_position(
+        &mut self,
+        key: StreamKey,
+        at: u64,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        let _ = key;
+        async move { Err(StoreError::FuturePosition(at)) }
+    }
+
     /// [`EventStore::open_stream`] then [`EventStore::replay_page`]; a backend that can
     /// do both in one step (one round trip to Redis) overrides it.
     fn open_and_replay(

@@ -19,6 +19,7 @@ use serde_json::{Value, json};
 
 pub mod issuer;
 pub mod nginx;
+pub mod outage;
 pub mod redis;
 pub mod relay;
 pub mod stateless;
@@ -801,52 +802,4 @@ pub fn rss(pid: u32) -> u64 {
 /// A mebibyte.
 pub const MIB: u64 = 1024 * 1024;
 
-/// Calls `stream_events` (`count` events, 5 ms apart) and reads the whole stream, resuming
-/// after a cut and retrying a 503 while the store is away, as a client does; returns the
-/// transcript.
-pub async fn call_through_outage(client: &Client, count: u64) -> Transcript {
-    let reader = client
-        .call_stream(
-            "stream_events",
-            json!({"count": count, "interval_ms": 5}),
-            Some("t"),
-        )
-        .await;
-    finish_through_outage(client, reader, Transcript::default()).await
-}
-
-/// Reads the rest of a call's stream into `t`, resuming as [`call_through_outage`] does.
-pub async fn finish_through_outage(
-    client: &Client,
-    mut reader: SseReader,
-    mut t: Transcript,
-) -> Transcript {
-    let mut resume_from = t.ids.last().cloned();
-    loop {
-        for f in within("a call to finish", reader.rest()).await {
-            if f.is_priming() {
-                resume_from = f.id.clone();
-            }
-            t.add(&f);
-            if let Some(id) = &f.id {
-                resume_from = Some(id.clone());
-            }
-        }
-        if t.response.is_some() {
-            return t;
-        }
-        // Closed before the answer (events went missing from the live feed while Redis
-        // was away): resume like a client does, after the retry hint.
-        let Some(last) = resume_from.clone() else {
-            panic!("closed with nothing to resume from: {t:?}");
-        };
-        reader = loop {
-            let resp = Client::send(client.get(Some(&last))).await;
-            if resp.status() == 200 {
-                break SseReader::new(resp);
-            }
-            assert_eq!(resp.status(), 503, "only unavailable while Redis is away");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        };
-    }
-}
+pub use outage::{call_through_outage, finish_through_outage};

@@ -61,6 +61,13 @@ pub(super) async fn subscribe<B: EventStore>(
     } else {
         tables.backend.replay_page(key, after, REPLAY_PAGE).await
     };
+    // Past the end: with Redis, a failover may have lost events the client had; it goes
+    // on from where it was, and those positions are not issued again.
+    if let (Err(StoreError::FuturePosition(at)), Some(_)) = (&result, after)
+        && tables.backend.adopt_position(key, *at).await.is_ok()
+    {
+        result = tables.backend.replay_page(key, after, REPLAY_PAGE).await;
+    }
     let mut position_known = true;
     if create && matches!(result, Err(StoreError::Backend(_))) {
         // A new stream while the backend is down: live delivery still works. A new POST

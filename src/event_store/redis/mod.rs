@@ -250,6 +250,22 @@ impl EventStore for RedisStore {
         }
     }
 
+    async fn adopt_position(&mut self, key: StreamKey, at: u64) -> Result<(), StoreError> {
+        let (link, scripts) = self.conn()?;
+        let mut conn = link.commands();
+        let mut invocation = session_script(&scripts.session, &link, key.session);
+        invocation.arg("adopt").arg(key.stream.0).arg(at);
+        let call = invocation.invoke_async::<i64>(&mut conn);
+        match link.breaker.guard("adopt", call).await {
+            Ok(0) => {
+                tracing::warn!(stream = ?key, at, "a client resumed past the stream's stored end: events up to there were lost (a Redis failover?); going on from there");
+                Ok(())
+            }
+            Ok(_) => Err(StoreError::FuturePosition(at)),
+            Err(_) => Err(UNAVAILABLE),
+        }
+    }
+
     async fn replay_page(
         &mut self,
         key: StreamKey,

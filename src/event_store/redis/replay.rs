@@ -118,11 +118,15 @@ impl RedisStore {
             }
             from = to;
         }
-        let first = replay.events.first().map_or(position + 1, |e| e.id.seq);
-        if first > after + 1 {
-            replay.outcome = ReplayOutcome::Truncated {
-                missing: first - after - 1,
-            };
+        // Evicted events are before the first one read; events a failover lost (see
+        // `EventStore::adopt_position`) may be anywhere: every position not read counts.
+        let read = u64::try_from(replay.events.len()).unwrap_or(u64::MAX);
+        let missing = match replay.events.last() {
+            Some(last) => last.id.seq.saturating_sub(after).saturating_sub(read),
+            None => position.saturating_sub(after),
+        };
+        if missing > 0 {
+            replay.outcome = ReplayOutcome::Truncated { missing };
         }
         Ok(replay)
     }

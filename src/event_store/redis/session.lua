@@ -5,6 +5,9 @@
 -- op 'sweep': drops events older than ARGV[3]; returns the count, or -1 if the session
 --   is gone.
 -- op 'positions': returns {n1, end1, n2, end2, ...}.
+-- op 'adopt': stream ARGV[2] goes on from position ARGV[3], past its end (a failover
+--   lost the events up to there): returns 0, or -1 if the session or stream is unknown,
+--   -3 if the stream is complete.
 local op = ARGV[1]
 if op == 'open' then
   redis.call('HSET', KEYS[1], 'open', 1)
@@ -19,6 +22,16 @@ if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
 if op == 'complete' then
   if redis.call('HEXISTS', KEYS[2], ARGV[2] .. ':open') == 0 then return -1 end
   redis.call('HSET', KEYS[2], ARGV[2] .. ':done', 1)
+  return 0
+end
+if op == 'adopt' then
+  local n = ARGV[2]
+  if redis.call('HEXISTS', KEYS[2], n .. ':open') == 0 then return -1 end
+  if redis.call('HEXISTS', KEYS[2], n .. ':done') == 1 then return -3 end
+  local at = tonumber(ARGV[3])
+  if tonumber(redis.call('HGET', KEYS[2], n .. ':end') or '0') < at then
+    redis.call('HSET', KEYS[2], n .. ':end', at)
+  end
   return 0
 end
 if op == 'sweep' then
