@@ -12,7 +12,7 @@ use common::outage::{self, moved};
 use common::redis::{RedisCluster, RedisServer, SENTINEL_SERVICE, Sentinel, free_port};
 use common::relay::Relay;
 use common::{
-    Client, TestServer, Transcript, call_through_outage, eventually, finish_through_outage, within,
+    TestServer, Transcript, call_through_outage, eventually, finish_through_outage, within,
 };
 use otpmcp::config::{BackendKind, Config, NonZeroDuration};
 use serde_json::json;
@@ -62,14 +62,7 @@ async fn a_sentinel_failover_under_load_is_followed_by_every_replica() {
     let before = call_through_outage(&client, 5).await;
     assert_eq!(before.ids.len(), 6, "stored: every event has an id");
     // B follows the session's standalone stream: it hears what A stores through pub/sub.
-    let resp = Client::send(on_b.get(None)).await;
-    assert_eq!(resp.status(), 200);
-    let mut standalone = common::SseReader::new(resp);
-    assert!(
-        within("the priming event", standalone.next())
-            .await
-            .is_some()
-    );
+    let mut standalone = outage::standalone(&on_b).await;
     // Copied to the replica before the kill, so the failover keeps it.
     primary.wait_replicated(1);
 
@@ -87,14 +80,7 @@ async fn a_sentinel_failover_under_load_is_followed_by_every_replica() {
     let calls = outage::assert_whole(running).await;
 
     // The live feed between replicas runs through the new primary's pub/sub.
-    eventually("A to tell B through the new primary", || async {
-        let before = a.app.unstored_events();
-        let told = a.app.update_tools(|_| {}).await.ok();
-        (told == Some(1) && a.app.unstored_events() == before).then_some(())
-    })
-    .await;
-    let note = standalone.next_json().await;
-    assert_eq!(note["method"], "notifications/tools/list_changed");
+    outage::assert_live_feed(&a, &mut standalone).await;
     outage::assert_replays(&on_b, &before).await;
     eprintln!(
         "sentinel failover: promoted after {promoted:?}, A storing again after {on_a_again:?}; \

@@ -205,28 +205,12 @@ async fn the_live_feed_between_replicas_comes_back_after_a_redis_restart() {
     let b = TestServer::start(on_redis(redis.url())).await;
     let mut client = a.client();
     client.initialize().await;
-    let mut on_b = client.clone();
-    on_b.url = b.url.clone();
-    let resp = Client::send(on_b.get(None)).await;
-    assert_eq!(resp.status(), 200);
-    let mut standalone = common::SseReader::new(resp);
-    assert!(
-        within("the priming event", standalone.next())
-            .await
-            .is_some()
-    );
+    let mut standalone = outage::standalone(&outage::moved(&client, &b)).await;
 
     redis.restart();
     // Stored on A once Redis is back; B hears of it live, or reads it back when its
     // pub/sub connection returns.
-    common::eventually("A to store again", || async {
-        let before = a.app.unstored_events();
-        let told = a.app.update_tools(|_| {}).await.ok();
-        (told == Some(1) && a.app.unstored_events() == before).then_some(())
-    })
-    .await;
-    let note = standalone.next_json().await;
-    assert_eq!(note["method"], "notifications/tools/list_changed");
+    outage::assert_live_feed(&a, &mut standalone).await;
     a.shutdown().await;
     b.shutdown().await;
 }

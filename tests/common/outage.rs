@@ -127,3 +127,26 @@ pub async fn assert_replays(client: &Client, before: &Transcript) {
     assert_eq!(again.ids, before.ids[2..]);
     assert!(again.response.is_some());
 }
+
+/// `client`'s standalone GET stream, its priming event read.
+pub async fn standalone(client: &Client) -> SseReader {
+    let resp = Client::send(client.get(None)).await;
+    assert_eq!(resp.status(), 200);
+    let mut stream = SseReader::new(resp);
+    assert!(within("the priming event", stream.next()).await.is_some());
+    stream
+}
+
+/// Waits until `a` stores a tools change and tells its one session, then checks that
+/// `following` (that session's standalone stream, on another replica) hears of it: the
+/// live feed between replicas runs again.
+pub async fn assert_live_feed(a: &TestServer, following: &mut SseReader) {
+    eventually("A to store and tell its session", || async {
+        let before = a.app.unstored_events();
+        let told = a.app.update_tools(|_| {}).await.ok();
+        (told == Some(1) && a.app.unstored_events() == before).then_some(())
+    })
+    .await;
+    let note = following.next_json().await;
+    assert_eq!(note["method"], "notifications/tools/list_changed");
+}

@@ -7,11 +7,13 @@
 //! Two things catch it: TCP keepalive on every socket, and a heartbeat that pings both
 //! connections every `store.ping_interval`. A ping that gets no answer within
 //! `store.command_timeout` trips the breaker and replaces the connection with a new one;
-//! callers take the current connection each time ([`RedisLink::commands`]). With Redis
-//! Sentinel, each new connection goes to the primary the sentinels name then, and the
-//! heartbeat asks `ROLE`, so a connection to a primary demoted by a failover is replaced too. A new pub/sub
+//! callers take the current connection each time ([`RedisLink::commands`]). A new pub/sub
 //! connection has lost every subscription, so the router is told that the feed was lost:
 //! the store follows its streams again and reads back what they missed.
+//!
+//! With Redis Sentinel each new connection goes to the primary the sentinels name then,
+//! and the heartbeat asks `ROLE` instead of `PING`, so a connection to a primary demoted
+//! by a failover is replaced too.
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
