@@ -435,7 +435,7 @@ impl TaskHandle {
             record.set(TaskStatus::Working, Some(why.into()));
             match self.start(record.clone()).await {
                 Ok(task) => {
-                    tracing::warn!(task_id = %id, lost_replica = lost, "a task whose replica was lost runs again here");
+                    tracing::warn!(task_id = %id, replica = lost, stopped, "a task whose replica was lost or stopped runs again here");
                     let work = rerun.rerun(&work, task.outbox(None));
                     task.run(work);
                     return;
@@ -455,7 +455,7 @@ impl TaskHandle {
         record.set(TaskStatus::Failed, Some(error.message.clone()));
         record.error = Some(error);
         self.save(&record).await;
-        tracing::warn!(task_id = %id, lost_replica = lost, "a task whose replica was lost has failed");
+        tracing::warn!(task_id = %id, replica = lost, stopped, "a task whose replica was lost or stopped has failed");
     }
 }
 
