@@ -253,14 +253,16 @@ async fn churn(soak: Arc<Soak>, tally: Arc<Tally>, deadline: Instant, seed: u64)
             Ok::<(), Error>(())
         })
         .await;
-        settle(&tally, round).await;
+        settle(&tally, round, "a churn round").await;
     }
 }
 
 /// Counts a round's outcome; pauses after a failure so a dead replica is not hammered.
+/// `what` names the round in the message of a hang, to set beside the replicas' logs.
 async fn settle(
     tally: &Tally,
     round: std::result::Result<Result<()>, tokio::time::error::Elapsed>,
+    what: &str,
 ) {
     match round {
         Ok(Ok(())) => {}
@@ -270,7 +272,10 @@ async fn settle(
         }
         Err(_) => {
             tally.hung.fetch_add(1, Relaxed);
-            eprintln!("soak: a round got no answer within {ROUND_TIMEOUT:?}");
+            eprintln!(
+                "soak: {what} got no answer within {ROUND_TIMEOUT:?} (at {} Unix ms)",
+                unix_ms()
+            );
         }
     }
 }
@@ -292,11 +297,17 @@ async fn calls(soak: Arc<Soak>, tally: Arc<Tally>, deadline: Instant, seed: u64,
         n += 1;
         let token = format!("soak-{seed}-{n}");
         let from = unix_ms();
+        let trail = Mutex::new(Vec::new());
         let round = timeout(
             ROUND_TIMEOUT,
-            one_call(&soak, &tally, &mut rng, call, &token),
+            one_call(&soak, &tally, &mut rng, call, &token, &trail),
         )
         .await;
+        if round.is_err() {
+            if let Ok(trail) = trail.lock() {
+                eprintln!("soak: call {token} hung; its steps: {}", trail.join("; "));
+            }
+        }
         let round = match round {
             Ok(Ok(received)) => {
                 tally.calls.fetch_add(1, Relaxed);
@@ -305,7 +316,7 @@ async fn calls(soak: Arc<Soak>, tally: Arc<Tally>, deadline: Instant, seed: u64,
             }
             other => other.map(|r| r.map(|_| ())),
         };
-        settle(&tally, round).await;
+        settle(&tally, round, &format!("call {token}")).await;
     }
 }
 
@@ -336,17 +347,26 @@ fn judge(tally: &Tally, received: &[u64], count: u64, from: u64, token: &str) {
 
 /// One call: start it, be cut off (by us, or by the server for reading too slowly), then
 /// resume on random replicas until the reply. Returns the progress values received.
+/// Each step is written to `trail`, which a hang prints.
 async fn one_call(
     soak: &Soak,
     tally: &Tally,
     rng: &mut Rng,
     call: Call,
     token: &str,
+    trail: &Mutex<Vec<String>>,
 ) -> Result<Vec<u64>> {
+    let step = |what: String| {
+        if let Ok(mut trail) = trail.lock() {
+            trail.push(format!("{} {what}", unix_ms()));
+        }
+    };
     let target = rng.pick(&soak.targets).clone();
+    step(format!("initialize on {}", target.authority));
     let mut conn = Conn::open(&target).await?;
     let session = mcp::initialize(&mut conn, &target).await?;
     tally.sessions.fetch_add(1, Relaxed);
+    step(format!("session {:?}, call started", session.id));
     let mut msgs = mcp::start_stream(
         &mut conn,
         &target,
@@ -370,6 +390,11 @@ async fn one_call(
         last_id: None,
     };
     let mut replied = piece.read(&mut msgs, cut_after).await?;
+    step(format!(
+        "first piece ended after {} events at {:?}, replied {replied}",
+        piece.received.len(),
+        piece.last_id
+    ));
     drop(msgs);
     drop(conn);
     let mut pieces = 0;
@@ -384,10 +409,16 @@ async fn one_call(
             .ok_or_else(|| format!("{token}: no event id to resume from"))?;
         sleep(Duration::from_millis(rng.below(300))).await;
         let target = rng.pick(&soak.targets).clone();
+        step(format!("resume {pieces} on {} from {id}", target.authority));
         let mut conn = Conn::open(&target).await?;
         let mut msgs = mcp::get(&mut conn, &target, &session, Some(&id)).await?;
         tally.resumes.fetch_add(1, Relaxed);
         replied = piece.read(&mut msgs, u64::MAX).await?;
+        step(format!(
+            "resume {pieces} ended with {} events at {:?}, replied {replied}",
+            piece.received.len(),
+            piece.last_id
+        ));
     }
     if rng.below(2) == 0 {
         let target = rng.pick(&soak.targets).clone();
