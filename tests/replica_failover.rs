@@ -8,6 +8,7 @@ use common::redis::{RedisCluster, RedisServer, SharedRedis};
 use common::{Binary, Client, TestServer, Transcript, call_through_outage, within};
 use otpmcp::cluster::leases::{LOST_REPLICA_MESSAGE, RESTARTED_MESSAGE};
 use otpmcp::config::{BackendKind, NonZeroDuration};
+use otpmcp::server::HANDED_ON_NOTE;
 use serde_json::json;
 
 /// The binary with the shipped `config/redis.toml` overlay, pointed at the test's own
@@ -89,17 +90,55 @@ async fn killed_replica(redis: impl SharedRedis) {
     assert_eq!(ids.len(), t.ids.len(), "no event id twice");
 }
 
-/// A planned restart (SIGTERM) whose drain ends before a call does: the call's client,
-/// resuming on another replica, gets every event stored and then an error that says the
-/// server restarted and the call may be retried, not that a replica was lost.
+/// A planned restart (SIGTERM) whose drain ends before a call of a re-runnable tool does:
+/// another replica runs the call again on the same stream. Its client, resuming there,
+/// gets what the first run stored, a note that the call restarted, the whole new run and
+/// its result, each event id once.
+#[tokio::test]
+async fn a_call_outlasting_a_drain_runs_again_on_another_replica() {
+    let t = drained_call(40, true).await;
+    t.assert_runs(HANDED_ON_NOTE, 40);
+    assert_eq!(
+        t.runs(HANDED_ON_NOTE).len(),
+        2,
+        "one handover: {:?}",
+        t.notes
+    );
+    assert_eq!(t.result_text().as_deref(), Some("streamed 40 events"));
+}
+
+/// The same with `store.hand_over_calls` off: the call's client, resuming on another
+/// replica, gets every event stored and then an error that says the server restarted and
+/// the call may be retried, not that a replica was lost.
 #[tokio::test]
 async fn a_call_outlasting_a_drain_gets_a_retryable_answer_elsewhere() {
+    let t = drained_call(200, false).await;
+    let n = t.progress.len() as u64;
+    assert_eq!(
+        t.progress,
+        (1..=n).collect::<Vec<u64>>(),
+        "every event once, in order"
+    );
+    let Some(response) = t.response else {
+        panic!("no answer after the drain");
+    };
+    assert_eq!(response["error"]["code"], -32603);
+    assert_eq!(response["error"]["message"], RESTARTED_MESSAGE);
+    assert_eq!(response["error"]["data"]["retryable"], true);
+}
+
+/// A `stream_events` call of `count` events 25 ms apart on a replica that is stopped
+/// (SIGTERM, a 200 ms drain) after 5 of them; its whole transcript, resumed on another
+/// replica, each event id once.
+async fn drained_call(count: u64, hand_over: bool) -> Transcript {
     let redis = RedisServer::start();
     let (url, _, _) = redis.target();
+    let hand_over = hand_over.to_string();
     let draining = [
         ("OTPMCP__STORE__REDIS_URL", url.as_str()),
         ("OTPMCP__STORE__LEASE_TTL", "1s"),
         ("OTPMCP__SERVER__SHUTDOWN_TIMEOUT", "200ms"),
+        ("OTPMCP__STORE__HAND_OVER_CALLS", hand_over.as_str()),
     ];
     let config = [
         "--config",
@@ -112,7 +151,7 @@ async fn a_call_outlasting_a_drain_gets_a_retryable_answer_elsewhere() {
     let mut reader = client
         .call_stream(
             "stream_events",
-            json!({"count": 200, "interval_ms": 25}),
+            json!({"count": count, "interval_ms": 25}),
             Some("t"),
         )
         .await;
@@ -133,18 +172,10 @@ async fn a_call_outlasting_a_drain_gets_a_retryable_answer_elsewhere() {
     for f in within("the answer from another replica", resumed.rest()).await {
         t.add(&f);
     }
-    let n = t.progress.len() as u64;
-    assert_eq!(
-        t.progress,
-        (1..=n).collect::<Vec<u64>>(),
-        "every event once, in order"
-    );
-    let Some(response) = t.response else {
-        panic!("no answer after the drain");
-    };
-    assert_eq!(response["error"]["code"], -32603);
-    assert_eq!(response["error"]["message"], RESTARTED_MESSAGE);
-    assert_eq!(response["error"]["data"]["retryable"], true);
+    let mut ids = t.ids.clone();
+    ids.dedup();
+    assert_eq!(ids.len(), t.ids.len(), "no event id twice");
+    t
 }
 
 #[tokio::test]

@@ -7,11 +7,17 @@
 //! ends it (with a nonce every answering replica derives alike, so two answers store one
 //! event), then clears the entry. A client resuming on any replica gets an answer instead
 //! of waiting forever.
+//!
+//! A replica that shut down (a planned restart: its lease was let go, not lost) left its
+//! unfinished requests behind on purpose. An entry that carries a [`Handover`] (a call of
+//! a re-runnable tool) is run again from its start by the replica that claims it, on the
+//! same stream; any other gets an error that says it may be retried.
 
 use crate::telemetry::metrics;
 use std::time::Duration;
 
 use bytes::Bytes;
+use serde::{Deserialize, Serialize};
 use tokio_util::task::AbortOnDropHandle;
 
 use crate::event_store::redis::RedisLink;
@@ -19,8 +25,9 @@ use crate::event_store::{EventStoreHandle, StoreCallError, StoreError};
 use crate::handler::BoxFuture;
 use crate::ids::{SessionId, StreamKey, StreamNo};
 use crate::protocol::{ErrorObject, Outgoing, RequestId};
+use crate::server::Handover;
 use crate::tasks::TaskHandle;
-use crate::transport::{InFlight, InFlightError};
+use crate::transport::{Handovers, InFlight, InFlightError};
 
 /// The message of the error appended for a request whose replica was lost.
 pub const LOST_REPLICA_MESSAGE: &str =
@@ -55,6 +62,10 @@ return redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'WITHSCORES')
 pub struct Orphan {
     /// Its stream.
     pub key: StreamKey,
+    /// Its JSON-RPC id.
+    pub request: RequestId,
+    /// What it takes to run it again, for a call of a re-runnable tool.
+    pub handover: Option<Handover>,
     /// The error response to append as the stream's last event.
     pub payload: Bytes,
     /// Its entry in the lapsed replica's in-flight table.
@@ -96,9 +107,14 @@ impl Leases {
 
     /// Registers a running request; awaited before its stream is given to the client, so
     /// a request the client can resume is always covered.
-    pub async fn begin(&self, key: StreamKey, request: &RequestId) -> redis::RedisResult<()> {
-        let id = serde_json::to_string(request).unwrap_or_else(|_| "null".into());
-        self.hold_as(&field(key), &id).await
+    pub async fn begin(
+        &self,
+        key: StreamKey,
+        request: &RequestId,
+        handover: Option<&Handover>,
+    ) -> redis::RedisResult<()> {
+        self.hold_as(&field(key), &entry_value(request, handover))
+            .await
     }
 
     /// The request ended (answered, cancelled or dropped).
@@ -241,9 +257,10 @@ impl InFlight for Leases {
         &'a self,
         key: StreamKey,
         request: &'a RequestId,
+        handover: Option<&'a Handover>,
     ) -> BoxFuture<'a, Result<(), InFlightError>> {
         Box::pin(async move {
-            Leases::begin(self, key, request)
+            Leases::begin(self, key, request, handover)
                 .await
                 .map_err(|e| InFlightError(e.to_string()))
         })
@@ -273,18 +290,30 @@ pub struct LeaseKeeper {
 
 impl LeaseKeeper {
     /// Takes the lease (before this replica takes any request: call it before the
-    /// listener starts), then keeps it. A lapsed replica's tasks go to `tasks`.
-    pub async fn start(leases: Leases, store: EventStoreHandle, tasks: Option<TaskHandle>) -> Self {
+    /// listener starts), then keeps it. A lapsed replica's tasks go to `heirs.tasks`, the
+    /// calls a stopped replica handed on to `heirs.calls`.
+    pub async fn start(leases: Leases, heirs: Heirs) -> Self {
         if let Err(e) = leases.renew().await {
             tracing::warn!(error = %e, "could not take this replica's lease yet");
         }
         Self {
-            _task: AbortOnDropHandle::new(tokio::spawn(keep(leases, store, tasks))),
+            _task: AbortOnDropHandle::new(tokio::spawn(keep(leases, heirs))),
         }
     }
 }
 
-async fn keep(leases: Leases, store: EventStoreHandle, tasks: Option<TaskHandle>) {
+/// Who takes over what a lapsed replica left.
+#[derive(Debug, Clone)]
+pub struct Heirs {
+    /// Where the error answers go.
+    pub store: EventStoreHandle,
+    /// Runs lost tasks again, or ends them.
+    pub tasks: Option<TaskHandle>,
+    /// Runs again the calls a replica handed on at its shutdown.
+    pub calls: Handovers,
+}
+
+async fn keep(leases: Leases, heirs: Heirs) {
     let mut tick = tokio::time::interval(leases.interval());
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut healthy_since: Option<std::time::Instant> = None;
@@ -298,7 +327,7 @@ async fn keep(leases: Leases, store: EventStoreHandle, tasks: Option<TaskHandle>
                 // to renew too.
                 if since.elapsed() >= leases.ttl() {
                     for replica in lapsed {
-                        reap(&leases, &store, tasks.as_ref(), replica).await;
+                        reap(&leases, &heirs, replica).await;
                     }
                 }
             }
@@ -311,9 +340,9 @@ async fn keep(leases: Leases, store: EventStoreHandle, tasks: Option<TaskHandle>
     }
 }
 
-/// Answers every request still registered for lapsed replica `lapsed` and ends (or
-/// runs again) its tasks, then forgets the replica if nothing is left.
-async fn reap(leases: &Leases, store: &EventStoreHandle, tasks: Option<&TaskHandle>, lapsed: Lapsed) {
+/// Answers (or runs again) every request still registered for lapsed replica `lapsed`
+/// and ends (or runs again) its tasks, then forgets the replica if nothing is left.
+async fn reap(leases: &Leases, heirs: &Heirs, lapsed: Lapsed) {
     let Lapsed { replica, stopped } = lapsed;
     let Ok(entries) = leases.entries(replica).await else {
         return;
@@ -321,7 +350,7 @@ async fn reap(leases: &Leases, store: &EventStoreHandle, tasks: Option<&TaskHand
     let mut settled_all = true;
     for (field, value) in entries {
         if let Some(id) = field.strip_prefix(TASK_FIELD) {
-            let Some(tasks) = tasks else {
+            let Some(tasks) = &heirs.tasks else {
                 settled_all = false;
                 continue;
             };
@@ -335,13 +364,32 @@ async fn reap(leases: &Leases, store: &EventStoreHandle, tasks: Option<&TaskHand
             settled_all &= leases.settle(replica, &field).await;
             continue;
         }
-        let Some(orphan) = orphan(lapsed, field, &value) else {
+        let Some(mut orphan) = orphan(lapsed, field, &value) else {
             continue;
         };
+        if let Some(handover) = orphan.handover.take().filter(|_| stopped) {
+            // One replica runs it again: the one that claims it.
+            if !leases.claim(replica, &orphan.field).await {
+                settled_all = false;
+                continue;
+            }
+            // Registered here before it leaves the stopped replica's table, so that a
+            // shutdown of this replica hands it on again.
+            let request = orphan.request.clone();
+            if heirs.calls.take(orphan.key, request, handover).await {
+                metrics::REQUESTS_REAPED.inc();
+                tracing::warn!(stream = ?orphan.key, stopped_replica = replica, "a call handed on by a replica that shut down runs again here");
+                settled_all &= leases.settle(replica, &orphan.field).await;
+                continue;
+            }
+            // It cannot run here (its session ended, or this replica is stopping too): the
+            // client gets the retryable error.
+        }
         // Answer first, then clear the entry: a failure in between leaves it for the next
         // round, and the entry's own nonce makes a second answer (ours or another
         // replica's) a duplicate.
-        let answered = match store
+        let answered = match heirs
+            .store
             .append_with_nonce(orphan.key, orphan.payload, true, orphan.nonce, 0)
             .await
         {
@@ -376,16 +424,44 @@ fn field(key: StreamKey) -> String {
     format!("{}:{}", key.session, key.stream)
 }
 
-/// The answer owed for in-flight entry `field` (request id `id`, as JSON) of lapsed replica
-/// `lapsed`; `None` if the entry is malformed.
-pub fn orphan(lapsed: Lapsed, field: String, id: &str) -> Option<Orphan> {
+/// A request's in-flight entry when it can be handed on. Otherwise the entry is the bare
+/// request id, as replicas without handovers write and read it.
+#[derive(Serialize, Deserialize)]
+struct Entry {
+    id: RequestId,
+    handover: Handover,
+}
+
+fn entry_value(request: &RequestId, handover: Option<&Handover>) -> String {
+    let value = match handover {
+        Some(handover) => serde_json::to_string(&Entry {
+            id: request.clone(),
+            handover: handover.clone(),
+        }),
+        None => serde_json::to_string(request),
+    };
+    value.unwrap_or_else(|_| "null".into())
+}
+
+fn parse_entry(value: &str) -> Option<(RequestId, Option<Handover>)> {
+    if let Ok(id) = serde_json::from_str::<RequestId>(value) {
+        return Some((id, None));
+    }
+    let entry = serde_json::from_str::<Entry>(value).ok()?;
+    Some((entry.id, Some(entry.handover)))
+}
+
+/// The answer owed for in-flight entry `field` (`value`: the request id as JSON, or an
+/// [`Entry`]) of lapsed replica `lapsed`; `None` if the entry is malformed.
+pub fn orphan(lapsed: Lapsed, field: String, value: &str) -> Option<Orphan> {
     let Lapsed { replica, stopped } = lapsed;
     let (session, stream) = field.split_once(':')?;
     let key = StreamKey::new(
         session.parse::<SessionId>().ok()?,
         StreamNo(stream.parse().ok()?),
     );
-    let id: RequestId = serde_json::from_str(id).ok()?;
+    let (id, handover) = parse_entry(value)?;
+    let request = id.clone();
     let error = if stopped {
         ErrorObject::retryable(RESTARTED_MESSAGE)
     } else {
@@ -404,6 +480,8 @@ pub fn orphan(lapsed: Lapsed, field: String, id: &str) -> Option<Orphan> {
     };
     Some(Orphan {
         key,
+        request,
+        handover,
         payload,
         field,
         nonce,
@@ -454,5 +532,27 @@ mod tests {
             serde_json::from_slice(&o.payload).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(v["error"]["message"], RESTARTED_MESSAGE);
         assert_eq!(v["error"]["data"]["retryable"], true);
+    }
+
+    #[test]
+    fn an_entry_carries_its_handover_and_a_bare_id_none() {
+        let session = SessionId::random();
+        let field = format!("{session}:2");
+        let handover = Handover {
+            params: serde_json::json!({"name": "stream_events", "arguments": {"count": 3}}),
+            principal: None,
+        };
+        let id = RequestId::Number(7);
+        let value = entry_value(&id, Some(&handover));
+        let Some(o) = orphan(LOST, field.clone(), &value) else {
+            panic!("an entry with a handover is an orphan: {value}");
+        };
+        assert_eq!(o.request, id);
+        assert_eq!(o.handover, Some(handover));
+        // Replicas without handovers wrote, and read, the bare id.
+        let bare = entry_value(&id, None);
+        assert_eq!(bare, "7");
+        let o = orphan(LOST, field, &bare).map(|o| (o.request, o.handover));
+        assert_eq!(o, Some((id, None)));
     }
 }

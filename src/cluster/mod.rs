@@ -15,5 +15,5 @@ pub mod leases;
 pub mod relay;
 
 pub use bus::Router;
-pub use leases::{LeaseKeeper, Leases};
+pub use leases::{Heirs, LeaseKeeper, Leases};
 pub use relay::{NewsRelay, TaskBus};

@@ -60,6 +60,10 @@ pub struct StoreConfig {
     /// A replica renews its lease on its running requests this often; another replica
     /// answers them with an error once the lease is `lease_ttl` old.
     pub lease_ttl: NonZeroDuration,
+    /// At a planned shutdown, a running call of a tool declared re-runnable is run again
+    /// from its start by another replica, on the same stream; off, it ends with an error
+    /// that says it may be retried.
+    pub hand_over_calls: bool,
 }
 
 impl Default for StoreConfig {
@@ -79,6 +83,7 @@ impl Default for StoreConfig {
             ping_interval: NonZeroDuration::from_secs(5),
             tcp_keepalive: NonZeroDuration::from_secs(15),
             lease_ttl: NonZeroDuration::from_secs(10),
+            hand_over_calls: true,
         }
     }
 }

@@ -6,6 +6,7 @@
 //! 2025-11-25 session, [`McpServer::handle_stateless`] (in [`stateless`]) a 2026-07-28
 //! request, with the same handlers.
 
+mod handover;
 mod inputs;
 mod paging;
 pub mod stateless;
@@ -28,6 +29,7 @@ use crate::protocol::methods::{
 use crate::protocol::version::ProtocolVersion;
 use crate::protocol::{ErrorObject, Outgoing, Request, Target};
 use crate::session::NewSession;
+pub use handover::{HANDED_ON_NOTE, Handover};
 use paging::page_value;
 
 /// Longest resource URI accepted in a subscription.

@@ -15,7 +15,7 @@ use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, RpcReplyPort, Super
 use tokio::sync::oneshot;
 use tracing::Instrument;
 
-use crate::cluster::{LeaseKeeper, Leases};
+use crate::cluster::{Heirs, LeaseKeeper, Leases};
 use crate::config::Config;
 use crate::event_store::actor::{StoreArgs, StoreTables};
 use crate::event_store::memory::SharedBudget;
@@ -28,7 +28,7 @@ use crate::server::McpServer;
 use crate::session::{SessionArgs, SessionHandle, SessionManager, SessionMsg, SessionTable};
 use crate::telemetry::metrics::{self, Label as _};
 use crate::transport::listener::ListenerMsg;
-use crate::transport::{HttpListener, ListenerArgs};
+use crate::transport::{Handovers, HttpListener, ListenerArgs};
 
 pub mod tree;
 
@@ -416,8 +416,12 @@ impl Actor for RootSupervisor {
         }
         // Hold the lease before this replica takes any request.
         if let Some(leases) = state.leases() {
-            let tasks = state.server.tasks().cloned();
-            state.keeper = Some(LeaseKeeper::start(leases, state.store_handle(), tasks).await);
+            let heirs = Heirs {
+                store: state.store_handle(),
+                tasks: state.server.tasks().cloned(),
+                calls: Handovers::new(state.listener_slot.clone()),
+            };
+            state.keeper = Some(LeaseKeeper::start(leases, heirs).await);
         }
         state
             .start(Child::HttpListener, myself.get_cell(), None, None)

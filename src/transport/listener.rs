@@ -18,8 +18,10 @@ use tracing::Instrument;
 use super::{AppState, router};
 use crate::config::Config;
 use crate::event_store::EventStoreHandle;
+use crate::ids::StreamKey;
+use crate::protocol::RequestId;
 use crate::rt::slot::Slot;
-use crate::server::McpServer;
+use crate::server::{Handover, McpServer};
 use crate::session::SessionHandle;
 use crate::stream::{CloseReason, StreamMsg};
 
@@ -31,8 +33,51 @@ pub enum ListenerMsg {
     /// Stop accepting, close every open stream with a retry hint, and wait (up to
     /// `shutdown_timeout`) for connections to finish.
     Shutdown(RpcReplyPort<()>),
+    /// Run again here a call another replica handed on at its shutdown; answers whether
+    /// it runs.
+    RunAgain {
+        key: StreamKey,
+        id: RequestId,
+        handover: Box<Handover>,
+        reply: RpcReplyPort<bool>,
+    },
     /// Fault injection for supervision tests.
     InjectPanic,
+}
+
+/// How long the lease keeper waits for the listener to take a handed-on call.
+const RUN_AGAIN_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The listener's side of handovers: the calls a replica left behind at its shutdown
+/// are run again by this replica's listener (which owns what a request needs to run).
+#[derive(Debug, Clone)]
+pub struct Handovers {
+    listener: Slot<ListenerMsg>,
+}
+
+impl Handovers {
+    /// Handovers run by the listener behind `listener`.
+    pub fn new(listener: Slot<ListenerMsg>) -> Self {
+        Self { listener }
+    }
+
+    /// Runs the call on `key` (request `id`) again from its start, on the same stream.
+    /// False if it cannot run here: its session ended, this replica is stopping, or the
+    /// listener is not running.
+    pub async fn take(&self, key: StreamKey, id: RequestId, handover: Handover) -> bool {
+        self.listener
+            .call(
+                |reply| ListenerMsg::RunAgain {
+                    key,
+                    id: id.clone(),
+                    handover: Box::new(handover.clone()),
+                    reply,
+                },
+                RUN_AGAIN_TIMEOUT,
+            )
+            .await
+            .unwrap_or(false)
+    }
 }
 
 /// Start-up arguments.
@@ -137,6 +182,7 @@ impl Actor for HttpListener {
         let name = match &msg {
             ListenerMsg::ServeEnded(_) => "serve_ended",
             ListenerMsg::Shutdown(_) => "shutdown",
+            ListenerMsg::RunAgain { .. } => "run_again",
             ListenerMsg::InjectPanic => "inject_panic",
         };
         // Counted in by the slot; its own serve task's report never was.
@@ -220,6 +266,19 @@ async fn handle(
                 }
                 let _ = reply.send(());
                 myself.stop(Some("shutdown".into()));
+            }
+            ListenerMsg::RunAgain {
+                key,
+                id,
+                handover,
+                reply,
+            } => {
+                // Its session and lease round trips must not hold up the mailbox.
+                let app = state.app.clone();
+                tokio::spawn(async move {
+                    let runs = super::handover::run_again(app, key, id, *handover).await;
+                    let _ = reply.send(runs);
+                });
             }
             ListenerMsg::InjectPanic => panic!("fault injection: http listener"),
         }

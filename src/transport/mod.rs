@@ -8,6 +8,7 @@ pub mod extract;
 mod failures;
 pub mod get;
 pub mod guard;
+mod handover;
 pub mod inflight;
 pub mod listener;
 mod outbox;
@@ -41,7 +42,7 @@ use listener::ListenerMsg;
 use rejection::Rejection;
 
 pub use inflight::{InFlight, InFlightError};
-pub use listener::{HttpListener, ListenerArgs};
+pub use listener::{Handovers, HttpListener, ListenerArgs};
 
 /// What every request handler needs; cheap to clone.
 #[derive(Clone, Debug)]

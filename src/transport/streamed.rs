@@ -36,7 +36,7 @@ use crate::telemetry::operation::Operation;
 
 /// The handler's work: its answer, or `None` if it was cancelled (by the client, or because
 /// its session ended).
-type Work = Pin<Box<dyn Future<Output = Option<Outgoing>> + Send>>;
+pub(super) type Work = Pin<Box<dyn Future<Output = Option<Outgoing>> + Send>>;
 
 /// Serves `request` on a new stream of `session`, for `caller` (`[auth]`).
 pub(super) async fn serve(
@@ -62,50 +62,28 @@ pub(super) async fn serve(
     let key = StreamKey::new(session, stream);
     span.record("stream", stream.0);
     let request_id = request.id.clone();
-    let mut ended = Ended {
-        key,
-        inflight: None,
-        hold,
-        _running: inner.running.start(),
-    };
+    let mut ended = Ended::new(key, hold, inner.running.start());
     if let Err(e) = apply_session_effects(state, session, &request).await {
         ended.finish().await;
         return Err(e);
     }
 
+    // Should this replica shut down before it answers, another one runs it again.
+    let handover = inner
+        .config
+        .store
+        .hand_over_calls
+        .then(|| inner.server.handover(&request, caller.principal.as_ref()))
+        .flatten();
     let ready = StreamReady::default();
-    let outbox = Arc::new(StreamOutbox {
-        store: inner.store.clone(),
-        writer: tokio::sync::Mutex::new(StreamWriter::new(inner.store.clone(), key)),
-        sessions: inner.sessions.clone(),
-        key,
-        timeout: inner.config.server.client_request_timeout.get(),
-        polls: touched.protocol_version >= ProtocolVersion::V2025_11_25,
-        ready: ready.clone(),
-        announce: state.announcer(),
-    });
+    let outbox = stream_outbox(state, key, touched.protocol_version, ready.clone());
     let sent = outbox.clone();
     let ctx = RequestContext::new(McpServer::progress_token(&request), Some(outbox))
         .with_session(session)
         .with_principal(caller.principal)
         .with_log_level(touched.log_level.clone())
         .with_client_capabilities(touched.client_capabilities.clone());
-    let server = inner.server.clone();
-    let cancel = touched.cancel;
-    // Ends with the work: answered, or cancelled if it is dropped.
-    let op = op.take();
-    let mut work: Work = Box::pin(async move {
-        let answer = tokio::select! {
-            answer = run_guarded(&server, request, ctx) => Some(answer),
-            // The client cancelled the request (no response is sent, as the spec asks), or
-            // the session ended (DELETE, expiry, shutdown) and nobody could receive one.
-            () = cancel.cancelled() => None,
-        };
-        if let (Some(op), Some(answer)) = (op, &answer) {
-            op.answered(answer);
-        }
-        answer
-    });
+    let mut work = guarded(state, request, ctx, touched.cancel, op.take());
     let version = touched.protocol_version;
     // A request answered on its first poll needs no lease entry: its client learns of its
     // stream only from the body that carries the stored answer (with Redis that saves
@@ -116,7 +94,9 @@ pub(super) async fn serve(
         return response;
     }
     // Before the client can learn of the stream: if this replica dies, another one answers.
-    ended.begin(inner.inflight.clone(), &request_id).await;
+    ended
+        .begin(inner.inflight.clone(), &request_id, handover.as_ref())
+        .await;
 
     let stream_span = tracing::info_span!(
         parent: &span,
@@ -142,41 +122,90 @@ pub(super) async fn serve(
         }
     };
     let _ = ready.set(());
-    let store = inner.store.clone();
-    let closing = state.clone();
-    tokio::spawn(
-        async move {
-            let answer = work.await;
-            // What the handler sent goes before its response, or before the stream ends.
-            let after = sent.flush().await;
-            match answer {
-                Some(answer) => {
-                    if !keep_response(&closing, key, answer.to_bytes(), after).await {
-                        // Stopped by shutdown before the response could be stored: the
-                        // lease entry stays, for another replica to answer.
-                        ended.abandon();
-                        return;
-                    }
-                }
-                None if closing.is_closing() => {
-                    // Stopped by shutdown after the drain: another replica answers it
-                    // (with Redis), or the client retries after restart.
-                    tracing::debug!("request stopped by shutdown");
-                    ended.abandon();
-                    return;
-                }
-                None => {
-                    tracing::debug!("request cancelled");
-                    // No response will come: end the stream, so neither this connection
-                    // nor a resume waits for one (best effort; the session may be gone).
-                    let _ = store.complete(key).await;
-                }
-            }
-            ended.finish().await;
-        }
-        .instrument(span),
-    );
+    tokio::spawn(see_through(state.clone(), work, sent, ended).instrument(span));
     Ok(response)
+}
+
+/// The outbox of a request answered on stream `key`, opened once `ready` is set.
+pub(super) fn stream_outbox(
+    state: &AppState,
+    key: StreamKey,
+    version: ProtocolVersion,
+    ready: StreamReady,
+) -> Arc<StreamOutbox> {
+    let inner = &state.inner;
+    Arc::new(StreamOutbox {
+        store: inner.store.clone(),
+        writer: tokio::sync::Mutex::new(StreamWriter::new(inner.store.clone(), key)),
+        sessions: inner.sessions.clone(),
+        key,
+        timeout: inner.config.server.client_request_timeout.get(),
+        polls: version >= ProtocolVersion::V2025_11_25,
+        ready,
+        announce: state.announcer(),
+    })
+}
+
+/// The handler's run of `request`, ended early by `cancel`; `op` is told its answer.
+pub(super) fn guarded(
+    state: &AppState,
+    request: Request,
+    ctx: RequestContext,
+    cancel: tokio_util::sync::CancellationToken,
+    op: Option<Operation>,
+) -> Work {
+    let server = state.inner.server.clone();
+    Box::pin(async move {
+        let answer = tokio::select! {
+            answer = run_guarded(&server, request, ctx) => Some(answer),
+            // The client cancelled the request (no response is sent, as the spec asks), or
+            // the session ended (DELETE, expiry, shutdown) and nobody could receive one.
+            () = cancel.cancelled() => None,
+        };
+        if let (Some(op), Some(answer)) = (op, &answer) {
+            op.answered(answer);
+        }
+        answer
+    })
+}
+
+/// Runs `work` to its end in the task that calls it, then stores its response after
+/// everything it sent, or ends its stream if it was cancelled, and gives back what
+/// `ended` holds. Stopped by shutdown, it keeps its lease entry for another replica.
+pub(super) async fn see_through(
+    state: AppState,
+    work: Work,
+    sent: Arc<StreamOutbox>,
+    ended: Ended,
+) {
+    let key = ended.key;
+    let answer = work.await;
+    // What the handler sent goes before its response, or before the stream ends.
+    let after = sent.flush().await;
+    match answer {
+        Some(answer) => {
+            if !keep_response(&state, key, answer.to_bytes(), after).await {
+                // Stopped by shutdown before the response could be stored: the lease
+                // entry stays, for another replica to answer.
+                ended.abandon();
+                return;
+            }
+        }
+        None if state.is_closing() => {
+            // Stopped by shutdown after the drain: another replica answers it or runs it
+            // again (with Redis), or the client retries after restart.
+            tracing::debug!("request stopped by shutdown");
+            ended.abandon();
+            return;
+        }
+        None => {
+            tracing::debug!("request cancelled");
+            // No response will come: end the stream, so neither this connection nor a
+            // resume waits for one (best effort; the session may be gone).
+            let _ = state.inner.store.complete(key).await;
+        }
+    }
+    ended.finish().await;
 }
 
 /// Stores a request's response. While the store cannot keep it (Redis away) it goes live
@@ -237,7 +266,7 @@ async fn keep_response(
 
 /// What a request gives back when it ends: its lease, its hold on the session, and its
 /// place among the requests a drain waits for.
-struct Ended {
+pub(super) struct Ended {
     key: StreamKey,
     inflight: Option<Arc<dyn InFlight>>,
     hold: SessionHold,
@@ -245,19 +274,34 @@ struct Ended {
 }
 
 impl Ended {
+    /// A request on `key`, holding its session with `hold`, counted by `running`.
+    pub(super) fn new(key: StreamKey, hold: SessionHold, running: super::RunningRequest) -> Self {
+        Self {
+            key,
+            inflight: None,
+            hold,
+            _running: running,
+        }
+    }
+
     /// Registers the request with `inflight` (Redis: the lease entry another replica
-    /// answers from if this one dies).
-    async fn begin(&mut self, inflight: Option<Arc<dyn InFlight>>, request: &RequestId) {
+    /// answers from if this one dies, or runs it again from with `handover`).
+    pub(super) async fn begin(
+        &mut self,
+        inflight: Option<Arc<dyn InFlight>>,
+        request: &RequestId,
+        handover: Option<&crate::server::Handover>,
+    ) {
         let Some(inflight) = inflight else {
             return;
         };
-        if let Err(e) = inflight.begin(self.key, request).await {
+        if let Err(e) = inflight.begin(self.key, request, handover).await {
             tracing::warn!(error = %e, "if this replica dies, the request goes unanswered");
         }
         self.inflight = Some(inflight);
     }
 
-    async fn finish(self) {
+    pub(super) async fn finish(self) {
         if let Some(inflight) = &self.inflight {
             inflight.end(self.key).await;
         }
@@ -266,7 +310,7 @@ impl Ended {
 
     /// Ends a request that shutdown stopped unanswered: its lease entry stays, so once
     /// this replica's lease is released another replica answers it.
-    fn abandon(self) {
+    pub(super) fn abandon(self) {
         drop(self.hold);
     }
 }

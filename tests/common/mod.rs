@@ -560,6 +560,9 @@ pub struct Transcript {
     pub progress: Vec<u64>,
     pub response: Option<Value>,
     pub ids: Vec<String>,
+    /// Log messages (`notifications/message` data), each with how many progress values
+    /// had arrived before it.
+    pub notes: Vec<(usize, String)>,
 }
 
 impl Transcript {
@@ -573,6 +576,10 @@ impl Transcript {
         }
         if let Some(p) = f.progress() {
             self.progress.push(p);
+        }
+        if let Some(v) = f.json().filter(|v| v["method"] == "notifications/message") {
+            let text = v["params"]["data"].as_str().unwrap_or_default().to_owned();
+            self.notes.push((self.progress.len(), text));
         }
         if f.is_response() {
             self.response = f.json();
@@ -590,6 +597,38 @@ impl Transcript {
             }
         }
         false
+    }
+
+    /// The progress values of each run, split at the handover notes (`note`): one run
+    /// when the call was never handed on.
+    pub fn runs(&self, note: &str) -> Vec<&[u64]> {
+        let mut runs = Vec::new();
+        let mut from = 0;
+        for (at, _) in self.notes.iter().filter(|(_, text)| text == note) {
+            runs.push(&self.progress[from..*at]);
+            from = *at;
+        }
+        runs.push(&self.progress[from..]);
+        runs
+    }
+
+    /// Checks that each run of a call is exact: the ones a handover ended a clean prefix
+    /// (1, 2, ...), the last one `1..=events`.
+    pub fn assert_runs(&self, note: &str, events: u64) {
+        let runs = self.runs(note);
+        for (i, run) in runs.iter().enumerate() {
+            let n = if i + 1 == runs.len() {
+                events
+            } else {
+                run.len() as u64
+            };
+            assert_eq!(
+                run.to_vec(),
+                (1..=n).collect::<Vec<u64>>(),
+                "run {i} of {}",
+                runs.len()
+            );
+        }
     }
 
     pub fn result_text(&self) -> Option<String> {

@@ -1,0 +1,53 @@
+//! What a session's `tools/call` leaves behind so that another replica can run it again
+//! from its start when the replica running it shuts down (a planned restart): only for a
+//! tool declared re-runnable. The transport keeps it with the request's lease entry.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::McpServer;
+use crate::auth::Principal;
+use crate::protocol::methods::Method;
+use crate::protocol::{Request, RequestId};
+
+/// The note a handed-on call's client sees on its stream before the new run's events.
+pub const HANDED_ON_NOTE: &str = "the server replica running this call shut down; another replica runs it again from its start";
+
+/// A running call, as another replica needs it to run it again.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Handover {
+    /// The request's `params` as the client sent them (`_meta` included: its progress
+    /// token).
+    pub params: Value,
+    /// The caller (`[auth]`), so the tool run again sees who asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub principal: Option<Principal>,
+}
+
+impl Handover {
+    /// The request to run again, with its original id.
+    pub fn request(&self, id: RequestId) -> Request {
+        Request::new(id, "tools/call", Some(self.params.clone()))
+    }
+}
+
+impl McpServer {
+    /// What another replica needs to run `request` again, if it is a call of a tool
+    /// declared re-runnable; `None` for anything else.
+    pub(crate) fn handover(
+        &self,
+        request: &Request,
+        principal: Option<&Arc<Principal>>,
+    ) -> Option<Handover> {
+        if request.kind != Method::ToolsCall {
+            return None;
+        }
+        let routing = request.name().and_then(|n| self.tool_routing(n))?;
+        routing.tasks.rerunnable.then(|| Handover {
+            params: request.params.clone().unwrap_or(Value::Null),
+            principal: principal.map(|p| Principal::clone(p)),
+        })
+    }
+}

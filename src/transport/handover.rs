@@ -1,0 +1,74 @@
+//! A call another replica handed on at its shutdown, run again here from its start on
+//! the same stream. The client, reading or resuming on any replica, sees what the first
+//! run stored, a log note that the call restarted, then the whole new run and its result.
+//! The new run is a request of this replica like any other: registered in its lease
+//! table (so its own shutdown hands it on again), held on its session, and waited for by
+//! its drain.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+use tracing::Instrument;
+
+use super::AppState;
+use super::outbox::StreamReady;
+use super::streamed::{Ended, guarded, see_through, stream_outbox};
+use crate::handler::RequestContext;
+use crate::ids::StreamKey;
+use crate::protocol::RequestId;
+use crate::protocol::methods::LoggingLevel;
+use crate::server::{HANDED_ON_NOTE, Handover, McpServer};
+
+/// Starts the call on `key` (request `id`) again from `handover`; false if it cannot run
+/// here (this replica is stopping, or the call's session ended).
+pub(super) async fn run_again(
+    state: AppState,
+    key: StreamKey,
+    id: RequestId,
+    handover: Handover,
+) -> bool {
+    if state.is_closing() {
+        return false;
+    }
+    let inner = &state.inner;
+    let owner = handover.principal.as_ref().map(|p| p.owner());
+    let held = inner
+        .sessions
+        .hold(key.session, owner, false, Some(id.clone()))
+        .await;
+    let (touched, hold) = match held {
+        Ok(held) => held,
+        Err(e) => {
+            tracing::debug!(stream = ?key, error = %e, "a handed-on call's session is gone");
+            return false;
+        }
+    };
+    let mut ended = Ended::new(key, hold, inner.running.start());
+    ended
+        .begin(inner.inflight.clone(), &id, Some(&handover))
+        .await;
+    // Nothing to wait for: the stream's clients follow it already, or resume it.
+    let ready = StreamReady::default();
+    let _ = ready.set(());
+    let outbox = stream_outbox(&state, key, touched.protocol_version, ready);
+    let request = handover.request(id);
+    let ctx = RequestContext::new(McpServer::progress_token(&request), Some(outbox.clone()))
+        .with_session(key.session)
+        .with_principal(handover.principal.map(Arc::new))
+        .with_log_level(touched.log_level)
+        .with_client_capabilities(touched.client_capabilities);
+    if let Err(e) = ctx
+        .log(
+            LoggingLevel::Warning,
+            Some("otpmcp"),
+            Value::from(HANDED_ON_NOTE),
+        )
+        .await
+    {
+        tracing::debug!(error = %e, "the note of a handed-on call was not stored");
+    }
+    let work = guarded(&state, request, ctx, touched.cancel, None);
+    let span = tracing::info_span!("transport.handed_on_call", mcp.session.id = %key.session, stream = key.stream.0);
+    tokio::spawn(see_through(state.clone(), work, outbox, ended).instrument(span));
+    true
+}
