@@ -97,7 +97,15 @@ async fn replica(url: &str) -> (EventStoreHandle, RedisLink) {
     let news = otpmcp::server_news::NewsHub::default();
     let tasks = otpmcp::tasks::TaskHandle::new(handle.clone(), news.clone(), Default::default());
     let link = connect(&config, move |replica, keys| {
-        let router = Router::new(replica, keys, routed, sessions, news, tasks);
+        let router = Router::new(
+            replica,
+            keys,
+            routed,
+            sessions,
+            news,
+            tasks,
+            Default::default(),
+        );
         move |push| router.route(push)
     })
     .await

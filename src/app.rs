@@ -20,7 +20,7 @@ use ractor::{Actor, ActorRef};
 use tokio::sync::oneshot;
 
 use crate::admin::{AdminServer, Probes};
-use crate::cluster::{Leases, NewsRelay, Router, TaskBus};
+use crate::cluster::{Leases, NewsRelay, Router, Stops, TaskBus};
 use crate::config::Config;
 use crate::event_store::EventStoreHandle;
 use crate::event_store::redis;
@@ -136,13 +136,16 @@ pub async fn start_with(config: Config, server: McpServer) -> Result<App, StartE
         news.clone(),
         TaskSettings::from(&config.tasks),
     );
+    // Other replicas' planned stops, heard by the router, wake the lease keeper.
+    let stops = Stops::default();
     let redis = match config.store.backend {
         crate::config::BackendKind::Memory => None,
         crate::config::BackendKind::Redis => {
             let (store, sessions) = (store.clone(), sessions.clone());
             let (news, tasks) = (news.clone(), tasks.clone());
+            let stops = stops.clone();
             let link = redis::connect(&config.store, move |replica, keys| {
-                let router = Router::new(replica, keys, store, sessions, news, tasks);
+                let router = Router::new(replica, keys, store, sessions, news, tasks, stops);
                 move |push| router.route(push)
             })
             .await?;
@@ -210,6 +213,7 @@ pub async fn start_with(config: Config, server: McpServer) -> Result<App, StartE
         session_slot,
         listener_slot,
         redis: redis.clone(),
+        stops,
         exit: exit_tx,
     };
     let (root, _) = Actor::spawn(None, RootSupervisor, args)

@@ -7,7 +7,9 @@
 //!   forwards them to the local connection following that stream, if any;
 //! - `P:bus:all` (a session ended, a cancellation, a log level or subscription changed)
 //!   and `P:bus:<r>` (a client's answer to a request this replica sent) → the session
-//!   manager. A replica ignores its own broadcasts (it applied them already).
+//!   manager. A replica ignores its own broadcasts (it applied them already). Another
+//!   replica's planned stop, on `P:bus:all` too, wakes the lease keeper
+//!   ([`super::leases::Stops`]).
 //! - `P:bus:news` (a list, resource or task changed on another replica) → the news hub,
 //!   for listen streams; `P:bus:task:<r>` (`tasks/update` or `tasks/cancel` for a task
 //!   running here) → the tasks (see [`super::relay`]).
@@ -22,6 +24,7 @@ use std::sync::Arc;
 
 use redis::{PushInfo, PushKind, Value};
 
+use super::leases::Stops;
 use super::relay::{NewsMessage, TaskMessage};
 use crate::event_store::EventStoreHandle;
 use crate::event_store::redis::keys::{Channel, Keys};
@@ -40,6 +43,7 @@ pub struct Router {
     sessions: SessionHandle,
     news: NewsHub,
     tasks: TaskHandle,
+    stops: Stops,
 }
 
 impl Router {
@@ -51,6 +55,7 @@ impl Router {
         sessions: SessionHandle,
         news: NewsHub,
         tasks: TaskHandle,
+        stops: Stops,
     ) -> Self {
         Self {
             replica,
@@ -59,6 +64,7 @@ impl Router {
             sessions,
             news,
             tasks,
+            stops,
         }
     }
 
@@ -91,6 +97,7 @@ impl Router {
                 };
                 self.store.remote(key, news);
             }
+            Some(Channel::Broadcast) if self.stops.heard(message, self.replica) => {}
             Some(Channel::Replica(_) | Channel::Broadcast) => {
                 match serde_json::from_slice::<SessionNews>(message) {
                     Ok(news) if news.origin() == Some(self.replica) => {}

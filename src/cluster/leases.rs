@@ -82,6 +82,34 @@ if redis.call('HLEN', KEYS[2]) > 0 then return 0 end
 return redis.call('ZREM', KEYS[1], ARGV[1])
 ";
 
+/// Heard when another replica announces its planned stop ([`Leases::release`]): the
+/// lease keeper reaps at once instead of at its next renewal, so the calls and tasks the
+/// stopped replica handed on wait for nobody's timer.
+#[derive(Debug, Clone, Default)]
+pub struct Stops(std::sync::Arc<tokio::sync::Notify>);
+
+impl Stops {
+    /// A replica's notice arrived on the bus (`message`); false if it is not one.
+    pub fn heard(&self, message: &[u8], me: u64) -> bool {
+        let Some(rest) = message.strip_prefix(STOPPED_NOTICE.as_bytes()) else {
+            return false;
+        };
+        let from = std::str::from_utf8(rest).ok().and_then(|r| r.parse::<u64>().ok());
+        if from.is_some_and(|from| from != me) {
+            self.0.notify_one();
+        }
+        true
+    }
+
+    async fn next(&self) {
+        self.0.notified().await
+    }
+}
+
+/// What a replica publishes on the broadcast channel when it lets its lease go, followed
+/// by its number. Not JSON: replicas tell it from the session news at a glance.
+const STOPPED_NOTICE: &str = "replica-stopped:";
+
 /// This replica's side of the leases.
 #[derive(Debug, Clone)]
 pub struct Leases {
@@ -237,17 +265,24 @@ impl Leases {
         }
     }
 
-    /// Lets our lease lapse now (clean shutdown): another replica answers at once any
-    /// request of ours whose end did not reach Redis, and nobody waits `lease_ttl`. The
-    /// lease's score says it was let go, not lost: the answers say the request may be
-    /// retried, and a re-run of a task does not count as a lost attempt.
+    /// Lets our lease lapse now (clean shutdown) and says so on the bus: another replica
+    /// reaps at once any request of ours whose end did not reach Redis, and nobody waits
+    /// `lease_ttl`. The lease's score says it was let go, not lost: a call of a
+    /// re-runnable tool runs again, other answers say the request may be retried, and a
+    /// re-run of a task does not count as a lost attempt.
     pub async fn release(&self) {
         let mut conn = self.link.commands();
-        let mut cmd = redis::cmd("ZADD");
-        cmd.arg(self.link.keys.replicas())
+        let mut pipe = redis::pipe();
+        pipe.cmd("ZADD")
+            .arg(self.link.keys.replicas())
             .arg(RELEASED)
-            .arg(self.link.replica);
-        let call = cmd.query_async::<()>(&mut conn);
+            .arg(self.link.replica)
+            .ignore()
+            .cmd("PUBLISH")
+            .arg(self.link.keys.broadcast_channel())
+            .arg(format!("{STOPPED_NOTICE}{}", self.link.replica))
+            .ignore();
+        let call = pipe.query_async::<()>(&mut conn);
         let _ = self.link.breaker.guard("lease", call).await;
     }
 }
@@ -311,6 +346,8 @@ pub struct Heirs {
     pub tasks: Option<TaskHandle>,
     /// Runs again the calls a replica handed on at its shutdown.
     pub calls: Handovers,
+    /// Another replica's planned stop: reap now.
+    pub stops: Stops,
 }
 
 async fn keep(leases: Leases, heirs: Heirs) {
@@ -318,7 +355,10 @@ async fn keep(leases: Leases, heirs: Heirs) {
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut healthy_since: Option<std::time::Instant> = None;
     loop {
-        tick.tick().await;
+        tokio::select! {
+            _ = tick.tick() => {}
+            () = heirs.stops.next() => {}
+        }
         match leases.renew().await {
             Ok(lapsed) => {
                 let since = *healthy_since.get_or_insert_with(std::time::Instant::now);
@@ -554,5 +594,17 @@ mod tests {
         assert_eq!(bare, "7");
         let o = orphan(LOST, field, &bare).map(|o| (o.request, o.handover));
         assert_eq!(o, Some((id, None)));
+    }
+
+    #[tokio::test]
+    async fn another_replicas_stop_notice_wakes_the_keeper_and_our_own_does_not() {
+        let stops = Stops::default();
+        assert!(!stops.heard(br#"{"kind":"session_ended"}"#, 5), "session news");
+        assert!(stops.heard(b"replica-stopped:5", 5), "ours: a notice, ignored");
+        let asleep = tokio::time::timeout(std::time::Duration::from_millis(20), stops.next());
+        assert!(asleep.await.is_err(), "our own stop wakes nobody");
+        assert!(stops.heard(b"replica-stopped:3", 5));
+        let woken = tokio::time::timeout(std::time::Duration::from_secs(5), stops.next());
+        assert!(woken.await.is_ok(), "another's stop wakes the keeper");
     }
 }

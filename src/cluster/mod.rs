@@ -15,5 +15,5 @@ pub mod leases;
 pub mod relay;
 
 pub use bus::Router;
-pub use leases::{Heirs, LeaseKeeper, Leases};
+pub use leases::{Heirs, LeaseKeeper, Leases, Stops};
 pub use relay::{NewsRelay, TaskBus};

@@ -15,7 +15,7 @@ use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, RpcReplyPort, Super
 use tokio::sync::oneshot;
 use tracing::Instrument;
 
-use crate::cluster::{Heirs, LeaseKeeper, Leases};
+use crate::cluster::{Heirs, LeaseKeeper, Leases, Stops};
 use crate::config::Config;
 use crate::event_store::actor::{StoreArgs, StoreTables};
 use crate::event_store::memory::SharedBudget;
@@ -113,6 +113,8 @@ pub struct SupervisorArgs {
     pub listener_slot: (SlotWriter<ListenerMsg>, Slot<ListenerMsg>),
     /// The shared Redis, when `[store] backend = "redis"`.
     pub redis: Option<RedisLink>,
+    /// Other replicas' planned stops, for the lease keeper.
+    pub stops: Stops,
     /// Told how the tree ended.
     pub exit: oneshot::Sender<Exit>,
 }
@@ -137,6 +139,7 @@ pub struct SupervisorState {
     /// Renews this replica's lease and answers lapsed replicas' requests (Redis only);
     /// started before the listener, dropped (stopped) when the tree stops.
     keeper: Option<LeaseKeeper>,
+    stops: Stops,
     session_heir: Option<Heir<SessionTable>>,
     running: Vec<(Child, ActorCell)>,
     /// When each running child's current incarnation started.
@@ -405,6 +408,7 @@ impl Actor for RootSupervisor {
             session_heir: None,
             redis: args.redis,
             keeper: None,
+            stops: args.stops,
             running: Vec::new(),
             cancel: tokio_util::sync::CancellationToken::new(),
             stopping: false,
@@ -420,6 +424,7 @@ impl Actor for RootSupervisor {
                 store: state.store_handle(),
                 tasks: state.server.tasks().cloned(),
                 calls: Handovers::new(state.listener_slot.clone()),
+                stops: state.stops.clone(),
             };
             state.keeper = Some(LeaseKeeper::start(leases, heirs).await);
         }

@@ -238,22 +238,32 @@ async fn churn(soak: Arc<Soak>, tally: Arc<Tally>, deadline: Instant, seed: u64)
     while Instant::now() < deadline {
         let target = rng.pick(&soak.targets).clone();
         let delete = rng.below(2) == 0;
+        // How far the round got, for the message of a hang.
+        let step = AtomicU64::new(0);
         let round = timeout(ROUND_TIMEOUT, async {
             let mut conn = Conn::open(&target).await?;
+            step.store(1, Relaxed);
             let session = mcp::initialize(&mut conn, &target).await?;
             tally.sessions.fetch_add(1, Relaxed);
             for _ in 0..3 {
+                step.fetch_add(1, Relaxed);
                 id += 1;
                 mcp::echo(&mut conn, &target, &session, id).await?;
             }
             if delete {
+                step.fetch_add(1, Relaxed);
                 mcp::delete(&mut conn, &target, &session).await?;
                 tally.deleted.fetch_add(1, Relaxed);
             }
             Ok::<(), Error>(())
         })
         .await;
-        settle(&tally, round, "a churn round").await;
+        let what = format!(
+            "a churn round on {} (at step {} of connect, initialize, 3 calls, delete)",
+            target.authority,
+            step.load(Relaxed)
+        );
+        settle(&tally, round, &what).await;
     }
 }
 
