@@ -44,8 +44,8 @@ impl McpServer {
         if request.kind != Method::ToolsCall {
             return None;
         }
-        let routing = request.name().and_then(|n| self.tool_routing(n))?;
-        routing.tasks.rerunnable.then(|| Handover {
+        let name = request.name()?;
+        self.tool_rerunnable(name).then(|| Handover {
             params: request.params.clone().unwrap_or(Value::Null),
             principal: principal.map(|p| Principal::clone(p)),
         })

@@ -179,6 +179,15 @@ impl McpServer {
         self.tools.get().routing(name).cloned()
     }
 
+    /// Whether tool `name` is declared re-runnable (without copying its routing: this is
+    /// asked of every session call).
+    pub(crate) fn tool_rerunnable(&self, name: &str) -> bool {
+        self.tools
+            .get()
+            .routing(name)
+            .is_some_and(|r| r.tasks.rerunnable)
+    }
+
     /// When `name` is a tool (`tools/call`) or prompt (`prompts/get`) this server has: its
     /// name and its operation's span name. Only those name a span or a metric series, so
     /// clients cannot mint new ones.
