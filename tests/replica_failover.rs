@@ -72,13 +72,8 @@ async fn killed_replica(redis: impl SharedRedis) {
     for f in &frames {
         t.add(f);
     }
-    let n = t.progress.len() as u64;
+    let n = t.assert_exact_prefix();
     assert!((10..200).contains(&n), "A stored {n} events before it died");
-    assert_eq!(
-        t.progress,
-        (1..=n).collect::<Vec<u64>>(),
-        "every stored event exactly once, in order"
-    );
     let Some(response) = t.response else {
         panic!("no answer after the replica died: {frames:?}");
     };
@@ -113,12 +108,7 @@ async fn a_call_outlasting_a_drain_runs_again_on_another_replica() {
 #[tokio::test]
 async fn a_call_outlasting_a_drain_gets_a_retryable_answer_elsewhere() {
     let t = drained_call(200, false).await;
-    let n = t.progress.len() as u64;
-    assert_eq!(
-        t.progress,
-        (1..=n).collect::<Vec<u64>>(),
-        "every event once, in order"
-    );
+    t.assert_exact_prefix();
     let Some(response) = t.response else {
         panic!("no answer after the drain");
     };

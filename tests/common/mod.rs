@@ -612,6 +612,14 @@ impl Transcript {
         runs
     }
 
+    /// Checks that the progress values are 1, 2, ... each once, in order; their count.
+    pub fn assert_exact_prefix(&self) -> u64 {
+        let n = self.progress.len() as u64;
+        let expected: Vec<u64> = (1..=n).collect();
+        assert_eq!(self.progress, expected, "every event once, in order");
+        n
+    }
+
     /// Checks that each run of a call is exact: the ones a handover ended a clean prefix
     /// (1, 2, ...), the last one `1..=events`.
     pub fn assert_runs(&self, note: &str, events: u64) {
