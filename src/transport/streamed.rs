@@ -24,7 +24,7 @@ use super::outbox::{StreamOutbox, StreamReady};
 use super::rejection::Rejection;
 use super::session_request::{Caller, apply_session_effects};
 use super::{AppState, InFlight, Opening, session_rejection, sse_response};
-use crate::event_store::StreamWriter;
+use crate::event_store::{StoreCallError, StoreError, StreamWriter};
 use crate::handler::{BoxFuture, RequestContext};
 use crate::ids::{SessionId, StreamKey};
 use crate::protocol::version::ProtocolVersion;
@@ -208,9 +208,10 @@ pub(super) async fn see_through(
     ended.finish().await;
 }
 
-/// Stores a request's response. While the store cannot keep it (Redis away) it goes live
-/// to this replica's connection only, and a client following the stream on another
-/// replica, or resuming later, would wait for it for ever. So it is tried again with the
+/// Stores a request's response. While the store cannot keep it (Redis away, its actor
+/// restarting) it goes live to this replica's connection at most, and a client following
+/// the stream on another replica, or resuming later, would wait for it for ever. So it is
+/// tried again with the
 /// same nonce every `store.retry_interval`, for up to `server.session_timeout`; the
 /// request keeps its lease entry and its hold on the session meanwhile (if this replica
 /// dies, another one answers). False if shutdown stopped the retries. `after`: the last
@@ -238,7 +239,12 @@ async fn keep_response(
                 }
                 return true;
             }
-            Ok(None) if tokio::time::Instant::now() < deadline => {
+            // Not stored, or the store could not be asked (its actor restarting, Redis
+            // failing): both pass. Giving up here would leave a resuming client waiting.
+            Ok(None)
+            | Err(StoreCallError::Unreachable(_) | StoreCallError::Store(StoreError::Backend(_)))
+                if tokio::time::Instant::now() < deadline =>
+            {
                 if !warned {
                     tracing::warn!(
                         "the response could not be stored; trying again until the store is back"
