@@ -11,22 +11,26 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
   for _ = 1, count do out[#out + 1] = -1; out[#out + 1] = 0 end
   return out
 end
+-- The stream's fields in one read; every command saved is saved on each call that
+-- answers at once (a run of one event).
+local state = redis.call('HMGET', KEYS[2], n .. ':nonces', n .. ':done', n .. ':end',
+  n .. ':open', n .. ':kept')
 -- The stream's recent nonces, ",<nonce>:<seq>" each, oldest first, searched as plain
 -- text: a re-send is rare, and parsing the list into a table on every call cost more
 -- than the run's appends. (A list written without leading commas gets one.)
-local recent = redis.call('HGET', KEYS[2], n .. ':nonces') or ''
+local recent = state[1] or ''
 if recent ~= '' and string.sub(recent, 1, 1) ~= ',' then recent = ',' .. recent end
 local function seen(nonce)
   local at = string.find(recent, ',' .. nonce .. ':', 1, true)
   if not at then return nil end
   return tonumber(string.match(recent, '^(%d+)', at + #nonce + 2))
 end
-local done = redis.call('HEXISTS', KEYS[2], n .. ':done') == 1
+local done = state[2] ~= false
 local now = now_ms()
 local now_s = string.format('%d', now)
 -- Positions are taken here and written once; events, arrivals and bytes go in one
 -- command each after the loop.
-local seq = tonumber(redis.call('HGET', KEYS[2], n .. ':end') or '0')
+local seq = tonumber(state[3] or '0')
 -- Positions up to the floor were stored and answered, then lost: a failover to a replica
 -- that had not copied them. They are never issued again, so no id means two events; a
 -- replay across them finds them gone and reports them missing.
@@ -68,21 +72,30 @@ while entries > 16 do
   from = string.find(recent, ',', from + 1, true)
   entries = entries - 1
 end
-redis.call('HSETNX', KEYS[2], n .. ':open', now_s)
-redis.call('HSET', KEYS[2], n .. ':end', seq, n .. ':nonces', string.sub(recent, from))
-if ended then redis.call('HSET', KEYS[2], n .. ':done', 1) end
+-- The stream's fields in one write.
+local changed = { n .. ':end', seq, n .. ':nonces', string.sub(recent, from) }
+local function set(field, value)
+  changed[#changed + 1] = n .. field
+  changed[#changed + 1] = value
+end
+if ended then set(':done', 1) end
+if not state[4] then set(':open', now_s) end
+if store then set(':kept', tonumber(state[5] or '0') + stored) end
+redis.call('HSET', KEYS[2], unpack(changed))
 if store then
   redis.call('HSET', KEYS[4], unpack(fields))
-  redis.call('RPUSH', KEYS[3], unpack(arrivals))
-  redis.call('HINCRBY', KEYS[1], 'bytes', bytes)
-  redis.call('HINCRBY', KEYS[2], n .. ':kept', stored)
-  expire(now, tonumber(ARGV[3]))
+  -- The list's length and the byte count, as the commands that grow them return them.
+  local events = redis.call('RPUSH', KEYS[3], unpack(arrivals))
+  local total = redis.call('HINCRBY', KEYS[1], 'bytes', bytes)
+  if expire(now, tonumber(ARGV[3])) > 0 then
+    events = redis.call('LLEN', KEYS[3])
+    total = tonumber(redis.call('HGET', KEYS[1], 'bytes') or '0')
+  end
   local max_events, max_bytes = tonumber(ARGV[4]), tonumber(ARGV[5])
-  while true do
-    local events = redis.call('LLEN', KEYS[3])
-    local total = tonumber(redis.call('HGET', KEYS[1], 'bytes') or '0')
-    if not (events > max_events or (total > max_bytes and events > 1)) then break end
-    evict_oldest()
+  while events > max_events or (total > max_bytes and events > 1) do
+    local len = evict_oldest()
+    if not len then break end
+    events, total = events - 1, total - len
   end
 elseif ended then
   forget_stream(n)

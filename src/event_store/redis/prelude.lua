@@ -18,6 +18,7 @@ local function forget_stream(m)
 end
 
 -- Drops the session's oldest retained event; a finished stream left empty goes too.
+-- Returns the event's length, or false if none is left.
 local function evict_oldest()
   local a = redis.call('LPOP', KEYS[3])
   if not a then return false end
@@ -29,7 +30,7 @@ local function evict_oldest()
   if kept <= 0 and redis.call('HEXISTS', KEYS[2], m .. ':done') == 1 then
     forget_stream(m)
   end
-  return true
+  return tonumber(len)
 end
 
 -- Drops events older than ttl_ms, oldest first; returns how many.
