@@ -148,8 +148,8 @@ fn benches(c: &mut Criterion) {
             &missed,
             |b, _| {
                 b.to_async(&rt).iter(|| async {
-                    let replay = store.subscribe(key, Some(0), false, sink.clone()).await;
-                    assert!(replay.is_ok_and(|r| r.events.len() as u64 == missed));
+                    let read = support::replay_all(&store, key, sink.clone()).await;
+                    assert_eq!(read, missed);
                 })
             },
         );

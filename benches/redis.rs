@@ -300,8 +300,8 @@ fn main() {
             &missed,
             |bench, _| {
                 bench.to_async(&rt).iter(|| async {
-                    let replay = b.subscribe(key, Some(0), false, sink.clone()).await;
-                    assert!(replay.is_ok_and(|r| r.events.len() as u64 == missed));
+                    let read = support::replay_all(&b, key, sink.clone()).await;
+                    assert_eq!(read, missed);
                 })
             },
         );

@@ -7,9 +7,11 @@
 use std::time::Duration;
 
 use otpmcp::event_store::actor::{StoreArgs, StoreTables};
+use otpmcp::event_store::feed::Subscriber;
 use otpmcp::event_store::{
     EventStore, EventStoreActor, EventStoreHandle, Feed, Retention, StoreMsg,
 };
+use otpmcp::ids::StreamKey;
 use otpmcp::rt::heir::lend;
 use otpmcp::rt::slot::SlotWriter;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
@@ -57,4 +59,22 @@ pub(crate) async fn spawn_shard<B: EventStore>(
     };
     writer.publish(Some(actor));
     std::mem::forget(writer);
+}
+
+/// Replays `key` from its start as a connection does: the subscription's first page,
+/// then the rest a page at a time. How many events that was.
+pub(crate) async fn replay_all(
+    store: &EventStoreHandle,
+    key: StreamKey,
+    subscriber: Subscriber,
+) -> u64 {
+    let replay = store.subscribe(key, Some(0), false, subscriber).await;
+    let mut page = replay.unwrap_or_else(|e| panic!("{e}")).events;
+    let mut read = 0;
+    while let Some(last) = page.last() {
+        read += page.len() as u64;
+        let next = store.read_page(key, last.id.seq).await;
+        page = next.unwrap_or_else(|e| panic!("{e}")).events;
+    }
+    read
 }
