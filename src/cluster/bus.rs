@@ -9,7 +9,7 @@
 //!   and `P:bus:<r>` (a client's answer to a request this replica sent) → the session
 //!   manager. A replica ignores its own broadcasts (it applied them already). Another
 //!   replica's planned stop, on `P:bus:all` too, wakes the lease keeper
-//!   ([`super::leases::Stops`]).
+//!   ([`super::keeper::Stops`]).
 //! - `P:bus:news` (a list, resource or task changed on another replica) → the news hub,
 //!   for listen streams; `P:bus:task:<r>` (`tasks/update` or `tasks/cancel` for a task
 //!   running here) → the tasks (see [`super::relay`]).
@@ -24,7 +24,7 @@ use std::sync::Arc;
 
 use redis::{PushInfo, PushKind, Value};
 
-use super::leases::Stops;
+use super::keeper::Stops;
 use super::relay::{NewsMessage, TaskMessage};
 use crate::event_store::EventStoreHandle;
 use crate::event_store::redis::keys::{Channel, Keys};

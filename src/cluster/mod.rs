@@ -11,9 +11,11 @@
 //! Only used with `[store] backend = "redis"`; the in-memory server never touches it.
 
 pub mod bus;
+pub mod keeper;
 pub mod leases;
 pub mod relay;
 
 pub use bus::Router;
-pub use leases::{Heirs, LeaseKeeper, Leases, Stops};
+pub use keeper::{Heirs, LeaseKeeper, Stops};
+pub use leases::Leases;
 pub use relay::{NewsRelay, TaskBus};
