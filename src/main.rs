@@ -1,5 +1,5 @@
-//! The `otpmcp` command: `otpmcp [serve] [--config FILE]... [--bind ADDR:PORT]`, and
-//! `otpmcp proxy` (docs/proxy.md).
+//! The `otpmcp` command: `otpmcp [serve] [--config FILE]... [--bind ADDR:PORT]`,
+//! `otpmcp config check [FILE]...` and `otpmcp proxy` (docs/proxy.md).
 //!
 //! Exit codes: 0 after a clean stop (SIGINT/SIGTERM), 1 when the supervision tree gives
 //! up (restart intensity exceeded) or the server cannot start, 2 for bad usage or
@@ -24,7 +24,14 @@ const USAGE: &str = "usage: otpmcp [serve] [--config FILE]... [--bind ADDR:PORT]
 Serves MCP (Streamable HTTP) with resumable SSE streams.
   --config FILE     overlay FILE on ./sys.toml (repeatable; later wins)
   --bind ADDR:PORT  listen address (overrides server.bind)
-Environment overrides: OTPMCP__<SECTION>__<KEY>, e.g. OTPMCP__SSE__KEEPALIVE_INTERVAL=10s
+Configuration, later sources winning: built-in defaults, ./sys.toml if present, each
+--config FILE, then environment overrides OTPMCP__<SECTION>__<KEY>, e.g.
+OTPMCP__SSE__KEEPALIVE_INTERVAL=10s (docs/configuration.md).
+
+       otpmcp config check [FILE]...
+Loads the configuration as serve would (./sys.toml, each FILE as a --config overlay,
+the environment) and validates it: prints every key's effective value and where it
+came from, or the error, naming the key. Exits 0 if valid, 2 if not.
 
        otpmcp proxy --upstream URL --record FILE [--overwrite] [--redact H1,H2]
                     [--keep-session-ids] [--bind ADDR:PORT] [--allowed-host H]...
@@ -171,9 +178,53 @@ fn parse_args() -> Result<Args, String> {
     Ok(args)
 }
 
+/// `otpmcp config check [FILE]...`: the effective configuration with each value's source.
+fn config_check(args: impl Iterator<Item = String>) -> ExitCode {
+    let mut files = Vec::new();
+    let mut args = args.peekable();
+    if args.next().as_deref() != Some("check") {
+        eprintln!("otpmcp: config: the one subcommand is `check`\n{USAGE}");
+        return ExitCode::from(2);
+    }
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--config" => match args.next() {
+                Some(file) => files.push(PathBuf::from(file)),
+                None => {
+                    eprintln!("otpmcp: --config needs a file");
+                    return ExitCode::from(2);
+                }
+            },
+            flag if flag.starts_with('-') => {
+                eprintln!("otpmcp: config check: unknown argument {flag:?}\n{USAGE}");
+                return ExitCode::from(2);
+            }
+            file => files.push(PathBuf::from(file)),
+        }
+    }
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    let env: Vec<(String, String)> = std::env::vars().collect();
+    match Config::explain(&cwd, &files, env) {
+        Ok((_, effective)) => {
+            for e in &effective {
+                let line = format!("{} = {}", e.key, e.value);
+                println!("{line:<56}  # {}", e.source);
+            }
+            println!("# valid");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("otpmcp: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
 fn main() -> ExitCode {
-    if std::env::args().nth(1).as_deref() == Some("proxy") {
-        return proxy(std::env::args().skip(2));
+    match std::env::args().nth(1).as_deref() {
+        Some("proxy") => return proxy(std::env::args().skip(2)),
+        Some("config") => return config_check(std::env::args().skip(2)),
+        _ => {}
     }
     let args = match parse_args() {
         Ok(args) => args,

@@ -161,6 +161,17 @@ fn bad_configuration_exits_2_with_a_message_naming_the_key() {
             vec![],
             "--bind",
         ),
+        (vec!["config", "check", &overlay], vec![], "keepalive"),
+        (
+            vec!["config", "check"],
+            vec![("OTPMCP__SERVER__MAX_SESSIONS", "0")],
+            "server.max_sessions",
+        ),
+        (
+            vec!["config", "show"],
+            vec![],
+            "the one subcommand is `check`",
+        ),
     ];
     for (args, env, named) in cases {
         let out = otpmcp()
@@ -176,6 +187,45 @@ fn bad_configuration_exits_2_with_a_message_naming_the_key() {
         );
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `otpmcp config check FILE`: every key with its effective value and where it came
+/// from (default, a file, the environment), secrets and URL credentials hidden.
+#[test]
+fn config_check_prints_each_effective_value_with_its_source() {
+    let dir = std::env::temp_dir().join(format!("otpmcp-config-check-{}", std::process::id()));
+    let _ = std::fs::create_dir_all(&dir);
+    let overlay = dir.join("replica.toml");
+    let text = "[server]\nmax_sessions = 7\n[store]\nbackend = \"redis\"\n";
+    std::fs::write(&overlay, text).unwrap_or_else(|e| panic!("{e}"));
+    let out = otpmcp()
+        .args(["config", "check"])
+        .arg(&overlay)
+        .env("OTPMCP__STORE__REDIS_URL", "redis://:hunter2@10.0.0.9:6379")
+        .output()
+        .unwrap_or_else(|e| panic!("run: {e}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    let line = |key: &str| {
+        stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("{key} = ")))
+            .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+            .unwrap_or_else(|| panic!("no {key} in {stdout}"))
+    };
+    let file = overlay.display();
+    assert_eq!(
+        line("server.max_sessions"),
+        format!("server.max_sessions = 7 # file {file}")
+    );
+    assert_eq!(
+        line("store.redis_url"),
+        "store.redis_url = \"redis://***@10.0.0.9:6379\" # environment OTPMCP__STORE__REDIS_URL"
+    );
+    assert!(!stdout.contains("hunter2"), "a password is never printed");
+    assert!(line("auth.enabled").ends_with("# default"), "{stdout}");
+    assert!(stdout.trim_end().ends_with("# valid"), "{stdout}");
 }
 
 #[tokio::test]
@@ -200,6 +250,7 @@ async fn help_and_version_print_and_exit_zero_and_a_taken_port_fails_to_start() 
         assert_eq!(out.status.code(), Some(0), "{flag}");
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(stdout.contains("otpmcp proxy"), "{flag}: {stdout}");
+        assert!(stdout.contains("otpmcp config check"), "{flag}: {stdout}");
     }
     let out = otpmcp()
         .arg("--version")

@@ -313,10 +313,10 @@ async fn calls(soak: Arc<Soak>, tally: Arc<Tally>, deadline: Instant, seed: u64,
             one_call(&soak, &tally, &mut rng, call, &token, &trail),
         )
         .await;
-        if round.is_err() {
-            if let Ok(trail) = trail.lock() {
-                eprintln!("soak: call {token} hung; its steps: {}", trail.join("; "));
-            }
+        if round.is_err()
+            && let Ok(trail) = trail.lock()
+        {
+            eprintln!("soak: call {token} hung; its steps: {}", trail.join("; "));
         }
         let round = match round {
             Ok(Ok(received)) => {
