@@ -15,6 +15,7 @@
 use std::collections::VecDeque;
 
 use bytes::Bytes;
+use tokio::sync::oneshot::error::TryRecvError;
 
 use super::handle::{AppendAnswer, CALL_TIMEOUT, EventStoreHandle, StoreCallError, next_nonce};
 use crate::event_store::NewEvent;
@@ -68,7 +69,7 @@ impl StreamWriter {
     /// Sends `payload` as the stream's next event (not its last); waits only while
     /// [`WINDOW`] appends are in flight.
     pub async fn write(&mut self, payload: Bytes) -> Result<(), StoreCallError> {
-        self.take_answered()?;
+        self.take_answered().await?;
         while self.in_flight.len() >= WINDOW {
             self.settle_oldest().await?;
         }
@@ -106,16 +107,23 @@ impl StreamWriter {
         self.stored
     }
 
-    /// Takes the answers that are already in, oldest first.
-    fn take_answered(&mut self) -> Result<(), StoreCallError> {
+    /// Takes the answers that are already in, oldest first. A dropped one (the store
+    /// actor stopped) is dealt with here and now: a receiver that reported it closed
+    /// must never be polled again (tokio panics), so its append is sent again with a
+    /// fresh one, or, already re-sent once, fails.
+    async fn take_answered(&mut self) -> Result<(), StoreCallError> {
         while let Some(front) = self.in_flight.front_mut() {
             match front.answer.try_recv() {
                 Ok(result) => {
                     self.in_flight.pop_front();
                     self.note(result?);
                 }
-                // Not in yet; or dropped, which `settle_oldest` handles.
-                Err(_) => return Ok(()),
+                Err(TryRecvError::Empty) => return Ok(()),
+                Err(TryRecvError::Closed) if !front.resent => return self.resend().await,
+                Err(TryRecvError::Closed) => {
+                    self.in_flight.pop_front();
+                    return Err(SlotError::Dropped("event store").into());
+                }
             }
         }
         Ok(())
@@ -162,5 +170,78 @@ impl StreamWriter {
             in_flight.resent = true;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use ractor::{Actor, ActorProcessingErr, ActorRef};
+
+    use super::*;
+    use crate::event_store::StoreMsg;
+    use crate::ids::{SessionId, StreamNo};
+    use crate::rt::slot::slot;
+
+    /// A store that drops the answer to each nonce's first append (as a crashed shard's
+    /// mailbox does) and stores the re-send, with positions in order of first storage.
+    struct Forgetful;
+
+    #[derive(Default)]
+    struct Stored {
+        dropped: Vec<u64>,
+        positions: HashMap<u64, u64>,
+    }
+
+    impl Actor for Forgetful {
+        type Msg = StoreMsg;
+        type State = Stored;
+        type Arguments = ();
+        async fn pre_start(&self, _: ActorRef<StoreMsg>, _: ()) -> Result<Stored, ActorProcessingErr> {
+            Ok(Stored::default())
+        }
+        async fn handle(
+            &self,
+            _: ActorRef<StoreMsg>,
+            msg: StoreMsg,
+            state: &mut Stored,
+        ) -> Result<(), ActorProcessingErr> {
+            if let StoreMsg::Append {
+                key, nonce, reply, ..
+            } = msg
+            {
+                if !state.dropped.contains(&nonce) {
+                    state.dropped.push(nonce);
+                    return Ok(());
+                }
+                let next = state.positions.len() as u64 + 1;
+                let seq = *state.positions.entry(nonce).or_insert(next);
+                let _ = reply.send(Ok(Some(key.event_id(seq))));
+            }
+            Ok(())
+        }
+    }
+
+    /// The answers are dropped before the writer looks (`try_recv` finds them closed):
+    /// it sends them again and never polls a closed answer, which would panic.
+    #[tokio::test]
+    async fn answers_dropped_before_the_writer_looks_are_sent_again() {
+        let (writer, reader) = slot::<StoreMsg>("event store");
+        let (actor, _) = Actor::spawn(None, Forgetful, ())
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        writer.publish(Some(actor.clone()));
+        let store = EventStoreHandle::new([reader]);
+        let key = StreamKey::new(SessionId::random(), StreamNo(1));
+        let mut w = StreamWriter::new(store, key);
+        for i in 0..40u8 {
+            w.write(Bytes::from(vec![i])).await.unwrap_or_else(|e| panic!("{e}"));
+            // Let the store drop the answer before the next write looks at it.
+            tokio::task::yield_now().await;
+        }
+        assert!(w.flush().await.is_ok());
+        assert_eq!(w.stored(), 40, "every event stored once");
+        actor.stop(None);
     }
 }
