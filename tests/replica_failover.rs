@@ -5,7 +5,9 @@ mod common;
 
 use common::outage;
 use common::redis::{RedisCluster, RedisServer, SharedRedis};
-use common::{Binary, Client, TestServer, Transcript, call_through_outage, within};
+use common::{
+    Binary, Client, Frame, SseReader, TestServer, Transcript, call_through_outage, within,
+};
 use otpmcp::cluster::leases::{LOST_REPLICA_MESSAGE, RESTARTED_MESSAGE};
 use otpmcp::config::{BackendKind, NonZeroDuration};
 use otpmcp::server::HANDED_ON_NOTE;
@@ -46,32 +48,19 @@ async fn killed_replica(redis: impl SharedRedis) {
     let mut a = binary_on(&redis).await;
     let b = binary_on(&redis).await;
     let mut client = Client::new(&a.url);
-    client.initialize().await;
-    let mut reader = client
-        .call_stream(
-            "stream_events",
-            json!({"count": 200, "interval_ms": 25}),
-            Some("t"),
-        )
-        .await;
-    let mut t = Transcript::default();
-    while t.progress.len() < 10 {
-        let frame = within("progress", reader.next()).await;
-        t.add(&frame.unwrap_or_else(|| panic!("stream ended early")));
-    }
+    let (reader, mut t) = call_under_way(&mut client, 200, 10).await;
     // kill -9: no cleanup, no goodbye; whatever A stored is all there is.
     let _ = a.child.kill();
     let _ = a.child.wait();
     drop(reader);
 
-    let last = t.ids.last().cloned().unwrap_or_else(|| panic!("no ids"));
-    let mut on_b = client.clone();
-    on_b.url = b.url.clone();
-    let mut resumed = on_b.resume(&last).await;
-    let frames = within("the lease to lapse and the error answer", resumed.rest()).await;
-    for f in &frames {
-        t.add(f);
-    }
+    let frames = resumed_on(
+        &client,
+        &b,
+        &mut t,
+        "the lease to lapse and the error answer",
+    )
+    .await;
     let n = t.assert_exact_prefix();
     assert!((10..200).contains(&n), "A stored {n} events before it died");
     let Some(response) = t.response else {
@@ -137,35 +126,45 @@ async fn drained_call(count: u64, hand_over: bool) -> Transcript {
     let a = Binary::start(&config, &draining).await;
     let b = binary_on(&redis).await;
     let mut client = Client::new(&a.url);
-    client.initialize().await;
-    let mut reader = client
-        .call_stream(
-            "stream_events",
-            json!({"count": count, "interval_ms": 25}),
-            Some("t"),
-        )
-        .await;
-    let mut t = Transcript::default();
-    while t.progress.len() < 5 {
-        let frame = within("progress", reader.next()).await;
-        t.add(&frame.unwrap_or_else(|| panic!("stream ended early")));
-    }
+    let (mut reader, mut t) = call_under_way(&mut client, count, 5).await;
     assert_eq!(a.terminate().await, Some(0));
     // What A sent before it closed the stream, with its retry hint.
     for f in within("the stream's end", reader.rest()).await {
         t.add(&f);
     }
-    let last = t.ids.last().cloned().unwrap_or_else(|| panic!("no ids"));
-    let mut on_b = client.clone();
-    on_b.url = b.url.clone();
-    let mut resumed = on_b.resume(&last).await;
-    for f in within("the answer from another replica", resumed.rest()).await {
-        t.add(&f);
-    }
+    resumed_on(&client, &b, &mut t, "the answer from another replica").await;
     let mut ids = t.ids.clone();
     ids.dedup();
     assert_eq!(ids.len(), t.ids.len(), "no event id twice");
     t
+}
+
+/// A new session on `client`'s replica making a `stream_events` call of `count` events
+/// 25 ms apart, read until `first` progress values have arrived.
+async fn call_under_way(client: &mut Client, count: u64, first: usize) -> (SseReader, Transcript) {
+    client.initialize().await;
+    let args = json!({"count": count, "interval_ms": 25});
+    let mut reader = client.call_stream("stream_events", args, Some("t")).await;
+    let mut t = Transcript::default();
+    while t.progress.len() < first {
+        let frame = within("progress", reader.next()).await;
+        t.add(&frame.unwrap_or_else(|| panic!("stream ended early")));
+    }
+    (reader, t)
+}
+
+/// Resumes `client`'s call on replica `b` from the last id in `t`, adding the rest of the
+/// stream (`what` it waits for) to `t`; the frames it got.
+async fn resumed_on(client: &Client, b: &Binary, t: &mut Transcript, what: &str) -> Vec<Frame> {
+    let last = t.ids.last().cloned().unwrap_or_else(|| panic!("no ids"));
+    let mut on_b = client.clone();
+    on_b.url = b.url.clone();
+    let mut resumed = on_b.resume(&last).await;
+    let frames = within(what, resumed.rest()).await;
+    for f in &frames {
+        t.add(f);
+    }
+    frames
 }
 
 #[tokio::test]

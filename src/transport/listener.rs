@@ -65,18 +65,22 @@ impl Handovers {
     /// False if it cannot run here: its session ended, this replica is stopping, or the
     /// listener is not running.
     pub async fn take(&self, key: StreamKey, id: RequestId, handover: Handover) -> bool {
-        self.listener
-            .call(
-                |reply| ListenerMsg::RunAgain {
-                    key,
-                    id: id.clone(),
-                    handover: Box::new(handover.clone()),
-                    reply,
-                },
-                RUN_AGAIN_TIMEOUT,
-            )
-            .await
-            .unwrap_or(false)
+        // Sent once, not as a call that a dropped answer repeats: the call must not run
+        // twice.
+        let handover = Box::new(handover);
+        let asked = self.listener.request(|reply| ListenerMsg::RunAgain {
+            key,
+            id,
+            handover,
+            reply,
+        });
+        let Ok(answer) = asked.await else {
+            return false;
+        };
+        matches!(
+            tokio::time::timeout(RUN_AGAIN_TIMEOUT, answer).await,
+            Ok(Ok(true))
+        )
     }
 }
 
