@@ -95,13 +95,89 @@ pub async fn start(config: Config) -> Result<App, StartError> {
 
 /// Starts a server offering `server`'s tools.
 pub async fn start_with(config: Config, server: McpServer) -> Result<App, StartError> {
+    launch(config, server, Listen::Http).await
+}
+
+/// Serves `server` over stdio (newline-delimited JSON-RPC on stdin and stdout, both
+/// protocol eras) with the whole runtime behind it, as a client that starts the server as
+/// a subprocess expects. Runs until stdin ends, then gives running requests up to
+/// `server.shutdown_timeout` and stops the tree in order. Logs go to stderr (the
+/// binary's [`crate::init_telemetry`] writes there); nothing but protocol goes to stdout.
+/// `[server] bind` is not used: no socket is opened (the admin listener still is, if
+/// enabled).
+pub async fn serve_stdio(config: Config, server: McpServer) -> Result<Exit, StartError> {
+    serve_stdio_until(config, server, std::future::pending()).await
+}
+
+/// [`serve_stdio`], also stopping gracefully when `stop` resolves (a signal, say).
+pub async fn serve_stdio_until(
+    config: Config,
+    server: McpServer,
+    stop: impl std::future::Future<Output = ()>,
+) -> Result<Exit, StartError> {
+    serve_io(config, server, tokio::io::stdin(), tokio::io::stdout(), stop).await
+}
+
+/// [`serve_stdio_until`] on any pair of byte streams (the crate's tests use pipes).
+pub async fn serve_io(
+    config: Config,
+    server: McpServer,
+    input: impl tokio::io::AsyncRead + Unpin + Send + 'static,
+    output: impl tokio::io::AsyncWrite + Unpin + Send + 'static,
+    stop: impl std::future::Future<Output = ()>,
+) -> Result<Exit, StartError> {
+    let settings = Arc::new(config.clone());
+    let mut app = launch(config, server, Listen::Stdio).await?;
+    let parts = crate::transport::stdio::StdioParts {
+        server: app.server.clone(),
+        config: settings,
+        sessions: app.sessions.clone(),
+    };
+    let served = crate::transport::stdio::serve(parts, input, output, stop);
+    let escalated = tokio::select! {
+        () = served => None,
+        exit = app.wait() => Some(exit),
+    };
+    match escalated {
+        // The tree stopped itself.
+        Some(exit) => Ok(exit),
+        None => {
+            app.shutdown().await;
+            Ok(Exit::Shutdown)
+        }
+    }
+}
+
+/// Whether the tree gets an HTTP listener.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Listen {
+    /// Bind `server.bind` and serve Streamable HTTP there.
+    Http,
+    /// No socket: the caller serves the tree's server over stdio.
+    Stdio,
+}
+
+/// Starts the tree, with an HTTP listener or without one.
+pub(crate) async fn launch(
+    config: Config,
+    server: McpServer,
+    listen: Listen,
+) -> Result<App, StartError> {
     config.validate()?;
     let addr = config.server.bind;
-    let socket =
-        std::net::TcpListener::bind(addr).map_err(|source| StartError::Bind { addr, source })?;
-    let addr = socket
-        .local_addr()
-        .map_err(|source| StartError::Bind { addr, source })?;
+    let socket = match listen {
+        Listen::Http => Some(
+            std::net::TcpListener::bind(addr)
+                .map_err(|source| StartError::Bind { addr, source })?,
+        ),
+        Listen::Stdio => None,
+    };
+    let addr = match &socket {
+        Some(socket) => socket
+            .local_addr()
+            .map_err(|source| StartError::Bind { addr, source })?,
+        None => addr,
+    };
     let admin_socket = match config.admin.enabled {
         true => {
             let at = config.admin.bind;
@@ -239,7 +315,10 @@ pub async fn start_with(config: Config, server: McpServer) -> Result<App, StartE
         }
         None => None,
     };
-    tracing::info!(%addr, path = %config.sse.path, "otpmcp started");
+    match listen {
+        Listen::Http => tracing::info!(%addr, path = %config.sse.path, "otpmcp started"),
+        Listen::Stdio => tracing::info!("otpmcp started on stdio"),
+    }
     Ok(App {
         addr,
         path: config.sse.path.clone(),

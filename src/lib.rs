@@ -145,7 +145,7 @@ pub mod handler;
 pub mod protocol;
 pub mod proxy;
 
-pub use app::{App, StartError, start, start_with};
+pub use app::{App, StartError, serve_stdio, serve_stdio_until, start, start_with};
 pub use auth::Principal;
 pub use auth::verifier::SetupError;
 pub use event_store::redis::ConnectError;
@@ -168,7 +168,7 @@ pub use telemetry::{TelemetryError, TelemetryGuard, init as init_telemetry};
 /// # }
 /// ```
 pub mod prelude {
-    pub use crate::app::{App, start, start_with};
+    pub use crate::app::{App, serve_stdio, start, start_with};
     pub use crate::config::Config;
     pub use crate::handler::{
         ClientRequestError, IntoToolResult, Json, PromptError, PromptRegistry, RequestContext,

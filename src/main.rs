@@ -1,5 +1,6 @@
 //! The `otpmcp` command: `otpmcp [serve] [--config FILE]... [--bind ADDR:PORT]`,
-//! `otpmcp config check [FILE]...` and `otpmcp proxy` (docs/proxy.md).
+//! `otpmcp stdio [--config FILE]...`, `otpmcp config check [FILE]...` and `otpmcp proxy`
+//! (docs/proxy.md).
 //!
 //! Exit codes: 0 after a clean stop (SIGINT/SIGTERM), 1 when the supervision tree gives
 //! up (restart intensity exceeded) or the server cannot start, 2 for bad usage or
@@ -27,6 +28,11 @@ Serves MCP (Streamable HTTP) with resumable SSE streams.
 Configuration, later sources winning: built-in defaults, ./sys.toml if present, each
 --config FILE, then environment overrides OTPMCP__<SECTION>__<KEY>, e.g.
 OTPMCP__SSE__KEEPALIVE_INTERVAL=10s (docs/configuration.md).
+
+       otpmcp stdio [--config FILE]...
+Serves MCP on stdin and stdout (newline-delimited JSON-RPC, both protocol eras), for
+clients that start the server as a subprocess; logs go to stderr. Ends when stdin
+closes, after running requests finish (up to server.shutdown_timeout), with exit 0.
 
        otpmcp config check [FILE]...
 Loads the configuration as serve would (./sys.toml, each FILE as a --config overlay,
@@ -145,17 +151,20 @@ fn proxy(args: impl Iterator<Item = String>) -> ExitCode {
 struct Args {
     configs: Vec<PathBuf>,
     bind: Option<SocketAddr>,
+    stdio: bool,
 }
 
 fn parse_args() -> Result<Args, String> {
     let mut args = Args {
         configs: Vec::new(),
         bind: None,
+        stdio: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
         match arg.as_str() {
             "serve" => {}
+            "stdio" => args.stdio = true,
             "--config" => args
                 .configs
                 .push(it.next().ok_or("--config needs a file")?.into()),
@@ -174,6 +183,9 @@ fn parse_args() -> Result<Args, String> {
             }
             other => return Err(format!("unknown argument {other:?}")),
         }
+    }
+    if args.stdio && args.bind.is_some() {
+        return Err("stdio: --bind has no use (no socket is opened)".into());
     }
     Ok(args)
 }
@@ -252,6 +264,9 @@ fn main() -> ExitCode {
         Ok(rt) => rt,
         Err(code) => return code,
     };
+    if args.stdio {
+        return stdio(runtime, config);
+    }
     // The batch exporter and the subscriber are set up inside the runtime so that the
     // exporter's HTTP client finds it.
     runtime.block_on(async move {
@@ -290,6 +305,43 @@ fn main() -> ExitCode {
         telemetry.shutdown();
         code
     })
+}
+
+/// `otpmcp stdio`: serves the default server on stdin and stdout until stdin closes (or
+/// SIGINT/SIGTERM).
+fn stdio(runtime: tokio::runtime::Runtime, config: Config) -> ExitCode {
+    let code = runtime.block_on(async move {
+        let telemetry = match otpmcp::init_telemetry(&config.telemetry) {
+            Ok(guard) => guard,
+            Err(e) => {
+                eprintln!("otpmcp: {e}");
+                return ExitCode::from(2);
+            }
+        };
+        let stop = async {
+            let signal = stop_signal().await;
+            tracing::info!(signal, "stopping");
+        };
+        let code = match otpmcp::serve_stdio_until(config, otpmcp::McpServer::default(), stop).await
+        {
+            Ok(Exit::Shutdown) => ExitCode::SUCCESS,
+            Ok(Exit::Escalated(why)) => {
+                tracing::error!(reason = %why, "supervision tree gave up; exiting");
+                eprintln!("otpmcp: supervision tree gave up: {why}");
+                ExitCode::FAILURE
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "could not start");
+                eprintln!("otpmcp: {e}");
+                ExitCode::FAILURE
+            }
+        };
+        telemetry.shutdown();
+        code
+    });
+    // A read of stdin blocks a thread and cannot be cancelled: do not wait for it.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(100));
+    code
 }
 
 /// The multi-threaded runtime both commands run on, or the exit code when it cannot start.

@@ -1,5 +1,6 @@
 //! Real clients from their registries against otpmcp: the Python SDK, FastMCP's client
-//! with fastmcp-tasks, the TypeScript SDK and the MCP Inspector CLI. `scripts/setup-clients` installs them (pinned); the test
+//! with fastmcp-tasks, the TypeScript SDK and the MCP Inspector CLI, over HTTP and over
+//! stdio (each launching the server as a subprocess). `scripts/setup-clients` installs them (pinned); the test
 //! command runs it first.
 
 mod common;
@@ -314,4 +315,101 @@ async fn the_python_sdk_sends_a_bearer_token_in_both_eras() {
     let out = run(cmd).await;
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "ok");
     server.shutdown().await;
+}
+
+/// `examples/everything` (every fixture: progress, logging, elicitation, sampling),
+/// built if it is not yet (`scripts/conformance` builds it too).
+fn everything() -> PathBuf {
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+            let status = Command::new(cargo)
+                .args(["build", "--quiet", "--example", "everything"])
+                .current_dir(env!("CARGO_MANIFEST_DIR"))
+                .status()
+                .unwrap_or_else(|e| panic!("cargo build --example everything: {e}"));
+            assert!(status.success(), "cargo build --example everything failed");
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/debug/examples/everything")
+        })
+        .clone()
+}
+
+/// The Python SDK launching `everything --stdio` in `mode` (`auto`, its default, or
+/// `legacy`).
+async fn python_over_stdio(mode: &str) {
+    let mut cmd = Command::new(cached("py/bin/python"));
+    cmd.arg(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/interop/python_stdio.py"
+    ))
+    .arg(mode)
+    .arg(everything())
+    .arg("--stdio");
+    let out = run(cmd).await;
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "ok");
+}
+
+#[tokio::test]
+async fn the_python_sdk_negotiates_the_stateless_revision_over_stdio_by_default() {
+    python_over_stdio("auto").await;
+}
+
+#[tokio::test]
+async fn the_python_sdk_opens_a_session_over_stdio_in_legacy_mode() {
+    python_over_stdio("legacy").await;
+}
+
+#[tokio::test]
+async fn the_typescript_sdk_stdio_transport_launches_the_server() {
+    let script = cached("node-clients").join("otpmcp_ts_stdio.mjs");
+    std::fs::copy(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/tests/interop/ts_stdio.mjs"),
+        &script,
+    )
+    .unwrap_or_else(|e| panic!("copy the client script: {e}"));
+    let mut cmd = Command::new(node());
+    cmd.arg(&script).arg(everything()).arg("--stdio");
+    let out = run(cmd).await;
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "ok");
+}
+
+#[tokio::test]
+async fn the_inspector_cli_launches_otpmcp_stdio() {
+    let inspector = cached("node-clients/node_modules/@modelcontextprotocol/inspector");
+    let bin = cached("node-clients/node_modules/.bin/mcp-inspector");
+    let node_dir = node().parent().map(PathBuf::from).unwrap_or_default();
+    let path = format!(
+        "{}:{}",
+        node_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let inspect = |args: &[&str]| {
+        let mut cmd = Command::new(&bin);
+        cmd.args(["--cli", env!("CARGO_BIN_EXE_otpmcp"), "stdio"])
+            .args(args)
+            .env("PATH", &path)
+            .current_dir(&inspector);
+        cmd
+    };
+    let listed = run(inspect(&["--method", "tools/list"])).await;
+    let listed: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap_or_default();
+    let names: Vec<&str> = listed["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert_eq!(names, ["echo", "stream_events"]);
+    let called = run(inspect(&[
+        "--method",
+        "tools/call",
+        "--tool-name",
+        "echo",
+        "--tool-arg",
+        "text=hello over stdio",
+    ]))
+    .await;
+    let called: serde_json::Value = serde_json::from_slice(&called.stdout).unwrap_or_default();
+    assert_eq!(called["content"][0]["text"], "hello over stdio");
 }

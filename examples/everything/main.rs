@@ -2,6 +2,8 @@
 //!
 //! Run: `cargo run --release --example everything -- --bind 127.0.0.1:PORT`
 //! (without `--bind`: the address from sys.toml). Prints the URL it serves, like `otpmcp`.
+//! With `--stdio` it serves the same fixtures on stdin and stdout instead, until stdin
+//! closes.
 
 use std::time::Duration;
 
@@ -366,14 +368,22 @@ async fn complete(
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let mut args = std::env::args().skip(1);
-    let mut bind = None;
+    let (mut bind, mut stdio) = (None, false);
     while let Some(arg) = args.next() {
-        match (arg.as_str(), args.next()) {
-            ("--bind", Some(addr)) => bind = addr.parse().ok(),
-            _ => {
-                eprintln!("usage: everything [--bind ADDR:PORT]");
-                return std::process::ExitCode::from(2);
+        let understood = match arg.as_str() {
+            "--stdio" => {
+                stdio = true;
+                true
             }
+            "--bind" => {
+                bind = args.next().and_then(|addr| addr.parse().ok());
+                bind.is_some()
+            }
+            _ => false,
+        };
+        if !understood {
+            eprintln!("usage: everything [--bind ADDR:PORT | --stdio]");
+            return std::process::ExitCode::from(2);
         }
     }
     let cwd = std::env::current_dir().unwrap_or_else(|_| ".".into());
@@ -391,6 +401,19 @@ async fn main() -> std::process::ExitCode {
         .with_resources(resources())
         .with_prompts(prompts())
         .with_completion(complete);
+    if stdio {
+        return match otpmcp::serve_stdio(config, server).await {
+            Ok(otpmcp::Exit::Shutdown) => std::process::ExitCode::SUCCESS,
+            Ok(otpmcp::Exit::Escalated(why)) => {
+                eprintln!("everything: {why}");
+                std::process::ExitCode::FAILURE
+            }
+            Err(e) => {
+                eprintln!("everything: {e}");
+                std::process::ExitCode::FAILURE
+            }
+        };
+    }
     let app = match otpmcp::start_with(config, server).await {
         Ok(app) => app,
         Err(e) => {

@@ -99,8 +99,9 @@ pub enum SupervisorMsg {
 pub struct SupervisorArgs {
     /// Configuration.
     pub config: Arc<Config>,
-    /// The bound socket; each listener incarnation gets a clone.
-    pub socket: std::net::TcpListener,
+    /// The bound socket; each listener incarnation gets a clone. `None` when the server
+    /// is served over stdio ([`crate::serve_stdio`]): the tree then has no listener.
+    pub socket: Option<std::net::TcpListener>,
     /// The MCP server.
     pub server: Arc<McpServer>,
     /// `[auth]`'s token checks, shared by every listener incarnation.
@@ -123,7 +124,7 @@ pub struct SupervisorArgs {
 #[derive(Debug)]
 pub struct SupervisorState {
     config: Arc<Config>,
-    socket: std::net::TcpListener,
+    socket: Option<std::net::TcpListener>,
     server: Arc<McpServer>,
     gate: Option<Arc<crate::transport::auth::Gate>>,
     store_writers: Vec<SlotWriter<StoreMsg>>,
@@ -257,8 +258,11 @@ impl SupervisorState {
                 actor.get_cell()
             }
             Child::HttpListener => {
+                let Some(socket) = &self.socket else {
+                    return Err("no socket: this tree serves stdio".into());
+                };
                 let args = ListenerArgs {
-                    socket: self.socket.try_clone()?,
+                    socket: socket.try_clone()?,
                     config: self.config.clone(),
                     sessions: self.session_handle(),
                     store: self.store_handle(),
@@ -428,9 +432,11 @@ impl Actor for RootSupervisor {
             };
             state.keeper = Some(LeaseKeeper::start(leases, heirs).await);
         }
-        state
-            .start(Child::HttpListener, myself.get_cell(), None, None)
-            .await?;
+        if state.socket.is_some() {
+            state
+                .start(Child::HttpListener, myself.get_cell(), None, None)
+                .await?;
+        }
         Ok(state)
     }
 

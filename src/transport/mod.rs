@@ -18,6 +18,7 @@ mod serve;
 mod session_request;
 pub mod stall;
 pub mod stateless;
+pub(crate) mod stdio;
 pub mod streamed;
 mod trace;
 

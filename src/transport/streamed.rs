@@ -395,7 +395,8 @@ pub(super) async fn run_guarded(
     }
 }
 
-struct CatchUnwind<'a>(BoxFuture<'a, Outgoing>);
+/// A handler's future with its panic contained: `Err(())` if it panicked.
+pub(super) struct CatchUnwind<'a>(pub(super) BoxFuture<'a, Outgoing>);
 
 impl Future for CatchUnwind<'_> {
     type Output = Result<Outgoing, ()>;

@@ -28,15 +28,17 @@ use crate::handler::BoxFuture;
 use crate::protocol::meta::{RequestMeta, SERVER_INFO, SUBSCRIPTION_ID, TASKS_EXTENSION};
 use crate::protocol::methods::ListKind;
 use crate::protocol::{ErrorObject, Notification, Outgoing, Request, RequestId};
+use crate::server::McpServer;
 use crate::server_news::{Heard, ServerNews};
 use crate::stream::sse;
 
 /// Most resource URIs and task ids one listen request may name.
 pub(super) const MAX_LISTEN_ITEMS: usize = 256;
 
-/// What a listen stream sends: the part of the request's filter the server honours.
+/// What a listen stream sends: the part of the request's filter the server honours (the
+/// same over HTTP and stdio).
 #[derive(Debug, Default)]
-struct Filter {
+pub(in crate::transport) struct Filter {
     tools: bool,
     prompts: bool,
     resources: bool,
@@ -48,8 +50,8 @@ struct Filter {
 
 impl Filter {
     /// The honoured part of `params.notifications`, or why the request is refused.
-    fn read(
-        state: &AppState,
+    pub(in crate::transport) fn read(
+        server: &McpServer,
         request: &Request,
         meta: &RequestMeta,
         principal: Option<&Principal>,
@@ -59,7 +61,6 @@ impl Filter {
                 "Invalid params: subscriptions/listen needs a notifications object",
             ));
         };
-        let server = &state.inner.server;
         let flag = |key: &str| asked.get(key).and_then(Value::as_bool).unwrap_or(false);
         let list = |key: &str| -> Result<Vec<String>, ErrorObject> {
             match asked.get(key) {
@@ -108,6 +109,14 @@ impl Filter {
         })
     }
 
+    /// The acknowledgement: `notifications/subscriptions/acknowledged` naming the honoured
+    /// filter, tagged with the listen request's id (`tag`), as a JSON-RPC message.
+    pub(in crate::transport) fn acknowledgement(&self, tag: &Value) -> Bytes {
+        let mut params = Map::new();
+        params.insert("notifications".into(), self.acknowledged());
+        tagged_message("notifications/subscriptions/acknowledged", params, tag)
+    }
+
     /// The acknowledged filter, as the acknowledgement lists it.
     fn acknowledged(&self) -> Value {
         let mut out = Map::new();
@@ -127,6 +136,13 @@ impl Filter {
             out.insert("taskIds".into(), json!(self.tasks));
         }
         Value::Object(out)
+    }
+
+    /// The tagged notification for `news` as a JSON-RPC message, if this stream asked
+    /// for it.
+    pub(in crate::transport) fn message(&self, news: &ServerNews, tag: &Value) -> Option<Bytes> {
+        self.notification(news)
+            .map(|(method, params)| tagged_message(method, params, tag))
     }
 
     /// The notification for `news`, if this stream asked for it.
@@ -165,7 +181,7 @@ pub(super) fn serve(
     meta: RequestMeta,
     principal: Option<&Principal>,
 ) -> Response {
-    let filter = match Filter::read(state, &request, &meta, principal) {
+    let filter = match Filter::read(&state.inner.server, &request, &meta, principal) {
         Ok(filter) => filter,
         Err(error) => {
             let status = if error.code == ErrorObject::MISSING_CAPABILITY {
@@ -190,15 +206,7 @@ pub(super) fn serve(
     // client learns it is listening can be missed.
     let news = inner.server.news().subscribe();
     let tag = serde_json::to_value(&request.id).unwrap_or(Value::Null);
-    let ack = tagged(
-        "notifications/subscriptions/acknowledged",
-        {
-            let mut params = Map::new();
-            params.insert("notifications".into(), filter.acknowledged());
-            params
-        },
-        &tag,
-    );
+    let ack = sse::message(None, &filter.acknowledgement(&tag));
     let ticks = super::keepalive(inner.config.sse.keepalive_interval.get());
     let info = inner.server.info();
     let listening = Listening {
@@ -229,19 +237,28 @@ fn recv(mut rx: broadcast::Receiver<Heard>) -> Recv {
     Box::pin(async move { (rx.recv().await, rx) })
 }
 
-/// A notification with the listen request's id in `_meta`, as an SSE frame.
-fn tagged(method: &str, mut params: Map<String, Value>, tag: &Value) -> Bytes {
+/// A notification with the listen request's id in `_meta`, as a JSON-RPC message.
+fn tagged_message(method: &str, mut params: Map<String, Value>, tag: &Value) -> Bytes {
     let meta = params
         .entry("_meta")
         .or_insert_with(|| Value::Object(Map::new()));
     if let Some(meta) = meta.as_object_mut() {
         meta.insert(SUBSCRIPTION_ID.into(), tag.clone());
     }
-    let note = Outgoing::Notification(Notification {
+    Outgoing::Notification(Notification {
         method: method.into(),
         params: Some(Value::Object(params)),
-    });
-    sse::message(None, &note.to_bytes())
+    })
+    .to_bytes()
+}
+
+/// A listen request's result, its graceful end: `tag` is its id, `server_info` this
+/// server's name and version.
+pub(in crate::transport) fn listen_result(tag: &Value, server_info: &Value) -> Value {
+    json!({
+        "resultType": "complete",
+        "_meta": { SUBSCRIPTION_ID: tag, SERVER_INFO: server_info },
+    })
 }
 
 struct Listening {
@@ -284,13 +301,9 @@ impl Drop for Counted {
 impl Listening {
     /// The listen request's result: the graceful end.
     fn result(&self) -> Bytes {
-        let result = json!({
-            "resultType": "complete",
-            "_meta": { SUBSCRIPTION_ID: self.tag, SERVER_INFO: self.server_info },
-        });
         let answer = Outgoing::Result {
             id: self.id.clone(),
-            result,
+            result: listen_result(&self.tag, &self.server_info),
         };
         sse::message(None, &answer.to_bytes())
     }
@@ -322,10 +335,8 @@ impl http_body::Body for Listening {
             this.next = Some(recv(rx));
             match heard {
                 Ok(heard) => {
-                    if let Some((method, params)) = this.filter.notification(&heard.news) {
-                        return Poll::Ready(Some(Ok(Frame::data(tagged(
-                            method, params, &this.tag,
-                        )))));
+                    if let Some(message) = this.filter.message(&heard.news, &this.tag) {
+                        return Poll::Ready(Some(Ok(Frame::data(sse::message(None, &message)))));
                     }
                 }
                 Err(broadcast::error::RecvError::Lagged(missed)) => {

@@ -14,6 +14,8 @@ mod task_readers;
 mod task_stream;
 
 pub(crate) use task_readers::TaskReaders;
+pub(super) use listen::{Filter, listen_result};
+pub(super) use task_stream::{event_envelope, push_event};
 
 use std::sync::Arc;
 

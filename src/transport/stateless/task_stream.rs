@@ -74,7 +74,7 @@ pub(super) async fn serve(
         followed,
         frames: tx,
         task_json: Value::String(params.task_id.clone()).to_string(),
-        envelope: format!(r#"{{"jsonrpc":"2.0","method":"{EVENT_METHOD}","params":"#),
+        envelope: event_envelope(),
         id: request.id,
         keepalive: inner.config.sse.keepalive_interval.get(),
         retry: inner.config.sse.retry_timeout,
@@ -85,6 +85,24 @@ pub(super) async fn serve(
         readers.leave(reader).await;
     });
     super::super::sse_response(Body::new(SseBody::weighed(rx)))
+}
+
+/// `notifications/tasks/event` up to its params, for [`push_event`].
+pub(in crate::transport) fn event_envelope() -> String {
+    format!(r#"{{"jsonrpc":"2.0","method":"{EVENT_METHOD}","params":"#)
+}
+
+/// Appends `event` of the task whose id is `task_json` (a JSON string) as one
+/// `notifications/tasks/event` message, its stored bytes spliced in as they are.
+pub(in crate::transport) fn push_event(
+    out: &mut Vec<u8>,
+    envelope: &str,
+    task_json: &str,
+    event: &TaskEvent,
+) {
+    out.extend_from_slice(envelope.as_bytes());
+    event.write_params(task_json, out);
+    out.push(b'}');
 }
 
 /// Turns what the follower hands over into SSE frames, with keep-alive comments.
@@ -154,9 +172,7 @@ impl Pump {
         let mut out = Vec::with_capacity(bytes);
         for event in events {
             sse::push_message(&mut out, |data| {
-                data.extend_from_slice(self.envelope.as_bytes());
-                event.write_params(&self.task_json, data);
-                data.push(b'}');
+                push_event(data, &self.envelope, &self.task_json, event);
             });
         }
         Bytes::from(out)

@@ -1,0 +1,135 @@
+//! The stdio transport's framing: newline-delimited JSON-RPC messages, read with a bound
+//! on each line and written whole, one per line.
+
+use bytes::Bytes;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::sync::mpsc;
+
+/// One line of input.
+#[derive(Debug, PartialEq)]
+pub(super) enum Line {
+    /// A line's bytes, without its newline (and any `\r` before it).
+    Message(Bytes),
+    /// A line longer than the limit; its bytes were dropped as they came.
+    TooLong,
+}
+
+/// Reads `input` line by line into `lines` until end of input, an I/O error, or nobody
+/// listens. Lines of only whitespace are skipped; a last line without a newline counts.
+/// A line over `max` bytes is reported as [`Line::TooLong`] and never held whole, so a
+/// client cannot make the server buffer more than `max` bytes. Waits while `lines` is
+/// full: the server reads no faster than it dispatches.
+pub(super) async fn read_lines(input: impl AsyncRead + Unpin, max: usize, lines: mpsc::Sender<Line>) {
+    let mut input = BufReader::with_capacity(64 * 1024, input);
+    let mut line = Vec::new();
+    let mut too_long = false;
+    loop {
+        let buf = match input.fill_buf().await {
+            Ok(buf) => buf,
+            Err(e) => {
+                tracing::warn!(error = %e, "stdin failed; treating it as closed");
+                break;
+            }
+        };
+        if buf.is_empty() {
+            break;
+        }
+        let (taken, ended) = match buf.iter().position(|b| *b == b'\n') {
+            Some(at) => (&buf[..at], at + 1),
+            None => (buf, buf.len()),
+        };
+        if !too_long {
+            if line.len() + taken.len() > max {
+                too_long = true;
+                line = Vec::new();
+            } else {
+                line.extend_from_slice(taken);
+            }
+        }
+        let complete = ended > taken.len();
+        input.consume(ended);
+        if complete && !send(&lines, &mut line, &mut too_long).await {
+            return;
+        }
+    }
+    send(&lines, &mut line, &mut too_long).await;
+}
+
+/// Sends the line gathered so far, if any; false when nobody listens any more.
+async fn send(lines: &mpsc::Sender<Line>, line: &mut Vec<u8>, too_long: &mut bool) -> bool {
+    let next = if std::mem::take(too_long) {
+        Line::TooLong
+    } else {
+        let text = std::mem::take(line);
+        if text.iter().all(u8::is_ascii_whitespace) {
+            return true;
+        }
+        let end = text.len() - usize::from(text.ends_with(b"\r"));
+        Line::Message(Bytes::from(text).slice(..end))
+    };
+    lines.send(next).await.is_ok()
+}
+
+/// Writes each message of `messages` to `output` followed by a newline, flushing whenever
+/// no more are waiting, until every sender is gone. Returns the error that stopped it (the
+/// client closed its end), if any.
+pub(super) async fn write_lines(
+    output: impl AsyncWrite + Unpin,
+    mut messages: mpsc::Receiver<Bytes>,
+) -> std::io::Result<()> {
+    let mut output = tokio::io::BufWriter::with_capacity(64 * 1024, output);
+    while let Some(message) = messages.recv().await {
+        output.write_all(&message).await?;
+        output.write_all(b"\n").await?;
+        // A burst goes out in one write; a lone message at once.
+        if messages.is_empty() {
+            output.flush().await?;
+        }
+    }
+    output.flush().await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn lines_of(input: &'static [u8], max: usize) -> Vec<Line> {
+        let (tx, mut rx) = mpsc::channel(16);
+        read_lines(input, max, tx).await;
+        let mut out = Vec::new();
+        while let Some(line) = rx.recv().await {
+            out.push(line);
+        }
+        out
+    }
+
+    fn message(text: &'static str) -> Line {
+        Line::Message(Bytes::from_static(text.as_bytes()))
+    }
+
+    #[tokio::test]
+    async fn splits_on_newlines_and_keeps_a_last_line_without_one() {
+        let lines = lines_of(b"{\"a\":1}\r\n\n  \n{\"b\":2}\n{\"c\":3}", 100).await;
+        assert_eq!(
+            lines,
+            vec![message("{\"a\":1}"), message("{\"b\":2}"), message("{\"c\":3}")]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_line_over_the_limit_is_reported_and_the_next_is_read() {
+        let lines = lines_of(b"0123456789\n012\n0123456789", 5).await;
+        assert_eq!(lines, vec![Line::TooLong, message("012"), Line::TooLong]);
+    }
+
+    #[tokio::test]
+    async fn writes_one_message_per_line() {
+        let (tx, rx) = mpsc::channel(4);
+        tx.send(Bytes::from_static(b"{}")).await.ok();
+        tx.send(Bytes::from_static(b"[1]")).await.ok();
+        drop(tx);
+        let mut out = Vec::new();
+        write_lines(&mut out, rx).await.ok();
+        assert_eq!(out, b"{}\n[1]\n");
+    }
+}
