@@ -1,4 +1,5 @@
-//! The server of docs/guide.md. Run: `cargo run --example guide` (port 8080 by default).
+//! The server of docs/guide.md. Run: `cargo run --example guide` (port 8080 by default),
+//! or `cargo run --example guide -- --stdio` to serve it on stdin and stdout.
 
 use std::time::Duration;
 
@@ -45,8 +46,8 @@ async fn greet((): (), ctx: RequestContext) -> Result<String, ToolError> {
     ))
 }
 
-#[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// The server: two tools, a resource and a prompt.
+pub(crate) fn server() -> McpServer {
     let mut tools = ToolRegistry::default();
     tools
         .register(
@@ -96,12 +97,21 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         })
     });
 
-    let server = McpServer::new(tools)
+    McpServer::new(tools)
         .with_resources(resources)
         .with_prompts(prompts)
-        .with_instructions("Call `count` with a progressToken to watch it stream.");
+        .with_instructions("Call `count` with a progressToken to watch it stream.")
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let config = Config::load(&std::env::current_dir()?, &[])?; // ./sys.toml, OTPMCP__ vars
-    let app = start_with(config, server).await?;
+    if std::env::args().any(|arg| arg == "--stdio") {
+        // Until stdin closes; nothing but MCP may be printed to stdout.
+        serve_stdio(config, server()).await?;
+        return Ok(());
+    }
+    let app = start_with(config, server()).await?;
     println!("serving MCP at {}", app.url());
     tokio::signal::ctrl_c().await?;
     app.shutdown().await;

@@ -54,6 +54,48 @@ fn repository_path(span: &str) -> Option<&str> {
     (plain && ROOTS.iter().any(|r| path.starts_with(r))).then_some(path)
 }
 
+/// The Rust blocks (```` ```rust ````) of a markdown text, each as its lines joined.
+fn rust_blocks(text: &str) -> Vec<String> {
+    let mut blocks = Vec::new();
+    let mut open: Option<Vec<&str>> = None;
+    for line in text.lines() {
+        match (&mut open, line.trim_end()) {
+            (None, "```rust") => open = Some(Vec::new()),
+            (Some(block), "```") => {
+                blocks.push(block.join("\n"));
+                open = None;
+            }
+            (Some(block), _) => block.push(line),
+            (None, _) => {}
+        }
+    }
+    blocks
+}
+
+/// docs/guide.md shows only code that compiles: each of its Rust blocks is a piece of an
+/// example or a test (`examples/guide.rs`, `tests/guide.rs`), which the build checks
+/// and the tests run.
+#[test]
+fn every_rust_block_of_the_guide_is_compiled_code() {
+    let mut files = Vec::new();
+    for dir in ["examples", "tests"] {
+        files_under(&root().join(dir), &root(), &mut files);
+    }
+    let sources: Vec<String> = files
+        .iter()
+        .filter(|f| f.extension().is_some_and(|e| e == "rs"))
+        .map(|f| read(&f.to_string_lossy()))
+        .collect();
+    let blocks = rust_blocks(&read("docs/guide.md"));
+    assert!(blocks.len() >= 4, "found the guide's blocks");
+    for block in blocks {
+        assert!(
+            sources.iter().any(|s| s.contains(&block)),
+            "docs/guide.md shows code no example or test compiles:\n{block}"
+        );
+    }
+}
+
 #[test]
 fn every_path_the_docs_name_exists() {
     let mut missing = Vec::new();
