@@ -339,7 +339,16 @@ async fn the_stateless_revision_runs_tasks_and_streams_their_events() {
     // Without `_meta`'s revision and before initialize, a request is refused.
     let bare = pipe.ask("tools/list", json!({})).await;
     assert_eq!(bare["error"]["code"], -32600, "{bare}");
-    pipe.close().await;
+    // A task still working does not hold the connection open past its end.
+    let working = pipe
+        .ask(
+            "tools/call",
+            modern(json!({"name": "wait", "arguments": {}})),
+        )
+        .await;
+    assert_eq!(working["result"]["resultType"], "task", "{working}");
+    let (exit, _) = pipe.close().await;
+    assert_eq!(exit, Exit::Shutdown);
 }
 
 #[tokio::test]

@@ -4,6 +4,7 @@
 use bytes::Bytes;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 /// One line of input.
 #[derive(Debug, PartialEq)]
@@ -71,14 +72,22 @@ async fn send(lines: &mpsc::Sender<Line>, line: &mut Vec<u8>, too_long: &mut boo
 }
 
 /// Writes each message of `messages` to `output` followed by a newline, flushing whenever
-/// no more are waiting, until every sender is gone. Returns the error that stopped it (the
-/// client closed its end), if any.
+/// no more are waiting, until every sender is gone or `finish` is cancelled (then what is
+/// queued is written first: a handler that outlives the connection cannot hold it open).
+/// Returns the error that stopped it (the client closed its end), if any.
 pub(super) async fn write_lines(
     output: impl AsyncWrite + Unpin,
     mut messages: mpsc::Receiver<Bytes>,
+    finish: CancellationToken,
 ) -> std::io::Result<()> {
     let mut output = tokio::io::BufWriter::with_capacity(64 * 1024, output);
-    while let Some(message) = messages.recv().await {
+    loop {
+        let message = tokio::select! {
+            biased;
+            message = messages.recv() => message,
+            () = finish.cancelled() => messages.try_recv().ok(),
+        };
+        let Some(message) = message else { break };
         output.write_all(&message).await?;
         output.write_all(b"\n").await?;
         // A burst goes out in one write; a lone message at once.
@@ -129,7 +138,7 @@ mod tests {
         tx.send(Bytes::from_static(b"[1]")).await.ok();
         drop(tx);
         let mut out = Vec::new();
-        write_lines(&mut out, rx).await.ok();
+        write_lines(&mut out, rx, CancellationToken::new()).await.ok();
         assert_eq!(out, b"{}\n[1]\n");
     }
 }

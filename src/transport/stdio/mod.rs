@@ -74,7 +74,8 @@ pub(crate) async fn serve(
 ) {
     let config = parts.config.clone();
     let (out, outgoing) = mpsc::channel(config.sse.stream_buffer.get());
-    let writer = tokio::spawn(lines::write_lines(output, outgoing));
+    let finished = CancellationToken::new();
+    let writer = tokio::spawn(lines::write_lines(output, outgoing, finished.clone()));
     let (line_tx, lines) = mpsc::channel(LINES_AHEAD);
     // Not awaited: a read of stdin cannot be cancelled, and the process exits after.
     let reader = tokio::spawn(lines::read_lines(
@@ -105,6 +106,7 @@ pub(crate) async fn serve(
     connection.run(lines, commands, stop).await;
     reader.abort();
     drop(connection);
+    finished.cancel();
     match writer.await {
         Ok(Err(e)) => tracing::debug!(error = %e, "stdout closed"),
         Err(e) => tracing::error!(error = %e, "the stdout writer failed"),
