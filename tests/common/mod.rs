@@ -23,6 +23,7 @@ pub mod outage;
 pub mod redis;
 pub mod relay;
 pub mod stateless;
+pub mod stdio;
 
 /// Longest any single wait in a test may take before the test fails.
 pub const WAIT: Duration = Duration::from_secs(10);
