@@ -74,30 +74,23 @@ fn completing(tools: ToolRegistry) -> McpServer {
 }
 
 #[tokio::test]
-async fn the_guides_tools_are_listed_in_order() -> Result<(), Box<dyn std::error::Error>> {
+async fn the_guides_tools_answer() -> Result<(), Box<dyn std::error::Error>> {
     let mut config = Config::default();
     config.server.bind = ([127, 0, 0, 1], 0).into();
     let app = start_with(config, completing(tools("Hello".into()))).await?;
-    let list = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {
-        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                  "io.modelcontextprotocol/clientCapabilities": {}}}});
-    let response = reqwest::Client::new()
-        .post(app.url())
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", "tools/list")
-        .body(list.to_string())
-        .send()
-        .await?;
-    let answer: serde_json::Value = serde_json::from_slice(&response.bytes().await?)?;
-    let names: Vec<_> = answer["result"]["tools"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|t| t["name"].clone())
-        .collect();
-    assert_eq!(names, ["add", "divide", "hello"], "{answer}");
+    let added = call(&app, "add", json!({"a": 2, "b": 3})).await?;
+    assert_eq!(added["result"]["content"][0]["text"], "5", "{added}");
+    let divided = call(&app, "divide", json!({"a": 7, "b": 2})).await?;
+    let quotient = &divided["result"]["structuredContent"];
+    assert_eq!(
+        *quotient,
+        json!({"quotient": 3, "remainder": 1}),
+        "{divided}"
+    );
+    let by_zero = call(&app, "divide", json!({"a": 1, "b": 0})).await?;
+    assert_eq!(by_zero["result"]["isError"], true, "{by_zero}");
+    let hello = call(&app, "hello", json!({})).await?;
+    assert_eq!(hello["result"]["content"][0]["text"], "Hello!", "{hello}");
     app.shutdown().await;
     Ok(())
 }

@@ -168,9 +168,9 @@ async fn the_typescript_sdk_lists_calls_gets_progress_and_resumes() {
     server.shutdown().await;
 }
 
-#[tokio::test]
-async fn the_inspector_cli_lists_and_calls_tools() {
-    let server = server().await;
+/// The Inspector CLI run against `target` (its `--cli` arguments: a URL and transport, or
+/// a command to launch): lists the tools, which must be `names`, and calls `echo`.
+async fn inspector_lists_and_calls(target: &[&str], names: &[&str]) {
     let inspector = cached("node-clients/node_modules/@modelcontextprotocol/inspector");
     let bin = cached("node-clients/node_modules/.bin/mcp-inspector");
     let node_dir = node().parent().map(PathBuf::from).unwrap_or_default();
@@ -181,7 +181,8 @@ async fn the_inspector_cli_lists_and_calls_tools() {
     );
     let inspect = |args: &[&str]| {
         let mut cmd = Command::new(&bin);
-        cmd.args(["--cli", &server.url, "--transport", "http"])
+        cmd.arg("--cli")
+            .args(target)
             .args(args)
             .env("PATH", &path)
             .current_dir(&inspector);
@@ -189,13 +190,13 @@ async fn the_inspector_cli_lists_and_calls_tools() {
     };
     let listed = run(inspect(&["--method", "tools/list"])).await;
     let listed: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap_or_default();
-    let names: Vec<&str> = listed["tools"]
+    let listed: Vec<&str> = listed["tools"]
         .as_array()
         .into_iter()
         .flatten()
         .filter_map(|t| t["name"].as_str())
         .collect();
-    assert_eq!(names, ["echo", "stream_events"]);
+    assert_eq!(listed, names);
     let called = run(inspect(&[
         "--method",
         "tools/call",
@@ -207,6 +208,16 @@ async fn the_inspector_cli_lists_and_calls_tools() {
     .await;
     let called: serde_json::Value = serde_json::from_slice(&called.stdout).unwrap_or_default();
     assert_eq!(called["content"][0]["text"], "hello");
+}
+
+#[tokio::test]
+async fn the_inspector_cli_lists_and_calls_tools() {
+    let server = server().await;
+    inspector_lists_and_calls(
+        &[&server.url, "--transport", "http"],
+        &["echo", "stream_events"],
+    )
+    .await;
     server.shutdown().await;
 }
 
@@ -376,40 +387,9 @@ async fn the_typescript_sdk_stdio_transport_launches_the_server() {
 
 #[tokio::test]
 async fn the_inspector_cli_launches_otpmcp_stdio() {
-    let inspector = cached("node-clients/node_modules/@modelcontextprotocol/inspector");
-    let bin = cached("node-clients/node_modules/.bin/mcp-inspector");
-    let node_dir = node().parent().map(PathBuf::from).unwrap_or_default();
-    let path = format!(
-        "{}:{}",
-        node_dir.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let inspect = |args: &[&str]| {
-        let mut cmd = Command::new(&bin);
-        cmd.args(["--cli", env!("CARGO_BIN_EXE_otpmcp"), "stdio"])
-            .args(args)
-            .env("PATH", &path)
-            .current_dir(&inspector);
-        cmd
-    };
-    let listed = run(inspect(&["--method", "tools/list"])).await;
-    let listed: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap_or_default();
-    let names: Vec<&str> = listed["tools"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|t| t["name"].as_str())
-        .collect();
-    assert_eq!(names, ["echo", "stream_events"]);
-    let called = run(inspect(&[
-        "--method",
-        "tools/call",
-        "--tool-name",
-        "echo",
-        "--tool-arg",
-        "text=hello over stdio",
-    ]))
+    inspector_lists_and_calls(
+        &[env!("CARGO_BIN_EXE_otpmcp"), "stdio"],
+        &["echo", "stream_events"],
+    )
     .await;
-    let called: serde_json::Value = serde_json::from_slice(&called.stdout).unwrap_or_default();
-    assert_eq!(called["content"][0]["text"], "hello over stdio");
 }
