@@ -387,10 +387,20 @@ async fn main() -> std::process::ExitCode {
     if let Some(bind) = bind {
         config.server.bind = bind;
     }
+    // The skills extension's fixtures (SEP-2640), read once at start.
+    let skills_root = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/everything/skills");
+    let skills = match otpmcp::handler::SkillsDirectory::open(skills_root) {
+        Ok(skills) => skills,
+        Err(e) => {
+            eprintln!("everything: skills: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
     let server = McpServer::new(tools())
         .with_resources(resources())
         .with_prompts(prompts())
-        .with_completion(complete);
+        .with_completion(complete)
+        .with_skills(skills);
     let app = match otpmcp::start_with(config, server).await {
         Ok(app) => app,
         Err(e) => {
