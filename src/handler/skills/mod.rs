@@ -315,7 +315,8 @@ impl SkillsDirectory {
     }
 
     /// The direct children of the directory at `uri` (a skill's root or a directory
-    /// below it), files first-come by name, each directory as [`DIRECTORY_MIME_TYPE`].
+    /// below it), by URI; each directory as [`DIRECTORY_MIME_TYPE`], each file with its
+    /// size.
     pub fn read_directory(&self, uri: &str) -> Result<Vec<DirectoryChild>, SkillsError> {
         let path = parse(uri)?;
         if !self.dirs.contains(&path) {
