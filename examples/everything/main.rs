@@ -397,10 +397,20 @@ async fn main() -> std::process::ExitCode {
     if let Some(bind) = bind {
         config.server.bind = bind;
     }
+    // The skills extension's fixtures (SEP-2640), read once at start.
+    let skills_root = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/everything/skills");
+    let skills = match otpmcp::handler::SkillsDirectory::open(skills_root) {
+        Ok(skills) => skills,
+        Err(e) => {
+            eprintln!("everything: skills: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
     let server = McpServer::new(tools())
         .with_resources(resources())
         .with_prompts(prompts())
-        .with_completion(complete);
+        .with_completion(complete)
+        .with_skills(skills);
     if stdio {
         return match otpmcp::serve_stdio(config, server).await {
             Ok(otpmcp::Exit::Shutdown) => std::process::ExitCode::SUCCESS,

@@ -9,6 +9,7 @@ pub(crate) mod prompts;
 pub(crate) mod registry;
 pub(crate) mod resources;
 pub(crate) mod scopes;
+pub mod skills;
 pub(crate) mod tools;
 pub(crate) mod typed;
 
@@ -34,6 +35,7 @@ use crate::protocol::methods::{ListKind, LogThreshold, LoggingLevel, ServerReque
 pub(crate) use outbox::{Note, Outbox};
 pub use prompts::{PromptError, PromptRegistry};
 pub use resources::{ResourceError, ResourceRegistry};
+pub use skills::{SkillsBuilder, SkillsDirectory, SkillsError, SkillsLimits};
 pub use tools::{Tool, ToolError, ToolRegistry, optional_u64, required_str};
 pub use typed::{IntoToolResult, Json, tool};
 

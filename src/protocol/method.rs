@@ -41,6 +41,12 @@ pub enum Method {
     TasksCancel,
     /// `tasks/stream` (tasks extension, SEP-2694)
     TasksStream,
+    /// `skills/list` (skills extension, SEP-2640)
+    SkillsList,
+    /// `skills/get` (skills extension, SEP-2640)
+    SkillsGet,
+    /// `resources/directory/read` (skills extension's `directoryRead`, SEP-2640)
+    ResourcesDirectoryRead,
     /// Anything else (answered with -32601).
     Unknown,
 }
@@ -68,6 +74,9 @@ impl Method {
             "tasks/update" => Self::TasksUpdate,
             "tasks/cancel" => Self::TasksCancel,
             "tasks/stream" => Self::TasksStream,
+            "skills/list" => Self::SkillsList,
+            "skills/get" => Self::SkillsGet,
+            "resources/directory/read" => Self::ResourcesDirectoryRead,
             _ => Self::Unknown,
         }
     }
@@ -94,6 +103,9 @@ impl Method {
             Self::TasksUpdate => "tasks/update",
             Self::TasksCancel => "tasks/cancel",
             Self::TasksStream => "tasks/stream",
+            Self::SkillsList => "skills/list",
+            Self::SkillsGet => "skills/get",
+            Self::ResourcesDirectoryRead => "resources/directory/read",
             Self::Unknown => return None,
         })
     }
@@ -142,6 +154,8 @@ impl Method {
                 | Self::ResourcesList
                 | Self::ResourceTemplatesList
                 | Self::ResourcesRead
+                | Self::SkillsList
+                | Self::SkillsGet
         )
     }
 }

@@ -9,6 +9,7 @@
 mod handover;
 mod inputs;
 mod paging;
+mod skills;
 pub mod stateless;
 mod tasks;
 
@@ -61,6 +62,7 @@ pub struct McpServer {
     resources: Live<ResourceRegistry>,
     prompts: Live<PromptRegistry>,
     completer: Option<Completer>,
+    skills: Option<Arc<crate::handler::SkillsDirectory>>,
     stateless: Arc<stateless::StatelessSettings>,
     news: crate::server_news::NewsHub,
     tasks: Option<crate::tasks::TaskHandle>,
@@ -74,6 +76,7 @@ impl std::fmt::Debug for McpServer {
             .field("resources", &self.resources.get())
             .field("prompts", &self.prompts.get())
             .field("completion", &self.completer.is_some())
+            .field("skills", &self.skills.is_some())
             .finish()
     }
 }
@@ -134,6 +137,7 @@ impl McpServer {
             resources: Live::new(ResourceRegistry::default()),
             prompts: Live::new(PromptRegistry::default()),
             completer: None,
+            skills: None,
             stateless: Arc::default(),
             news: crate::server_news::NewsHub::default(),
             tasks: None,
@@ -146,11 +150,11 @@ impl McpServer {
     }
 
     /// True when the server offers list `kind` (tools always; resources and prompts when
-    /// it has some).
+    /// it has some; skills are resources).
     pub(crate) fn offers(&self, kind: ListKind) -> bool {
         match kind {
             ListKind::Tools => true,
-            ListKind::Resources => !self.resources.get().is_empty(),
+            ListKind::Resources => !self.resources.get().is_empty() || self.skills.is_some(),
             ListKind::Prompts => !self.prompts.get().is_empty(),
         }
     }
@@ -282,12 +286,17 @@ impl McpServer {
         let mut caps = serde_json::json!({ "tools": { "listChanged": true }, "logging": {} });
         if !self.resources.get().is_empty() {
             caps["resources"] = serde_json::json!({ "subscribe": true, "listChanged": true });
+        } else if self.skills.is_some() {
+            caps["resources"] = serde_json::json!({});
         }
         if !self.prompts.get().is_empty() {
             caps["prompts"] = serde_json::json!({ "listChanged": true });
         }
         if self.completer.is_some() {
             caps["completions"] = serde_json::json!({});
+        }
+        if let Some((id, settings)) = self.skills_extension() {
+            caps["extensions"] = serde_json::json!({ id: settings });
         }
         caps
     }
@@ -313,13 +322,10 @@ impl McpServer {
             server_info: self.info.clone(),
             instructions: self.instructions.clone(),
         };
-        let mut lists = vec![ListKind::Tools];
-        if !self.resources.get().is_empty() {
-            lists.push(ListKind::Resources);
-        }
-        if !self.prompts.get().is_empty() {
-            lists.push(ListKind::Prompts);
-        }
+        let lists = ListKind::ALL
+            .into_iter()
+            .filter(|kind| self.offers(*kind))
+            .collect();
         let session = NewSession {
             lists,
             protocol_version: version,
@@ -376,11 +382,9 @@ impl McpServer {
             Method::ToolsList => {
                 page_value("tools", &self.tools.get().list_for(caller), &request)
             }
-            Method::ResourcesList => page_value(
-                "resources",
-                &self.resources.get().list_for(caller),
-                &request,
-            ),
+            Method::ResourcesList => {
+                page_value("resources", &self.listed_resources(caller), &request)
+            }
             Method::ResourceTemplatesList => page_value(
                 "resourceTemplates",
                 &self.resources.get().list_templates_for(caller),
@@ -414,6 +418,9 @@ impl McpServer {
                 &request,
             ),
             Method::PromptsGet => self.get_prompt(request, ctx).await,
+            Method::SkillsList | Method::SkillsGet | Method::ResourcesDirectoryRead => {
+                self.skills_method(request)
+            }
             Method::Complete => self.complete(request, ctx).await,
             Method::ToolsCall => self.call_tool(request, ctx).await,
             // The session's level was set by the transport before this call (it owns
@@ -448,6 +455,11 @@ impl McpServer {
         ctx: RequestContext,
     ) -> Result<Value, ErrorObject> {
         let params: ResourceParams = request.into_params()?;
+        if let Some(contents) = self.read_skill_file(&params.uri) {
+            return to_value(&ReadResourceResult {
+                contents: vec![contents],
+            });
+        }
         let resources = self.resources.get();
         match resources.read(&params.uri, ctx).await {
             Ok(contents) => to_value(&ReadResourceResult { contents }),

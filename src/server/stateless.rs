@@ -13,7 +13,7 @@ use super::inputs::{Ended, Inputs, UntilInput};
 use crate::config::StatelessConfig;
 use crate::handler::RequestContext;
 use crate::protocol::meta::{RequestMeta, SERVER_INFO, TASKS_EXTENSION};
-use crate::protocol::methods::Method;
+use crate::protocol::methods::{ListKind, Method};
 use crate::protocol::request_state::{StateKey, params_digest};
 use crate::protocol::version::ProtocolVersion;
 use crate::protocol::{ErrorObject, Outgoing, Request};
@@ -113,7 +113,7 @@ impl McpServer {
         match method {
             m if m.is_session_only() => removed("not part of protocol revision 2026-07-28"),
             Method::ResourcesList | Method::ResourceTemplatesList | Method::ResourcesRead
-                if self.resources.get().is_empty() =>
+                if !self.offers(ListKind::Resources) =>
             {
                 removed("this server offers no resources")
             }
@@ -138,7 +138,7 @@ impl McpServer {
         // reach `subscriptions/listen` streams. Tasks when the runtime runs them.
         if self.tasks.is_some() {
             // SEP-2694: `tasks/stream` announced as the tasks' `eventStreams`.
-            capabilities["extensions"] = json!({ TASKS_EXTENSION: { "eventStreams": {} } });
+            capabilities["extensions"][TASKS_EXTENSION] = json!({ "eventStreams": {} });
         }
         let mut result = json!({
             "supportedVersions": ProtocolVersion::supported(),

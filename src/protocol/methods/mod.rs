@@ -7,6 +7,7 @@ mod initialize;
 mod logging;
 mod prompts;
 mod resources;
+mod skills;
 mod tasks;
 mod tools;
 
@@ -23,6 +24,10 @@ pub use prompts::{
 };
 pub use resources::{
     ReadResourceResult, ResourceDefinition, ResourceParams, ResourceTemplateDefinition,
+};
+pub use skills::{
+    DIRECTORY_MIME_TYPE, DirectoryChild, GetSkillParams, GetSkillResult, ReadDirectoryParams,
+    SKILL_SCHEME, SKILLS_EXTENSION, Skill, SkillResource,
 };
 pub use tasks::TaskStreamParams;
 pub use tools::{
