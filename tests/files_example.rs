@@ -18,10 +18,12 @@ use common::stateless::Stateless;
 use common::stdio::Pipe;
 
 /// A folder to serve: two text files with `needle` in them, a file that is not UTF-8, a
-/// link inside and a link out (to a file outside that also says `needle`).
+/// link inside and a link out (to a file outside that also says `needle`); and a folder
+/// of one skill beside it.
 struct Folder {
     dir: PathBuf,
     root: index::Root,
+    skills: PathBuf,
 }
 
 impl Folder {
@@ -44,8 +46,20 @@ impl Folder {
         };
         link(dir.join("secret.txt"), served.join("escape"));
         link(served.join("README.md"), served.join("inside"));
+        write(
+            dir.join("skills/code-review/SKILL.md"),
+            b"---\nname: code-review\ndescription: How to review this folder's code\n---\n\nRead src/ first.\n",
+        );
         let root = index::Root::open(&served).unwrap_or_else(|e| panic!("root: {e}"));
-        Self { dir, root }
+        let skills = dir.join("skills");
+        Self { dir, root, skills }
+    }
+
+    /// The files server over this folder, with its skill.
+    fn server(&self) -> otpmcp::McpServer {
+        let skills = otpmcp::handler::SkillsDirectory::open(&self.skills)
+            .unwrap_or_else(|e| panic!("skills: {e}"));
+        service::server(self.root.clone(), Some(skills))
     }
 }
 
@@ -62,7 +76,7 @@ fn text(result: &Value) -> &str {
 #[tokio::test]
 async fn over_http_index_runs_as_a_task_then_search_finds_only_what_is_inside() {
     let folder = Folder::new("http");
-    let server = TestServer::start_with(|_| {}, service::server(folder.root.clone())).await;
+    let server = TestServer::start_with(|_| {}, folder.server()).await;
     let client = Stateless::new(&server.url).with_tasks();
 
     let early = client
@@ -169,7 +183,7 @@ async fn over_http_index_runs_as_a_task_then_search_finds_only_what_is_inside() 
 #[tokio::test]
 async fn over_stdio_a_session_indexes_with_progress_and_searches() {
     let folder = Folder::new("stdio");
-    let mut pipe = Pipe::start(service::server(folder.root.clone()), |_| {}).await;
+    let mut pipe = Pipe::start(folder.server(), |_| {}).await;
     pipe.initialize(json!({})).await;
     let id = pipe
         .request(
@@ -207,5 +221,16 @@ async fn over_stdio_a_session_indexes_with_progress_and_searches() {
     )
     .unwrap_or_default();
     assert_eq!(listed["files"].as_array().map(Vec::len), Some(2), "{index}");
+
+    // The folder's skill, listed and read back over the same connection.
+    let skills = pipe.ask("skills/list", json!({})).await;
+    let skill = &skills["result"]["skills"][0];
+    assert_eq!(skill["frontmatter"]["name"], "code-review", "{skills}");
+    let uri = skill["uri"].clone();
+    let read = pipe.ask("resources/read", json!({"uri": uri})).await;
+    let body = read["result"]["contents"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(body.ends_with("Read src/ first.\n"), "{read}");
     pipe.close().await;
 }

@@ -2,10 +2,13 @@
 //! beside a code base or a documentation tree. Tools: `read_file(path)`, `index` (reads
 //! every text file into a search index, reporting progress; a durable task for clients
 //! that declare the tasks extension) and `search(query)`; resources `files://index` and
-//! `files://file/{path}`; the prompt `review(path)`. No path leaves the folder: `..`,
-//! absolute paths and links out of it are refused, and files over 1 MiB are not read.
+//! `files://file/{path}`; the prompt `review(path)`; with `--skills DIR`, the skills in
+//! DIR (the skills extension, SEP-2640: each folder with a `SKILL.md`). No path leaves
+//! the folder: `..`, absolute paths and links out of it are refused, and files over
+//! 1 MiB are not read.
 //!
-//! Run: `cargo run --release --example files -- --root DIR [--bind ADDR:PORT | --stdio]`.
+//! Run: `cargo run --release --example files -- --root DIR [--skills DIR]
+//! [--bind ADDR:PORT | --stdio]`.
 //! Over HTTP it prints the URL it serves; with `--stdio` it serves stdin and stdout
 //! until stdin closes. The rest of the configuration comes from `./sys.toml` and
 //! `OTPMCP__` variables, as for `otpmcp`. Tested by tests/files_example.rs.
@@ -18,16 +21,17 @@ use std::process::ExitCode;
 
 use otpmcp::{Config, Exit};
 
-const USAGE: &str = "usage: files --root DIR [--bind ADDR:PORT | --stdio]";
+const USAGE: &str = "usage: files --root DIR [--skills DIR] [--bind ADDR:PORT | --stdio]";
 
 struct Args {
     root: PathBuf,
+    skills: Option<PathBuf>,
     bind: Option<std::net::SocketAddr>,
     stdio: bool,
 }
 
 fn parse_args() -> Result<Args, String> {
-    let (mut root, mut bind, mut stdio) = (None, None, false);
+    let (mut root, mut skills, mut bind, mut stdio) = (None, None, None, false);
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -40,6 +44,9 @@ fn parse_args() -> Result<Args, String> {
                         .map_err(|_| format!("--bind: {value:?} is not ADDR:PORT"))?,
                 );
             }
+            "--skills" => {
+                skills = Some(PathBuf::from(args.next().ok_or("--skills needs a folder")?))
+            }
             "--stdio" => stdio = true,
             other => return Err(format!("unknown argument {other:?}")),
         }
@@ -48,7 +55,12 @@ fn parse_args() -> Result<Args, String> {
     if stdio && bind.is_some() {
         return Err("--bind and --stdio exclude each other".into());
     }
-    Ok(Args { root, bind, stdio })
+    Ok(Args {
+        root,
+        skills,
+        bind,
+        stdio,
+    })
 }
 
 #[tokio::main]
@@ -78,7 +90,19 @@ async fn main() -> ExitCode {
     if let Some(bind) = args.bind {
         config.server.bind = bind;
     }
-    let server = service::server(root);
+    let skills = match args
+        .skills
+        .as_deref()
+        .map(otpmcp::handler::SkillsDirectory::open)
+    {
+        None => None,
+        Some(Ok(skills)) => Some(skills),
+        Some(Err(e)) => {
+            eprintln!("files: --skills: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let server = service::server(root, skills);
     if args.stdio {
         return match otpmcp::serve_stdio(config, server).await {
             Ok(Exit::Shutdown) => ExitCode::SUCCESS,

@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use otpmcp::handler::SkillsDirectory;
 use otpmcp::prelude::*;
 use serde_json::json;
 use tokio::sync::watch;
@@ -41,16 +42,21 @@ type Shared = Arc<watch::Sender<Arc<Option<Index>>>>;
 
 /// The server over `root`: `read_file`, `search` and the long-running `index` (a task for
 /// clients that declare the tasks extension), the resources `files://index` and
-/// `files://file/{path}`, and the prompt `review`.
-pub(crate) fn server(root: Root) -> McpServer {
+/// `files://file/{path}`, the prompt `review`, and `skills` when given (the skills
+/// extension: instructions for the model that come with the folder).
+pub(crate) fn server(root: Root, skills: Option<SkillsDirectory>) -> McpServer {
     let index: Shared = Arc::new(watch::Sender::new(Arc::new(None)));
-    McpServer::new(tools(&root, &index))
+    let server = McpServer::new(tools(&root, &index))
         .with_resources(resources(&root, &index))
-        .with_prompts(prompts(&root))
-        .with_instructions(
-            "A read-only view of one folder. Call `index` once (it reports progress), then \
+        .with_prompts(prompts(&root));
+    match skills {
+        Some(skills) => server.with_skills(skills),
+        None => server,
+    }
+    .with_instructions(
+        "A read-only view of one folder. Call `index` once (it reports progress), then \
              `search`; read files with `read_file` or as `files://file/{path}` resources.",
-        )
+    )
 }
 
 fn read_text(root: &Root, path: &str) -> Result<String, ToolError> {
