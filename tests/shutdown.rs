@@ -144,6 +144,16 @@ fn bad_configuration_exits_2_with_a_message_naming_the_key() {
             vec![],
             "unknown argument \"--frobnicate\"",
         ),
+        (
+            vec!["stdio", "--bind", "127.0.0.1:0"],
+            vec![],
+            "stdio: --bind has no use",
+        ),
+        (
+            vec!["stdio"],
+            vec![("OTPMCP__SERVER__MAX_BODY_BYTES", "lots")],
+            "server.max_body_bytes",
+        ),
         (vec!["proxy"], vec![], "give --upstream URL --record FILE"),
         (
             vec!["proxy", "--frobnicate"],
@@ -251,6 +261,7 @@ async fn help_and_version_print_and_exit_zero_and_a_taken_port_fails_to_start() 
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(stdout.contains("otpmcp proxy"), "{flag}: {stdout}");
         assert!(stdout.contains("otpmcp config check"), "{flag}: {stdout}");
+        assert!(stdout.contains("otpmcp stdio"), "{flag}: {stdout}");
     }
     let out = otpmcp()
         .arg("--version")
