@@ -246,13 +246,12 @@ async fn await_initialized<R: AsyncRead + Unpin>(stdout: &mut BufReader<R>) -> R
 }
 
 /// Sends a call for every credit (all credits waiting at once in one write) until the
-/// reader is done; then closes stdin by dropping it.
+/// reader is done; then closes stdin by dropping it. Credits given before the stop are
+/// still honoured after it: the reader, blocked on the answer they will bring, counts on
+/// them (it gives none after the stop).
 async fn write_calls(state: &State, mut stdin: ChildStdin) {
     let mut buf = Vec::with_capacity(16 * 1024);
     while let Some(n) = state.take().await {
-        if state.stop.get() {
-            continue;
-        }
         buf.clear();
         {
             let now = Instant::now();
@@ -288,7 +287,8 @@ async fn read_until_done<R: AsyncRead + Unpin>(state: &State, mut stdout: BufRea
         if owed > 0 && stdout.buffer().is_empty() {
             state.give(std::mem::take(&mut owed));
         }
-        if state.stop.get() && state.outstanding.borrow().len() == 0 {
+        // Done once every call is answered, those the writer has yet to send included.
+        if state.stop.get() && state.outstanding.borrow().len() == 0 && state.credits.get() == 0 {
             return;
         }
         line.clear();
