@@ -10,6 +10,11 @@
 //! `/proc/<pid>`. Every figure is printed as one `name value` line. `scripts/bench-peers`
 //! runs it against otpmcp and rmcp; `scripts/test` runs its `smoke` against otpmcp.
 //!
+//! `stdio-call` drives a stdio server instead (newline-delimited JSON-RPC on the stdin
+//! and stdout of a process it starts): the `tools/call` rate at N calls in flight, the
+//! server's CPU per call, and whether it exits cleanly when its stdin closes
+//! (`scripts/bench-stdio`; see [`stdio`]).
+//!
 //! It runs on a single-threaded runtime with one HTTP/1.1 connection per request in
 //! flight: it is meant to be pinned to a core of its own, beside the server's.
 
@@ -20,6 +25,7 @@ mod ports;
 mod procfs;
 mod soak;
 mod sse;
+mod stdio;
 mod tasks;
 mod workloads;
 
@@ -36,8 +42,10 @@ pub(crate) type Error = Box<dyn std::error::Error + Send + Sync>;
 pub(crate) type Result<T> = std::result::Result<T, Error>;
 
 const USAGE: &str = "usage: otpmcp-load COMMAND [OPTIONS]
+       otpmcp-load stdio-call [--in-flight N] [--duration S] [--warmup S] -- PROGRAM [ARG]...
 
-Drives a Streamable HTTP MCP server offering echo(text) and stream_events(count, interval_ms).
+Drives a Streamable HTTP MCP server offering echo(text) and stream_events(count, interval_ms),
+or (stdio-call) a stdio server that it starts.
 Prints one `name value` line per figure; errors go to stderr and make the exit status 1.
 
 commands:
@@ -68,6 +76,11 @@ commands:
   exec           execute(--program, [--bytes]) once: output MB/s through to this client,
                  server CPU ms per MB (needs [exec] and such a program; see
                  config/exec-bench.toml)
+  stdio-call     start `PROGRAM [ARG]...` (everything after `--`) with piped stdin and
+                 stdout, initialize (2025-11-25), keep --in-flight echo calls in flight as
+                 newline-delimited JSON-RPC for --warmup then --duration, check every
+                 answer, close stdin and wait for the exit: calls/s, server CPU/call (the
+                 spawned pid: under `taskset` that is the server), p50/p99 ms, exit_ok
   free-port      print a free TCP port on 127.0.0.1, below the kernel's ephemeral range
   wait           wait until --url accepts TCP connections (up to --timeout)
 
@@ -75,11 +88,11 @@ options (defaults in brackets):
   --url URL            MCP endpoint [http://127.0.0.1:8080/mcp]; soak and task-churn take
                        several, comma-separated (replicas)
   --pid PID            server pid, for CPU time (/proc/PID/stat) and RSS (/proc/PID/status)
-  --duration SECS      measured window of initialize, call, latency [5]
+  --duration SECS      measured window of initialize, call, latency, stdio-call [5]
   --warmup SECS        unmeasured lead-in of those [1]
   --connections N      initialize: connections at once [4]
   --sessions N         call: sessions [16]
-  --in-flight N        call: calls in flight per session [16]
+  --in-flight N        call: calls in flight per session; stdio-call: calls in flight [16]
   --count N            stream, task-stream: events per call [10000]
   --parallel N         stream, task-stream: calls at once; task-churn: slots [1]
   --idle-sessions N    idle-sessions: sessions [2000]; 0: `all` skips it
@@ -122,6 +135,8 @@ struct Opts {
     faults: Option<String>,
     program: String,
     bytes: u64,
+    /// stdio-call: the server's command line, everything after `--`.
+    argv: Vec<String>,
 }
 
 fn secs(value: &str) -> std::result::Result<Duration, String> {
@@ -153,8 +168,9 @@ fn count(value: &str, max: usize) -> std::result::Result<usize, String> {
         .ok_or_else(|| format!("{value:?} is not a whole number from 0 up"))
 }
 
-fn parse_args() -> std::result::Result<Opts, String> {
-    let mut args = std::env::args().skip(1);
+/// Parses the command line after the program's name.
+fn parse_args(args: impl IntoIterator<Item = String>) -> std::result::Result<Opts, String> {
+    let mut args = args.into_iter();
     let command = args.next().ok_or("")?;
     let mut o = Opts {
         command,
@@ -178,8 +194,13 @@ fn parse_args() -> std::result::Result<Opts, String> {
         faults: None,
         program: "yes".into(),
         bytes: 100 << 20,
+        argv: Vec::new(),
     };
     while let Some(flag) = args.next() {
+        if flag == "--" {
+            o.argv = args.by_ref().collect();
+            break;
+        }
         let value = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
         let value = value.as_str();
         let bad = |e: String| format!("{flag}: {e}");
@@ -228,6 +249,9 @@ fn parse_args() -> std::result::Result<Opts, String> {
             }
             _ => return Err(format!("unknown option {flag:?}")),
         }
+    }
+    if (o.command == "stdio-call") == o.argv.is_empty() {
+        return Err("stdio-call, and only it, needs `-- PROGRAM [ARG]...`".to_owned());
     }
     if o.sessions * o.in_flight > 16_384 {
         return Err("--sessions x --in-flight must be at most 16384 connections".to_owned());
@@ -389,6 +413,17 @@ async fn run(o: Opts) -> Result<u64> {
         println!("{}", ports::free_port()?);
         return Ok(0);
     }
+    if o.command == "stdio-call" {
+        let out = Out::default();
+        let run = stdio::Run {
+            command: o.argv,
+            in_flight: o.in_flight,
+            warmup: o.warmup,
+            duration: o.duration,
+        };
+        report(&out, "stdio_call", stdio::call_rate(&out, &run).await);
+        return Ok(out.errors());
+    }
     if o.command == "soak" {
         let parse = |urls: &str| -> Result<Vec<Arc<Target>>> {
             urls.split(',')
@@ -500,7 +535,7 @@ async fn run(o: Opts) -> Result<u64> {
 }
 
 fn main() -> ExitCode {
-    let opts = match parse_args() {
+    let opts = match parse_args(std::env::args().skip(1)) {
         Ok(opts) => opts,
         Err(msg) => {
             if !msg.is_empty() {
@@ -530,5 +565,31 @@ fn main() -> ExitCode {
             eprintln!("error: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(line: &str) -> std::result::Result<Opts, String> {
+        parse_args(line.split_whitespace().map(str::to_owned))
+    }
+
+    #[test]
+    fn stdio_call_takes_the_command_after_a_double_dash() {
+        let o = parse("stdio-call --in-flight 32 --duration 2 -- taskset -c 0 otpmcp stdio --x")
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(o.in_flight, 32);
+        assert_eq!(o.duration, Duration::from_secs(2));
+        assert_eq!(o.argv, ["taskset", "-c", "0", "otpmcp", "stdio", "--x"]);
+    }
+
+    #[test]
+    fn only_stdio_call_takes_a_command() {
+        assert!(parse("stdio-call --in-flight 4").is_err());
+        assert!(parse("stdio-call --").is_err());
+        assert!(parse("call --in-flight 4 -- otpmcp").is_err());
+        assert!(parse("call --in-flight 4").is_ok_and(|o| o.argv.is_empty()));
     }
 }

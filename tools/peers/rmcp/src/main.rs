@@ -1,8 +1,15 @@
-//! The rmcp peer of `scripts/bench-peers`: serves the two tools every benchmarked server
-//! offers, `echo(text)` and `stream_events(count, interval_ms)`, at `/mcp` over
-//! Streamable HTTP, in rmcp's default stateful mode (its `LocalSessionManager`).
+//! The rmcp peer of `scripts/bench-peers` and `scripts/bench-stdio`: serves the two tools
+//! every benchmarked server offers, `echo(text)` and `stream_events(count, interval_ms)`,
+//! either at `/mcp` over Streamable HTTP, in rmcp's default stateful mode (its
+//! `LocalSessionManager`), or over stdio (newline-delimited JSON-RPC on stdin and stdout,
+//! one client) with the same handler.
 //!
-//! Usage: `otpmcp-peer-rmcp [--bind ADDR:PORT]` (default 127.0.0.1:8080).
+//! Usage: `otpmcp-peer-rmcp [--bind ADDR:PORT | --stdio | --stdio-pipes]`. Without a flag
+//! it listens on 127.0.0.1:8080. `--stdio` serves on `rmcp::transport::stdio()`, the
+//! transport rmcp's README and examples use (tokio's stdin and stdout, whose every read
+//! and write runs on tokio's blocking thread pool); `--stdio-pipes` on
+//! `rmcp::transport::stdio_pipes()`, which rmcp's docs recommend when both streams are
+//! pipes (non-blocking reads and writes on the IO reactor). Either ends when stdin does.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -17,7 +24,7 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
-use rmcp::{ErrorData, RoleServer, ServerHandler};
+use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
 
 /// Same limits as otpmcp's `stream_events`, so that both servers accept the same calls.
@@ -142,25 +149,69 @@ impl ServerHandler for Peer {
     }
 }
 
-fn parse_bind() -> Result<SocketAddr, String> {
+/// Where to serve.
+enum Mode {
+    Http(SocketAddr),
+    /// `rmcp::transport::stdio()`.
+    Stdio,
+    /// `rmcp::transport::stdio_pipes()`.
+    StdioPipes,
+}
+
+fn parse_args() -> Result<Mode, String> {
     let mut bind = "127.0.0.1:8080".to_owned();
+    let mut mode = None;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--bind" => bind = args.next().ok_or("--bind needs ADDR:PORT")?,
+            "--stdio" => mode = Some(Mode::Stdio),
+            "--stdio-pipes" => mode = Some(Mode::StdioPipes),
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
-    bind.parse()
-        .map_err(|_| format!("--bind: {bind:?} is not ADDR:PORT"))
+    match mode {
+        Some(mode) => Ok(mode),
+        None => bind
+            .parse()
+            .map(Mode::Http)
+            .map_err(|_| format!("--bind: {bind:?} is not ADDR:PORT")),
+    }
+}
+
+/// Serves one client on stdin and stdout until stdin ends. Nothing else may write to
+/// stdout: messages go to stderr.
+async fn serve_stdio<T, E, A>(transport: T) -> std::process::ExitCode
+where
+    T: rmcp::transport::IntoTransport<RoleServer, E, A>,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    let running = match Peer.serve(transport).await {
+        Ok(running) => running,
+        Err(e) => {
+            eprintln!("stdio: initialization failed: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    match running.waiting().await {
+        Ok(_) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("stdio: the service failed: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
 }
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    let bind = match parse_bind() {
-        Ok(bind) => bind,
+    let bind = match parse_args() {
+        Ok(Mode::Http(bind)) => bind,
+        Ok(Mode::Stdio) => return serve_stdio(rmcp::transport::stdio()).await,
+        Ok(Mode::StdioPipes) => return serve_stdio(rmcp::transport::stdio_pipes()).await,
         Err(msg) => {
-            eprintln!("{msg}\nusage: otpmcp-peer-rmcp [--bind ADDR:PORT]");
+            eprintln!(
+                "{msg}\nusage: otpmcp-peer-rmcp [--bind ADDR:PORT | --stdio | --stdio-pipes]"
+            );
             return std::process::ExitCode::from(2);
         }
     };
