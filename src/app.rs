@@ -115,7 +115,8 @@ pub async fn serve_stdio_until(
     server: McpServer,
     stop: impl std::future::Future<Output = ()>,
 ) -> Result<Exit, StartError> {
-    serve_io(config, server, tokio::io::stdin(), tokio::io::stdout(), stop).await
+    let (input, output) = crate::transport::stdio::standard_streams();
+    serve_io(config, server, input, output, stop).await
 }
 
 /// [`serve_stdio_until`] on any pair of byte streams (the crate's tests use pipes).

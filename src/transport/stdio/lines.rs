@@ -1,10 +1,42 @@
 //! The stdio transport's framing: newline-delimited JSON-RPC messages, read with a bound
-//! on each line and written whole, one per line.
+//! on each line and written whole, one per line; and the process's standard streams.
+
+use std::os::fd::AsFd;
 
 use bytes::Bytes;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+
+/// Stdin and stdout for the transport. Where they are pipes (what a client that starts
+/// the server gives it) they are read and written non-blocking on the runtime's reactor:
+/// no thread hop per read or write (tokio's `stdin()` and `stdout()` make each one a
+/// blocking call on a pool thread, which cost a quarter of a lone call's CPU), and a
+/// pending read can be dropped. A terminal or a file keeps tokio's blocking streams.
+/// The pipes' descriptions become non-blocking for whoever else shares them.
+pub(crate) fn standard_streams() -> (
+    Box<dyn AsyncRead + Unpin + Send>,
+    Box<dyn AsyncWrite + Unpin + Send>,
+) {
+    use tokio::net::unix::pipe;
+    let input: Box<dyn AsyncRead + Unpin + Send> = match std::io::stdin()
+        .as_fd()
+        .try_clone_to_owned()
+        .and_then(|fd| pipe::Receiver::from_file(std::fs::File::from(fd)))
+    {
+        Ok(pipe) => Box::new(pipe),
+        Err(_) => Box::new(tokio::io::stdin()),
+    };
+    let output: Box<dyn AsyncWrite + Unpin + Send> = match std::io::stdout()
+        .as_fd()
+        .try_clone_to_owned()
+        .and_then(|fd| pipe::Sender::from_file(std::fs::File::from(fd)))
+    {
+        Ok(pipe) => Box::new(pipe),
+        Err(_) => Box::new(tokio::io::stdout()),
+    };
+    (input, output)
+}
 
 /// One line of input.
 #[derive(Debug, PartialEq)]

@@ -46,6 +46,7 @@ use crate::session::SessionHandle;
 use crate::session::table::MAX_SUBSCRIPTIONS;
 use crate::telemetry::operation::{Operation, Outcome};
 use lines::Line;
+pub(crate) use lines::standard_streams;
 use outbox::{Asker, Command, StdioOutbox};
 
 /// Lines read ahead of dispatch.
