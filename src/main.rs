@@ -287,14 +287,7 @@ fn main() -> ExitCode {
         };
         println!("otpmcp serving MCP at {}", app.url());
         let code = tokio::select! {
-            exit = app.wait() => match exit {
-                Exit::Escalated(why) => {
-                    tracing::error!(reason = %why, "supervision tree gave up; exiting");
-                    eprintln!("otpmcp: supervision tree gave up: {why}");
-                    ExitCode::FAILURE
-                }
-                Exit::Shutdown => ExitCode::SUCCESS,
-            },
+            exit = app.wait() => exit_code(exit),
             signal = stop_signal() => {
                 tracing::info!(signal, "stopping");
                 app.shutdown().await;
@@ -324,12 +317,7 @@ fn stdio(runtime: tokio::runtime::Runtime, config: Config) -> ExitCode {
         };
         let code = match otpmcp::serve_stdio_until(config, otpmcp::McpServer::default(), stop).await
         {
-            Ok(Exit::Shutdown) => ExitCode::SUCCESS,
-            Ok(Exit::Escalated(why)) => {
-                tracing::error!(reason = %why, "supervision tree gave up; exiting");
-                eprintln!("otpmcp: supervision tree gave up: {why}");
-                ExitCode::FAILURE
-            }
+            Ok(exit) => exit_code(exit),
             Err(e) => {
                 tracing::error!(error = %e, "could not start");
                 eprintln!("otpmcp: {e}");
@@ -342,6 +330,18 @@ fn stdio(runtime: tokio::runtime::Runtime, config: Config) -> ExitCode {
     // A read of stdin blocks a thread and cannot be cancelled: do not wait for it.
     runtime.shutdown_timeout(std::time::Duration::from_millis(100));
     code
+}
+
+/// The exit code of a tree that ended: 0 after a stop, 1 when it gave up (escalation).
+fn exit_code(exit: Exit) -> ExitCode {
+    match exit {
+        Exit::Shutdown => ExitCode::SUCCESS,
+        Exit::Escalated(why) => {
+            tracing::error!(reason = %why, "supervision tree gave up; exiting");
+            eprintln!("otpmcp: supervision tree gave up: {why}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 /// The multi-threaded runtime both commands run on, or the exit code when it cannot start.

@@ -58,6 +58,20 @@ async fn run(mut cmd: Command) -> Output {
     out
 }
 
+/// Node running `tests/interop/<script>` with the pinned TypeScript SDK. ES modules
+/// resolve packages from the script's own directory, so it runs a copy named `copy`
+/// placed beside the installed SDK.
+fn typescript(script: &str, copy: &str) -> Command {
+    let placed = cached("node-clients").join(copy);
+    let source = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/interop")
+        .join(script);
+    std::fs::copy(&source, &placed).unwrap_or_else(|e| panic!("copy the client script: {e}"));
+    let mut cmd = Command::new(node());
+    cmd.arg(&placed);
+    cmd
+}
+
 /// A server with the tests' short `retry:` hint (100 ms).
 async fn server() -> TestServer {
     TestServer::start(|_| {}).await
@@ -153,16 +167,8 @@ async fn fastmcp_runs_a_task_to_its_result_and_cancels_one() {
 #[tokio::test]
 async fn the_typescript_sdk_lists_calls_gets_progress_and_resumes() {
     let server = server().await;
-    // ES modules resolve packages from the script's own directory: run a copy placed
-    // beside the installed SDK.
-    let script = cached("node-clients").join("otpmcp_ts_client.mjs");
-    std::fs::copy(
-        concat!(env!("CARGO_MANIFEST_DIR"), "/tests/interop/ts_client.mjs"),
-        &script,
-    )
-    .unwrap_or_else(|e| panic!("copy the client script: {e}"));
-    let mut cmd = Command::new(node());
-    cmd.arg(&script).arg(&server.url);
+    let mut cmd = typescript("ts_client.mjs", "otpmcp_ts_client.mjs");
+    cmd.arg(&server.url);
     let out = run(cmd).await;
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "ok");
     server.shutdown().await;
@@ -271,14 +277,8 @@ async fn the_python_sdk_resumes_a_long_call_across_replicas_with_a_short_retry_h
 #[tokio::test]
 async fn the_typescript_sdk_works_across_replicas_behind_a_balancer() {
     let (_redis, a, b, balancer) = two_replicas().await;
-    let script = cached("node-clients").join("otpmcp_ts_client_lb.mjs");
-    std::fs::copy(
-        concat!(env!("CARGO_MANIFEST_DIR"), "/tests/interop/ts_client.mjs"),
-        &script,
-    )
-    .unwrap_or_else(|e| panic!("copy the client script: {e}"));
-    let mut cmd = Command::new(node());
-    cmd.arg(&script).arg(balancer.url("/mcp"));
+    let mut cmd = typescript("ts_client.mjs", "otpmcp_ts_client_lb.mjs");
+    cmd.arg(balancer.url("/mcp"));
     let out = run(cmd).await;
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "ok");
     let spread = balancer.spread();
@@ -373,14 +373,8 @@ async fn the_python_sdk_opens_a_session_over_stdio_in_legacy_mode() {
 
 #[tokio::test]
 async fn the_typescript_sdk_stdio_transport_launches_the_server() {
-    let script = cached("node-clients").join("otpmcp_ts_stdio.mjs");
-    std::fs::copy(
-        concat!(env!("CARGO_MANIFEST_DIR"), "/tests/interop/ts_stdio.mjs"),
-        &script,
-    )
-    .unwrap_or_else(|e| panic!("copy the client script: {e}"));
-    let mut cmd = Command::new(node());
-    cmd.arg(&script).arg(everything()).arg("--stdio");
+    let mut cmd = typescript("ts_stdio.mjs", "otpmcp_ts_stdio.mjs");
+    cmd.arg(everything()).arg("--stdio");
     let out = run(cmd).await;
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "ok");
 }
