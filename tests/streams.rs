@@ -81,42 +81,82 @@ async fn a_post_stream_closed_for_idleness_is_resumed_by_polling() {
     server.shutdown().await;
 }
 
-/// Events a slow-reader test asks for: ~2.5 MB, far more than the socket buffers hold.
-const COUNT: u64 = 20_000;
+/// Progress notes the `bulky` tool sends, 64 KiB each: 10 MiB, far more than a loopback
+/// socket's buffers hold (about 3 MB here), so a client that reads nothing leaves most of
+/// it with the server.
+const COUNT: u64 = 160;
 
-/// Starts `stream_events(count)` on a socket that reads nothing (4 KiB receive buffer)
-/// and waits until the call has stored its response.
-async fn call_without_reading(server: &TestServer, count: u64) -> (Client, common::SlowSocket) {
+/// A server whose `bulky` tool sends [`COUNT`] progress notes of 64 KiB, then answers
+/// "sent 160"; its sessions keep all of them.
+async fn bulky_server(tweak: impl FnOnce(&mut otpmcp::config::Config)) -> TestServer {
+    use otpmcp::handler::{ToolRegistry, tool};
+    let mut tools = ToolRegistry::default();
+    tools.register(tool("bulky", |(), ctx| async move {
+        let text = "x".repeat(64 * 1024);
+        for i in 1..=COUNT {
+            ctx.progress(i as f64, None, Some(text.clone())).await?;
+        }
+        Ok(format!("sent {COUNT}"))
+    }));
+    let tweak = |c: &mut otpmcp::config::Config| {
+        c.sse.max_session_bytes = 64 << 20;
+        tweak(c);
+    };
+    TestServer::start_with(tweak, otpmcp::McpServer::new(tools)).await
+}
+
+/// Starts `bulky` on a socket that reads nothing (4 KiB receive buffer) and waits until
+/// the call has stored its response.
+async fn call_without_reading(server: &TestServer) -> (Client, common::SlowSocket) {
     let mut client = server.client();
     client.initialize().await;
     let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
-        "name": "stream_events", "arguments": {"count": count, "interval_ms": 0},
-        "_meta": {"progressToken": "t"}}});
+        "name": "bulky", "arguments": {}, "_meta": {"progressToken": "t"}}});
     let session = client.session.clone().unwrap_or_default();
     let slow = common::SlowSocket::post(&server.url, &session, &call).await;
     server
-        .wait_for_response_stored(client.session_id(), 1, count)
+        .wait_for_response_stored(client.session_id(), 1, COUNT)
         .await;
     (client, slow)
 }
 
+/// Connections cut as too slow so far, in this process.
+fn slow_consumer_cuts() -> u64 {
+    use otpmcp::telemetry::metrics::{CONNECTIONS_CUT, Cut};
+    CONNECTIONS_CUT
+        .each()
+        .find(|(cut, _)| *cut == Cut::SlowConsumer)
+        .map_or(0, |(_, n)| n)
+}
+
+/// Reads `reader` to its end, checking that progress 1..=`count` came in order.
+async fn read_in_order(mut reader: common::SseReader, count: u64) -> Transcript {
+    let mut t = Transcript::default();
+    for f in reader.rest().await {
+        t.add(&f);
+    }
+    assert_eq!(
+        t.progress,
+        (1..=count).collect::<Vec<u64>>(),
+        "every event, in order"
+    );
+    t
+}
+
 #[tokio::test]
 async fn a_slow_reader_is_cut_off_and_resumes_without_loss() {
-    // The session keeps every event: the cut may come after the first few (the handler
-    // does not wait for each to be stored), and the cap is not what is tested here.
-    let server = TestServer::start(|c| {
-        c.sse.stream_buffer = nz!(8);
-        c.sse.max_session_events = nz!(2 * COUNT as usize);
-    })
-    .await;
-    let (client, slow) = call_without_reading(&server, COUNT).await;
+    // What the socket does not take waits within the byte budget (256 KiB), and the
+    // 10 MiB of the call go far past it: the client is cut off.
+    let server = bulky_server(|c| c.sse.stream_buffer = nz!(8)).await;
+    let (client, slow) = call_without_reading(&server).await;
     let count = COUNT;
     let mut t = Transcript::default();
     let mut last = None;
     for f in slow.frames().await {
         assert!(
             !t.add(&f),
-            "the slow connection was closed before the response"
+            "the slow connection was closed before the response ({} events)",
+            t.progress.len()
         );
         last = f.id.clone().or(last);
     }
@@ -135,7 +175,7 @@ async fn a_slow_reader_is_cut_off_and_resumes_without_loss() {
         (1..=count).collect::<Vec<_>>(),
         "nothing lost, nothing twice"
     );
-    assert_eq!(t.result_text(), Some(format!("streamed {count} events")));
+    assert_eq!(t.result_text().as_deref(), Some("sent 160"));
     server.shutdown().await;
 }
 
@@ -217,14 +257,13 @@ async fn a_client_that_stops_reading_is_disconnected_after_write_timeout() {
     // A buffer that holds the whole call, so that the connection is not cut as a slow
     // consumer first (which ends the body cleanly if what was written fits the socket
     // buffers): the write itself must block.
-    let server = TestServer::start(|c| {
-        c.sse.stream_buffer = nz!(2 * COUNT as usize);
+    let server = bulky_server(|c| {
+        c.sse.stream_buffer = nz!(4 * COUNT as usize);
         c.sse.stream_buffer_bytes = nz!(64 << 20);
-        c.sse.max_session_events = nz!(2 * COUNT as usize);
         c.server.write_timeout = write_timeout;
     })
     .await;
-    let (_client, slow) = call_without_reading(&server, COUNT).await;
+    let (_client, slow) = call_without_reading(&server).await;
     // The condition under test is the passage of the write timeout.
     tokio::time::sleep(write_timeout.get() * 3).await;
     let raw = slow.raw().await;
@@ -276,7 +315,6 @@ async fn clients_before_2025_11_25_get_no_priming_event_and_no_idle_close_before
 /// not cut as too slow. Before, a replay was queued whole and overflowed the buffer.
 #[tokio::test]
 async fn a_replay_larger_than_the_buffer_is_paced_by_the_reader() {
-    use otpmcp::telemetry::metrics::{CONNECTIONS_CUT, Cut};
     let server = TestServer::start(|c| {
         c.sse.stream_buffer = nz!(8);
         c.sse.stream_buffer_bytes = nz!(16 * 1024);
@@ -297,31 +335,40 @@ async fn a_replay_larger_than_the_buffer_is_paced_by_the_reader() {
     server
         .wait_for_response_stored(client.session_id(), 1, count)
         .await;
-    let cut = || {
-        CONNECTIONS_CUT
-            .each()
-            .find(|(cut, _)| *cut == Cut::SlowConsumer)
-            .map_or(0, |(_, n)| n)
-    };
-    let before = cut();
+    let before = slow_consumer_cuts();
     let replayed = otpmcp::telemetry::metrics::EVENTS_REPLAYED.get();
-    let mut t = Transcript::default();
-    let mut resumed = client.resume(&first).await;
-    for f in resumed.rest().await {
-        t.add(&f);
-    }
-    assert_eq!(
-        t.progress,
-        (1..=count).collect::<Vec<u64>>(),
-        "every event, in order"
-    );
+    let t = read_in_order(client.resume(&first).await, count).await;
     assert_eq!(t.result_text().as_deref(), Some("streamed 9000 events"));
-    assert_eq!(cut(), before, "not cut as a slow consumer");
+    assert_eq!(slow_consumer_cuts(), before, "not cut as a slow consumer");
     assert_eq!(
         otpmcp::telemetry::metrics::EVENTS_REPLAYED.get() - replayed,
         count + 1,
         "every page counted as replayed"
     );
+    server.shutdown().await;
+}
+
+/// A burst that fills the connection's buffer (2 frames here) while the client reads
+/// nothing waits behind it, within the byte budget (16 MiB here), and goes out as the
+/// client reads: every event and the response arrive on the one connection. Before, the
+/// first live event that found the buffer full cut the client as too slow.
+#[tokio::test]
+async fn a_burst_past_the_frame_buffer_waits_for_the_reader() {
+    let server = bulky_server(|c| {
+        c.sse.stream_buffer = nz!(2);
+        c.sse.stream_buffer_bytes = nz!(16 << 20);
+    })
+    .await;
+    let mut client = server.client();
+    client.initialize().await;
+    let before = slow_consumer_cuts();
+    let call = client.call_stream("bulky", json!({}), Some("t")).await;
+    server
+        .wait_for_response_stored(client.session_id(), 1, COUNT)
+        .await;
+    let t = read_in_order(call, COUNT).await;
+    assert_eq!(t.result_text().as_deref(), Some("sent 160"));
+    assert_eq!(slow_consumer_cuts(), before, "not cut as a slow consumer");
     server.shutdown().await;
 }
 

@@ -46,12 +46,12 @@ pub struct SseConfig {
     /// Store events and honour `Last-Event-ID`. When false, frames carry no `id:` line,
     /// nothing is stored and `Last-Event-ID` is ignored.
     pub enable_replay: bool,
-    /// Frames buffered per connection before the client counts as too slow and the
-    /// connection is closed (it resumes from the store).
+    /// Frames buffered per connection. Past it, what comes next waits within
+    /// `stream_buffer_bytes`.
     pub stream_buffer: NonZeroUsize,
     /// Bytes buffered per connection, within `stream_buffer` frames. A replay is written
-    /// as the client reads it, within this budget; a live event that does not fit (or
-    /// live events waiting behind a replay past it) make the client too slow: the
+    /// as the client reads it, within this budget; live events that do not fit wait
+    /// behind, within as much again, and past that the client is too slow: the
     /// connection is closed and the client resumes from the store. One event larger than
     /// the budget still goes out alone. Without it, a resume of a 16 MiB stream that the
     /// client does not read held all 16 MiB in frames. Also the budget of a

@@ -44,7 +44,8 @@ pub enum CloseReason {
     ClientGone,
     /// No event for `stream_timeout`.
     IdleTimeout,
-    /// The client read too slowly and the buffer filled.
+    /// The client read too slowly: the buffer filled, and the events waiting behind it
+    /// went past the byte budget.
     SlowConsumer,
     /// Another connection resumed the same stream.
     Superseded,

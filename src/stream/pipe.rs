@@ -1,8 +1,8 @@
 //! The bounded buffer between a stream actor and its HTTP body, counted in frames and in
 //! bytes. One frame larger than the byte budget still passes when the buffer is empty, so
 //! a large event is never stuck; otherwise a frame that does not fit is refused and the
-//! actor decides: a live event means the client is too slow (it is disconnected and
-//! resumes from the store), a replay waits for room.
+//! actor waits for room, holding what is to come within its own budget (past that the
+//! client is too slow: it is disconnected and resumes from the store).
 //!
 //! When the actor waits for room, the body tells it ([`StreamMsg::Drained`]) once half of
 //! the byte budget is free again.
@@ -50,9 +50,10 @@ pub enum PipeError {
     Closed,
 }
 
-/// A pipe holding at most `frames` frames and `bytes` bytes.
+/// A pipe holding at most `frames` frames and `bytes` bytes. A frame whose payload is
+/// shared takes three places (head, payload, tail), and always fits in an empty pipe.
 pub fn pipe(frames: usize, bytes: usize) -> (PipeTx, PipeRx) {
-    let (tx, rx) = mpsc::channel(frames.max(1));
+    let (tx, rx) = mpsc::channel(frames.max(Framed::MOST_PARTS));
     let room = Arc::new(Room {
         queued: AtomicUsize::new(0),
         limit: bytes.max(1),
@@ -74,7 +75,7 @@ impl PipeTx {
     }
 
     /// Whether `parts` buffers of `len` bytes in all would be taken now.
-    fn fits_parts(&self, len: usize, parts: usize) -> bool {
+    pub fn fits_parts(&self, len: usize, parts: usize) -> bool {
         let queued = self.room.queued.load(Ordering::Acquire);
         (queued == 0 || queued.saturating_add(len) <= self.room.limit)
             && self.tx.capacity() >= parts
@@ -90,7 +91,7 @@ impl PipeTx {
             return Err(PipeError::Closed);
         }
         let tail = Bytes::from_static(Framed::TAIL);
-        if !self.fits_parts(head.len() + data.len() + tail.len(), 3) {
+        if !self.fits_parts(head.len() + data.len() + tail.len(), Framed::MOST_PARTS) {
             return Err(PipeError::Full);
         }
         // This actor is the only sender, so the room checked is still there.
@@ -125,15 +126,15 @@ impl PipeTx {
     }
 
     /// Asks the body to send [`super::StreamMsg::Drained`] when it takes a frame with
-    /// half the byte budget free. Returns true instead when a frame of `len` bytes fits
-    /// already, and then no message comes. (Checking `len`, not half the budget: a frame
-    /// larger than half waits for an empty pipe, and a writer told "room" it cannot use
-    /// would spin, starving the body on a single-threaded runtime.)
-    pub fn wait_for_room(&self, len: usize) -> bool {
+    /// half the byte budget free. Returns true instead when `parts` buffers of `len`
+    /// bytes fit already, and then no message comes. (Checking `len`, not half the
+    /// budget: a frame larger than half waits for an empty pipe, and a writer told "room"
+    /// it cannot use would spin, starving the body on a single-threaded runtime.)
+    pub fn wait_for_room(&self, len: usize, parts: usize) -> bool {
         self.room.waiting.store(true, Ordering::SeqCst);
         // The body may have emptied the pipe before it could see the flag: take the flag
         // back; if the body took it first, its message is on the way.
-        self.fits(len) && self.room.waiting.swap(false, Ordering::SeqCst)
+        self.fits_parts(len, parts) && self.room.waiting.swap(false, Ordering::SeqCst)
     }
 }
 
@@ -160,6 +161,14 @@ mod tests {
 
     fn frame(n: usize) -> Bytes {
         Bytes::from(vec![b'x'; n])
+    }
+
+    /// A frame around a shared payload of `data` bytes.
+    fn around(head: usize, data: usize) -> Framed {
+        Framed::Around {
+            head: frame(head),
+            data: frame(data),
+        }
     }
 
     fn recv(rx: &mut PipeRx) -> Option<(Bytes, bool)> {
@@ -192,7 +201,7 @@ mod tests {
         for _ in 0..4 {
             assert_eq!(tx.try_send(frame(25)), Ok(()));
         }
-        assert!(!tx.wait_for_room(25), "full: wait for the message");
+        assert!(!tx.wait_for_room(25, 1), "full: wait for the message");
         assert_eq!(
             recv(&mut rx).map(|(_, wake)| wake),
             Some(false),
@@ -204,7 +213,7 @@ mod tests {
             Some(false),
             "told once"
         );
-        assert!(tx.wait_for_room(25), "room already: no message will come");
+        assert!(tx.wait_for_room(25, 1), "room already: no message will come");
     }
 
     #[test]
@@ -212,27 +221,37 @@ mod tests {
         let (tx, mut rx) = pipe(16, 100);
         assert_eq!(tx.try_send(frame(10)), Ok(()));
         // 10 queued is under half the budget, but 95 more do not fit: no room yet.
-        assert!(!tx.wait_for_room(95), "wait for the message");
+        assert!(!tx.wait_for_room(95, 1), "wait for the message");
         assert_eq!(
             recv(&mut rx).map(|(_, wake)| wake),
             Some(true),
             "told once empty"
         );
-        assert!(tx.wait_for_room(95), "fits now");
+        assert!(tx.wait_for_room(95, 1), "fits now");
     }
 
     #[test]
     fn a_framed_message_goes_whole_or_not_at_all() {
         let (tx, mut rx) = pipe(4, 100);
-        let framed = Framed::Around {
-            head: frame(10),
-            data: frame(50),
-        };
+        let framed = around(10, 50);
         assert_eq!(tx.try_send_framed(framed.clone()), Ok(()));
         assert_eq!(tx.try_send(frame(1)), Ok(()), "a fourth frame fits");
         assert_eq!(tx.try_send_framed(framed), Err(PipeError::Full));
         let lens: Vec<usize> = std::iter::from_fn(|| recv(&mut rx).map(|(b, _)| b.len())).collect();
         assert_eq!(lens, vec![10, 50, 2, 1]);
+    }
+
+    #[test]
+    fn a_shared_frame_fits_an_empty_pipe_of_one_frame() {
+        let (tx, mut rx) = pipe(1, 100);
+        let framed = around(10, 50);
+        let (len, parts) = (framed.len(), framed.parts());
+        assert!(tx.fits_parts(len, parts), "an empty pipe takes it");
+        assert_eq!(tx.try_send_framed(framed), Ok(()));
+        assert!(!tx.wait_for_room(len, parts), "full: wait for the message");
+        let woken: Vec<bool> = std::iter::from_fn(|| recv(&mut rx).map(|(_, w)| w)).collect();
+        assert_eq!(woken, vec![false, true, false], "told once half the budget is free");
+        assert!(tx.wait_for_room(len, parts), "empty again");
     }
 
     #[test]

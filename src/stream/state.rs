@@ -6,7 +6,8 @@
 //! ([`crate::event_store::REPLAY_PAGE`] events), what does not fit in the pipe waits in
 //! `replay` until the body says there is room, and the next page is read once this one is
 //! written. Live events that arrive meanwhile queue behind the replay, within the pipe's
-//! byte budget; past it the client counts as too slow. A client that reads nothing
+//! byte budget; past it the client counts as too slow. So do live events that find the
+//! pipe full: a burst may outrun the body for a moment. A client that reads nothing
 //! therefore costs a page and that budget, whatever the size of what it resumes.
 
 use std::collections::VecDeque;
@@ -38,6 +39,15 @@ enum Pending {
 }
 
 impl Pending {
+    /// Whether this is the stream's last event (a request's response).
+    fn is_last(&self) -> bool {
+        match self {
+            Self::Event(e) => e.last,
+            Self::Unstored { last, .. } => *last,
+            Self::Frame(_) => false,
+        }
+    }
+
     fn len(&self) -> usize {
         match self {
             Self::Event(e) => e.payload.len(),
@@ -278,12 +288,8 @@ impl StreamState {
         if self.replaying() {
             return self.queue_live(Pending::Event(event));
         }
-        self.write_framed(self.frame(&event))?;
-        self.last_activity = Instant::now();
-        if event.last {
-            return Err(CloseReason::Completed);
-        }
-        Ok(())
+        let framed = self.frame(&event);
+        self.write_live(framed, Pending::Event(event))
     }
 
     /// An event the store could not keep: written without an id.
@@ -298,12 +304,31 @@ impl StreamState {
         if self.replaying() {
             return self.queue_live(Pending::Unstored { payload, last });
         }
-        self.write(sse::message(None, &payload))?;
-        self.last_activity = Instant::now();
-        if last {
-            return Err(CloseReason::Completed);
+        let framed = sse::Framed::Whole(sse::message(None, &payload));
+        self.write_live(framed, Pending::Unstored { payload, last })
+    }
+
+    /// Writes a live event now. If the pipe is full it waits behind what is there, as it
+    /// would behind a replay, and goes out as the body makes room: a burst that outruns
+    /// the body for a moment is not a slow client. Past the byte budget it is.
+    fn write_live(&mut self, framed: sse::Framed, pending: Pending) -> Result<(), CloseReason> {
+        let Some(tx) = &self.tx else {
+            return Err(CloseReason::ClientGone);
+        };
+        match tx.try_send_framed(framed) {
+            Ok(()) => {
+                self.last_activity = Instant::now();
+                if pending.is_last() {
+                    return Err(CloseReason::Completed);
+                }
+                Ok(())
+            }
+            Err(PipeError::Full) => {
+                self.queue_live(pending)?;
+                self.pump()
+            }
+            Err(PipeError::Closed) => Err(CloseReason::ClientGone),
         }
-        Ok(())
     }
 
     /// The stream ended (or the store closes it): at once, or after the replay for a
@@ -367,9 +392,9 @@ impl StreamState {
                 }
             }
             // The chunk goes first: it holds what came before the large frame.
-            let len = match (&self.large, self.chunk.is_empty()) {
-                (_, false) => self.chunk.len(),
-                (Some(large), true) => large.len(),
+            let (len, parts) = match (&self.large, self.chunk.is_empty()) {
+                (_, false) => (self.chunk.len(), 1),
+                (Some(large), true) => (large.len(), large.parts()),
                 // Done, or waiting for the next page of the replay.
                 (None, true) if self.pages.is_some() => return Ok(()),
                 (None, true) => return self.finish.map_or(Ok(()), Err),
@@ -377,8 +402,8 @@ impl StreamState {
             let Some(tx) = &self.tx else {
                 return Err(CloseReason::ClientGone);
             };
-            if !tx.fits(len) {
-                if tx.wait_for_room(len) {
+            if !tx.fits_parts(len, parts) {
+                if tx.wait_for_room(len, parts) {
                     continue;
                 }
                 return Ok(());

@@ -68,6 +68,17 @@ impl Framed {
     /// The trailer of [`Framed::Around`].
     pub const TAIL: &'static [u8] = b"\n\n";
 
+    /// The most buffers one frame is written as.
+    pub const MOST_PARTS: usize = 3;
+
+    /// How many buffers the frame is written as.
+    pub fn parts(&self) -> usize {
+        match self {
+            Self::Whole(_) => 1,
+            Self::Around { .. } => Self::MOST_PARTS,
+        }
+    }
+
     /// Bytes on the wire.
     pub fn len(&self) -> usize {
         match self {
