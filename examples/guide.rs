@@ -105,12 +105,15 @@ pub(crate) fn server() -> McpServer {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let config = Config::load(&std::env::current_dir()?, &[])?; // ./sys.toml, OTPMCP__ vars
     if std::env::args().any(|arg| arg == "--stdio") {
+        // OTPMCP__ vars only: a client starts this inside a workspace whose ./sys.toml
+        // the user may not have written.
+        let config = Config::load_overlays(&[])?;
         // Until stdin closes; nothing but MCP may be printed to stdout.
         serve_stdio(config, server()).await?;
         return Ok(());
     }
+    let config = Config::load(&std::env::current_dir()?, &[])?; // ./sys.toml, OTPMCP__ vars
     let app = start_with(config, server()).await?;
     println!("serving MCP at {}", app.url());
     tokio::signal::ctrl_c().await?;

@@ -33,11 +33,14 @@ OTPMCP__SSE__KEEPALIVE_INTERVAL=10s (docs/configuration.md).
 Serves MCP on stdin and stdout (newline-delimited JSON-RPC, both protocol eras), for
 clients that start the server as a subprocess; logs go to stderr. Ends when stdin
 closes, after running requests finish (up to server.shutdown_timeout), with exit 0.
+Reads only the --config files and the environment, never ./sys.toml: a client starts
+it inside a workspace whose files the user may not have written.
 
-       otpmcp config check [FILE]...
+       otpmcp config check [--stdio] [FILE]...
 Loads the configuration as serve would (./sys.toml, each FILE as a --config overlay,
-the environment) and validates it: prints every key's effective value and where it
-came from, or the error, naming the key. Exits 0 if valid, 2 if not.
+the environment; with --stdio, as stdio would: no ./sys.toml) and validates it: prints
+every key's effective value and where it came from, or the error, naming the key.
+Exits 0 if valid, 2 if not.
 
        otpmcp proxy --upstream URL --record FILE [--overwrite] [--redact H1,H2]
                     [--keep-session-ids] [--bind ADDR:PORT] [--allowed-host H]...
@@ -193,6 +196,7 @@ fn parse_args() -> Result<Args, String> {
 /// `otpmcp config check [FILE]...`: the effective configuration with each value's source.
 fn config_check(args: impl Iterator<Item = String>) -> ExitCode {
     let mut files = Vec::new();
+    let mut stdio = false;
     let mut args = args.peekable();
     if args.next().as_deref() != Some("check") {
         eprintln!("otpmcp: config: the one subcommand is `check`\n{USAGE}");
@@ -200,6 +204,7 @@ fn config_check(args: impl Iterator<Item = String>) -> ExitCode {
     }
     while let Some(arg) = args.next() {
         match arg.as_str() {
+            "--stdio" => stdio = true,
             "--config" => match args.next() {
                 Some(file) => files.push(PathBuf::from(file)),
                 None => {
@@ -216,7 +221,8 @@ fn config_check(args: impl Iterator<Item = String>) -> ExitCode {
     }
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
     let env: Vec<(String, String)> = std::env::vars().collect();
-    match Config::explain(&cwd, &files, env) {
+    let dir = (!stdio).then_some(cwd.as_path());
+    match Config::explain(dir, &files, env) {
         Ok((_, effective)) => {
             for e in &effective {
                 let line = format!("{} = {}", e.key, e.value);
@@ -250,7 +256,14 @@ fn main() -> ExitCode {
         }
     };
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
-    let mut config = match Config::load(&cwd, &args.configs) {
+    // stdio never reads ./sys.toml: see `Config::load_overlays`.
+    let dir = (!args.stdio).then_some(cwd.as_path());
+    let files = Config::files(dir, &args.configs);
+    let loaded = match dir {
+        Some(dir) => Config::load(dir, &args.configs),
+        None => Config::load_overlays(&args.configs),
+    };
+    let mut config = match loaded {
         Ok(config) => config,
         Err(e) => {
             eprintln!("otpmcp: {e}");
@@ -265,7 +278,7 @@ fn main() -> ExitCode {
         Err(code) => return code,
     };
     if args.stdio {
-        return stdio(runtime, config);
+        return stdio(runtime, config, files);
     }
     // The batch exporter and the subscriber are set up inside the runtime so that the
     // exporter's HTTP client finds it.
@@ -277,6 +290,7 @@ fn main() -> ExitCode {
                 return ExitCode::from(2);
             }
         };
+        log_files(&files);
         let mut app = match otpmcp::start(config).await {
             Ok(app) => app,
             Err(e) => {
@@ -302,7 +316,7 @@ fn main() -> ExitCode {
 
 /// `otpmcp stdio`: serves the default server on stdin and stdout until stdin closes (or
 /// SIGINT/SIGTERM).
-fn stdio(runtime: tokio::runtime::Runtime, config: Config) -> ExitCode {
+fn stdio(runtime: tokio::runtime::Runtime, config: Config, files: Vec<PathBuf>) -> ExitCode {
     let code = runtime.block_on(async move {
         let telemetry = match otpmcp::init_telemetry(&config.telemetry) {
             Ok(guard) => guard,
@@ -311,6 +325,7 @@ fn stdio(runtime: tokio::runtime::Runtime, config: Config) -> ExitCode {
                 return ExitCode::from(2);
             }
         };
+        log_files(&files);
         let stop = async {
             let signal = stop_signal().await;
             tracing::info!(signal, "stopping");
@@ -330,6 +345,13 @@ fn stdio(runtime: tokio::runtime::Runtime, config: Config) -> ExitCode {
     // A read of stdin blocks a thread and cannot be cancelled: do not wait for it.
     runtime.shutdown_timeout(std::time::Duration::from_millis(100));
     code
+}
+
+/// Says at start-up which files the configuration came from (besides the defaults and
+/// the environment), so an operator sees what was read and what was not.
+fn log_files(files: &[PathBuf]) {
+    let names: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
+    tracing::info!(files = ?names, "configuration loaded");
 }
 
 /// The exit code of a tree that ended: 0 after a stop, 1 when it gave up (escalation).

@@ -387,7 +387,12 @@ async fn main() -> std::process::ExitCode {
         }
     }
     let cwd = std::env::current_dir().unwrap_or_else(|_| ".".into());
-    let mut config = match Config::load(&cwd, &[]) {
+    // Over stdio a client starts this inside a workspace: no ./sys.toml from there.
+    let loaded = match stdio {
+        true => Config::load_overlays(&[]),
+        false => Config::load(&cwd, &[]),
+    };
+    let mut config = match loaded {
         Ok(config) => config,
         Err(e) => {
             eprintln!("everything: {e}");

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::{Config, ConfigError, DEFAULT_FILE, ENV_PREFIX, ENV_SEPARATOR};
+use super::{Config, ConfigError, ENV_PREFIX, ENV_SEPARATOR};
 
 /// Keys whose values are secrets: reported as set, not printed.
 const SECRETS: &[&str] = &[
@@ -47,18 +47,17 @@ pub struct Effective {
 }
 
 impl Config {
-    /// Loads and validates the configuration as [`Config::load_with_env`] does, and
-    /// lists every key of the result with its value and source, in key order.
+    /// Loads and validates the configuration as [`Config::load_with_env`] does (or, with
+    /// no `dir`, as [`Config::load_overlays_with_env`] does), and lists every key of the
+    /// result with its value and source, in key order.
     pub fn explain(
-        dir: &Path,
+        dir: Option<&Path>,
         overlays: &[PathBuf],
         env: impl IntoIterator<Item = (String, String)> + Clone,
     ) -> Result<(Config, Vec<Effective>), ConfigError> {
-        let config = Self::load_with_env(dir, overlays, env.clone())?;
+        let config = Self::read(dir, overlays, env.clone())?;
         let mut layers: Vec<(ValueSource, Vec<String>)> = Vec::new();
-        let base = dir.join(DEFAULT_FILE);
-        let files = base.is_file().then_some(base).into_iter();
-        for path in files.chain(overlays.iter().cloned()) {
+        for path in Self::files(dir, overlays) {
             layers.push((ValueSource::File(path.clone()), file_keys(&path)?));
         }
         let prefix = format!("{ENV_PREFIX}{ENV_SEPARATOR}");
@@ -168,7 +167,7 @@ mod tests {
             "OTPMCP__SSE__KEEPALIVE_INTERVAL".to_owned(),
             "10s".to_owned(),
         )];
-        let explained = Config::explain(&dir, std::slice::from_ref(&file), env);
+        let explained = Config::explain(Some(&dir), std::slice::from_ref(&file), env);
         let (config, effective) = explained.unwrap_or_else(|e| panic!("{e}"));
         let _ = std::fs::remove_dir_all(&dir);
         assert_eq!(config.server.max_sessions.get(), 5);

@@ -1,7 +1,8 @@
 //! Configuration: the [`Config`] struct mirrors `sys.toml`, one file here per section.
 //!
 //! Sources, later ones winning: built-in defaults, `sys.toml` in the working directory
-//! (if present), each `--config FILE` overlay, environment variables
+//! (if present; never for `otpmcp stdio`, see [`Config::load_overlays`]), each
+//! `--config FILE` overlay, environment variables
 //! `OTPMCP__<SECTION>__<KEY>` (e.g. `OTPMCP__SSE__KEEPALIVE_INTERVAL=10s`), then `--bind`.
 //! Durations are human-readable: `150ms`, `30s`, `5m`, `1h`, `1d` (a bare number is
 //! milliseconds). Every error names the key it is about.
@@ -87,7 +88,7 @@ impl Config {
     /// Loads `sys.toml` from `dir` (if present), then `overlays` in order, then the
     /// environment, and validates the result.
     pub fn load(dir: &Path, overlays: &[PathBuf]) -> Result<Self, ConfigError> {
-        Self::load_with_env(dir, overlays, std::env::vars())
+        Self::read(Some(dir), overlays, std::env::vars())
     }
 
     /// [`Config::load`] with an explicit environment, for tests.
@@ -96,11 +97,49 @@ impl Config {
         overlays: &[PathBuf],
         env: impl IntoIterator<Item = (String, String)>,
     ) -> Result<Self, ConfigError> {
-        let mut builder = config::Config::builder().add_source(
-            config::File::from(dir.join(DEFAULT_FILE))
-                .format(config::FileFormat::Toml)
-                .required(false),
-        );
+        Self::read(Some(dir), overlays, env)
+    }
+
+    /// Loads only `overlays` and the environment: no `sys.toml` from the working
+    /// directory. `otpmcp stdio` loads this way because a desktop or IDE client starts it
+    /// inside the user's workspace, whose files the user may not have written: a
+    /// repository must not be able to add programs, lower isolation or redirect
+    /// telemetry and the store by shipping a `sys.toml`.
+    pub fn load_overlays(overlays: &[PathBuf]) -> Result<Self, ConfigError> {
+        Self::read(None, overlays, std::env::vars())
+    }
+
+    /// [`Config::load_overlays`] with an explicit environment, for tests.
+    pub fn load_overlays_with_env(
+        overlays: &[PathBuf],
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Self, ConfigError> {
+        Self::read(None, overlays, env)
+    }
+
+    /// The files a load reads, in order: `sys.toml` in `dir` when `dir` is given and the
+    /// file exists, then `overlays`. What start-up logs as loaded.
+    pub fn files(dir: Option<&Path>, overlays: &[PathBuf]) -> Vec<PathBuf> {
+        let base = dir
+            .map(|dir| dir.join(DEFAULT_FILE))
+            .filter(|base| base.is_file());
+        base.into_iter().chain(overlays.iter().cloned()).collect()
+    }
+
+    /// Reads `sys.toml` from `dir` (when given), `overlays`, then `env`, and validates.
+    fn read(
+        dir: Option<&Path>,
+        overlays: &[PathBuf],
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Self, ConfigError> {
+        let mut builder = config::Config::builder();
+        if let Some(dir) = dir {
+            builder = builder.add_source(
+                config::File::from(dir.join(DEFAULT_FILE))
+                    .format(config::FileFormat::Toml)
+                    .required(false),
+            );
+        }
         for path in overlays {
             if !path.is_file() {
                 return Err(ConfigError::MissingFile(path.clone()));
