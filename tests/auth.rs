@@ -795,8 +795,11 @@ async fn an_address_refused_too_often_gets_429_before_its_token_is_checked() {
     .await;
     issuer.opaque("good", active(json!({})));
     assert_eq!(try_initialize(&server.url, Some("good")).await.0, 200);
-    assert_eq!(try_initialize(&server.url, None).await.0, 401);
-    for n in 0..2 {
+    // A request without any token is OAuth discovery, not a failure (issue 36, finding 3).
+    for _ in 0..5 {
+        assert_eq!(try_initialize(&server.url, None).await.0, 401);
+    }
+    for n in 0..3 {
         let token = format!("guess-{n}");
         assert_eq!(try_initialize(&server.url, Some(&token)).await.0, 401);
     }
@@ -819,6 +822,75 @@ async fn an_address_refused_too_often_gets_429_before_its_token_is_checked() {
         "no token was checked"
     );
     assert_eq!(issuer.jwks_fetches(), jwks, "no token was checked");
+    server.shutdown().await;
+}
+
+/// Issue 36, finding 3: behind the recommended nginx every TCP peer is nginx, so the
+/// failure count was everybody's. With nginx trusted (`server.trusted_proxies`) and its
+/// `X-Forwarded-For` read, one client (127.0.0.2) flooding bad tokens is refused alone:
+/// another (127.0.0.3) is still served, also after many requests without a token.
+#[tokio::test]
+async fn behind_nginx_one_client_flooding_bad_tokens_locks_out_only_itself() {
+    let issuer = Issuer::start().await;
+    let server = start(&issuer, |c| {
+        c.auth.max_failures_per_client = 5;
+        c.server.trusted_proxies = vec!["127.0.0.1/32".parse().unwrap_or_else(|e| panic!("{e}"))];
+    })
+    .await;
+    let port = server
+        .url
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.split('/').next());
+    let port: u16 = port
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("{}", server.url));
+    let nginx = common::nginx::Nginx::start(&[port]).await;
+    let from = |last: u8| {
+        reqwest::Client::builder()
+            .local_address(std::net::IpAddr::from([127, 0, 0, last]))
+            .build()
+            .unwrap_or_else(|e| panic!("{e}"))
+    };
+    let (attacker, user) = (from(2), from(3));
+    let body = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                   "clientInfo": {"name": "t", "version": "0"}}
+    });
+    let post = |http: &reqwest::Client, token: Option<&str>| {
+        let mut req = http
+            .post(&nginx.url)
+            .header("accept", common::ACCEPT_BOTH)
+            .header("content-type", "application/json")
+            .body(body.to_string());
+        if let Some(token) = token {
+            req = req.bearer_auth(token);
+        }
+        async move { Client::send(req).await.status().as_u16() }
+    };
+    let good = issuer.token(AUDIENCE, "alice", "mcp");
+    assert_eq!(post(&user, Some(&good)).await, 200, "served through nginx");
+    // The user's discovery requests count for nothing.
+    for _ in 0..8 {
+        assert_eq!(post(&user, None).await, 401);
+    }
+    let mut statuses = Vec::new();
+    for n in 0..8 {
+        statuses.push(post(&attacker, Some(&format!("bogus-{n}"))).await);
+    }
+    assert_eq!(statuses, [401, 401, 401, 401, 401, 429, 429, 429]);
+    assert_eq!(
+        post(&attacker, Some(&good)).await,
+        429,
+        "the flooder is refused"
+    );
+    assert_eq!(
+        post(&user, Some(&good)).await,
+        200,
+        "the other client is served"
+    );
+    drop(nginx);
     server.shutdown().await;
 }
 

@@ -13,11 +13,11 @@
 
 mod common;
 
-use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use common::nginx::Nginx;
 use common::redis::{RedisServer, free_port};
 use common::stateless::Stateless;
 use common::{Binary, Client, SseReader, Transcript, eventually, within};
@@ -59,57 +59,6 @@ async fn replica(redis: &str, port: u16) -> Binary {
         ],
     )
     .await
-}
-
-/// nginx with the recommended configuration, its upstreams and port rewritten.
-struct Nginx {
-    child: std::process::Child,
-    url: String,
-}
-
-impl Nginx {
-    async fn start(replicas: &[u16]) -> Self {
-        let dir = std::env::temp_dir().join(format!("otpmcp-nginx-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/nginx/otpmcp.conf");
-        let mut site = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{e}"));
-        for (n, port) in replicas.iter().enumerate() {
-            let shipped = format!("127.0.0.1:{}", 8081 + n);
-            assert!(site.contains(&shipped), "the shipped upstream {shipped}");
-            site = site.replace(&shipped, &format!("127.0.0.1:{port}"));
-        }
-        let port = free_port();
-        assert!(site.contains("listen 8080;"));
-        site = site.replace("listen 8080;", &format!("listen 127.0.0.1:{port};"));
-        std::fs::write(dir.join("otpmcp.conf"), site).unwrap_or_else(|e| panic!("{e}"));
-        let main = common::nginx::main_conf(&dir, &dir.join("otpmcp.conf"), true);
-        std::fs::write(dir.join("nginx.conf"), main).unwrap_or_else(|e| panic!("{e}"));
-        let child = common::nginx::command()
-            .arg("-p")
-            .arg(&dir)
-            .arg("-c")
-            .arg(dir.join("nginx.conf"))
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| panic!("nginx (./scripts/test installs Debian's): {e}"));
-        let addr = format!("127.0.0.1:{port}");
-        eventually("nginx to listen", || async {
-            tokio::net::TcpStream::connect(&addr).await.ok().map(drop)
-        })
-        .await;
-        Self {
-            child,
-            url: format!("http://{addr}/mcp"),
-        }
-    }
-}
-
-impl Drop for Nginx {
-    fn drop(&mut self) {
-        common::stop(&mut self.child);
-    }
 }
 
 /// What the load saw.

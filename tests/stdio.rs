@@ -361,7 +361,11 @@ async fn otpmcp_stdio_writes_only_protocol_and_exits_0_at_eof() {
 
 /// `otpmcp stdio` started in `dir` with `args`: every line of `input` written, stdin
 /// closed, and its stdout lines and stderr once it exits.
-async fn stdio_binary(dir: &std::path::Path, args: &[&str], input: &[Value]) -> (Vec<Value>, String) {
+async fn stdio_binary(
+    dir: &std::path::Path,
+    args: &[&str],
+    input: &[Value],
+) -> (Vec<Value>, String) {
     use std::process::Stdio;
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_otpmcp"))
         .arg("stdio")

@@ -42,7 +42,7 @@ pub use error::ConfigError;
 use error::invalid;
 pub use exec::{ArgsPolicy, ExecConfig, IsolationMode, ProgramConfig};
 pub use explain::{Effective, ValueSource};
-pub use server::ServerConfig;
+pub use server::{ClientAddressHeader, ServerConfig};
 pub use sse::SseConfig;
 pub use stateless::StatelessConfig;
 pub use store::{BackendKind, StoreConfig};
@@ -158,6 +158,7 @@ impl Config {
                 .list_separator(",")
                 .with_list_parse_key("server.allowed_hosts")
                 .with_list_parse_key("server.allowed_origins")
+                .with_list_parse_key("server.trusted_proxies")
                 .with_list_parse_key("admin.allowed_hosts")
                 .with_list_parse_key("admin.allowed_origins")
                 .with_list_parse_key("store.redis_nodes")

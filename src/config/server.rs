@@ -66,6 +66,54 @@ pub struct ServerConfig {
     /// Most connections open at once. Past it a new connection is answered 503 with
     /// `Retry-After` and closed, so file descriptors stay for the ones served.
     pub max_connections: NonZeroUsize,
+    /// The reverse proxies and load balancers in front of this server (addresses or
+    /// CIDRs). A request whose TCP peer is one of them counts as coming from the address
+    /// the proxy reports in `client_address_header`: the right-most address there that
+    /// is not itself a trusted proxy. Every per-address limit uses that address. Empty:
+    /// the TCP peer is the client.
+    #[serde(with = "cidrs")]
+    pub trusted_proxies: Vec<ipnet::IpNet>,
+    /// The header a trusted proxy reports the client's address in: `x-forwarded-for`
+    /// or `forwarded` (RFC 7239). Only one is read, the one the proxy sets (appending
+    /// to what the client sent): a client can write either header itself.
+    pub client_address_header: ClientAddressHeader,
+}
+
+/// Where a trusted proxy puts the client's address (`server.client_address_header`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+pub enum ClientAddressHeader {
+    /// `X-Forwarded-For: client, proxy1, proxy2`.
+    #[default]
+    #[serde(rename = "x-forwarded-for")]
+    XForwardedFor,
+    /// `Forwarded: for=client, for=proxy1` (RFC 7239).
+    #[serde(rename = "forwarded")]
+    Forwarded,
+}
+
+/// A list of networks written as addresses (`10.0.0.7`, a single host) or CIDRs
+/// (`10.0.0.0/8`), written back as CIDRs.
+mod cidrs {
+    use std::net::IpAddr;
+
+    use ipnet::IpNet;
+    use serde::{Deserialize, Deserializer, Serializer, de::Error as _};
+
+    pub(super) fn serialize<S: Serializer>(nets: &[IpNet], s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(nets.iter().map(ToString::to_string))
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<IpNet>, D::Error> {
+        Vec::<String>::deserialize(d)?
+            .iter()
+            .map(|text| {
+                let text = text.trim();
+                text.parse::<IpNet>()
+                    .or_else(|_| text.parse::<IpAddr>().map(IpNet::from))
+                    .map_err(|_| D::Error::custom(format!("{text:?} is not an address or a CIDR")))
+            })
+            .collect()
+    }
 }
 
 impl Default for ServerConfig {
@@ -87,6 +135,8 @@ impl Default for ServerConfig {
             body_timeout: NonZeroDuration::from_secs(30),
             max_connections: nz!(4096),
             max_progress_token_bytes: 256,
+            trusted_proxies: Vec::new(),
+            client_address_header: ClientAddressHeader::XForwardedFor,
         }
     }
 }

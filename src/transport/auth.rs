@@ -70,9 +70,10 @@ impl Gate {
         }
         let refuse = |reason: AuthRefusal, error: Option<AuthError>| {
             AUTH_REFUSED.inc(reason);
-            // Only the token's fault counts against the address: an authorization server
-            // that is away or busy is not the client's doing.
-            if !error.as_ref().is_some_and(AuthError::is_server_side) {
+            // Only a bad credential counts against the address: a request without any is
+            // ordinary OAuth discovery (the 401 tells the client where to get a token),
+            // and an authorization server that is away or busy is not the client's doing.
+            if error.as_ref().is_some_and(|e| !e.is_server_side()) {
                 self.failures.record(client);
             }
             Rejection::Unauthorized {

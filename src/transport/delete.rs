@@ -20,7 +20,7 @@ pub(crate) async fn handle(
     headers: HeaderMap,
 ) -> Response {
     let span = super::trace::http_span("DELETE", &headers);
-    let client = client.map(|Extension(ClientAddr(addr))| addr.ip());
+    let client = client.map(|Extension(ClientAddr(addr))| addr);
     async move {
         match terminate(&state, query.as_deref(), &headers, client).await {
             Ok(()) => StatusCode::OK.into_response(),

@@ -36,7 +36,7 @@ pub(crate) async fn handle(
 ) -> Response {
     let span = super::trace::http_span("GET", &headers);
     let stream_span = span.clone();
-    let client = client.map(|Extension(ClientAddr(addr))| addr.ip());
+    let client = client.map(|Extension(ClientAddr(addr))| addr);
     async move {
         match open(&state, query.as_deref(), &headers, client, stream_span).await {
             Ok(response) => response,

@@ -6,6 +6,7 @@ pub mod auth;
 pub mod delete;
 pub mod extract;
 mod failures;
+mod forwarded;
 pub mod get;
 pub mod guard;
 mod handover;

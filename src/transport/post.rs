@@ -37,7 +37,7 @@ pub(crate) async fn handle(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let client = client.map(|Extension(ClientAddr(addr))| addr.ip());
+    let client = client.map(|Extension(ClientAddr(addr))| addr);
     let (message, principal) = match admit(&state, query.as_deref(), &headers, client, body).await {
         Ok(admitted) => admitted,
         Err(r) => {

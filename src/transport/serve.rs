@@ -13,7 +13,7 @@
 //! Shutdown stops accepting and lets the open connections finish (hyper's graceful
 //! shutdown); the listener actor decides how long to wait.
 
-use std::net::SocketAddr;
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -25,6 +25,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
 use tower_service::Service;
 
+use super::forwarded::Proxies;
 use super::stall::StallGuard;
 use crate::config::ServerConfig;
 use crate::telemetry::metrics::CONNECTIONS_REFUSED;
@@ -44,10 +45,11 @@ const REFUSAL: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nretry-after: 1\r\n\
 content-type: text/plain\r\ncontent-length: 34\r\nconnection: close\r\n\r\n\
 too many connections; retry later\n";
 
-/// The address a request's connection came from, as a request extension: the per-client
-/// session cap counts by it.
+/// The client's address, as a request extension: the connection's peer, or the address a
+/// trusted proxy reports for it (`server.trusted_proxies`). Every per-address limit
+/// counts by it.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct ClientAddr(pub(crate) SocketAddr);
+pub(crate) struct ClientAddr(pub(crate) IpAddr);
 
 /// The limits the loop applies, from `[server]`.
 #[derive(Debug, Clone, Copy)]
@@ -72,6 +74,7 @@ pub(super) async fn serve(
     listener: TcpListener,
     app: Router,
     limits: Limits,
+    proxies: Arc<Proxies>,
     mut stop: oneshot::Receiver<()>,
 ) {
     let graceful = GracefulShutdown::new();
@@ -102,8 +105,10 @@ pub(super) async fn serve(
             .header_read_timeout(limits.header_timeout)
             .max_buf_size(WRITE_BUFFER);
         let app = app.clone();
-        let service = hyper::service::service_fn(move |mut request| {
-            request.extensions_mut().insert(ClientAddr(peer));
+        let proxies = proxies.clone();
+        let service = hyper::service::service_fn(move |mut request: hyper::Request<_>| {
+            let client = proxies.client(peer.ip(), request.headers());
+            request.extensions_mut().insert(ClientAddr(client));
             // A clone per request, as hyper-util's adapter does: the router is an `Arc`.
             app.clone().call(request)
         });
