@@ -88,7 +88,7 @@ async fn replica(url: &str) -> (EventStoreHandle, RedisLink) {
     let (writer, reader) = slot::<StoreMsg>("event store");
     let config = StoreConfig {
         backend: BackendKind::Redis,
-        redis_url: url.to_owned(),
+        redis_url: url.into(),
         ..StoreConfig::default()
     };
     let handle = EventStoreHandle::new([reader]);

@@ -50,7 +50,7 @@ async fn readiness_fails_while_redis_is_away_and_returns_with_it() {
     let server = TestServer::start(move |c| {
         admin_on(c);
         c.store.backend = BackendKind::Redis;
-        c.store.redis_url = url;
+        c.store.redis_url = url.into();
         c.store.retry_interval = NonZeroDuration::from_millis(200);
     })
     .await;

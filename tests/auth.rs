@@ -406,7 +406,7 @@ async fn the_binding_holds_across_replicas_on_redis() {
     let url = redis.url();
     let on = move |c: &mut Config| {
         c.store.backend = BackendKind::Redis;
-        c.store.redis_url = url.clone();
+        c.store.redis_url = url.clone().into();
     };
     let a = start(&issuer, on.clone()).await;
     let b = start(&issuer, on).await;

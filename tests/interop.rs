@@ -239,7 +239,7 @@ async fn two_replicas() -> (
     let start = |url: String| {
         TestServer::start(move |c| {
             c.store.backend = otpmcp::config::BackendKind::Redis;
-            c.store.redis_url = url;
+            c.store.redis_url = url.into();
         })
     };
     let a = start(redis.url()).await;

@@ -262,7 +262,7 @@ async fn on_redis_the_round_trips_breaker_and_leases_are_exposed_and_the_dashboa
     let server = TestServer::start(move |c| {
         admin_on(c);
         c.store.backend = otpmcp::config::BackendKind::Redis;
-        c.store.redis_url = url;
+        c.store.redis_url = url.into();
     })
     .await;
     let mut client = server.client();

@@ -67,7 +67,7 @@ async fn every_dashboard_expression_has_data_in_a_real_prometheus() {
     let shared = TestServer::start(move |c| {
         admin_on(c);
         c.store.backend = BackendKind::Redis;
-        c.store.redis_url = url;
+        c.store.redis_url = url.into();
     })
     .await;
     let stop = Arc::new(AtomicBool::new(false));

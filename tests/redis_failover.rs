@@ -32,7 +32,7 @@ fn on_sentinels(sentinels: Vec<String>) -> impl FnOnce(&mut Config) {
         fast(c);
         // Only the primary's credentials and database come from here: nothing listens.
         c.store.redis_url = "redis://127.0.0.1:1/0".into();
-        c.store.redis_sentinels = sentinels;
+        c.store.redis_sentinels = sentinels.into_iter().map(Into::into).collect();
         c.store.redis_sentinel_service = SENTINEL_SERVICE.into();
     }
 }
@@ -41,9 +41,9 @@ fn on_cluster(cluster: &RedisCluster) -> impl FnOnce(&mut Config) {
     let (url, nodes) = (cluster.url(), cluster.other_urls());
     move |c: &mut Config| {
         fast(c);
-        c.store.redis_url = url;
+        c.store.redis_url = url.into();
         c.store.redis_cluster = true;
-        c.store.redis_nodes = nodes;
+        c.store.redis_nodes = nodes.into_iter().map(Into::into).collect();
     }
 }
 

@@ -13,7 +13,7 @@ use serde_json::json;
 fn on_redis(url: String) -> impl FnOnce(&mut Config) {
     move |c: &mut Config| {
         c.store.backend = BackendKind::Redis;
-        c.store.redis_url = url;
+        c.store.redis_url = url.into();
         c.store.ping_interval = NonZeroDuration::from_millis(200);
         c.store.command_timeout = NonZeroDuration::from_millis(300);
         c.store.connect_timeout = NonZeroDuration::from_millis(500);

@@ -173,7 +173,7 @@ async fn redis_killed_and_restarted_under_load_loses_nothing_it_persisted() {
     let url = redis.url();
     let server = TestServer::start(move |c| {
         c.store.backend = BackendKind::Redis;
-        c.store.redis_url = url;
+        c.store.redis_url = url.into();
         c.store.retry_interval = NonZeroDuration::from_millis(100);
         c.store.command_timeout = NonZeroDuration::from_millis(500);
         c.store.connect_timeout = NonZeroDuration::from_millis(500);
@@ -211,7 +211,7 @@ async fn redis_killed_and_restarted_under_load_loses_nothing_it_persisted() {
 fn on_redis(url: String) -> impl FnOnce(&mut otpmcp::config::Config) {
     move |c: &mut otpmcp::config::Config| {
         c.store.backend = BackendKind::Redis;
-        c.store.redis_url = url;
+        c.store.redis_url = url.into();
         c.store.retry_interval = NonZeroDuration::from_millis(100);
         c.store.command_timeout = NonZeroDuration::from_millis(500);
         c.store.connect_timeout = NonZeroDuration::from_millis(500);

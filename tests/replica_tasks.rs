@@ -37,7 +37,7 @@ async fn replica(redis: &RedisServer) -> TestServer {
     TestServer::start_with(
         move |c: &mut Config| {
             c.store.backend = BackendKind::Redis;
-            c.store.redis_url = url;
+            c.store.redis_url = url.into();
             c.stateless.request_state_key = "shared by the replicas".into();
         },
         tools(),

@@ -17,9 +17,9 @@ fn on_redis(redis: &impl SharedRedis) -> impl FnOnce(&mut Config) + Clone + 'sta
     let (url, cluster, nodes) = redis.target();
     move |c: &mut Config| {
         c.store.backend = BackendKind::Redis;
-        c.store.redis_url = url;
+        c.store.redis_url = url.into();
         c.store.redis_cluster = cluster;
-        c.store.redis_nodes = nodes;
+        c.store.redis_nodes = nodes.into_iter().map(Into::into).collect();
     }
 }
 

@@ -231,11 +231,69 @@ fn config_check_prints_each_effective_value_with_its_source() {
     );
     assert_eq!(
         line("store.redis_url"),
-        "store.redis_url = \"redis://***@10.0.0.9:6379\" # environment OTPMCP__STORE__REDIS_URL"
+        "store.redis_url = \"redis://(set)@10.0.0.9:6379\" # environment OTPMCP__STORE__REDIS_URL"
     );
     assert!(!stdout.contains("hunter2"), "a password is never printed");
     assert!(line("auth.enabled").ends_with("# default"), "{stdout}");
     assert!(stdout.trim_end().ends_with("# valid"), "{stdout}");
+}
+
+/// Issue 36, finding 5: every kind of secret a configuration holds (the introspection
+/// client secret, a program's environment, credentials in a URL's user-info or query
+/// string, for Redis, Sentinel and OTLP) is shown as `(set)` by `config check`, and a
+/// start-up error that names the Redis URL hides them too.
+#[test]
+fn secrets_are_never_printed_by_config_check_nor_a_start_up_error() {
+    let dir = std::env::temp_dir().join(format!("otpmcp-secrets-{}", std::process::id()));
+    let _ = std::fs::create_dir_all(&dir);
+    let overlay = dir.join("secrets.toml");
+    let text = "[auth]\nintrospection_client_secret = \"hunter1\"\n\
+        [exec.programs.gh]\ncommand = [\"/usr/bin/env\"]\nenv = { GITHUB_TOKEN = \"hunter2\" }\n\
+        [telemetry]\notlp_endpoint = \"http://127.0.0.1:4318/v1/traces?api_key=hunter3\"\n\
+        [store]\nredis_sentinels = [\"redis://:hunter4@127.0.0.1:26379\"]\n\
+        [stateless]\nrequest_state_key = \"hunter6-hunter6-hunter6-hunter6\"\n";
+    std::fs::write(&overlay, text).unwrap_or_else(|e| panic!("{e}"));
+    let out = otpmcp()
+        .args(["config", "check"])
+        .arg(&overlay)
+        .env(
+            "OTPMCP__STORE__REDIS_URL",
+            "unix:///tmp/r.sock?db=0&pass=hunter5",
+        )
+        .output()
+        .unwrap_or_else(|e| panic!("run: {e}"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(!stdout.contains("hunter"), "a secret was printed: {stdout}");
+    for shown in [
+        "auth.introspection_client_secret = \"(set)\"",
+        "exec.programs.gh.env.GITHUB_TOKEN = \"(set)\"",
+        "telemetry.otlp_endpoint = \"http://127.0.0.1:4318/v1/traces?api_key=(set)\"",
+        "store.redis_sentinels = [\"redis://(set)@127.0.0.1:26379\"]",
+        "store.redis_url = \"unix:///tmp/r.sock?db=0&pass=(set)\"",
+        "stateless.request_state_key = \"(set)\"",
+    ] {
+        assert!(stdout.contains(shown), "{shown} in {stdout}");
+    }
+
+    // The server cannot reach that Redis: its error names the URL, without the password.
+    let out = otpmcp()
+        .args(["--bind", "127.0.0.1:0"])
+        .env("OTPMCP__STORE__BACKEND", "redis")
+        .env(
+            "OTPMCP__STORE__REDIS_URL",
+            "unix:///nonexistent/r.sock?pass=hunter5",
+        )
+        .output()
+        .unwrap_or_else(|e| panic!("run: {e}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("unix:///nonexistent/r.sock?pass=(set)"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("hunter"), "a secret was printed: {stderr}");
 }
 
 #[tokio::test]

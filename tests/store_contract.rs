@@ -72,7 +72,7 @@ impl Maker {
 async fn link(server: &RedisServer) -> RedisLink {
     let config = StoreConfig {
         backend: BackendKind::Redis,
-        redis_url: server.url(),
+        redis_url: server.url().into(),
         ..StoreConfig::default()
     };
     let connected = connect(&config, |_, _| |_| {}).await;
@@ -83,9 +83,9 @@ async fn link(server: &RedisServer) -> RedisLink {
 async fn cluster_link(cluster: &RedisCluster) -> RedisLink {
     let config = StoreConfig {
         backend: BackendKind::Redis,
-        redis_url: cluster.url(),
+        redis_url: cluster.url().into(),
         redis_cluster: true,
-        redis_nodes: cluster.other_urls(),
+        redis_nodes: cluster.other_urls().into_iter().map(Into::into).collect(),
         ..StoreConfig::default()
     };
     let connected = connect(&config, |_, _| |_| {}).await;

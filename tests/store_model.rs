@@ -384,7 +384,7 @@ async fn run_redis(
 ) -> Result<(), TestCaseError> {
     let config = StoreConfig {
         backend: BackendKind::Redis,
-        redis_url: server.url(),
+        redis_url: server.url().into(),
         key_prefix: prefix,
         ..StoreConfig::default()
     };

@@ -33,7 +33,7 @@ async fn the_event_store_on_redis_restarts_with_its_events_and_live_subscription
     store_restart(
         TestServer::start(move |c| {
             c.store.backend = otpmcp::config::BackendKind::Redis;
-            c.store.redis_url = url;
+            c.store.redis_url = url.into();
         })
         .await,
     )
@@ -107,7 +107,7 @@ async fn a_store_crash_on_redis_amid_a_fast_stream_loses_and_repeats_nothing() {
         TestServer::start(move |c| {
             roomy(c);
             c.store.backend = otpmcp::config::BackendKind::Redis;
-            c.store.redis_url = url;
+            c.store.redis_url = url.into();
         })
         .await,
     )

@@ -45,7 +45,7 @@ async fn replica(redis: &RedisServer) -> TestServer {
     TestServer::start_with(
         move |c: &mut Config| {
             c.store.backend = BackendKind::Redis;
-            c.store.redis_url = url;
+            c.store.redis_url = url.into();
         },
         tools(),
     )
@@ -81,7 +81,7 @@ impl Servers {
                     let server = TestServer::start_with(
                         move |c: &mut Config| {
                             c.store.backend = BackendKind::Redis;
-                            c.store.redis_url = url;
+                            c.store.redis_url = url.into();
                             tweak(c);
                         },
                         tools(),

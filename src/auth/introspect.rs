@@ -20,7 +20,7 @@ pub(crate) struct Introspector {
     fetcher: Fetcher,
     url: String,
     client_id: String,
-    client_secret: String,
+    client_secret: crate::config::Secret,
     issuer: String,
     audience: String,
     require_aud: bool,
@@ -79,7 +79,7 @@ impl Introspector {
             return Err(AuthError::Busy);
         };
         let basic = (!self.client_id.is_empty())
-            .then_some((self.client_id.as_str(), self.client_secret.as_str()));
+            .then_some((self.client_id.as_str(), self.client_secret.expose()));
         let answer = self
             .fetcher
             .post_form(

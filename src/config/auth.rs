@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::duration::{NonZeroDuration, human_duration, nz};
 use super::error::{ConfigError, invalid};
+use super::secret::Secret;
 
 /// `[auth]`: bearer tokens on every MCP request, checked locally against the issuer's
 /// keys (or by introspection for opaque tokens), and what each principal may hold.
@@ -49,7 +50,7 @@ pub struct AuthConfig {
     /// The client id this server introspects as (HTTP Basic).
     pub introspection_client_id: String,
     /// Its secret. Prefer the environment: `OTPMCP__AUTH__INTROSPECTION_CLIENT_SECRET`.
-    pub introspection_client_secret: String,
+    pub introspection_client_secret: Secret,
     /// An introspection answer is reused this long (never past the token's `exp`).
     pub introspection_cache: NonZeroDuration,
     /// Most introspection answers cached at once.
@@ -106,7 +107,7 @@ impl Default for AuthConfig {
             fetch_timeout: NonZeroDuration::from_secs(5),
             introspection_url: String::new(),
             introspection_client_id: String::new(),
-            introspection_client_secret: String::new(),
+            introspection_client_secret: Secret::default(),
             introspection_cache: NonZeroDuration::from_secs(30),
             introspection_cache_entries: nz!(10_000),
             introspection_require_aud: true,

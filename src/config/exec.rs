@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::duration::{NonZeroDuration, human_duration, nz};
 use super::error::{ConfigError, invalid};
+use super::secret::Secret;
 
 /// `[exec]`: the `execute` tool family. Only programs listed under `[exec.programs.NAME]`
 /// run, never a shell unless an entry says `shell = true`.
@@ -121,7 +122,7 @@ pub struct ProgramConfig {
     /// inherited.
     pub env_allow: Vec<String>,
     /// Variables set for the program.
-    pub env: BTreeMap<String, String>,
+    pub env: BTreeMap<String, Secret>,
     /// Run as this user id (the server must be root to switch). Unset: the server's.
     pub uid: Option<u32>,
     /// ... and this group id.

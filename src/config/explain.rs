@@ -1,18 +1,13 @@
 //! `otpmcp config check`: the effective configuration, key by key, each value with the
 //! source it came from, so an operator sees what a replica would run with before
-//! starting it. Secrets are shown as set or not, never printed.
+//! starting it. Secrets are shown as set or not, never printed: their types
+//! ([`super::Secret`], [`super::SecretUrl`]) serialize that way.
 
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
 use super::{Config, ConfigError, ENV_PREFIX, ENV_SEPARATOR};
-
-/// Keys whose values are secrets: reported as set, not printed.
-const SECRETS: &[&str] = &[
-    "auth.introspection_client_secret",
-    "stateless.request_state_key",
-];
 
 /// Where an effective value came from; a later source wins.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,14 +70,7 @@ impl Config {
                 .rev()
                 .find(|(_, keys)| keys.iter().any(|k| covers(k, &key)))
                 .map_or(ValueSource::Default, |(source, _)| source.clone());
-            let value = if SECRETS.contains(&key.as_str()) {
-                match value.as_str() {
-                    Some("") | None => "(empty)".to_owned(),
-                    Some(_) => "(set)".to_owned(),
-                }
-            } else {
-                spell(value)
-            };
+            let value = spell(value);
             effective.push(Effective { key, value, source });
         });
         effective.sort_by(|a, b| a.key.cmp(&b.key));
@@ -126,29 +114,15 @@ fn flatten(prefix: String, tree: &Value, leaf: &mut dyn FnMut(String, &Value)) {
     }
 }
 
-/// A value as TOML would spell it, with any URL's credentials hidden; an unset optional
-/// value as `(unset)`.
+/// A value as TOML would spell it; an unset optional value as `(unset)`.
 fn spell(value: &Value) -> String {
     match value {
         Value::Null => "(unset)".to_owned(),
-        Value::String(text) => Value::from(without_credentials(text)).to_string(),
         Value::Array(items) => {
             let items: Vec<String> = items.iter().map(spell).collect();
             format!("[{}]", items.join(","))
         }
         other => other.to_string(),
-    }
-}
-
-/// `scheme://user:password@host...` as `scheme://***@host...`.
-fn without_credentials(text: &str) -> String {
-    let Some((scheme, rest)) = text.split_once("://") else {
-        return text.to_owned();
-    };
-    let authority_end = rest.find('/').unwrap_or(rest.len());
-    match rest[..authority_end].rfind('@') {
-        Some(at) => format!("{scheme}://***{}", &rest[at..]),
-        None => text.to_owned(),
     }
 }
 
@@ -191,22 +165,7 @@ mod tests {
         );
         assert_eq!(of("server.session_timeout").source, ValueSource::Default);
         let secret = of("stateless.request_state_key");
-        assert_eq!(secret.value, "(set)", "a secret is never printed");
-        assert_eq!(of("auth.introspection_client_secret").value, "(empty)");
-    }
-
-    #[test]
-    fn credentials_in_urls_are_hidden() {
-        assert_eq!(
-            without_credentials("redis://:hunter2@10.0.0.1:6379/0"),
-            "redis://***@10.0.0.1:6379/0"
-        );
-        assert_eq!(
-            without_credentials("redis://127.0.0.1"),
-            "redis://127.0.0.1"
-        );
-        assert_eq!(without_credentials("a@b"), "a@b");
-        let list = serde_json::json!(["redis://u:p@h:1", "redis://h:2"]);
-        assert_eq!(spell(&list), r#"["redis://***@h:1","redis://h:2"]"#);
+        assert_eq!(secret.value, "\"(set)\"", "a secret is never printed");
+        assert_eq!(of("auth.introspection_client_secret").value, "\"\"");
     }
 }

@@ -24,6 +24,7 @@ mod error;
 mod exec;
 mod explain;
 mod runners;
+mod secret;
 mod server;
 mod sse;
 mod stateless;
@@ -42,6 +43,7 @@ pub use error::ConfigError;
 use error::invalid;
 pub use exec::{ArgsPolicy, ExecConfig, IsolationMode, ProgramConfig};
 pub use explain::{Effective, ValueSource};
+pub use secret::{Secret, SecretUrl, is_secret_name, redact_query, redact_url};
 pub use server::{ClientAddressHeader, ServerConfig};
 pub use sse::SseConfig;
 pub use stateless::StatelessConfig;
@@ -215,7 +217,7 @@ impl Config {
             );
         }
         if self.store.backend == BackendKind::Redis {
-            if redis::Client::open(self.store.redis_url.as_str()).is_err() {
+            if redis::Client::open(self.store.redis_url.expose()).is_err() {
                 return invalid(
                     "store.redis_url",
                     "is not a redis:// or unix:// URL (TLS, rediss://, is not built in)",
@@ -258,7 +260,7 @@ impl Config {
         if store
             .redis_sentinels
             .iter()
-            .any(|url| redis::Client::open(url.as_str()).is_err())
+            .any(|url| redis::Client::open(url.expose()).is_err())
         {
             return invalid(
                 "store.redis_sentinels",
@@ -356,8 +358,9 @@ mod tests {
             Config::load_with_env(&dir, &[], env(&pairs))
         };
         let c = load(&[]).unwrap_or_else(|e| panic!("{e}"));
+        let sentinels: Vec<&str> = c.store.redis_sentinels.iter().map(|u| u.expose()).collect();
         assert_eq!(
-            c.store.redis_sentinels,
+            sentinels,
             ["redis://10.0.0.5:26379", "redis://10.0.0.6:26379"]
         );
         assert_eq!(c.store.redis_sentinel_service, "otpmcp");

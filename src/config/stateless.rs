@@ -6,6 +6,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::duration::{NonZeroDuration, human_duration, nz};
+use super::secret::Secret;
 
 /// `[stateless]`: multi round-trip state, caching hints and listen streams.
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -15,7 +16,7 @@ pub struct StatelessConfig {
     /// multi round-trip request has learned. Every replica must share it. Empty: a random
     /// key per process, which is right for one process; with Redis, set it, or a retry
     /// that reaches another replica is refused.
-    pub request_state_key: String,
+    pub request_state_key: Secret,
     /// How long a `requestState` is accepted after it was issued.
     pub request_state_ttl: NonZeroDuration,
     /// `ttlMs` on lists and reads: how long a client may reuse them; `0s` asks every time
@@ -36,7 +37,7 @@ pub struct StatelessConfig {
 impl Default for StatelessConfig {
     fn default() -> Self {
         Self {
-            request_state_key: String::new(),
+            request_state_key: Secret::default(),
             request_state_ttl: NonZeroDuration::from_secs(600),
             cache_ttl: Duration::ZERO,
             cache_scope: "public".into(),

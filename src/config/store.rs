@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::duration::NonZeroDuration;
+use super::secret::SecretUrl;
 
 /// Which event-store and session backend to use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
@@ -25,18 +26,18 @@ pub struct StoreConfig {
     /// ids hash to it. `0`: as many as the cores the process may run on.
     pub shards: usize,
     /// Redis URL, e.g. `redis://127.0.0.1:6379/0` or `redis://:password@host:6379`.
-    pub redis_url: String,
+    pub redis_url: SecretUrl,
     /// `redis_url` (and `redis_nodes`) are nodes of a Redis Cluster: connect with the
     /// cluster client, which finds the other nodes and routes each command by its keys.
     pub redis_cluster: bool,
     /// More seed nodes of the cluster, besides `redis_url` (any one that answers is
     /// enough).
-    pub redis_nodes: Vec<String>,
+    pub redis_nodes: Vec<SecretUrl>,
     /// Redis Sentinel URLs, e.g. `redis://10.0.0.5:26379`. When set, each connection goes
     /// to the primary these sentinels name for `redis_sentinel_service` at that moment,
     /// and a failover is followed; `redis_url` then gives only the primary's password,
     /// user and database, its host is not used.
-    pub redis_sentinels: Vec<String>,
+    pub redis_sentinels: Vec<SecretUrl>,
     /// The name the sentinels monitor the primary under (`sentinel monitor <name> ...`).
     pub redis_sentinel_service: String,
     /// Prefix of every Redis key and channel, so several deployments can share one Redis.

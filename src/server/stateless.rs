@@ -43,7 +43,7 @@ impl StatelessSettings {
             }
             StateKey::new(&secret)
         } else {
-            StateKey::new(config.request_state_key.as_bytes())
+            StateKey::new(config.request_state_key.expose().as_bytes())
         };
         Self {
             key,

@@ -117,7 +117,7 @@ pub fn init(config: &TelemetryConfig) -> Result<TelemetryGuard, TelemetryError> 
     } else {
         let exporter = opentelemetry_otlp::SpanExporter::builder()
             .with_http()
-            .with_endpoint(config.otlp_endpoint.clone())
+            .with_endpoint(config.otlp_endpoint.expose())
             .build()
             .map_err(|e| TelemetryError::Exporter(e.to_string()))?;
         Some(

@@ -30,7 +30,7 @@ pub use super::breaker::Breaker;
 
 use super::breaker::timeout_error;
 use super::keys::Keys;
-use crate::config::StoreConfig;
+use crate::config::{SecretUrl, StoreConfig};
 
 /// Why Redis could not be set up at start-up.
 #[derive(Debug, thiserror::Error)]
@@ -161,17 +161,6 @@ impl std::fmt::Debug for RedisLink {
             .field("replica", &self.replica)
             .field("keys", &self.keys)
             .finish_non_exhaustive()
-    }
-}
-
-/// The URL without a password, for messages.
-fn redacted(url: &str) -> String {
-    match url.split_once('@') {
-        Some((scheme_user, host)) => {
-            let scheme = scheme_user.split("//").next().unwrap_or("redis:");
-            format!("{scheme}//***@{host}")
-        }
-        None => url.to_owned(),
     }
 }
 
@@ -356,9 +345,9 @@ where
     P: Fn(redis::PushInfo) + Send + Sync + 'static,
 {
     let url = if config.redis_sentinels.is_empty() {
-        redacted(&config.redis_url)
+        config.redis_url.to_string()
     } else {
-        let sentinels: Vec<String> = config.redis_sentinels.iter().map(|u| redacted(u)).collect();
+        let sentinels: Vec<String> = config.redis_sentinels.iter().map(ToString::to_string).collect();
         format!(
             "the primary of {:?} per sentinels {}",
             config.redis_sentinel_service,
@@ -370,15 +359,15 @@ where
         source,
     };
     let servers = if config.redis_cluster {
-        let seeds = std::iter::once(config.redis_url.as_str())
-            .chain(config.redis_nodes.iter().map(String::as_str));
+        let seeds = std::iter::once(config.redis_url.expose())
+            .chain(config.redis_nodes.iter().map(SecretUrl::expose));
         let nodes = seeds
             .map(redis::IntoConnectionInfo::into_connection_info)
             .collect::<redis::RedisResult<Vec<_>>>()
             .map_err(err)?;
         Servers::Cluster(nodes)
     } else {
-        let mut info = redis::IntoConnectionInfo::into_connection_info(config.redis_url.as_str())
+        let mut info = redis::IntoConnectionInfo::into_connection_info(config.redis_url.expose())
             .map_err(err)?;
         // Pub/sub messages arrive as RESP3 pushes on a connection that can still be used,
         // and that redis-rs reconnects and resubscribes by itself.
@@ -395,7 +384,7 @@ where
             let sentinels = config
                 .redis_sentinels
                 .iter()
-                .map(|url| redis::IntoConnectionInfo::into_connection_info(url.as_str()))
+                .map(|url| redis::IntoConnectionInfo::into_connection_info(url.expose()))
                 .collect::<redis::RedisResult<Vec<_>>>()
                 .map_err(err)?;
             Servers::Sentinel(Sentinels {
@@ -553,18 +542,4 @@ async fn replace(conns: &Weak<Conns>, opener: &Opener, which: Which) {
         }
     }
     tracing::info!(connection = ?which, "a new redis connection replaces one that stopped answering");
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn passwords_stay_out_of_messages() {
-        assert_eq!(
-            redacted("redis://:secret@10.0.0.1:6379/0"),
-            "redis://***@10.0.0.1:6379/0"
-        );
-        assert_eq!(redacted("redis://127.0.0.1"), "redis://127.0.0.1");
-    }
 }
