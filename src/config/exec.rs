@@ -256,6 +256,12 @@ impl ExecConfig {
             if let Err(e) = program.args_regex() {
                 return problem(&format!("args_pattern is not a valid expression: {e}"));
             }
+            // Each execution's mount namespace covers the root with a tmpfs of its own.
+            if let Some(root) = &program.workdir_root
+                && (!root.is_absolute() || root.parent().is_none())
+            {
+                return problem("workdir_root must be an absolute path other than /");
+            }
             if program.gid.is_some() && program.uid.is_none() {
                 return problem("gid needs uid");
             }
