@@ -969,6 +969,7 @@ async fn a_write_past_file_bytes_is_killed_and_the_program_gains_no_privileges()
                     "of=big".into(),
                     "bs=65536".into(),
                 ],
+                args_pattern: Some("count=[0-9]+".into()),
                 file_bytes: 1 << 20,
                 ..ProgramConfig::default()
             },
@@ -1168,4 +1169,63 @@ async fn executions_that_share_a_uid_cannot_see_each_other() {
     tool(&client, "cancel_execution", json!({"execution_id": id})).await;
     held.read(&mut holder).await;
     server.shutdown().await;
+}
+
+/// What `exec.separate` costs per execution: the median wall time of a `tools/call` of
+/// `/bin/true` with and without it, alternating between two servers (PID-namespace mode).
+/// `cargo test --release --test execution -- --ignored --nocapture start_cost`
+#[tokio::test]
+#[ignore = "a measurement, not a check"]
+async fn start_cost_with_and_without_separation() {
+    let start = |separate: bool| {
+        TestServer::start(move |c| {
+            exec_on(c);
+            c.exec.separate = separate;
+            c.exec.programs.insert(
+                "true".into(),
+                ProgramConfig {
+                    command: vec!["/bin/true".into()],
+                    args: otpmcp::config::ArgsPolicy::None,
+                    uid: Some(65534),
+                    ..ProgramConfig::default()
+                },
+            );
+        })
+    };
+    let (with, without) = (start(true).await, start(false).await);
+    let mut clients = Vec::new();
+    for server in [&with, &without] {
+        let mut client = server.client();
+        client.initialize().await;
+        clients.push(client);
+    }
+    let rounds: usize = std::env::var("ROUNDS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(200);
+    let mut times = [Vec::new(), Vec::new()];
+    for round in 0..rounds + 10 {
+        for (client, times) in clients.iter().zip(times.iter_mut()) {
+            let began = std::time::Instant::now();
+            let result = tool(client, "execute", json!({"program": "true"})).await;
+            let took = began.elapsed();
+            assert_eq!(result["structuredContent"]["exitCode"], 0, "{result}");
+            // The first ten warm up.
+            if round >= 10 {
+                times.push(took.as_micros());
+            }
+        }
+    }
+    let median = |times: &mut Vec<u128>| {
+        times.sort_unstable();
+        times[times.len() / 2]
+    };
+    let [mut on, mut off] = times;
+    println!(
+        "median µs per execution of /bin/true over {rounds} rounds: separate = true {}, separate = false {}",
+        median(&mut on),
+        median(&mut off)
+    );
+    with.shutdown().await;
+    without.shutdown().await;
 }

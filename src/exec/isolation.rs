@@ -212,8 +212,14 @@ pub fn start(settings: &ExecConfig) -> Result<(Isolation, Separation), Isolation
             "exec.isolation = \"process-group\": a program's descendants that leave its process group (setsid) outlive it"
         ),
     }
-    let separation = Separation::of(&isolation);
+    let separation = match settings.separate {
+        true => Separation::of(&isolation),
+        false => Separation::default(),
+    };
     match (separation.mounts, separation.proc) {
+        _ if !settings.separate => tracing::warn!(
+            "exec.separate = false: programs that run as one user can read each other's files, environment and processes"
+        ),
         (true, true) => tracing::info!(
             "executions separated: a mount namespace each (private /tmp, /var/tmp, /dev/shm; no other execution's folder) and a /proc of its own PID namespace"
         ),
