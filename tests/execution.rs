@@ -9,7 +9,7 @@ mod common;
 use std::time::Duration;
 
 use base64::Engine as _;
-use common::{Client, NsPid, PY_ME, SH_ME, SseReader, TestServer, eventually, within};
+use common::{Client, NsPid, PY_ME, SseReader, TestServer, eventually, within};
 use otpmcp::config::{Config, IsolationMode, NonZeroDuration, ProgramConfig};
 use serde_json::{Value, json};
 

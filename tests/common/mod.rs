@@ -858,9 +858,6 @@ pub use outage::{call_through_outage, finish_through_outage};
 pub const PY_ME: &str =
     "import os\ndef me(): return f\"{os.readlink('/proc/self/ns/pid')}/{os.getpid()}\"\n";
 
-/// The same in a shell, for the shell itself.
-pub const SH_ME: &str = "$(readlink /proc/self/ns/pid)/$$";
-
 /// A process as a program names it: its PID namespace (as `/proc/self/ns/pid` reads)
 /// and its pid there.
 #[derive(Debug, Clone, PartialEq, Eq)]
