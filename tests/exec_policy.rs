@@ -61,6 +61,9 @@ fn validation_error(config: &Config) -> String {
         .unwrap_or_default()
 }
 
+/// A path of plain characters: what `find` and `cat` take here.
+const PATHS: &str = "[A-Za-z0-9_./-]+";
+
 fn config_with(name: &str, p: ProgramConfig) -> Config {
     let mut config = common::test_config();
     config.exec.enabled = true;
@@ -73,7 +76,9 @@ fn config_with(name: &str, p: ProgramConfig) -> Config {
 async fn find_exec_is_refused_under_the_default_policy() {
     let server = TestServer::start(exec_with(vec![(
         "find",
-        program(&["/usr/bin/find", "."], |_| {}),
+        program(&["/usr/bin/find", "."], |p| {
+            p.args_pattern = Some(PATHS.into())
+        }),
     )]))
     .await;
     let mut client = server.client();
@@ -103,7 +108,9 @@ async fn after_separator_and_none_and_the_pattern_hold() {
         (
             "find",
             program(&["/usr/bin/find", "."], |p| {
-                p.args = ArgsPolicy::AfterSeparator
+                p.args = ArgsPolicy::AfterSeparator;
+                // Anything: what is tested is the separator.
+                p.args_pattern = Some(".*".into());
             }),
         ),
         (
@@ -145,6 +152,57 @@ async fn after_separator_and_none_and_the_pattern_hold() {
     let fine = call(&client, "echo", &["abc", "def"]).await;
     assert_eq!(fine["structuredContent"]["stdout"], "abc def\n", "{fine}");
     server.shutdown().await;
+}
+
+// Issue 36, finding 8: the list of programs that run other code is a denylist, so a
+// program it misses took any argument a client sent. Now a program that is no runner
+// takes client arguments only with an `args_pattern` or when it is inert; the server
+// refuses to start otherwise, naming the key and why.
+#[tokio::test]
+async fn a_program_that_takes_arguments_without_a_pattern_refuses_to_start() {
+    let mut config = config_with("finder", program(&["/usr/bin/find", "."], |_| {}));
+    let error = match otpmcp::start(config.clone()).await {
+        Ok(app) => {
+            app.shutdown().await;
+            panic!("started with find taking any non-option argument");
+        }
+        Err(e) => e.to_string(),
+    };
+    assert!(
+        error.contains("exec.programs.finder.args_pattern")
+            && error.contains("/usr/bin/find")
+            && error.contains("inert"),
+        "{error}"
+    );
+    // Each way out: a pattern, no arguments, or an inert program.
+    let fixes: [fn(&mut ProgramConfig); 3] = [
+        |p| p.args_pattern = Some(PATHS.into()),
+        |p| p.args = ArgsPolicy::None,
+        |p| p.command = vec!["/bin/echo".into()],
+    ];
+    for fix in fixes {
+        if let Some(p) = config.exec.programs.get_mut("finder") {
+            let mut fixed = p.clone();
+            fix(&mut fixed);
+            let mut config = config.clone();
+            config.exec.programs.insert("finder".into(), fixed);
+            assert!(config.validate().is_ok(), "{:?}", config.validate().err());
+        }
+    }
+    // A program the old denylist missed is a runner now (judged by the name it is
+    // configured by, too).
+    let dir = std::env::temp_dir().join(format!("otpmcp-socat-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+    let socat = dir.join("socat");
+    std::os::unix::fs::symlink("/bin/true", &socat).unwrap_or_else(|e| panic!("{e}"));
+    let config = config_with(
+        "relay",
+        program(&[&*socat.to_string_lossy()], |p| p.args = ArgsPolicy::None),
+    );
+    let error = validation_error(&config);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(error.contains("shell = true"), "{error}");
 }
 
 #[test]
@@ -197,7 +255,7 @@ fn programs_that_run_other_programs_need_shell_true() {
     );
     // Ordinary programs pass; one that does not exist does not.
     assert!(
-        config_with("p", program(&["/bin/cat"], |_| {}))
+        config_with("p", program(&["/bin/cat"], |p| p.args = ArgsPolicy::None))
             .validate()
             .is_ok()
     );
@@ -209,7 +267,10 @@ fn programs_that_run_other_programs_need_shell_true() {
 // Issue 22, finding 4: with [auth] on, a program without `uid` ran as the server's user.
 #[test]
 fn with_auth_a_program_needs_a_uid_or_says_it_runs_as_the_server() {
-    let mut config = config_with("cat", program(&["/bin/cat"], |_| {}));
+    let mut config = config_with(
+        "cat",
+        program(&["/bin/cat"], |p| p.args_pattern = Some(PATHS.into())),
+    );
     config.auth.enabled = true;
     config.auth.issuer = "http://127.0.0.1:1".into();
     config.auth.audience = "http://mcp.test/mcp".into();
@@ -306,7 +367,7 @@ async fn a_program_as_the_servers_user_cannot_read_the_servers_environment() {
     // The server runs as nobody, who can make neither a cgroup nor a PID namespace:
     // process-group isolation is what such a server has.
     let server = binary(
-        "[exec]\nenabled = true\nisolation = \"process-group\"\n[exec.programs.cat]\ncommand = [\"/bin/cat\"]\nwall_time = \"10s\"\n",
+        "[exec]\nenabled = true\nisolation = \"process-group\"\n[exec.programs.cat]\ncommand = [\"/bin/cat\"]\nargs_pattern = \"/proc/[0-9]+/environ\"\nwall_time = \"10s\"\n",
     )
     .await;
     let mut client = Client::new(&server.url);

@@ -135,16 +135,21 @@ async fn a_killed_replicas_execution_dies_with_it_and_is_reported_elsewhere() {
     let mut a = replica(&redis).await;
     let b = replica(&redis).await;
     let on_a = session(&a.url).await;
-    // The pids as the host sees them: in a PID namespace (config/exec-test.toml)
-    // `os.getpid()` is the namespace's, and /proc is the host's. Issue 22, finding 2: with
-    // a descendant that called setsid, which the leader's parent-death signal alone misses.
-    let code = "import os, time\nr, w = os.pipe()\nif os.fork() == 0:\n    os.setsid(); os.write(w, os.readlink('/proc/self').encode()); time.sleep(600); os._exit(0)\nescaped = os.read(r, 32).decode()\nprint(os.readlink('/proc/self'), escaped, flush=True)\ntime.sleep(600)";
-    let (reader, id, text, last) = start(&on_a, code, 1).await;
+    // In a PID namespace (config/exec-test.toml) with a /proc of its own, a program
+    // knows only its namespace and its pid there ([`NsPid`]); the host pids are looked up.
+    // Issue 22, finding 2: with a descendant that called setsid, which the leader's
+    // parent-death signal alone misses.
+    let code = format!(
+        "{}import time\nr, w = os.pipe()\nif os.fork() == 0:\n    os.setsid(); os.write(w, me().encode()); time.sleep(600); os._exit(0)\nescaped = os.read(r, 64).decode()\nprint(me(), escaped, flush=True)\ntime.sleep(600)",
+        common::PY_ME
+    );
+    let (reader, id, text, last) = start(&on_a, &code, 1).await;
     let pids = text
         .split_whitespace()
-        .filter_map(|p| p.parse::<i32>().ok())
+        .filter_map(common::NsPid::parse)
+        .filter_map(|p| p.host())
         .collect::<Vec<_>>();
-    assert_eq!(pids.len(), 2, "two pids first: {text:?}");
+    assert_eq!(pids.len(), 2, "two running pids first: {text:?}");
     let _ = a.child.kill();
     let _ = a.child.wait();
     drop(reader);

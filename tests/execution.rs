@@ -9,7 +9,7 @@ mod common;
 use std::time::Duration;
 
 use base64::Engine as _;
-use common::{Client, SseReader, TestServer, eventually, within};
+use common::{Client, NsPid, PY_ME, SseReader, TestServer, eventually, within};
 use otpmcp::config::{Config, IsolationMode, NonZeroDuration, ProgramConfig};
 use serde_json::{Value, json};
 
@@ -17,9 +17,11 @@ const PYTHON: &str = "/usr/bin/python3";
 /// The fork bomb's own user, so that counting its processes sees no other test's; each
 /// isolation mode's bomb test takes the one below it ([`bomb_uid`]), as they run at once.
 const BOMB_UID: u32 = 65533;
-/// Prints the program's pid as the host sees it (in a PID namespace `os.getpid()` is
-/// the namespace's): `/proc` is the host's.
-const PRINT_PID: &str = "import os\nprint(os.readlink('/proc/self'), flush=True)\n";
+/// Prints the program's PID namespace and pid there ([`NsPid`]): in a PID namespace it
+/// has a `/proc` of its own, and cannot learn its pid on the host.
+fn print_pid() -> String {
+    format!("{PY_ME}print(me(), flush=True)\n")
+}
 
 fn python(tweak: impl FnOnce(&mut ProgramConfig)) -> ProgramConfig {
     let mut p = ProgramConfig {
@@ -163,19 +165,25 @@ fn dead(pid: i32) -> bool {
     state(pid).is_none_or(|s| s == 'Z')
 }
 
+/// Not running: not found in its namespace, or a zombie.
+fn gone(pid: &NsPid) -> bool {
+    pid.host().is_none_or(dead)
+}
+
 /// Waits until process `pid` no longer runs.
-async fn no_survivors(pid: i32) {
-    eventually("the program to be gone", || async move {
-        dead(pid).then_some(())
+async fn no_survivors(pid: NsPid) {
+    eventually("the program to be gone", || {
+        let pid = pid.clone();
+        async move { gone(&pid).then_some(()) }
     })
     .await;
 }
 
-fn first_line_pid(run: &Run) -> i32 {
+fn first_line_pid(run: &Run) -> NsPid {
     let out = String::from_utf8_lossy(&run.bytes("stdout")).into_owned();
     out.lines()
         .next()
-        .and_then(|l| l.trim().parse().ok())
+        .and_then(|l| NsPid::parse(l.trim()))
         .unwrap_or_else(|| panic!("no pid first: {out:?}"))
 }
 
@@ -259,7 +267,8 @@ async fn output_is_ordered_across_streams_and_kept_apart() {
 async fn a_program_that_ignores_sigterm_is_killed_and_keeps_its_partial_output() {
     let (server, client) = server().await;
     let code = format!(
-        "{PRINT_PID}import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nprint('partial', flush=True)\nwhile True: time.sleep(1)"
+        "{}import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nprint('partial', flush=True)\nwhile True: time.sleep(1)",
+        print_pid()
     );
     let run = execute(&client, "python", &code, json!({"timeout_ms": 500})).await;
     let result = run.result();
@@ -427,7 +436,7 @@ async fn polling_follows_a_running_execution_and_errors_say_how_to_recover() {
 /// Starts a python program that prints its pid and sleeps, on `client`; returns its
 /// stream and what it sent once the program runs (its id and its pid's line).
 async fn sleeper(client: &Client) -> (SseReader, Run) {
-    let code = format!("{PRINT_PID}import time\ntime.sleep(60)");
+    let code = format!("{}import time\ntime.sleep(60)", print_pid());
     let args = json!({"program": "python", "args": [code]});
     let mut reader = client.call_stream("execute", args, None).await;
     let mut run = Run::default();
@@ -733,13 +742,14 @@ async fn gone_within(pids: &[i32], limit: Duration, what: &str) {
 }
 
 /// A program whose descendants try to outlive it: one calls `setsid`, one is
-/// double-forked (its parent exits), one is `setsid sh -c '...'`. Each sends its pid as
-/// the host sees it; the program prints the three on one line in that order, then sleeps.
+/// double-forked (its parent exits), one is `setsid sh -c '...'`. Each sends its PID
+/// namespace and pid there ([`NsPid`]); the program prints the three on one line in that
+/// order, then sleeps.
 const ESCAPES: &str = r#"
 import os, subprocess, time
 r, w = os.pipe()
 def tell(name):
-    os.write(w, f"{name} {os.readlink('/proc/self')}\n".encode())
+    os.write(w, f"{name} {os.readlink('/proc/self/ns/pid')}/{os.getpid()}\n".encode())
 def hide():
     null = os.open('/dev/null', os.O_RDWR)
     for fd in (0, 1, 2):
@@ -750,7 +760,7 @@ if os.fork() == 0:
     if os.fork() == 0:
         hide(); tell('double'); time.sleep(600)
     os._exit(0)
-subprocess.Popen(['setsid', 'sh', '-c', f'read p rest < /proc/self/stat; echo sh $p >&{w}; exec sleep 600'],
+subprocess.Popen(['setsid', 'sh', '-c', f'read p rest < /proc/self/stat; echo sh $(readlink /proc/self/ns/pid)/$p >&{w}; exec sleep 600'],
                  pass_fds=(w,), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 os.close(w)
 lines = os.fdopen(r)
@@ -759,7 +769,8 @@ print(pids['setsid'], pids['double'], pids['sh'], flush=True)
 time.sleep(600)
 "#;
 
-/// The three pids ESCAPES printed: setsid, double fork, setsid sh.
+/// The host pids of the three ESCAPES printed (setsid, double fork, setsid sh), in that
+/// order, of those that still exist.
 fn escapees(run: &Run) -> Vec<i32> {
     let out = String::from_utf8_lossy(&run.bytes("stdout")).into_owned();
     let pids = out
@@ -767,12 +778,12 @@ fn escapees(run: &Run) -> Vec<i32> {
         .next()
         .map(|l| {
             l.split_whitespace()
-                .filter_map(|p| p.parse().ok())
-                .collect::<Vec<i32>>()
+                .filter_map(NsPid::parse)
+                .collect::<Vec<_>>()
         })
         .unwrap_or_default();
     assert_eq!(pids.len(), 3, "three pids first: {out:?}");
-    pids
+    pids.iter().filter_map(NsPid::host).collect()
 }
 
 /// Starts ESCAPES and reads until its descendants are all there.
@@ -785,6 +796,7 @@ async fn start_escapes(client: &Client) -> (common::SseReader, Run, Vec<i32>) {
         run.add(&frame.unwrap_or_else(|| panic!("ended early")));
     }
     let pids = escapees(&run);
+    assert_eq!(pids.len(), 3, "the three run: {:?}", run.chunks);
     (reader, run, pids)
 }
 
@@ -957,6 +969,7 @@ async fn a_write_past_file_bytes_is_killed_and_the_program_gains_no_privileges()
                     "of=big".into(),
                     "bs=65536".into(),
                 ],
+                args_pattern: Some("count=[0-9]+".into()),
                 file_bytes: 1 << 20,
                 ..ProgramConfig::default()
             },
@@ -1025,7 +1038,7 @@ async fn executions_past_the_session_and_replica_caps_are_refused_naming_the_cap
     assert!(text.contains("exec.max_running"), "{text}");
 
     // A refusal starts nothing and stops nothing: both programs still run.
-    assert!(!dead(a_pid) && !dead(b_pid));
+    assert!(!gone(&a_pid) && !gone(&b_pid));
     server.shutdown().await;
     no_survivors(a_pid).await;
     no_survivors(b_pid).await;
@@ -1067,4 +1080,152 @@ async fn stdin_reaches_the_program_whole_and_a_larger_one_is_refused() {
         "{refused}"
     );
     server.shutdown().await;
+}
+
+/// `hold`: takes a secret on stdin, puts it in a file of its working folder, in `/tmp`
+/// and `/dev/shm`, and in its environment, says where its folder is, and stays.
+/// `search FOLDER`: takes the secret on stdin (into a file of its own folder, so that
+/// none of its own command lines or environments holds it) and looks for it in every
+/// `/proc/*/environ` and `/proc/*/cmdline`, in `/tmp`, `/var/tmp`, `/dev/shm` and in
+/// FOLDER, the other's; prints each place it is found.
+const HOLD_OR_SEARCH: &str = r#"
+case "$1" in
+hold)
+  read -r s
+  printf '%s\n' "$s" > "$PWD/secret"; printf '%s\n' "$s" > /tmp/secret
+  printf '%s\n' "$s" > /dev/shm/secret
+  echo "ready $PWD"
+  export HELD="$s"
+  exec sleep 60 ;;
+search)
+  read -r s
+  printf '%s\n' "$s" > "$PWD/.pattern"
+  seen=0
+  for f in /proc/[0-9]*/environ /proc/[0-9]*/cmdline; do
+    if [ -r "$f" ]; then seen=$((seen + 1)); fi
+    if grep -qaF -f "$PWD/.pattern" "$f" 2>/dev/null; then echo "found in $f"; fi
+  done
+  grep -rlaF -f "$PWD/.pattern" /tmp /var/tmp /dev/shm "$2" 2>/dev/null | grep -v "^$PWD/" | sed 's/^/found in /'
+  echo "searched $seen"
+esac
+"#;
+
+// Issue 36, finding 4: two executions of one entry run as one user (65534). B looks for
+// what A received on stdin, wrote to its folder, /tmp and /dev/shm and holds in its
+// environment, through /proc and the shared folders, while A runs: it finds nothing.
+#[tokio::test]
+async fn executions_that_share_a_uid_cannot_see_each_other() {
+    let server = TestServer::start(|c| {
+        exec_on(c);
+        c.exec.programs.insert(
+            "shared".into(),
+            ProgramConfig {
+                command: vec![
+                    "/bin/sh".into(),
+                    "-c".into(),
+                    HOLD_OR_SEARCH.into(),
+                    "sh".into(),
+                ],
+                shell: true,
+                uid: Some(65534),
+                wall_time: NonZeroDuration::from_secs(20),
+                ..ProgramConfig::default()
+            },
+        );
+    })
+    .await;
+    let mut client = server.client();
+    client.initialize().await;
+    let secret = format!("s3cret-{}-{}", std::process::id(), line!());
+    let args = json!({"program": "shared", "args": ["hold"], "stdin": format!("{secret}\n")});
+    let mut holder = client.call_stream("execute", args, None).await;
+    let mut held = Run::default();
+    while !String::from_utf8_lossy(&held.bytes("stdout")).contains('\n') {
+        let frame = within("A to hold the secret", holder.next()).await;
+        held.add(&frame.unwrap_or_else(|| panic!("A ended early: {:?}", held.chunks)));
+    }
+    let out = String::from_utf8_lossy(&held.bytes("stdout")).into_owned();
+    let folder = out
+        .trim()
+        .strip_prefix("ready ")
+        .unwrap_or_else(|| panic!("A says where it is: {out:?}"))
+        .to_owned();
+
+    let search =
+        json!({"program": "shared", "args": ["search", folder], "stdin": format!("{secret}\n")});
+    let mut searcher = client.call_stream("execute", search, None).await;
+    let mut run = Run::default();
+    run.read(&mut searcher).await;
+    assert_eq!(run.result()["status"], "exited", "{}", run.result());
+    let found = String::from_utf8_lossy(&run.bytes("stdout")).into_owned();
+    let seen = found
+        .lines()
+        .find_map(|l| l.strip_prefix("searched "))
+        .and_then(|n| n.parse::<u32>().ok());
+    assert!(seen.is_some_and(|n| n > 0), "B searched /proc: {found:?}");
+    assert!(!found.contains("found in"), "B found A's secret: {found}");
+
+    let id = held.id.clone().unwrap_or_default();
+    tool(&client, "cancel_execution", json!({"execution_id": id})).await;
+    held.read(&mut holder).await;
+    server.shutdown().await;
+}
+
+/// What `exec.separate` costs per execution: the median wall time of a `tools/call` of
+/// `/bin/true` with and without it, alternating between two servers (PID-namespace mode).
+/// `cargo test --release --test execution -- --ignored --nocapture start_cost`
+#[tokio::test]
+#[ignore = "a measurement, not a check"]
+async fn start_cost_with_and_without_separation() {
+    let start = |separate: bool| {
+        TestServer::start(move |c| {
+            exec_on(c);
+            c.exec.separate = separate;
+            c.exec.programs.insert(
+                "true".into(),
+                ProgramConfig {
+                    command: vec!["/bin/true".into()],
+                    args: otpmcp::config::ArgsPolicy::None,
+                    uid: Some(65534),
+                    ..ProgramConfig::default()
+                },
+            );
+        })
+    };
+    let (with, without) = (start(true).await, start(false).await);
+    let mut clients = Vec::new();
+    for server in [&with, &without] {
+        let mut client = server.client();
+        client.initialize().await;
+        clients.push(client);
+    }
+    let rounds: usize = std::env::var("ROUNDS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(200);
+    let mut times = [Vec::new(), Vec::new()];
+    for round in 0..rounds + 10 {
+        for (client, times) in clients.iter().zip(times.iter_mut()) {
+            let began = std::time::Instant::now();
+            let result = tool(client, "execute", json!({"program": "true"})).await;
+            let took = began.elapsed();
+            assert_eq!(result["structuredContent"]["exitCode"], 0, "{result}");
+            // The first ten warm up.
+            if round >= 10 {
+                times.push(took.as_micros());
+            }
+        }
+    }
+    let median = |times: &mut Vec<u128>| {
+        times.sort_unstable();
+        times[times.len() / 2]
+    };
+    let [mut on, mut off] = times;
+    println!(
+        "median µs per execution of /bin/true over {rounds} rounds: separate = true {}, separate = false {}",
+        median(&mut on),
+        median(&mut off)
+    );
+    with.shutdown().await;
+    without.shutdown().await;
 }

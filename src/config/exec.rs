@@ -48,6 +48,10 @@ pub struct ExecConfig {
     /// A cgroup v2 directory under which each execution gets a cgroup of its own
     /// (`isolation = "cgroup"`, or `auto`); made at start-up if missing. Empty: unset.
     pub cgroup_parent: PathBuf,
+    /// Keep executions from seeing each other where the host allows it: a mount namespace
+    /// each (private `/tmp`, `/var/tmp`, `/dev/shm`, no other execution's folder) and, but
+    /// with the process group alone, a `/proc` of its own PID namespace.
+    pub separate: bool,
     /// The programs `execute` may run, by name.
     pub programs: BTreeMap<String, ProgramConfig>,
 }
@@ -68,6 +72,7 @@ impl Default for ExecConfig {
             result_bytes: 64 * 1024,
             isolation: IsolationMode::Auto,
             cgroup_parent: PathBuf::new(),
+            separate: true,
             programs: BTreeMap::new(),
         }
     }
@@ -173,6 +178,18 @@ pub enum ArgsPolicy {
     Any,
 }
 
+impl ArgsPolicy {
+    /// Its name in the configuration.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::NoOptions => "no-options",
+            Self::AfterSeparator => "after-separator",
+            Self::Any => "any",
+        }
+    }
+}
+
 impl Default for ProgramConfig {
     fn default() -> Self {
         Self {
@@ -254,8 +271,26 @@ impl ExecConfig {
                 }
                 Ok(_) => {}
             }
+            let inert = match program.shell {
+                true => false,
+                false => match super::runners::inert(Path::new(path)) {
+                    Ok(inert) => inert,
+                    Err(e) => return problem(&format!("command {path} does not resolve: {e}")),
+                },
+            };
+            if let Some(why) = program.client_args_refused(inert) {
+                return problem(&format!(
+                    "exec.programs.{name}.args_pattern is not set: {why}"
+                ));
+            }
             if let Err(e) = program.args_regex() {
                 return problem(&format!("args_pattern is not a valid expression: {e}"));
+            }
+            // Each execution's mount namespace covers the root with a tmpfs of its own.
+            if let Some(root) = &program.workdir_root
+                && (!root.is_absolute() || root.parent().is_none())
+            {
+                return problem("workdir_root must be an absolute path other than /");
             }
             if program.gid.is_some() && program.uid.is_none() {
                 return problem("gid needs uid");
@@ -266,11 +301,91 @@ impl ExecConfig {
 }
 
 impl ProgramConfig {
+    /// Why this entry may not take a client's arguments as configured, if it may not: a
+    /// program that is no runner (`shell = false`) takes them only with an
+    /// `args_pattern`, or when it is one of the inert programs (`inert`: judged by the
+    /// file its command resolves to) or takes none (`args = "none"`).
+    pub fn client_args_refused(&self, inert: bool) -> Option<String> {
+        if self.shell || self.args == ArgsPolicy::None || self.args_pattern.is_some() || inert {
+            return None;
+        }
+        let command = self.command.first().map(String::as_str).unwrap_or("");
+        Some(format!(
+            "{command} takes a client's arguments (args = \"{}\") but is not one of the inert programs ({}), which are the only ones that take them without a pattern: set args_pattern to a regular expression every argument must match in full, or args = \"none\" (docs/execution.md#what-a-client-may-pass)",
+            self.args.as_str(),
+            super::runners::INERT.join(", ")
+        ))
+    }
+
     /// `args_pattern` compiled to match a whole argument, if there is one.
     pub fn args_regex(&self) -> Result<Option<regex_lite::Regex>, regex_lite::Error> {
         self.args_pattern
             .as_deref()
             .map(|pattern| regex_lite::Regex::new(&format!("^(?:{pattern})$")))
             .transpose()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(tweak: impl FnOnce(&mut ProgramConfig)) -> ProgramConfig {
+        let mut program = ProgramConfig {
+            command: vec!["/usr/bin/find".into(), ".".into()],
+            ..ProgramConfig::default()
+        };
+        tweak(&mut program);
+        program
+    }
+
+    // Issue 36, finding 8: a program that is no runner takes a client's arguments only
+    // with a pattern, when it is inert, or not at all; the refusal says what to set.
+    #[test]
+    fn client_arguments_are_allowed_only_by_pattern_or_to_inert_programs() {
+        for policy in [
+            ArgsPolicy::NoOptions,
+            ArgsPolicy::AfterSeparator,
+            ArgsPolicy::Any,
+        ] {
+            let why = entry(|p| p.args = policy).client_args_refused(false);
+            let why = why.unwrap_or_else(|| panic!("{policy:?} without a pattern passed"));
+            assert!(
+                why.contains("/usr/bin/find")
+                    && why.contains(policy.as_str())
+                    && why.contains("args_pattern")
+                    && why.contains("echo"),
+                "{why}"
+            );
+            assert_eq!(entry(|p| p.args = policy).client_args_refused(true), None);
+        }
+        let with_pattern = entry(|p| p.args_pattern = Some("[a-z]+".into()));
+        assert_eq!(with_pattern.client_args_refused(false), None);
+        let none = entry(|p| p.args = ArgsPolicy::None);
+        assert_eq!(none.client_args_refused(false), None);
+        let shell = entry(|p| p.shell = true);
+        assert_eq!(shell.client_args_refused(false), None);
+    }
+
+    // The whole check, with real files: `find` is refused naming the key, `echo` passes.
+    #[test]
+    fn validation_refuses_a_program_with_open_arguments() {
+        let config = |command: &str, tweak: fn(&mut ProgramConfig)| {
+            let mut settings = ExecConfig {
+                enabled: true,
+                ..ExecConfig::default()
+            };
+            let mut program = entry(tweak);
+            program.command = vec![command.into()];
+            settings.programs.insert("p".into(), program);
+            settings.validate().err().map(|e| e.to_string())
+        };
+        let refused = config("/usr/bin/find", |_| {}).unwrap_or_default();
+        assert!(
+            refused.contains("exec.programs.p.args_pattern") && refused.contains("inert"),
+            "{refused}"
+        );
+        assert_eq!(config("/bin/echo", |_| {}), None);
+        assert_eq!(config("/usr/bin/find", |p| p.args = ArgsPolicy::None), None);
     }
 }

@@ -94,6 +94,27 @@ const RUNNERS: &[(&str, &str)] = &[
     ("podman", WRAPPER),
     ("nerdctl", WRAPPER),
     ("kubectl", WRAPPER),
+    // Issue 36, finding 8. `socat EXEC:`/`SYSTEM:` addresses; `at`/`batch` hand a command
+    // to atd, outside every isolation; the dynamic loader (`ld-linux*.so*`, matched by
+    // prefix below) runs the program it is given; `sg GROUP CMD`, `pkexec`, `runcon`,
+    // `xvfb-run`, `unbuffer` and `perf record/stat/trace` run a command; `poetry`, `pipenv`,
+    // `conda` and `bundle` have `run`/`exec`; `git bisect run`, `-c core.pager=...` and
+    // aliases run commands.
+    ("socat", WRAPPER),
+    ("at", WRAPPER),
+    ("batch", WRAPPER),
+    ("sg", WRAPPER),
+    ("pkexec", WRAPPER),
+    ("runcon", WRAPPER),
+    ("xvfb-run", WRAPPER),
+    ("unbuffer", WRAPPER),
+    ("perf", WRAPPER),
+    ("poetry", WRAPPER),
+    ("pipenv", WRAPPER),
+    ("conda", WRAPPER),
+    ("bundle", WRAPPER),
+    ("bundler", WRAPPER),
+    ("git", WRAPPER),
     // Interpreters, and tools with a command language that can run programs.
     ("python", INTERPRETER),
     ("pythonw", INTERPRETER),
@@ -152,6 +173,27 @@ const RUNNERS: &[(&str, &str)] = &[
     ("mysql", INTERPRETER),
     ("mariadb", INTERPRETER),
     ("dc", INTERPRETER),
+    // Issue 36, finding 8: m4's `syscmd`/`esyscmd`, gnuplot's `system` and `!`, and the
+    // `~!` escape of mail/mailx run shell commands.
+    ("m4", INTERPRETER),
+    ("gnuplot", INTERPRETER),
+    ("mail", INTERPRETER),
+    ("mailx", INTERPRETER),
+    ("bsd-mailx", INTERPRETER),
+    ("s-nail", INTERPRETER),
+];
+
+/// The dynamic loader: `ld-linux-x86-64.so.2 PROGRAM` runs PROGRAM, whatever its name.
+const LOADER: &str = "the dynamic loader: runs the program its arguments name";
+
+/// Programs that may take a client's arguments without an `args_pattern`: none runs
+/// code, reads or writes a file, or changes the system, whatever its arguments. Left out
+/// on purpose: `cat`, `head`, `wc`, `base64`, `*sum` (read the files they are given),
+/// `date` (`-f FILE` prints its lines in errors; `-s` sets the clock), `sort` (`-o`,
+/// `--compress-program`), `test` and `realpath` (probe paths), `hostname` (sets it).
+pub(super) const INERT: &[&str] = &[
+    "echo", "printf", "true", "false", "seq", "expr", "basename", "dirname", "sleep", "yes",
+    "factor", "tr", "uname",
 ];
 
 /// A command that runs other code: the file it really is, and why.
@@ -175,10 +217,22 @@ pub(super) fn runner(command: &Path) -> std::io::Result<Option<Runner>> {
     Ok(why.map(|why| Runner { resolved, why }))
 }
 
+/// Whether `command`, as the file it resolves to, is one of the [`INERT`] programs. An
+/// error when it does not resolve.
+pub(super) fn inert(command: &Path) -> std::io::Result<bool> {
+    let resolved = std::fs::canonicalize(command)?;
+    let name = resolved.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    Ok(INERT.contains(&name))
+}
+
 /// Why the file `name` runs other code, if it does. Versioned names count as their
 /// program: `python3.11`, `perl5.36`, `php8.2`, `lua5.4`, `tclsh8.6`, `guile-3.0`.
 fn why_runner(name: &str) -> Option<&'static str> {
     let lower = name.to_ascii_lowercase();
+    // `ld-linux.so.2`, `ld-linux-x86-64.so.2`, `ld-2.31.so`, `ld-musl-x86_64.so.1`.
+    if lower.starts_with("ld-linux") || (lower.starts_with("ld-") && lower.contains(".so")) {
+        return Some(LOADER);
+    }
     let bare = lower.trim_end_matches(|c: char| c.is_ascii_digit() || matches!(c, '.' | '-' | '_'));
     RUNNERS
         .iter()
@@ -212,6 +266,30 @@ mod tests {
             "docker",
             "sqlite3",
             "psql",
+            // Issue 36, finding 8.
+            "socat",
+            "m4",
+            "at",
+            "batch",
+            "ld-linux-x86-64.so.2",
+            "ld-linux.so.2",
+            "ld-linux-aarch64.so.1",
+            "ld-2.31.so",
+            "ld-musl-x86_64.so.1",
+            "sg",
+            "pkexec",
+            "runcon",
+            "xvfb-run",
+            "unbuffer",
+            "perf",
+            "poetry",
+            "pipenv",
+            "conda",
+            "bundle",
+            "git",
+            "gnuplot",
+            "mail",
+            "mailx",
         ] {
             assert!(why_runner(name).is_some(), "{name}");
         }
@@ -223,8 +301,40 @@ mod tests {
             "grep",
             "python3-config",
             "shasum",
+            "ldd",
+            "ld",
+            "attr",
+            "gitk-less",
         ] {
             assert_eq!(why_runner(name), None, "{name}");
+        }
+    }
+
+    // Issue 36, finding 8: the inert list is judged by the file a command resolves to,
+    // so a link named `echo` to a shell, or busybox's `echo`, is not inert.
+    #[test]
+    fn only_the_inert_files_themselves_are_inert() {
+        let yes = |path: &str| inert(Path::new(path)).unwrap_or(false);
+        assert!(yes("/bin/echo") && yes("/usr/bin/seq") && yes("/usr/bin/tr"));
+        for path in [
+            "/bin/cat",
+            "/usr/bin/find",
+            "/bin/date",
+            "/usr/bin/wc",
+            "/bin/sh",
+        ] {
+            assert!(!yes(path), "{path}");
+        }
+        let dir = std::env::temp_dir().join(format!("otpmcp-inert-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+        let link = dir.join("echo");
+        std::os::unix::fs::symlink("/bin/sh", &link).unwrap_or_else(|e| panic!("{e}"));
+        assert!(!inert(&link).unwrap_or(true));
+        assert!(inert(&dir.join("missing")).is_err());
+        let _ = std::fs::remove_dir_all(&dir);
+        for name in INERT {
+            assert_eq!(why_runner(name), None, "{name} is inert and a runner");
         }
     }
 

@@ -1,18 +1,142 @@
 //! What the forked child does before it executes the program: join the execution's
 //! cgroup, forbid new privileges, set the limits, (PID-namespace mode) split into a relay,
-//! an init and the program, drop to the program's user, and tie itself to its parent.
+//! an init and the program, (where the host allows) enter a mount namespace of its own
+//! with private `/tmp`-like folders, its working folder alone under its root and a `/proc`
+//! of its PID namespace, drop to the program's user, and tie itself to its parent.
 //!
 //! All of it runs between `fork` and `exec` in a copy of a multi-threaded process: only
 //! async-signal-safe system calls, on values computed before the fork, and no allocation.
 #![allow(unsafe_code)]
 
+use std::ffi::CString;
 use std::io::{Error, Result};
 use std::os::fd::RawFd;
+use std::os::unix::ffi::OsStrExt as _;
+use std::path::{Path, PathBuf};
 
 use crate::config::ProgramConfig;
 
+/// The mounts of one execution's own mount namespace, as C strings made before the fork
+/// (the child may not allocate).
+#[derive(Debug)]
+pub struct PrivateMounts {
+    /// Folders covered by a tmpfs of the execution's own, outermost first, each with its
+    /// mount options: the shared world-writable ones (`/tmp`, `/var/tmp`, `/dev/shm`) and
+    /// the workdir root, so no other execution's folder is visible.
+    covers: Vec<(CString, CString)>,
+    /// Made inside a cover, outermost first: the way down to the working folder, and it.
+    dirs: Vec<CString>,
+    /// The working folder, where the real one (the child's current folder) is bound.
+    workdir: CString,
+    /// Mount a `/proc` of the program's PID namespace (only with one).
+    proc: bool,
+}
+
+impl PrivateMounts {
+    /// For the working folder `workdir` (made under `root`), with a tmpfs over each of
+    /// `shared` and over `root`, of at most `tmp_bytes` each (0: the kernel's default).
+    pub(super) fn plan(
+        workdir: &Path,
+        root: &Path,
+        shared: &[PathBuf],
+        tmp_bytes: u64,
+        proc: bool,
+    ) -> Result<Self> {
+        let c = |path: &Path| {
+            CString::new(path.as_os_str().as_bytes())
+                .map_err(|_| Error::other("a path with a NUL byte"))
+        };
+        let size = match tmp_bytes {
+            0 => String::new(),
+            n => format!(",size={n}"),
+        };
+        let mut covers = Vec::new();
+        let mut covered = Vec::new();
+        // A shared folder under the root is hidden by the root's cover, unless it is it.
+        for dir in shared.iter().filter(|d| *d == root || !d.starts_with(root)) {
+            covers.push((c(dir)?, c(Path::new(&format!("mode=1777{size}")))?));
+            covered.push(dir.as_path());
+        }
+        let base = match covered.iter().find(|d| root.starts_with(d)) {
+            Some(dir) => *dir,
+            None => {
+                covers.push((c(root)?, c(Path::new(&format!("mode=0755{size}")))?));
+                root
+            }
+        };
+        // The folders between the cover and the working folder, outermost first.
+        let mut dirs = workdir
+            .ancestors()
+            .take_while(|d| *d != base && d.starts_with(base))
+            .map(c)
+            .collect::<Result<Vec<_>>>()?;
+        dirs.reverse();
+        Ok(Self {
+            covers,
+            dirs,
+            workdir: c(workdir)?,
+            proc,
+        })
+    }
+
+    /// In the child, as root, with the working folder as its current folder: a mount
+    /// namespace of its own whose changes reach no other (private propagation first),
+    /// a tmpfs over each cover, the working folder bound back in place, and a fresh
+    /// `/proc`.
+    unsafe fn apply(&self) -> Result<()> {
+        // SAFETY: system calls on C strings made before the fork and on static ones.
+        unsafe {
+            let none = std::ptr::null();
+            check(libc::unshare(libc::CLONE_NEWNS))?;
+            check(libc::mount(
+                none,
+                c"/".as_ptr(),
+                none,
+                libc::MS_REC | libc::MS_PRIVATE,
+                std::ptr::null(),
+            ))?;
+            let flags = libc::MS_NOSUID | libc::MS_NODEV;
+            for (target, options) in &self.covers {
+                check(libc::mount(
+                    c"tmpfs".as_ptr(),
+                    target.as_ptr(),
+                    c"tmpfs".as_ptr(),
+                    flags,
+                    options.as_ptr().cast(),
+                ))?;
+            }
+            for dir in &self.dirs {
+                if libc::mkdir(dir.as_ptr(), 0o755) != 0
+                    && *libc::__errno_location() != libc::EEXIST
+                {
+                    return Err(Error::last_os_error());
+                }
+            }
+            // "." is still the real working folder, now under a cover.
+            check(libc::mount(
+                c".".as_ptr(),
+                self.workdir.as_ptr(),
+                none,
+                libc::MS_BIND,
+                std::ptr::null(),
+            ))?;
+            check(libc::chdir(self.workdir.as_ptr()))?;
+            if self.proc {
+                check(libc::mount(
+                    c"proc".as_ptr(),
+                    c"/proc".as_ptr(),
+                    c"proc".as_ptr(),
+                    libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                    std::ptr::null(),
+                ))?;
+            }
+        }
+        Ok(())
+    }
+}
+
 /// What the child applies, computed in the server before the fork.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(super) struct ChildPlan {
     /// The server's pid, to check that it did not die before the parent-death signal.
     parent: libc::pid_t,
@@ -26,6 +150,8 @@ pub(super) struct ChildPlan {
     pub cgroup_procs: Option<RawFd>,
     /// Run the program in a PID namespace of its own, under an init.
     pub pid_namespace: bool,
+    /// Run it in a mount namespace of its own, with these mounts.
+    pub mounts: Option<std::sync::Arc<PrivateMounts>>,
 }
 
 fn check(rc: libc::c_int) -> Result<()> {
@@ -48,11 +174,12 @@ impl ChildPlan {
             user: program.uid.map(|uid| (uid, program.gid.unwrap_or(uid))),
             cgroup_procs: None,
             pid_namespace: false,
+            mounts: None,
         }
     }
 
     /// In the child. Returns only in the process that is to execute the program.
-    pub(super) fn apply(self) -> Result<()> {
+    pub(super) fn apply(&self) -> Result<()> {
         // SAFETY: system calls on integers and on buffers of this stack frame, all
         // async-signal-safe, as allowed between fork and exec.
         unsafe {
@@ -69,6 +196,10 @@ impl ChildPlan {
                 true => self.split()?,
                 false => self.parent,
             };
+            // In the program's process (so its `/proc` is its PID namespace's), as root.
+            if let Some(mounts) = &self.mounts {
+                mounts.apply()?;
+            }
             if let Some((uid, gid)) = self.user {
                 check(libc::setgroups(0, std::ptr::null()))?;
                 check(libc::setgid(gid))?;
@@ -289,6 +420,64 @@ pub fn pid_namespace_works() -> bool {
                 libc::WEXITSTATUS(status)
             } else {
                 5
+            });
+        }
+        let mut status = 0;
+        libc::waitpid(probe, &mut status, 0) == probe
+            && libc::WIFEXITED(status)
+            && libc::WEXITSTATUS(status) == 0
+    }
+}
+
+/// Whether this host lets the server give an execution a mount namespace of its own: a
+/// child unshares one, makes it private and mounts a tmpfs over `/tmp` (in its own
+/// namespace only); with `proc`, it also unshares a PID namespace and its first child
+/// mounts a `/proc` there. For the start-up choice of the separation between executions.
+pub fn private_mounts_work(proc: bool) -> bool {
+    // SAFETY: the child calls only unshare, mount, fork, waitpid and _exit
+    // (async-signal-safe) on static C strings; the parent waits for it.
+    unsafe {
+        let _spawning = super::reaper::spawning();
+        let probe = libc::fork();
+        if probe < 0 {
+            return false;
+        }
+        if probe == 0 {
+            let pid = if proc { libc::CLONE_NEWPID } else { 0 };
+            if libc::unshare(libc::CLONE_NEWNS | pid) != 0 {
+                libc::_exit(1);
+            }
+            let none = std::ptr::null();
+            let private = libc::MS_REC | libc::MS_PRIVATE;
+            if libc::mount(none, c"/".as_ptr(), none, private, none.cast()) != 0 {
+                libc::_exit(2);
+            }
+            let tmpfs = c"tmpfs".as_ptr();
+            let flags = libc::MS_NOSUID | libc::MS_NODEV;
+            if libc::mount(tmpfs, c"/tmp".as_ptr(), tmpfs, flags, none.cast()) != 0 {
+                libc::_exit(3);
+            }
+            if !proc {
+                libc::_exit(0);
+            }
+            let init = libc::fork();
+            if init < 0 {
+                libc::_exit(4);
+            }
+            if init == 0 {
+                let proc = c"proc".as_ptr();
+                let flags = flags | libc::MS_NOEXEC;
+                let done = libc::mount(proc, c"/proc".as_ptr(), proc, flags, none.cast());
+                libc::_exit(if done == 0 { 0 } else { 5 });
+            }
+            let mut status = 0;
+            if libc::waitpid(init, &mut status, 0) != init {
+                libc::_exit(6);
+            }
+            libc::_exit(if libc::WIFEXITED(status) {
+                libc::WEXITSTATUS(status)
+            } else {
+                7
             });
         }
         let mut status = 0;

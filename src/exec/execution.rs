@@ -26,7 +26,8 @@ use tokio_util::task::AbortOnDropHandle;
 
 use super::cgroup::Cgroup;
 use super::chunker::Chunker;
-use super::isolation::Isolation;
+use super::isolation::{Isolation, Separation};
+use super::child::PrivateMounts;
 use super::process::{self, Containment, ExitInfo, Pipes, Process, Workdir};
 use super::pump::{Output, Pump, Pumped};
 use super::record::{self, ExecRecord, Outcome, Status, Usage, log_key};
@@ -60,6 +61,8 @@ pub struct ExecutionArgs {
     pub progress: watch::Sender<u64>,
     /// How it is contained.
     pub isolation: Isolation,
+    /// How it is kept from seeing other executions.
+    pub separation: Separation,
 }
 
 /// Messages of an execution. Only [`super::ExecHandle`] and the execution's own tasks
@@ -159,9 +162,24 @@ impl Actor for Execution {
             ),
             _ => None,
         };
+        let separation = &args.separation;
+        let mounts = match separation.mounts {
+            true => Some(Arc::new(
+                PrivateMounts::plan(
+                    workdir.path(),
+                    &root,
+                    &separation.shared,
+                    program.file_bytes,
+                    separation.proc,
+                )
+                .map_err(|e| format!("cannot plan the execution's mounts: {e}"))?,
+            )),
+            false => None,
+        };
         let containment = Containment {
             cgroup: cgroup.as_mut(),
-            pid_namespace: matches!(args.isolation, Isolation::PidNamespace),
+            pid_namespace: matches!(args.isolation, Isolation::PidNamespace) || separation.proc,
+            mounts,
         };
         let (process, pipes) = process::spawn(
             program,

@@ -2,7 +2,13 @@
 //! outliving it on this host. `auto` takes a cgroup when `exec.cgroup_parent` is set and
 //! usable, else a PID namespace when the host allows one, else refuses to start; the
 //! process group alone (which `setsid` escapes) runs only when asked for by name.
+//!
+//! On top, [`Separation`]: where the host allows it, each execution gets a mount
+//! namespace of its own (private `/tmp`, `/var/tmp`, `/dev/shm`, no other execution's
+//! folder) and, but with the process group alone, a `/proc` of its own PID namespace, so
+//! executions that run as one user cannot see each other.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::cgroup::{CgroupError, CgroupParent};
@@ -27,6 +33,41 @@ impl Isolation {
             Self::Cgroup(_) => IsolationMode::Cgroup,
             Self::PidNamespace => IsolationMode::PidNamespace,
             Self::ProcessGroup => IsolationMode::ProcessGroup,
+        }
+    }
+}
+
+/// The world-writable folders every execution gets a private tmpfs over, where they exist.
+const SHARED: [&str; 3] = ["/tmp", "/var/tmp", "/dev/shm"];
+
+/// How executions are kept from seeing each other, chosen at start-up.
+#[derive(Debug, Clone, Default)]
+pub struct Separation {
+    /// A mount namespace per execution, with a tmpfs of its own over each of `shared`
+    /// and over its program's workdir root (its own folder bound back in place).
+    pub mounts: bool,
+    /// The shared folders this host has.
+    pub shared: Arc<[PathBuf]>,
+    /// A PID namespace per execution (in cgroup mode too) with a `/proc` of its own.
+    pub proc: bool,
+}
+
+impl Separation {
+    /// What this host allows with `isolation`: everything but the process group alone
+    /// also gets a PID namespace and its `/proc`.
+    pub fn of(isolation: &Isolation) -> Self {
+        let proc = !matches!(isolation, Isolation::ProcessGroup)
+            && super::child::private_mounts_work(true);
+        let mounts = proc || super::child::private_mounts_work(false);
+        let shared = SHARED
+            .iter()
+            .map(PathBuf::from)
+            .filter(|dir| dir.is_dir())
+            .collect();
+        Self {
+            mounts,
+            shared,
+            proc,
         }
     }
 }
@@ -150,7 +191,7 @@ fn check_owner(
 }
 
 /// Probes the host, decides, and says at start-up what runs and what it enforces.
-pub fn start(settings: &ExecConfig) -> Result<Isolation, IsolationError> {
+pub fn start(settings: &ExecConfig) -> Result<(Isolation, Separation), IsolationError> {
     let isolation = choose(settings.isolation, HostProbe::of(settings))?;
     if let Isolation::Cgroup(parent) = &isolation {
         check_owner(settings, parent.path(), super::process::effective_uid())?;
@@ -171,7 +212,25 @@ pub fn start(settings: &ExecConfig) -> Result<Isolation, IsolationError> {
             "exec.isolation = \"process-group\": a program's descendants that leave its process group (setsid) outlive it"
         ),
     }
-    Ok(isolation)
+    let separation = match settings.separate {
+        true => Separation::of(&isolation),
+        false => Separation::default(),
+    };
+    match (separation.mounts, separation.proc) {
+        _ if !settings.separate => tracing::warn!(
+            "exec.separate = false: programs that run as one user can read each other's files, environment and processes"
+        ),
+        (true, true) => tracing::info!(
+            "executions separated: a mount namespace each (private /tmp, /var/tmp, /dev/shm; no other execution's folder) and a /proc of its own PID namespace"
+        ),
+        (true, false) => tracing::warn!(
+            "executions get a mount namespace each (private /tmp, /var/tmp, /dev/shm; no other execution's folder), but /proc is the host's: programs that run as one user can read each other's environment and folders through /proc/PID (docs/execution.md#security-model)"
+        ),
+        _ => tracing::warn!(
+            "this host makes no mount namespace for the server (it needs root or CAP_SYS_ADMIN): programs that run as one user can read each other's files, environment and processes (docs/execution.md#security-model)"
+        ),
+    }
+    Ok((isolation, separation))
 }
 
 #[cfg(test)]

@@ -135,11 +135,11 @@ impl ExecHandle {
         settings: Arc<ExecConfig>,
         store: EventStoreHandle,
     ) -> Result<Self, ExecError> {
-        let isolation =
+        let (isolation, separation) =
             isolation::start(&settings).map_err(|e| ExecError::Unavailable(e.to_string()))?;
         let orphans = reaper::start()
             .map_err(|e| ExecError::Unavailable(format!("cannot become a child subreaper: {e}")))?;
-        let args = (settings.clone(), store.clone(), isolation);
+        let args = (settings.clone(), store.clone(), isolation, separation);
         let (actor, _) = Actor::spawn(None, ExecSupervisor, args)
             .await
             .map_err(|e| ExecError::Unavailable(e.to_string()))?;

@@ -17,7 +17,7 @@ use tokio::io::unix::AsyncFd;
 use tokio::net::unix::pipe;
 
 use super::cgroup::Cgroup;
-use super::child::ChildPlan;
+use super::child::{ChildPlan, PrivateMounts};
 use super::reaper;
 use crate::config::ProgramConfig;
 
@@ -126,8 +126,11 @@ pub struct Pipes {
 pub struct Containment<'a> {
     /// The execution's cgroup (`exec.isolation = "cgroup"`).
     pub cgroup: Option<&'a mut Cgroup>,
-    /// A PID namespace under an init (`exec.isolation = "pid-namespace"`).
+    /// A PID namespace under an init (`exec.isolation = "pid-namespace"`, or `cgroup`
+    /// where the host allows one).
     pub pid_namespace: bool,
+    /// A mount namespace of its own, with these mounts.
+    pub mounts: Option<Arc<PrivateMounts>>,
 }
 
 /// Starts `program` with `args` appended, in `workdir`, with no environment but what the
@@ -177,6 +180,7 @@ pub fn spawn(
     let mut plan = ChildPlan::of(program);
     plan.cgroup_procs = containment.cgroup.as_ref().and_then(|c| c.procs_fd());
     plan.pid_namespace = containment.pid_namespace;
+    plan.mounts = containment.mounts;
     // SAFETY: the closure runs in the child between fork and exec and calls only
     // async-signal-safe functions on values computed before the fork; it allocates
     // nothing (see super::child).

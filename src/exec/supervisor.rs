@@ -12,7 +12,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use super::ExecError;
 use super::execution::{Execution, ExecutionArgs, ExecutionMsg};
-use super::isolation::Isolation;
+use super::isolation::{Isolation, Separation};
 use super::pump::Output;
 use super::record::{self, ExecRecord, Outcome, Status, index_entry, index_key, log_key};
 use crate::config::ExecConfig;
@@ -85,6 +85,8 @@ pub struct ExecSupervisorState {
     store: EventStoreHandle,
     /// How every execution is contained, chosen at start-up.
     isolation: Isolation,
+    /// How executions are kept from seeing each other, chosen at start-up.
+    separation: Separation,
     running: HashMap<SessionId, Running>,
     by_actor: HashMap<ActorId, SessionId>,
     per_party: HashMap<String, usize>,
@@ -97,17 +99,18 @@ pub struct ExecSupervisorState {
 impl Actor for ExecSupervisor {
     type Msg = ExecMsg;
     type State = ExecSupervisorState;
-    type Arguments = (Arc<ExecConfig>, EventStoreHandle, Isolation);
+    type Arguments = (Arc<ExecConfig>, EventStoreHandle, Isolation, Separation);
 
     async fn pre_start(
         &self,
         _: ActorRef<Self::Msg>,
-        (settings, store, isolation): Self::Arguments,
+        (settings, store, isolation, separation): Self::Arguments,
     ) -> Result<Self::State, ActorProcessingErr> {
         Ok(ExecSupervisorState {
             settings,
             store,
             isolation,
+            separation,
             running: HashMap::new(),
             by_actor: HashMap::new(),
             per_party: HashMap::new(),
@@ -290,6 +293,7 @@ impl ExecSupervisorState {
             done: done_tx,
             progress: progress_tx,
             isolation: self.isolation.clone(),
+            separation: self.separation.clone(),
         };
         let actor = match Actor::spawn_linked(None, Execution, args, myself.get_cell()).await {
             Ok((actor, _)) => actor,

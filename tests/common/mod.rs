@@ -851,3 +851,50 @@ pub fn rss(pid: u32) -> u64 {
 pub const MIB: u64 = 1024 * 1024;
 
 pub use outage::{call_through_outage, finish_through_outage};
+
+/// Python that prints, for the process that calls `me()`, its PID namespace and its pid
+/// there (`pid:[N]/P`): in a PID namespace with a `/proc` of its own, a program cannot
+/// learn its pid on the host; [`NsPid::host`] finds it.
+pub const PY_ME: &str =
+    "import os\ndef me(): return f\"{os.readlink('/proc/self/ns/pid')}/{os.getpid()}\"\n";
+
+/// A process as a program names it: its PID namespace (as `/proc/self/ns/pid` reads)
+/// and its pid there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NsPid {
+    pub namespace: String,
+    pub pid: i32,
+}
+
+impl NsPid {
+    /// From `pid:[N]/P`.
+    pub fn parse(token: &str) -> Option<Self> {
+        let (namespace, pid) = token.rsplit_once('/')?;
+        Some(Self {
+            namespace: namespace.to_owned(),
+            pid: pid.parse().ok()?,
+        })
+    }
+
+    /// Its pid on the host, while it exists: the process in that namespace whose last
+    /// `NSpid` is `pid`. `None` once it is gone (reaped, or its namespace with it).
+    pub fn host(&self) -> Option<i32> {
+        std::fs::read_dir("/proc")
+            .ok()?
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+            .find(|host| {
+                let ns = std::fs::read_link(format!("/proc/{host}/ns/pid")).ok();
+                if ns.is_none_or(|ns| ns.to_string_lossy() != self.namespace) {
+                    return false;
+                }
+                let status =
+                    std::fs::read_to_string(format!("/proc/{host}/status")).unwrap_or_default();
+                status
+                    .lines()
+                    .find_map(|l| l.strip_prefix("NSpid:"))
+                    .and_then(|ids| ids.split_whitespace().last()?.parse::<i32>().ok())
+                    == Some(self.pid)
+            })
+    }
+}
