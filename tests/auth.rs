@@ -1230,3 +1230,55 @@ async fn a_handed_on_call_whose_token_has_expired_is_not_run_again() {
     );
     assert_eq!(response["error"]["data"]["retryable"], true, "{response}");
 }
+
+/// Issue 36, finding 10: `otpmcp config check` (and start-up, which loads alike) refuses
+/// an identity provider reached over plain http off loopback, naming the key; on
+/// loopback, as the stand-in issuer of these tests is, it is accepted.
+#[test]
+fn config_check_refuses_plain_http_to_the_identity_provider_but_on_loopback() {
+    let dir = std::env::temp_dir().join(format!("otpmcp-auth-https-{}", std::process::id()));
+    let _ = std::fs::create_dir_all(&dir);
+    let check = |name: &str, lines: &str| {
+        let file = dir.join(name);
+        let text =
+            format!("[auth]\nenabled = true\naudience = \"https://mcp.example/mcp\"\n{lines}\n");
+        std::fs::write(&file, text).unwrap_or_else(|e| panic!("{e}"));
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_otpmcp"))
+            .args(["config", "check"])
+            .arg(&file)
+            .current_dir(&dir)
+            .output()
+            .unwrap_or_else(|e| panic!("run: {e}"));
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        (out.status.code(), stderr)
+    };
+    let refused = [
+        (
+            "jwks.toml",
+            "issuer = \"https://as.example\"\njwks_url = \"http://as.example/keys\"",
+            "auth.jwks_url",
+        ),
+        (
+            "introspection.toml",
+            "issuer = \"https://as.example\"\nintrospection_url = \"http://10.1.2.3/introspect\"",
+            "auth.introspection_url",
+        ),
+        (
+            "metadata.toml",
+            "issuer = \"http://as.example/realms/mcp\"",
+            "auth.issuer",
+        ),
+    ];
+    for (name, lines, key) in refused {
+        let (code, stderr) = check(name, lines);
+        assert_eq!(code, Some(2), "{name}: {stderr}");
+        assert!(
+            stderr.contains(key) && stderr.contains("https"),
+            "{name}: {stderr:?} should name {key}"
+        );
+    }
+    let loopback = "issuer = \"http://127.0.0.1:8080\"\nintrospection_url = \"http://localhost:8080/introspect\"\njwks_url = \"http://[::1]:8080/keys\"";
+    let (code, stderr) = check("loopback.toml", loopback);
+    assert_eq!(code, Some(0), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
