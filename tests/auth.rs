@@ -1066,28 +1066,8 @@ impl HandedOn {
         Issuer::sign(&self.issuer.rsa, &claims)
     }
 
-    /// Every value of every in-flight table in Redis, as stored.
     async fn inflight_entries(&self) -> Vec<String> {
-        let client = redis::Client::open(self.redis.url()).unwrap_or_else(|e| panic!("{e}"));
-        let mut conn = client
-            .get_multiplexed_async_connection()
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
-        let tables: Vec<String> = redis::cmd("KEYS")
-            .arg("*inflight*")
-            .query_async(&mut conn)
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
-        let mut values = Vec::new();
-        for table in tables {
-            let entries: Vec<(String, String)> = redis::cmd("HGETALL")
-                .arg(&table)
-                .query_async(&mut conn)
-                .await
-                .unwrap_or_else(|e| panic!("{e}"));
-            values.extend(entries.into_iter().map(|(_, v)| v));
-        }
-        values
+        inflight_entries(&self.redis).await
     }
 
     /// Stops A (SIGTERM's path: its drain ends before the call does, which it leaves
@@ -1121,6 +1101,30 @@ impl HandedOn {
         })
         .await;
     }
+}
+
+/// Every value of every in-flight table in `redis`, as stored.
+async fn inflight_entries(redis: &RedisServer) -> Vec<String> {
+    let client = redis::Client::open(redis.url()).unwrap_or_else(|e| panic!("{e}"));
+    let mut conn = client
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let tables: Vec<String> = redis::cmd("KEYS")
+        .arg("*inflight*")
+        .query_async(&mut conn)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut values = Vec::new();
+    for table in tables {
+        let entries: Vec<(String, String)> = redis::cmd("HGETALL")
+            .arg(&table)
+            .query_async(&mut conn)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        values.extend(entries.into_iter().map(|(_, v)| v));
+    }
+    values
 }
 
 /// `stream_events`, and `slow_whoami(count)`: `count` progress events 25 ms apart, then
@@ -1281,4 +1285,40 @@ fn config_check_refuses_plain_http_to_the_identity_provider_but_on_loopback() {
     let (code, stderr) = check("loopback.toml", loopback);
     assert_eq!(code, Some(0), "{stderr}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// An introspection answer need not name `exp`: it is trusted for
+/// `auth.introspection_cache`, and a handed-on call's run again no longer after the call
+/// began.
+#[tokio::test]
+async fn a_handed_on_call_of_a_token_introspected_without_exp_expires_with_the_answers_trust() {
+    let issuer = Issuer::start().await;
+    let redis = RedisServer::start();
+    let url = redis.url();
+    let introspect = introspected(&issuer);
+    let server = start(&issuer, move |c| {
+        introspect(c);
+        c.auth.introspection_cache = NonZeroDuration::from_secs(40);
+        c.store.backend = BackendKind::Redis;
+        c.store.redis_url = url;
+    })
+    .await;
+    issuer.opaque("opaque-carol", active(json!({"sub": "carol", "exp": null})));
+    let mut client = Client::new(&server.url).with_token("opaque-carol");
+    let before = now();
+    let (_reader, _) = call_under_way(&mut client, "stream_events", 400).await;
+    let entries = inflight_entries(&redis).await;
+    let entry = entries
+        .iter()
+        .find(|e| e.contains("stream_events"))
+        .unwrap_or_else(|| panic!("no in-flight entry of the call: {entries:?}"));
+    let value: Value = serde_json::from_str(entry).unwrap_or_default();
+    let principal = &value["handover"]["principal"];
+    assert_eq!(principal["subject"], "carol", "{entry}");
+    let expires = principal["expires_at"].as_u64().unwrap_or_default();
+    assert!(
+        (before + 40..=now() + 40).contains(&expires),
+        "expires {expires}, the call began at {before}: {entry}"
+    );
+    server.shutdown().await;
 }
