@@ -1322,3 +1322,42 @@ async fn a_handed_on_call_of_a_token_introspected_without_exp_expires_with_the_a
     );
     server.shutdown().await;
 }
+
+/// A task record of a re-runnable tool keeps its caller to run it again: in Redis, for
+/// the task's ttl, with the owner, scopes and expiry only, not every claim.
+#[tokio::test]
+async fn a_task_record_in_redis_keeps_only_its_callers_owner_scopes_and_expiry() {
+    let issuer = Issuer::start().await;
+    let redis = RedisServer::start();
+    let url = redis.url();
+    let server = start(&issuer, move |c| {
+        c.store.backend = BackendKind::Redis;
+        c.store.redis_url = url;
+    })
+    .await;
+    let mut claims = issuer.claims(AUDIENCE, "alice", "mcp");
+    claims.insert("email".into(), json!("secret@x"));
+    let token = Issuer::sign(&issuer.rsa, &claims);
+    let alice = Stateless::new(&server.url).with_tasks().with_token(&token);
+    let id = alice
+        .start_task("stream_events", json!({"count": 400, "interval_ms": 25}))
+        .await;
+    let client = redis::Client::open(redis.url()).unwrap_or_else(|e| panic!("{e}"));
+    let mut conn = client
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let record: String = redis::cmd("GET")
+        .arg(format!("otpmcp:task:{id}"))
+        .query_async(&mut conn)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    for dropped in ["secret@x", "email", "claims", AUDIENCE] {
+        assert!(!record.contains(dropped), "{dropped} is not kept: {record}");
+    }
+    for kept in ["\"alice\"", "expires_at", "stream_events"] {
+        assert!(record.contains(kept), "{kept} is kept: {record}");
+    }
+    alice.ask("tasks/cancel", json!({"taskId": id})).await;
+    server.shutdown().await;
+}
