@@ -1203,7 +1203,7 @@ async fn a_handed_on_call_keeps_only_its_owner_scopes_and_expiry_in_redis_and_ru
 async fn a_handed_on_call_whose_token_has_expired_is_not_run_again() {
     let mut pair = HandedOn::start().await;
     // Long enough to start the call on a loaded machine.
-    let ttl = 3;
+    let ttl = 5;
     let expiring = pair.token(ttl);
     let expires = now() + ttl;
     let mut client = Client::new(&pair.a.as_ref().map(|a| a.url.clone()).unwrap_or_default())
