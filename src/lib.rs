@@ -146,8 +146,8 @@ pub mod protocol;
 pub mod proxy;
 
 pub use app::{App, StartError, serve_stdio, serve_stdio_until, start, start_with};
-pub use auth::Principal;
 pub use auth::verifier::SetupError;
+pub use auth::{HandedPrincipal, Principal};
 pub use event_store::redis::ConnectError;
 pub use ids::{SessionId, SessionIdError};
 pub use session::{SessionError, SessionInfo};

@@ -12,10 +12,12 @@ use std::time::{Duration, Instant};
 use common::issuer::{Issuer, jwk_of, make_key, now};
 use common::redis::RedisServer;
 use common::stateless::{Stateless, wait_tool};
-use common::{Client, SseReader, TestServer, eventually, within};
+use common::{Client, SseReader, TestServer, Transcript, eventually, within};
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use otpmcp::McpServer;
+use otpmcp::cluster::leases::RESTARTED_MESSAGE;
 use otpmcp::config::{BackendKind, Config, NonZeroDuration};
+use otpmcp::server::HANDED_ON_NOTE;
 
 use otpmcp::handler::builtin::{echo, stream_events};
 use otpmcp::handler::tool;
@@ -1081,5 +1083,353 @@ async fn a_listen_stream_is_told_only_of_the_resources_its_scopes_allow() {
         let note = admins.next_json().await;
         assert_eq!(note["params"]["uri"], uri, "{note}");
     }
+    server.shutdown().await;
+}
+
+/// Issue 36, finding 9: handover and in-flight entries in Redis held the whole principal
+/// with every claim for up to a day, and a handed-on call ran again without its token's
+/// expiry checked. Replicas A (a 200 ms drain) and B on one Redis, each on `[auth]`
+/// with no leeway, serving `stream_events` and `slow_whoami`, both re-runnable.
+struct HandedOn {
+    issuer: Issuer,
+    // Dropped last: the replicas go first.
+    a: Option<TestServer>,
+    b: TestServer,
+    redis: RedisServer,
+}
+
+impl HandedOn {
+    async fn start() -> Self {
+        let issuer = Issuer::start().await;
+        let redis = RedisServer::start();
+        let url = redis.url();
+        let on = auth_on(&issuer);
+        let replica = move |c: &mut Config| {
+            on(c);
+            c.auth.leeway = Duration::ZERO;
+            c.store.backend = BackendKind::Redis;
+            c.store.redis_url = url.clone();
+            c.store.lease_ttl = NonZeroDuration::from_secs(1);
+        };
+        let draining = replica.clone();
+        let a = TestServer::start_with(
+            move |c| {
+                draining(c);
+                c.server.shutdown_timeout = Duration::from_millis(200);
+            },
+            rerunnable_server(),
+        )
+        .await;
+        let b = TestServer::start_with(replica, rerunnable_server()).await;
+        Self {
+            issuer,
+            a: Some(a),
+            b,
+            redis,
+        }
+    }
+
+    /// A token of alice (scope `mcp`) living `ttl` seconds, with a claim nobody needs
+    /// again: her e-mail address.
+    fn token(&self, ttl: u64) -> String {
+        let mut claims = self.issuer.claims(AUDIENCE, "alice", "mcp");
+        claims.insert("exp".into(), json!(now() + ttl));
+        claims.insert("email".into(), json!("secret@x"));
+        Issuer::sign(&self.issuer.rsa, &claims)
+    }
+
+    async fn inflight_entries(&self) -> Vec<String> {
+        inflight_entries(&self.redis).await
+    }
+
+    /// Stops A (SIGTERM's path: its drain ends before the call does, which it leaves
+    /// behind), then resumes `client`'s call on B with `token` from the last event id in
+    /// `t`, reading until the answer (or, unless `to_the_end`, the note that the call
+    /// runs again).
+    async fn stop_a_and_resume_on_b(
+        &mut self,
+        client: &Client,
+        reader: &mut SseReader,
+        t: &mut Transcript,
+        token: &str,
+        to_the_end: bool,
+    ) {
+        if let Some(a) = self.a.take() {
+            a.shutdown().await;
+        }
+        for f in within("A's stream to end", reader.rest()).await {
+            t.add(&f);
+        }
+        let last = t.ids.last().cloned().unwrap_or_else(|| panic!("no ids"));
+        let mut on_b = client.clone().with_token(token);
+        on_b.url = self.b.url.clone();
+        let mut resumed = on_b.resume(&last).await;
+        within("the answer from B", async {
+            while let Some(f) = resumed.next_event().await {
+                if t.add(&f) || (!to_the_end && t.runs(HANDED_ON_NOTE).len() > 1) {
+                    return;
+                }
+            }
+        })
+        .await;
+    }
+}
+
+/// Every value of every in-flight table in `redis`, as stored.
+async fn inflight_entries(redis: &RedisServer) -> Vec<String> {
+    let client = redis::Client::open(redis.url()).unwrap_or_else(|e| panic!("{e}"));
+    let mut conn = client
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let tables: Vec<String> = redis::cmd("KEYS")
+        .arg("*inflight*")
+        .query_async(&mut conn)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut values = Vec::new();
+    for table in tables {
+        let entries: Vec<(String, String)> = redis::cmd("HGETALL")
+            .arg(&table)
+            .query_async(&mut conn)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        values.extend(entries.into_iter().map(|(_, v)| v));
+    }
+    values
+}
+
+/// `stream_events`, and `slow_whoami(count)`: `count` progress events 25 ms apart, then
+/// the subject, scopes and claim names of the principal it runs as.
+fn rerunnable_server() -> McpServer {
+    let mut tools = ToolRegistry::default();
+    tools.register(stream_events()).register(
+        tool(
+            "slow_whoami",
+            |arguments: serde_json::Map<String, Value>, ctx| async move {
+                let count = arguments.get("count").and_then(Value::as_u64).unwrap_or(1);
+                for i in 1..=count {
+                    ctx.progress(i as f64, Some(count as f64), None).await?;
+                    tokio::time::sleep(Duration::from_millis(25)).await;
+                }
+                let who = ctx.principal().map(|p| {
+                    let mut claims: Vec<&str> = p.claims.keys().map(String::as_str).collect();
+                    claims.sort_unstable();
+                    format!("{} {} {}", p.subject, p.scopes.join(","), claims.join(","))
+                });
+                Ok::<_, otpmcp::handler::ToolError>(CallToolResult::text(who.unwrap_or_default()))
+            },
+        )
+        .description("Streams, then says who is calling.")
+        .rerunnable(),
+    );
+    McpServer::new(tools)
+}
+
+/// A call of `tool` with `count` events on `client`'s replica, read until two progress
+/// values have arrived.
+async fn call_under_way(client: &mut Client, tool: &str, count: u64) -> (SseReader, Transcript) {
+    client.initialize().await;
+    let args = json!({"count": count, "interval_ms": 25});
+    let mut reader = client.call_stream(tool, args, Some("t")).await;
+    let mut t = Transcript::default();
+    while t.progress.len() < 2 {
+        let frame = within("progress", reader.next()).await;
+        t.add(&frame.unwrap_or_else(|| panic!("stream ended early")));
+    }
+    (reader, t)
+}
+
+#[tokio::test]
+async fn a_handed_on_call_keeps_only_its_owner_scopes_and_expiry_in_redis_and_runs_again() {
+    let mut pair = HandedOn::start().await;
+    let token = pair.token(300);
+    let mut client =
+        Client::new(&pair.a.as_ref().map(|a| a.url.clone()).unwrap_or_default()).with_token(&token);
+    let (mut reader, mut t) = call_under_way(&mut client, "slow_whoami", 40).await;
+
+    // What Redis holds for the running call: what it takes to run it again as alice.
+    let entries = pair.inflight_entries().await;
+    let entry = entries
+        .iter()
+        .find(|e| e.contains("slow_whoami"))
+        .unwrap_or_else(|| panic!("no in-flight entry of the call: {entries:?}"));
+    for dropped in ["secret@x", "email", "aud", "iat", "claims", AUDIENCE] {
+        assert!(!entry.contains(dropped), "{dropped} is not kept: {entry}");
+    }
+    for kept in ["\"alice\"", "\"mcp\"", &pair.issuer.url, "expires_at"] {
+        assert!(entry.contains(kept), "{kept} is kept: {entry}");
+    }
+
+    pair.stop_a_and_resume_on_b(&client, &mut reader, &mut t, &token, true)
+        .await;
+    assert_eq!(t.runs(HANDED_ON_NOTE).len(), 2, "run again: {:?}", t.notes);
+    assert_eq!(
+        t.result_text().as_deref(),
+        Some("alice mcp client_id,exp,iss,scope,sub"),
+        "the run again sees alice and her scopes, and only the claims kept"
+    );
+}
+
+#[tokio::test]
+async fn a_handed_on_call_whose_token_has_expired_is_not_run_again() {
+    let mut pair = HandedOn::start().await;
+    // Long enough to start the call on a loaded machine.
+    let ttl = 5;
+    let expiring = pair.token(ttl);
+    let expires = now() + ttl;
+    let mut client = Client::new(&pair.a.as_ref().map(|a| a.url.clone()).unwrap_or_default())
+        .with_token(&expiring);
+    // Runs 10 s, well past the token's expiry.
+    let (mut reader, mut t) = call_under_way(&mut client, "stream_events", 400).await;
+    eventually("the token to expire", || async {
+        (now() > expires).then_some(())
+    })
+    .await;
+
+    // The client has refreshed its token by the time it resumes.
+    let fresh = pair.token(300);
+    pair.stop_a_and_resume_on_b(&client, &mut reader, &mut t, &fresh, false)
+        .await;
+    assert_eq!(
+        t.runs(HANDED_ON_NOTE).len(),
+        1,
+        "not run again: {:?}",
+        t.notes
+    );
+    let Some(response) = t.response else {
+        panic!("no answer on B");
+    };
+    assert_eq!(
+        response["error"]["message"], RESTARTED_MESSAGE,
+        "{response}"
+    );
+    assert_eq!(response["error"]["data"]["retryable"], true, "{response}");
+}
+
+/// Issue 36, finding 10: `otpmcp config check` (and start-up, which loads alike) refuses
+/// an identity provider reached over plain http off loopback, naming the key; on
+/// loopback, as the stand-in issuer of these tests is, it is accepted.
+#[test]
+fn config_check_refuses_plain_http_to_the_identity_provider_but_on_loopback() {
+    let dir = std::env::temp_dir().join(format!("otpmcp-auth-https-{}", std::process::id()));
+    let _ = std::fs::create_dir_all(&dir);
+    let check = |name: &str, lines: &str| {
+        let file = dir.join(name);
+        let text =
+            format!("[auth]\nenabled = true\naudience = \"https://mcp.example/mcp\"\n{lines}\n");
+        std::fs::write(&file, text).unwrap_or_else(|e| panic!("{e}"));
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_otpmcp"))
+            .args(["config", "check"])
+            .arg(&file)
+            .current_dir(&dir)
+            .output()
+            .unwrap_or_else(|e| panic!("run: {e}"));
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        (out.status.code(), stderr)
+    };
+    let refused = [
+        (
+            "jwks.toml",
+            "issuer = \"https://as.example\"\njwks_url = \"http://as.example/keys\"",
+            "auth.jwks_url",
+        ),
+        (
+            "introspection.toml",
+            "issuer = \"https://as.example\"\nintrospection_url = \"http://10.1.2.3/introspect\"",
+            "auth.introspection_url",
+        ),
+        (
+            "metadata.toml",
+            "issuer = \"http://as.example/realms/mcp\"",
+            "auth.issuer",
+        ),
+    ];
+    for (name, lines, key) in refused {
+        let (code, stderr) = check(name, lines);
+        assert_eq!(code, Some(2), "{name}: {stderr}");
+        assert!(
+            stderr.contains(key) && stderr.contains("https"),
+            "{name}: {stderr:?} should name {key}"
+        );
+    }
+    let loopback = "issuer = \"http://127.0.0.1:8080\"\nintrospection_url = \"http://localhost:8080/introspect\"\njwks_url = \"http://[::1]:8080/keys\"";
+    let (code, stderr) = check("loopback.toml", loopback);
+    assert_eq!(code, Some(0), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// An introspection answer need not name `exp`: it is trusted for
+/// `auth.introspection_cache`, and a handed-on call's run again no longer after the call
+/// began.
+#[tokio::test]
+async fn a_handed_on_call_of_a_token_introspected_without_exp_expires_with_the_answers_trust() {
+    let issuer = Issuer::start().await;
+    let redis = RedisServer::start();
+    let url = redis.url();
+    let introspect = introspected(&issuer);
+    let server = start(&issuer, move |c| {
+        introspect(c);
+        c.auth.introspection_cache = NonZeroDuration::from_secs(40);
+        c.store.backend = BackendKind::Redis;
+        c.store.redis_url = url;
+    })
+    .await;
+    issuer.opaque("opaque-carol", active(json!({"sub": "carol", "exp": null})));
+    let mut client = Client::new(&server.url).with_token("opaque-carol");
+    let before = now();
+    let (_reader, _) = call_under_way(&mut client, "stream_events", 400).await;
+    let entries = inflight_entries(&redis).await;
+    let entry = entries
+        .iter()
+        .find(|e| e.contains("stream_events"))
+        .unwrap_or_else(|| panic!("no in-flight entry of the call: {entries:?}"));
+    let value: Value = serde_json::from_str(entry).unwrap_or_default();
+    let principal = &value["handover"]["principal"];
+    assert_eq!(principal["subject"], "carol", "{entry}");
+    let expires = principal["expires_at"].as_u64().unwrap_or_default();
+    assert!(
+        (before + 40..=now() + 40).contains(&expires),
+        "expires {expires}, the call began at {before}: {entry}"
+    );
+    server.shutdown().await;
+}
+
+/// A task record of a re-runnable tool keeps its caller to run it again: in Redis, for
+/// the task's ttl, with the owner, scopes and expiry only, not every claim.
+#[tokio::test]
+async fn a_task_record_in_redis_keeps_only_its_callers_owner_scopes_and_expiry() {
+    let issuer = Issuer::start().await;
+    let redis = RedisServer::start();
+    let url = redis.url();
+    let server = start(&issuer, move |c| {
+        c.store.backend = BackendKind::Redis;
+        c.store.redis_url = url;
+    })
+    .await;
+    let mut claims = issuer.claims(AUDIENCE, "alice", "mcp");
+    claims.insert("email".into(), json!("secret@x"));
+    let token = Issuer::sign(&issuer.rsa, &claims);
+    let alice = Stateless::new(&server.url).with_tasks().with_token(&token);
+    let id = alice
+        .start_task("stream_events", json!({"count": 400, "interval_ms": 25}))
+        .await;
+    let client = redis::Client::open(redis.url()).unwrap_or_else(|e| panic!("{e}"));
+    let mut conn = client
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let record: String = redis::cmd("GET")
+        .arg(format!("otpmcp:task:{id}"))
+        .query_async(&mut conn)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    for dropped in ["secret@x", "email", "claims", AUDIENCE] {
+        assert!(!record.contains(dropped), "{dropped} is not kept: {record}");
+    }
+    for kept in ["\"alice\"", "expires_at", "stream_events"] {
+        assert!(record.contains(kept), "{kept} is kept: {record}");
+    }
+    alice.ask("tasks/cancel", json!({"taskId": id})).await;
     server.shutdown().await;
 }

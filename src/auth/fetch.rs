@@ -21,6 +21,11 @@ pub(crate) enum FetchError {
     /// The URL could not be parsed.
     #[error("bad URL {0}")]
     Url(String),
+    /// Plain `http://` to a host that is not loopback: refused whatever gave the URL
+    /// (the configuration is checked at start-up; a `jwks_uri` from the issuer's
+    /// metadata is checked here).
+    #[error("{0}: plain http is refused except to a loopback host; use https")]
+    Insecure(String),
     /// No answer within the timeout.
     #[error("no answer within {0:?}")]
     Timeout(Duration),
@@ -51,8 +56,8 @@ impl std::fmt::Debug for Fetcher {
 }
 
 impl Fetcher {
-    /// A client trusting the system's root certificates; plain `http://` too (a local
-    /// identity provider, the tests).
+    /// A client trusting the system's root certificates; plain `http://` only to a
+    /// loopback host (a local identity provider, the tests).
     pub(crate) fn new(timeout: Duration) -> Result<Self, FetchError> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let builder = match hyper_rustls::HttpsConnectorBuilder::new()
@@ -119,6 +124,13 @@ impl Fetcher {
     }
 
     async fn send(&self, request: http::Request<Full<Bytes>>) -> Result<Value, FetchError> {
+        let uri = request.uri();
+        let plain = uri
+            .scheme_str()
+            .is_none_or(|s| !s.eq_ignore_ascii_case("https"));
+        if plain && !uri.host().is_some_and(crate::config::is_loopback_host) {
+            return Err(FetchError::Insecure(uri.to_string()));
+        }
         let exchange = async {
             let response = self
                 .client
@@ -159,6 +171,27 @@ fn form_encode(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::form_encode;
+
+    /// Issue 36, finding 10: a `jwks_uri` the issuer's metadata names over plain http
+    /// is refused before any connection, as the configured URLs are at start-up.
+    #[tokio::test]
+    async fn plain_http_goes_only_to_loopback() {
+        let Ok(fetcher) = super::Fetcher::new(std::time::Duration::from_secs(1)) else {
+            panic!("a fetcher");
+        };
+        for url in ["http://192.0.2.1/jwks", "http://as.example/jwks"] {
+            let got = fetcher.get_json(url).await;
+            assert!(
+                matches!(got, Err(super::FetchError::Insecure(_))),
+                "{url}: {got:?}"
+            );
+            let got = fetcher.post_form(url, Some(("id", "secret")), &[]).await;
+            assert!(matches!(got, Err(super::FetchError::Insecure(_))), "{got:?}");
+        }
+        // Loopback is let through (nothing listens on port 1: a connection error).
+        let got = fetcher.get_json("http://127.0.0.1:1/jwks").await;
+        assert!(matches!(got, Err(super::FetchError::Http(_))), "{got:?}");
+    }
 
     #[test]
     fn form_encoding_escapes_reserved_bytes() {

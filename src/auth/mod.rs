@@ -78,10 +78,157 @@ impl Principal {
         }
     }
 
+    /// The token's `exp`, in seconds since the epoch, if it names one.
+    pub fn expires_at(&self) -> Option<u64> {
+        self.claims.get("exp").and_then(numeric_date)
+    }
+
     /// True when every scope in `needed` was granted.
     pub fn has_scopes(&self, needed: &[String]) -> bool {
         needed.iter().all(|s| self.scopes.contains(s))
     }
+}
+
+/// A principal as the store keeps it for a call that another replica may run again (a
+/// handover, an in-flight entry): what its [`Owner`] is worked out from, its scopes, and
+/// when its token expires. None of the token's other claims: Redis keeps such an entry for
+/// up to a day, and a claim a handler read once (an e-mail, a name, group lists) has no
+/// business there.
+///
+/// Written with [`Principal`]'s field names, so a replica of an older version reads it as
+/// a principal without claims; and an entry that older replica wrote (the whole
+/// principal, `claims` included) reads as one of these, the claims dropped but for `exp`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(from = "HandedWire")]
+pub struct HandedPrincipal {
+    /// The token's issuer (`iss`).
+    pub issuer: String,
+    /// The token's subject (`sub`).
+    pub subject: String,
+    /// The scopes granted.
+    pub scopes: Vec<String>,
+    /// The OAuth client the token was issued through, if named.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_id: Option<String>,
+    /// `auth.bind_to_client` when the token was checked: the owner covers `client_id`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub bound_to_client: bool,
+    /// When the token stops being valid, in seconds since the epoch (its `exp`); `None`
+    /// when it named none. A call is not run again past it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<u64>,
+}
+
+/// What [`HandedPrincipal`] reads: its own fields, or an older replica's whole
+/// [`Principal`], of whose claims only `exp` is kept.
+#[derive(Deserialize)]
+struct HandedWire {
+    issuer: String,
+    subject: String,
+    scopes: Vec<String>,
+    #[serde(default)]
+    client_id: Option<String>,
+    #[serde(default)]
+    bound_to_client: bool,
+    #[serde(default)]
+    expires_at: Option<u64>,
+    /// Only in an entry an older replica wrote; every other claim is skipped unread.
+    #[serde(default)]
+    claims: Option<ExpiryClaim>,
+}
+
+#[derive(Deserialize)]
+struct ExpiryClaim {
+    #[serde(default)]
+    exp: Option<Value>,
+}
+
+impl From<HandedWire> for HandedPrincipal {
+    fn from(wire: HandedWire) -> Self {
+        let old_exp = wire.claims.and_then(|c| c.exp).as_ref().and_then(numeric_date);
+        Self {
+            issuer: wire.issuer,
+            subject: wire.subject,
+            scopes: wire.scopes,
+            client_id: wire.client_id,
+            bound_to_client: wire.bound_to_client,
+            expires_at: wire.expires_at.or(old_exp),
+        }
+    }
+}
+
+impl From<&Principal> for HandedPrincipal {
+    fn from(principal: &Principal) -> Self {
+        Self {
+            issuer: principal.issuer.clone(),
+            subject: principal.subject.clone(),
+            scopes: principal.scopes.clone(),
+            client_id: principal.client_id.clone(),
+            bound_to_client: principal.bound_to_client,
+            expires_at: principal.expires_at(),
+        }
+    }
+}
+
+impl HandedPrincipal {
+    /// What the principal's sessions, tasks and events are bound to: the same as the
+    /// [`Principal`]'s it was made from.
+    pub fn owner(&self) -> Owner {
+        if self.bound_to_client {
+            Owner::of_client(&self.issuer, &self.subject, self.client_id.as_deref())
+        } else {
+            Owner::of(&self.issuer, &self.subject)
+        }
+    }
+
+    /// True when the token was past its `exp` (and `leeway`, as the token check allows)
+    /// at `now` (seconds since the epoch). One without `exp` never is.
+    pub fn expired(&self, now: u64, leeway: u64) -> bool {
+        self.expires_at
+            .is_some_and(|exp| exp.saturating_add(leeway) < now)
+    }
+
+    /// The principal the call runs as again: the same owner and scopes; its claims are
+    /// only those kept (`iss`, `sub`, `scope`, `client_id`, `exp`).
+    pub fn into_principal(self) -> Principal {
+        let mut claims = Map::new();
+        claims.insert("iss".into(), Value::from(self.issuer.clone()));
+        claims.insert("sub".into(), Value::from(self.subject.clone()));
+        claims.insert("scope".into(), Value::from(self.scopes.join(" ")));
+        if let Some(client) = &self.client_id {
+            claims.insert("client_id".into(), Value::from(client.clone()));
+        }
+        if let Some(exp) = self.expires_at {
+            claims.insert("exp".into(), Value::from(exp));
+        }
+        Principal {
+            issuer: self.issuer,
+            subject: self.subject,
+            scopes: self.scopes,
+            client_id: self.client_id,
+            claims,
+            bound_to_client: self.bound_to_client,
+        }
+    }
+}
+
+/// Seconds since the epoch, as token times are written.
+pub(crate) fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// A JWT NumericDate (RFC 7519: seconds, possibly with a fraction) as whole seconds.
+fn numeric_date(value: &Value) -> Option<u64> {
+    value.as_u64().or_else(|| {
+        value
+            .as_f64()
+            .filter(|f| f.is_finite() && *f >= 0.0)
+            // Truncated toward zero, as a whole second is all exp is compared at; the
+            // filter above keeps the cast in range (it saturates above u64::MAX).
+            .map(|f| f as u64)
+    })
 }
 
 /// `scope` (RFC 9068: one space-separated string) or `scp` (a list, or a string).
@@ -273,6 +420,59 @@ mod tests {
         );
         assert_eq!(p(json!({"iss": "i", "sub": "s"})), Ok(vec![]));
         assert_eq!(p(json!({"iss": "i"})), Err(AuthError::MissingClaim("sub")));
+    }
+
+    fn principal(value: Value) -> Principal {
+        Principal::from_claims(claims(value)).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn a_handed_principal_keeps_its_owner_scopes_and_expiry_and_no_other_claim() {
+        let full = Principal {
+            bound_to_client: true,
+            ..principal(json!({
+                "iss": "https://a", "sub": "alice", "scope": "mcp admin", "azp": "app",
+                "exp": 1_700_000_000, "email": "secret@x", "groups": ["staff"]
+            }))
+        };
+        let handed = HandedPrincipal::from(&full);
+        assert_eq!(handed.owner(), full.owner());
+        assert_eq!(handed.expires_at, Some(1_700_000_000));
+        let text = serde_json::to_string(&handed).unwrap_or_default();
+        for dropped in ["secret@x", "email", "groups", "claims"] {
+            assert!(!text.contains(dropped), "{dropped}: {text}");
+        }
+        // A replica of the version before reads ours as a principal without claims...
+        let there: Principal = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((there.owner(), &there.scopes), (full.owner(), &full.scopes));
+        // ...and we read the whole principal it wrote, keeping of its claims only `exp`.
+        let old = serde_json::to_string(&full).unwrap_or_default();
+        let here: HandedPrincipal = serde_json::from_str(&old).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(here, handed);
+        let again = handed.into_principal();
+        assert_eq!(again.owner(), full.owner());
+        assert!(again.has_scopes(&["mcp".into(), "admin".into()]));
+        let mut kept: Vec<&str> = again.claims.keys().map(String::as_str).collect();
+        kept.sort_unstable();
+        assert_eq!(kept, ["client_id", "exp", "iss", "scope", "sub"]);
+    }
+
+    #[test]
+    fn a_handed_principal_expires_past_exp_and_the_leeway() {
+        let handed = |exp| HandedPrincipal {
+            expires_at: exp,
+            ..HandedPrincipal::from(&principal(json!({"iss": "i", "sub": "s"})))
+        };
+        assert!(!handed(Some(100)).expired(100, 0));
+        assert!(handed(Some(100)).expired(101, 0));
+        assert!(!handed(Some(100)).expired(130, 30));
+        assert!(handed(Some(100)).expired(131, 30));
+        assert!(!handed(None).expired(u64::MAX, 0), "no exp, nothing to check");
+        // NumericDate may carry a fraction.
+        let p = principal(json!({"iss": "i", "sub": "s", "exp": 1_500_000_000.5}));
+        assert_eq!(p.expires_at(), Some(1_500_000_000));
+        let p = principal(json!({"iss": "i", "sub": "s", "exp": "soon"}));
+        assert_eq!(p.expires_at(), None);
     }
 
     #[test]

@@ -431,4 +431,27 @@ mod tests {
         let o = orphan(LOST, field, &bare).map(|o| (o.request, o.handover));
         assert_eq!(o, Some((id, None)));
     }
+
+    /// A rolling upgrade: a replica of the version before wrote the whole principal,
+    /// every claim with it; it reads here with its owner and scopes, `exp` kept.
+    #[test]
+    fn an_older_replicas_entry_with_the_whole_principal_is_read() {
+        let session = SessionId::random();
+        let old = r#"{"id":2,"handover":{"params":{"name":"stream_events"},"principal":
+            {"issuer":"https://as","subject":"alice","scopes":["mcp"],"client_id":"app",
+             "claims":{"iss":"https://as","sub":"alice","exp":1700000000,"email":"secret@x"}}}}"#;
+        let stopped = Lapsed {
+            stopped: true,
+            ..LOST
+        };
+        let Some(o) = orphan(stopped, format!("{session}:2"), old) else {
+            panic!("an older replica's entry is an orphan");
+        };
+        let Some(principal) = o.handover.and_then(|h| h.principal) else {
+            panic!("with its principal");
+        };
+        assert_eq!(principal.owner(), crate::auth::Owner::of("https://as", "alice"));
+        assert_eq!(principal.scopes, ["mcp"]);
+        assert_eq!(principal.expires_at, Some(1_700_000_000));
+    }
 }

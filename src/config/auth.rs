@@ -151,6 +151,27 @@ impl AuthConfig {
         if !self.introspection_url.is_empty() && !is_http_url(&self.introspection_url) {
             return invalid("auth.introspection_url", "must be an http(s) URL");
         }
+        // Over plain http the introspection secret and every token checked go out in
+        // clear, and whoever is on the path can swap the keys or answer `active`.
+        for (key, url) in [
+            ("auth.jwks_url", &self.jwks_url),
+            ("auth.introspection_url", &self.introspection_url),
+        ] {
+            if plain_http_off_loopback(url) {
+                return invalid(key, HTTPS_ONLY);
+            }
+        }
+        // Without `jwks_url` the keys' address comes from the issuer's metadata, fetched
+        // from the issuer's own URL.
+        if self.jwks_url.is_empty() && plain_http_off_loopback(&self.issuer) {
+            return invalid(
+                "auth.issuer",
+                format!(
+                    "is where the keys are discovered (auth.jwks_url is empty), so it {HTTPS_ONLY}; \
+                     or set auth.jwks_url to the keys' https URL"
+                ),
+            );
+        }
         if self.algorithms.is_empty() {
             return invalid("auth.algorithms", "must name at least one algorithm");
         }
@@ -192,6 +213,42 @@ impl AuthConfig {
     pub fn metadata_url(&self) -> String {
         format!("{}{}", origin_of(&self.audience), self.metadata_path())
     }
+}
+
+/// Why an identity provider's `http://` URL is refused.
+const HTTPS_ONLY: &str =
+    "must be https: plain http only to a loopback host (127.0.0.0/8, ::1, localhost)";
+
+/// True for an `http://` URL whose host is not loopback: the identity provider's URLs may
+/// not be one (a stand-in on loopback, as in the tests, may).
+pub(crate) fn plain_http_off_loopback(url: &str) -> bool {
+    let Some(rest) = url
+        .get(..7)
+        .filter(|scheme| scheme.eq_ignore_ascii_case("http://"))
+        .and(url.get(7..))
+    else {
+        return false;
+    };
+    let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let host = match host_port.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or_default(),
+        None => host_port.split(':').next().unwrap_or_default(),
+    };
+    !is_loopback_host(host)
+}
+
+/// `localhost`, or an address in 127.0.0.0/8 or `::1` (`[::1]` as a URL writes it, or
+/// IPv4-mapped).
+pub(crate) fn is_loopback_host(host: &str) -> bool {
+    let host = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    host.trim_end_matches('.').eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.to_canonical().is_loopback())
 }
 
 /// Where protected resource metadata lives (RFC 9728).
@@ -271,6 +328,66 @@ mod tests {
         };
         assert!(no_issuer.validate().is_err());
         assert!(AuthConfig::default().validate().is_ok(), "off: not checked");
+    }
+
+    /// Issue 36, finding 10: `http://` identity provider URLs to any host were accepted.
+    #[test]
+    fn the_identity_providers_urls_are_https_but_on_loopback() {
+        let refused = |config: AuthConfig| config.validate().err().map(|e| e.to_string());
+        for key in ["jwks_url", "introspection_url"] {
+            let with = |url: &str| {
+                let mut config = enabled();
+                match key {
+                    "jwks_url" => config.jwks_url = url.into(),
+                    _ => config.introspection_url = url.into(),
+                }
+                config
+            };
+            for bad in [
+                "http://as.example/keys",
+                "http://127.0.0.1@as.example/keys",
+                "http://10.0.0.5:8080/keys",
+                "http://127.0.0.1.evil.example/keys",
+                "http://localhost.evil.example/keys",
+                "http://[::2]/keys",
+                "http://user@as.example/keys",
+            ] {
+                let err = refused(with(bad));
+                assert!(
+                    err.as_deref()
+                        .is_some_and(|e| e.contains(&format!("auth.{key}")) && e.contains("https")),
+                    "{key} = {bad}: {err:?}"
+                );
+            }
+            for good in [
+                "https://as.example/keys",
+                "http://127.0.0.1:8080/keys",
+                "http://127.8.9.10/keys",
+                "http://localhost:9000/keys",
+                "http://LOCALHOST./keys",
+                "http://[::1]:9000/keys",
+                "http://[::ffff:127.0.0.1]/keys",
+                "http://as:pw@127.0.0.1/keys",
+            ] {
+                assert_eq!(refused(with(good)), None, "{key} = {good}");
+            }
+        }
+        // Without jwks_url, the issuer's own URL is fetched for its metadata.
+        let issuer = |issuer: &str, jwks_url: &str| AuthConfig {
+            issuer: issuer.into(),
+            jwks_url: jwks_url.into(),
+            ..enabled()
+        };
+        let err = refused(issuer("http://as.example", ""));
+        assert!(
+            err.as_deref().is_some_and(|e| e.contains("auth.issuer")),
+            "{err:?}"
+        );
+        assert_eq!(
+            refused(issuer("http://as.example", "https://as.example/keys")),
+            None
+        );
+        assert_eq!(refused(issuer("http://127.0.0.1:1", "")), None);
     }
 
     #[test]

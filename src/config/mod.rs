@@ -37,6 +37,7 @@ mod telemetry;
 mod defaults;
 
 pub use admin::AdminConfig;
+pub(crate) use auth::is_loopback_host;
 pub use auth::{ASYMMETRIC_ALGORITHMS, AuthConfig, WELL_KNOWN_RESOURCE};
 pub use duration::{NonZeroDuration, parse_duration};
 pub use error::ConfigError;

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::McpServer;
-use crate::auth::Principal;
+use crate::auth::{HandedPrincipal, Principal};
 use crate::protocol::methods::Method;
 use crate::protocol::{Request, RequestId};
 
@@ -21,9 +21,11 @@ pub struct Handover {
     /// The request's `params` as the client sent them (`_meta` included: its progress
     /// token).
     pub params: Value,
-    /// The caller (`[auth]`), so the tool run again sees who asked.
+    /// The caller (`[auth]`), so the tool run again sees who asked: its owner, scopes
+    /// and token expiry, none of its other claims. An entry an older replica wrote (the
+    /// whole principal) reads as this too.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub principal: Option<Principal>,
+    pub principal: Option<HandedPrincipal>,
 }
 
 impl Handover {
@@ -47,7 +49,7 @@ impl McpServer {
         let name = request.name()?;
         self.tool_rerunnable(name).then(|| Handover {
             params: request.params.clone().unwrap_or(Value::Null),
-            principal: principal.map(|p| Principal::clone(p)),
+            principal: principal.map(|p| HandedPrincipal::from(p.as_ref())),
         })
     }
 }

@@ -8,7 +8,7 @@ use serde_json::{Map, Value, json};
 
 use super::McpServer;
 use super::inputs::{Inputs, Starter};
-use crate::auth::Principal;
+use crate::auth::{HandedPrincipal, Principal};
 use crate::handler::{BoxFuture, RequestContext};
 use crate::protocol::meta::{RequestMeta, TASKS_EXTENSION};
 use crate::protocol::methods::{Method, TaskSupport};
@@ -66,7 +66,7 @@ impl McpServer {
                     params: request.rerun_params(),
                     capabilities: Value::clone(&meta.client_capabilities),
                     answers: Map::new(),
-                    principal: principal.map(|p| Principal::clone(p)),
+                    principal: principal.map(|p| HandedPrincipal::from(p.as_ref())),
                 });
                 Ok(Some(TaskPlan {
                     starter: Starter {
@@ -135,7 +135,7 @@ impl Rerun for Rerunner {
         let inputs = Arc::new(Inputs::rerun(work.answers.clone(), outbox));
         // Progress is recorded as the task's events whether or not the call asked.
         let ctx = RequestContext::new(Some(Value::from("task")), Some(inputs))
-            .with_principal(work.principal.clone().map(Arc::new))
+            .with_principal(work.principal.clone().map(|p| Arc::new(p.into_principal())))
             .with_client_capabilities(Arc::new(work.capabilities.clone()))
             .with_request_log_level(None);
         Box::pin(async move {

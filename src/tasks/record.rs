@@ -42,9 +42,12 @@ pub struct TaskWork {
     /// The answers the request gathered before it became a task (multi round-trip).
     #[serde(default)]
     pub answers: Map<String, Value>,
-    /// The caller (`[auth]`), so the tool run again sees who asked.
+    /// The caller (`[auth]`), so the tool run again sees who asked: its owner, scopes
+    /// and token expiry, none of its other claims (the record lives in Redis for the
+    /// task's ttl). A record an older replica wrote, with the whole principal, reads as
+    /// this too.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub principal: Option<crate::auth::Principal>,
+    pub principal: Option<crate::auth::HandedPrincipal>,
 }
 
 /// A task as stored.

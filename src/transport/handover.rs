@@ -13,6 +13,7 @@ use tracing::Instrument;
 use super::AppState;
 use super::outbox::StreamReady;
 use super::streamed::{Ended, guarded, see_through, stream_outbox};
+use crate::auth::HandedPrincipal;
 use crate::handler::RequestContext;
 use crate::ids::StreamKey;
 use crate::protocol::RequestId;
@@ -31,7 +32,18 @@ pub(super) async fn run_again(
         return false;
     }
     let inner = &state.inner;
-    let owner = handover.principal.as_ref().map(|p| p.owner());
+    // The token was checked when the call first came; a run again is a new run, and a
+    // token past its `exp` runs nothing. The client gets the handover's retryable error:
+    // its retry is a new request, whose expired token gets the 401 its OAuth client acts
+    // on (a refresh), where an error of ours inside the stream would name nothing to do.
+    let leeway = inner.config.auth.leeway.as_secs();
+    if let Some(principal) = &handover.principal
+        && principal.expired(crate::auth::unix_now(), leeway)
+    {
+        tracing::info!(stream = ?key, "a handed-on call's token has expired; it is not run again");
+        return false;
+    }
+    let owner = handover.principal.as_ref().map(HandedPrincipal::owner);
     let held = inner
         .sessions
         .hold(key.session, owner, false, Some(id.clone()))
@@ -54,7 +66,7 @@ pub(super) async fn run_again(
     let request = handover.request(id);
     let ctx = RequestContext::new(McpServer::progress_token(&request), Some(outbox.clone()))
         .with_session(key.session)
-        .with_principal(handover.principal.map(Arc::new))
+        .with_principal(handover.principal.map(|p| Arc::new(p.into_principal())))
         .with_log_level(touched.log_level)
         .with_client_capabilities(touched.client_capabilities);
     if let Err(e) = ctx

@@ -69,12 +69,20 @@ pub(super) async fn serve(
     }
 
     // Should this replica shut down before it answers, another one runs it again.
-    let handover = inner
+    let mut handover = inner
         .config
         .store
         .hand_over_calls
         .then(|| inner.server.handover(&request, caller.principal.as_ref()))
         .flatten();
+    // An introspection answer may name no `exp`: it is trusted for
+    // `auth.introspection_cache`, and a run again of its call no longer than that.
+    if let Some(principal) = handover.as_mut().and_then(|h| h.principal.as_mut()) {
+        let trusted = inner.config.auth.introspection_cache.get().as_secs();
+        principal
+            .expires_at
+            .get_or_insert_with(|| crate::auth::unix_now().saturating_add(trusted));
+    }
     let ready = StreamReady::default();
     let outbox = stream_outbox(state, key, touched.protocol_version, ready.clone());
     let sent = outbox.clone();
