@@ -68,7 +68,7 @@ pub enum ReadError {
 }
 
 /// What an entry of a folder is, as `lstat` sees it (a symlink is not followed).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Kind {
     /// A regular file.
     File,
