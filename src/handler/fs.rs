@@ -4,8 +4,8 @@
 //!
 //! A [`Dir`] holds its folder open; every path opened through it is resolved by the
 //! kernel relative to that descriptor with `openat2(RESOLVE_BENEATH |
-//! RESOLVE_NO_SYMLINKS)`, or, on kernels without `openat2` (before 5.6, `ENOSYS`), one
-//! component at a time with `openat(O_NOFOLLOW)`. Either way no symlink is followed, at
+//! RESOLVE_NO_SYMLINKS)`, or, on kernels without `openat2` (before 5.6, `ENOSYS`, or a
+//! seccomp filter's `EPERM`), one component at a time with `openat(O_NOFOLLOW)`. Either way no symlink is followed, at
 //! any depth, and no `..` climbs out, so a folder swapped for a symlink between a check
 //! and the open cannot redirect it. Files are opened with `O_NONBLOCK` (a FIFO swapped in
 //! cannot block the open) and checked on the descriptor: [`read_regular`] reads only a
@@ -130,29 +130,7 @@ impl Dir {
 
     /// What the entry `name` of this folder is, without following a symlink.
     pub fn kind(&self, name: &OsStr) -> io::Result<Kind> {
-        let c = cstring(name)?;
-        let mut stat = std::mem::MaybeUninit::<libc::stat>::uninit();
-        // SAFETY: `c` is NUL-terminated and `stat` is writable memory of the right type;
-        // fstatat fills it when it returns 0, and it is read only then.
-        let rc = unsafe {
-            libc::fstatat(
-                self.fd.as_raw_fd(),
-                c.as_ptr(),
-                stat.as_mut_ptr(),
-                libc::AT_SYMLINK_NOFOLLOW,
-            )
-        };
-        if rc != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: fstatat returned 0, so it wrote the whole struct.
-        let mode = unsafe { stat.assume_init() }.st_mode & libc::S_IFMT;
-        Ok(match mode {
-            libc::S_IFREG => Kind::File,
-            libc::S_IFDIR => Kind::Dir,
-            libc::S_IFLNK => Kind::Symlink,
-            _ => Kind::Other,
-        })
+        kind_at(self.fd.as_fd(), name)
     }
 
     /// The target of the symlink `name` in this folder, as written (not resolved).
@@ -282,6 +260,11 @@ pub fn open_beneath(
             OPENAT2_MISSING.store(true, Ordering::Relaxed);
             walk_beneath(dir, relative, flags)
         }
+        // A seccomp filter that does not know openat2 (older container runtimes) answers
+        // EPERM; the walk is as safe, and gives the real error if there is one.
+        Err(OpenError::Io { source, .. }) if source.raw_os_error() == Some(libc::EPERM) => {
+            walk_beneath(dir, relative, flags)
+        }
         other => other,
     }
 }
@@ -381,7 +364,7 @@ pub(crate) fn walk_beneath(
             // tell it as the symlink it is.
             if i < last && e.raw_os_error() == Some(libc::ENOTDIR) {
                 let parent = held.as_ref().map_or(dir, AsFd::as_fd);
-                if Dir::kind_at(parent, name).is_ok_and(|k| k == Kind::Symlink) {
+                if kind_at(parent, name).is_ok_and(|k| k == Kind::Symlink) {
                     return OpenError::Symlink(relative.to_path_buf());
                 }
             }
@@ -392,11 +375,32 @@ pub(crate) fn walk_beneath(
     held.ok_or_else(|| OpenError::NotBeneath(relative.to_path_buf()))
 }
 
-impl Dir {
-    fn kind_at(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<Kind> {
-        let fd = dir.try_clone_to_owned()?;
-        Self { fd }.kind(name)
+/// What the entry `name` of folder `dir` is, without following a symlink (`fstatat`).
+fn kind_at(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<Kind> {
+    let c = cstring(name)?;
+    let mut stat = std::mem::MaybeUninit::<libc::stat>::uninit();
+    // SAFETY: `dir` is a valid descriptor borrowed for the call, `c` is NUL-terminated
+    // and `stat` is writable memory of the right type; fstatat fills it when it returns
+    // 0, and it is read only then.
+    let rc = unsafe {
+        libc::fstatat(
+            dir.as_raw_fd(),
+            c.as_ptr(),
+            stat.as_mut_ptr(),
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
     }
+    // SAFETY: fstatat returned 0, so it wrote the whole struct.
+    let mode = unsafe { stat.assume_init() }.st_mode & libc::S_IFMT;
+    Ok(match mode {
+        libc::S_IFREG => Kind::File,
+        libc::S_IFDIR => Kind::Dir,
+        libc::S_IFLNK => Kind::Symlink,
+        _ => Kind::Other,
+    })
 }
 
 fn cstring(s: &OsStr) -> io::Result<CString> {
