@@ -6,6 +6,13 @@
 //! each directory holding a `SKILL.md` is a skill, at `skill://<its path>/SKILL.md`, and
 //! every file below it is one of its files (a nested skill's too). What is served is that
 //! snapshot; open the directory again to serve changes.
+//!
+//! Reading is safe against a hostile tree: everything is opened beneath the root's
+//! descriptor with no symlink followed ([`crate::handler::fs`]), files are checked on the
+//! opened descriptor (regular, one name, within the limit), a symlink is served only to a
+//! visible regular file of its own skill, and hidden entries only with
+//! [`SkillsBuilder::serve_dot_files`]. [`crate::McpServer::with_skill_scopes`] scopes
+//! who may list and read them.
 
 mod frontmatter;
 mod path;
