@@ -108,8 +108,7 @@ async fn over_http_index_runs_as_a_task_then_search_finds_only_what_is_inside() 
             )
         })
         .collect();
-    // The link out is neither indexed nor followed; the link inside is not walked either
-    // (links are not followed by the walk), so each file counts once.
+    // No link is followed, out of the folder or inside it, so each file counts once.
     assert_eq!(
         places,
         [("README.md", 2), ("src/lib.rs", 2)],
@@ -129,12 +128,13 @@ async fn over_http_index_runs_as_a_task_then_search_finds_only_what_is_inside() 
                 .await
         }
     };
-    let inside = read("inside").await;
-    assert_eq!(text(inside.result()), "# Notes\nthe needle is here\n");
+    let readme = read("README.md").await;
+    assert_eq!(text(readme.result()), "# Notes\nthe needle is here\n");
     for (path, why) in [
         ("../secret.txt", "not a relative path"),
         ("/etc/hostname", "not a relative path"),
-        ("escape", "outside the root"),
+        ("escape", "links are not followed"),
+        ("inside", "links are not followed"),
         ("src", "not a regular file"),
         ("missing.txt", "no such file"),
     ] {
@@ -233,4 +233,159 @@ async fn over_stdio_a_session_indexes_with_progress_and_searches() {
         .unwrap_or_default();
     assert!(body.ends_with("Read src/ first.\n"), "{read}");
     pipe.close().await;
+}
+
+/// A folder with the entries an attacker who can write into it would plant: a hidden
+/// file, a link to it, a hard link to a file outside, and a folder that is a symlink out.
+fn hostile(name: &str) -> Folder {
+    let folder = Folder::new(name);
+    let served = folder.dir.join("served");
+    let write = |path: PathBuf, bytes: &[u8]| {
+        std::fs::write(&path, bytes).unwrap_or_else(|e| panic!("write {path:?}: {e}"));
+    };
+    write(served.join(".env"), b"API_KEY=needle\n");
+    std::os::unix::fs::symlink(".env", served.join("env-link")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::hard_link(folder.dir.join("secret.txt"), served.join("hard"))
+        .unwrap_or_else(|e| panic!("hard link: {e}"));
+    std::fs::create_dir_all(folder.dir.join("outside")).unwrap_or_else(|e| panic!("{e}"));
+    write(folder.dir.join("outside/file.md"), b"OUTSIDE");
+    std::os::unix::fs::symlink(folder.dir.join("outside"), served.join("out"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    folder
+}
+
+#[test]
+fn hidden_files_links_and_hard_links_are_neither_served_nor_indexed() {
+    let folder = hostile("hostile");
+    for (path, why) in [
+        (".env", "hidden"),
+        ("src/../.env", "hidden"),
+        ("env-link", "links are not followed"),
+        ("hard", "hard link"),
+        ("out/file.md", "links are not followed"),
+    ] {
+        match service::read_text_blocking(&folder.root, path) {
+            Ok(text) => panic!("{path} was served: {text:?}"),
+            Err(e) => assert!(format!("{e:?}").contains(why), "{path}: {e:?}"),
+        }
+    }
+    // The walk lists no hidden file (`hard` is listed, and skipped when read).
+    let walked = folder.root.walk();
+    assert!(walked.iter().all(|p| !p.starts_with('.')), "{walked:?}");
+}
+
+/// Runs `flip` in a loop on a thread of its own while `read` runs on another, for two
+/// seconds; fails if a read does not come back within ten (a read blocked for good).
+fn race(flip: impl FnMut() + Send + 'static, mut read: impl FnMut() + Send + 'static) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let flipper = {
+        let stop = stop.clone();
+        let mut flip = flip;
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                flip();
+            }
+        })
+    };
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+        while std::time::Instant::now() < deadline {
+            read();
+        }
+        let _ = done.send(());
+    });
+    let ended = finished.recv_timeout(std::time::Duration::from_secs(10));
+    stop.store(true, Ordering::Relaxed);
+    let _ = flipper.join();
+    match ended {
+        Ok(()) => {}
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => panic!("a read blocked"),
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+            panic!("a read broke the rule (its panic is above)")
+        }
+    }
+}
+
+#[test]
+fn a_folder_swapped_for_a_symlink_never_leads_out() {
+    let folder = hostile("swap");
+    let served = folder.dir.join("served");
+    std::fs::create_dir_all(served.join("real")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(served.join("real/file.md"), "inside").unwrap_or_else(|e| panic!("{e}"));
+    let (real, parked, outside) = (
+        served.join("real"),
+        folder.dir.join("parked"),
+        folder.dir.join("outside"),
+    );
+    let root = folder.root.clone();
+    race(
+        move || {
+            let _ = std::fs::rename(&real, &parked);
+            let _ = std::os::unix::fs::symlink(&outside, &real);
+            let _ = std::fs::remove_file(&real);
+            let _ = std::fs::rename(&parked, &real);
+        },
+        move || {
+            if let Ok(text) = service::read_text_blocking(&root, "real/file.md") {
+                assert_eq!(text, "inside", "read through the swapped-in symlink");
+            }
+        },
+    );
+}
+
+#[test]
+fn a_file_that_grows_after_its_check_is_cut_at_the_limit() {
+    let folder = Folder::new("grow");
+    let path = folder.dir.join("served/grow.txt");
+    std::fs::write(&path, "small").unwrap_or_else(|e| panic!("{e}"));
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let root = folder.root.clone();
+    race(
+        move || {
+            let _ = file.set_len(index::MAX_FILE_BYTES + 4096);
+            let _ = file.set_len(5);
+        },
+        move || {
+            if let Ok(text) = service::read_text_blocking(&root, "grow.txt") {
+                assert!(
+                    text.len() as u64 <= index::MAX_FILE_BYTES,
+                    "read {} bytes, past the limit",
+                    text.len()
+                );
+            }
+        },
+    );
+}
+
+#[test]
+fn a_fifo_swapped_in_does_not_block_a_read() {
+    let folder = Folder::new("fifo");
+    let (pipe, regular, at) = (
+        folder.dir.join("pipe"),
+        folder.dir.join("regular"),
+        folder.dir.join("served/data.txt"),
+    );
+    let made = std::process::Command::new("mkfifo")
+        .arg(&pipe)
+        .status()
+        .unwrap_or_else(|e| panic!("mkfifo: {e}"));
+    assert!(made.success());
+    std::fs::write(&regular, "data").unwrap_or_else(|e| panic!("{e}"));
+    let root = folder.root.clone();
+    race(
+        move || {
+            let _ = std::fs::rename(&regular, &at);
+            let _ = std::fs::rename(&at, &regular);
+            let _ = std::fs::rename(&pipe, &at);
+            let _ = std::fs::rename(&at, &pipe);
+        },
+        move || {
+            let _ = service::read_text_blocking(&root, "data.txt");
+        },
+    );
 }

@@ -2,10 +2,12 @@
 //! listing and one skill's entry, each file read back matching its digest and size, the
 //! `SKILL.md` resources, directory reads, and -32602 for what is not served. The fixtures
 //! are examples/everything's, which the conformance suite checks too
-//! (scripts/conformance).
+//! (scripts/conformance). With `[auth]`, skills scoped by `with_skill_scopes` are
+//! refused (403) to a token without the scopes and served to one with them.
 
 mod common;
 
+use common::issuer::Issuer;
 use common::stateless::Stateless;
 use common::{Client, TestServer};
 use otpmcp::McpServer;
@@ -192,5 +194,93 @@ async fn a_stateless_request_is_served_skills_with_cache_hints() {
         assert!(result["ttlMs"].is_u64(), "{result}");
         assert!(result["cacheScope"].is_string(), "{result}");
     }
+    server.shutdown().await;
+}
+
+/// This server's resource URI, which tokens must name as their audience.
+const AUDIENCE: &str = "http://mcp.test/mcp";
+
+#[tokio::test]
+async fn scoped_skills_are_refused_without_the_scope_and_served_with_it() {
+    let issuer = Issuer::start().await;
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/everything/skills");
+    let skills = SkillsDirectory::open(root).unwrap_or_else(|e| panic!("{e}"));
+    let url = issuer.url.clone();
+    let server = TestServer::start_with(
+        move |c| {
+            c.auth.enabled = true;
+            c.auth.issuer = url;
+            c.auth.audience = AUDIENCE.into();
+            c.auth.scopes_supported = vec!["mcp".into(), "skills".into()];
+        },
+        McpServer::default()
+            .with_skills(skills)
+            .with_skill_scopes(["skills"]),
+    )
+    .await;
+    let requests = [
+        ("skills/list", json!({})),
+        ("skills/get", json!({"uri": PDF})),
+        (
+            "resources/directory/read",
+            json!({"uri": "skill://pdf-processing/templates"}),
+        ),
+        ("resources/read", json!({"uri": PDF})),
+        ("resources/subscribe", json!({"uri": PDF})),
+    ];
+    let manifests = |listed: &Value| {
+        listed["result"]["resources"]
+            .as_array()
+            .map(|r| r.iter().filter(|r| r["uri"] == PDF).count())
+            .unwrap_or_default()
+    };
+
+    let mut user = Client::new(&server.url).with_token(&issuer.token(AUDIENCE, "u", "mcp"));
+    user.initialize().await;
+    for (n, (method, params)) in requests.iter().enumerate() {
+        let body = json!({"jsonrpc": "2.0", "id": 10 + n, "method": method, "params": params});
+        let resp = Client::send(user.post(&body)).await;
+        assert_eq!(resp.status(), 403, "{method}");
+        let challenge = resp
+            .headers()
+            .get("www-authenticate")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        assert!(
+            challenge.contains("error=\"insufficient_scope\"")
+                && challenge.contains("scope=\"skills\""),
+            "{method}: {challenge}"
+        );
+    }
+    assert_eq!(manifests(&user.ask("resources/list", json!({})).await), 0);
+    // The 2026-07-28 era goes through the same check.
+    let stateless = Stateless::new(&server.url).with_token(&issuer.token(AUDIENCE, "u", "mcp"));
+    let (_, refused) = stateless.post("skills/list", json!({}));
+    assert_eq!(Client::send(refused).await.status(), 403);
+
+    let mut reader =
+        Client::new(&server.url).with_token(&issuer.token(AUDIENCE, "r", "mcp skills"));
+    reader.initialize().await;
+    // (A skill file takes no subscription: skills are a snapshot. Only the refusal above
+    // is about scopes.)
+    for (method, params) in &requests[..4] {
+        let answer = reader.ask(method, params.clone()).await;
+        assert!(answer["result"].is_object(), "{method}: {answer}");
+    }
+    let listed = reader
+        .call("skills/list", json!({}))
+        .await
+        .unwrap_or_default();
+    assert_eq!(
+        listed["skills"].as_array().map(Vec::len),
+        Some(2),
+        "{listed}"
+    );
+    assert_eq!(manifests(&reader.ask("resources/list", json!({})).await), 1);
+    let stateless =
+        Stateless::new(&server.url).with_token(&issuer.token(AUDIENCE, "r", "mcp skills"));
+    let served = stateless.call("skills/list", json!({})).await;
+    assert!(served.is_ok(), "{served:?}");
     server.shutdown().await;
 }

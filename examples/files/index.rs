@@ -1,8 +1,15 @@
-//! The files server's data: the root it serves (every path checked to stay inside it)
-//! and the search index the `index` task builds.
+//! The files server's data: the root it serves and the search index the `index` task
+//! builds. Every file is opened once, beneath the root's descriptor with no symlink
+//! followed ([`otpmcp::handler::fs`]), and checked and read on that descriptor: a folder
+//! swapped for a symlink cannot lead out, a FIFO swapped in cannot block, and a file that
+//! grows after it was measured is still cut at the limit. Hidden files (a component
+//! starting with `.`: `.env`, `.git/`) are neither served nor indexed. All of it is
+//! blocking file I/O: callers run it in `spawn_blocking`.
 
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
+
+use otpmcp::handler::fs::{Dir, Kind, OpenError, ReadError, ReadFileError};
 
 /// Largest file read or indexed.
 pub(crate) const MAX_FILE_BYTES: u64 = 1 << 20;
@@ -19,83 +26,104 @@ pub(crate) enum PathError {
     /// Absolute, empty, or with `..`.
     #[error("{0:?} is not a relative path inside the root (no `..`, not absolute)")]
     NotRelative(String),
+    /// A component starting with `.`.
+    #[error("{0} is hidden (a name starting with `.`): not served")]
+    Hidden(String),
     /// No such file, or not readable.
     #[error("no such file: {0}")]
     Missing(String),
-    /// A link (or its target) leads out of the root.
-    #[error("{0} leads outside the root")]
-    Outside(String),
-    /// A folder, a device, a socket...
+    /// A symlink on the way: none is followed, so none leads outside the root.
+    #[error("{0} goes through a symlink: links are not followed")]
+    Symlink(String),
+    /// A folder, a FIFO, a device, a socket...
     #[error("{0} is not a regular file")]
     NotAFile(String),
+    /// A file with another name somewhere (which may be outside the root).
+    #[error("{0} is a hard link: not served")]
+    HardLink(String),
     /// Over [`MAX_FILE_BYTES`].
     #[error("{0} is larger than {MAX_FILE_BYTES} bytes")]
     TooLarge(String),
+    /// Not UTF-8.
+    #[error("{0} is not UTF-8 text")]
+    NotText(String),
 }
 
-/// The folder served, canonical.
+/// The folder served, held open.
 #[derive(Debug, Clone)]
-pub(crate) struct Root(Arc<PathBuf>);
+pub(crate) struct Root(Arc<Dir>);
 
 impl Root {
-    /// `dir`, which must exist.
+    /// `dir`, which must be a folder.
     pub(crate) fn open(dir: &Path) -> std::io::Result<Self> {
-        Ok(Self(Arc::new(dir.canonicalize()?)))
+        Ok(Self(Arc::new(Dir::open(dir)?)))
     }
 
-    /// The file `relative` names, once checked: inside the root after every link is
-    /// followed, a regular file, at most [`MAX_FILE_BYTES`].
-    pub(crate) fn resolve(&self, relative: &str) -> Result<PathBuf, PathError> {
+    /// The text of the file `relative` names: a relative path with no `..` and no hidden
+    /// component, opened beneath the root with no symlink followed, a regular file with
+    /// one name, at most [`MAX_FILE_BYTES`], UTF-8. Blocking.
+    pub(crate) fn read(&self, relative: &str) -> Result<String, PathError> {
         let path = Path::new(relative);
-        let plain = !relative.is_empty()
-            && path
-                .components()
-                .all(|c| matches!(c, Component::Normal(_) | Component::CurDir));
+        let mut plain = !relative.is_empty();
+        for component in path.components() {
+            match component {
+                Component::Normal(name) if name.as_encoded_bytes().starts_with(b".") => {
+                    return Err(PathError::Hidden(relative.into()));
+                }
+                Component::Normal(_) | Component::CurDir => {}
+                _ => plain = false,
+            }
+        }
         if !plain {
             return Err(PathError::NotRelative(relative.into()));
         }
-        let full = self
-            .0
-            .join(path)
-            .canonicalize()
-            .map_err(|_| PathError::Missing(relative.into()))?;
-        if !full.starts_with(&*self.0) {
-            return Err(PathError::Outside(relative.into()));
-        }
-        let meta = full
-            .metadata()
-            .map_err(|_| PathError::Missing(relative.into()))?;
-        if !meta.is_file() {
-            return Err(PathError::NotAFile(relative.into()));
-        }
-        if meta.len() > MAX_FILE_BYTES {
-            return Err(PathError::TooLarge(relative.into()));
-        }
-        Ok(full)
+        let bytes = self.0.read(path, MAX_FILE_BYTES).map_err(|e| {
+            let name = relative.to_owned();
+            match e {
+                ReadFileError::Open(OpenError::Symlink(_)) => PathError::Symlink(name),
+                ReadFileError::Open(OpenError::NotBeneath(_)) => PathError::NotRelative(name),
+                ReadFileError::Open(OpenError::Io { .. }) => PathError::Missing(name),
+                ReadFileError::Read(ReadError::NotRegular) => PathError::NotAFile(name),
+                ReadFileError::Read(ReadError::HardLink(_)) => PathError::HardLink(name),
+                ReadFileError::Read(ReadError::TooLarge { .. }) => PathError::TooLarge(name),
+                ReadFileError::Read(ReadError::Io(_)) => PathError::Missing(name),
+            }
+        })?;
+        String::from_utf8(bytes).map_err(|_| PathError::NotText(relative.into()))
     }
 
-    /// Every regular file under the root (links are not followed), as relative paths,
-    /// in a stable order, at most [`MAX_FILES`].
+    /// Every regular file under the root, as relative paths, in a stable order, at most
+    /// [`MAX_FILES`]: links are not followed and hidden entries are skipped; each folder
+    /// is opened beneath the root. Blocking.
     pub(crate) fn walk(&self) -> Vec<String> {
         let mut found = Vec::new();
-        let mut pending = vec![(self.0.as_ref().clone(), 0usize)];
-        while let Some((dir, depth)) = pending.pop() {
-            let Ok(entries) = std::fs::read_dir(&dir) else {
-                continue;
-            };
-            let mut entries: Vec<_> = entries.flatten().collect();
-            entries.sort_by_key(|e| e.file_name());
-            for entry in entries {
-                let Ok(kind) = entry.file_type() else {
+        let mut pending = vec![(PathBuf::new(), 0usize)];
+        while let Some((relative, depth)) = pending.pop() {
+            let opened;
+            let dir = if depth == 0 {
+                &*self.0
+            } else {
+                let Ok(dir) = self.0.open_dir(&relative) else {
                     continue;
                 };
-                let path = entry.path();
-                if kind.is_dir() && depth < MAX_DEPTH {
+                opened = dir;
+                &opened
+            };
+            let Ok(mut entries) = dir.entries() else {
+                continue;
+            };
+            entries.sort();
+            for (name, kind) in entries {
+                if name.as_encoded_bytes().starts_with(b".") {
+                    continue;
+                }
+                let path = relative.join(&name);
+                if kind == Kind::Dir && depth < MAX_DEPTH {
                     pending.push((path, depth + 1));
-                } else if kind.is_file()
-                    && let Ok(relative) = path.strip_prefix(&*self.0)
+                } else if kind == Kind::File
+                    && let Some(path) = path.to_str()
                 {
-                    found.push(relative.to_string_lossy().into_owned());
+                    found.push(path.to_owned());
                     if found.len() == MAX_FILES {
                         return found;
                     }

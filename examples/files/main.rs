@@ -4,8 +4,10 @@
 //! that declare the tasks extension) and `search(query)`; resources `files://index` and
 //! `files://file/{path}`; the prompt `review(path)`; with `--skills DIR`, the skills in
 //! DIR (the skills extension, SEP-2640: each folder with a `SKILL.md`). No path leaves
-//! the folder: `..`, absolute paths and links out of it are refused, and files over
-//! 1 MiB are not read.
+//! the folder: `..` and absolute paths are refused, and each file is opened once beneath
+//! the folder with no symlink followed (`otpmcp::handler::fs`), then checked on its
+//! descriptor: regular, one name (no hard link), at most 1 MiB. Hidden files (`.env`,
+//! `.git/`) are neither served nor indexed. File I/O runs on the blocking pool.
 //!
 //! Run: `cargo run --release --example files -- --root DIR [--skills DIR]
 //! [--bind ADDR:PORT | --stdio]`.

@@ -8,7 +8,7 @@ use otpmcp::prelude::*;
 use serde_json::json;
 use tokio::sync::watch;
 
-use crate::index::{Hit, Index, MAX_FILE_BYTES, Root};
+use crate::index::{Hit, Index, MAX_FILE_BYTES, PathError, Root};
 
 /// Reads one file.
 #[derive(serde::Deserialize, JsonSchema)]
@@ -59,12 +59,23 @@ pub(crate) fn server(root: Root, skills: Option<SkillsDirectory>) -> McpServer {
     )
 }
 
-fn read_text(root: &Root, path: &str) -> Result<String, ToolError> {
-    let full = root
-        .resolve(path)
-        .map_err(|e| ToolError::InvalidArguments(e.to_string()))?;
-    let bytes = std::fs::read(full).map_err(|e| ToolError::Failed(format!("{path}: {e}")))?;
-    String::from_utf8(bytes).map_err(|_| ToolError::Failed(format!("{path} is not UTF-8 text")))
+/// The text of `path` under `root` (blocking: see [`read_text`]).
+pub(crate) fn read_text_blocking(root: &Root, path: &str) -> Result<String, ToolError> {
+    root.read(path).map_err(|e| match e {
+        PathError::NotRelative(_) | PathError::Hidden(_) => {
+            ToolError::InvalidArguments(e.to_string())
+        }
+        _ => ToolError::Failed(e.to_string()),
+    })
+}
+
+/// The text of `path` under `root`, read on the blocking pool: file I/O on a runtime
+/// worker would stall every request that worker serves.
+async fn read_text(root: &Root, path: &str) -> Result<String, ToolError> {
+    let (root, path) = (root.clone(), path.to_owned());
+    tokio::task::spawn_blocking(move || read_text_blocking(&root, &path))
+        .await
+        .map_err(|e| ToolError::Internal(e.to_string()))?
 }
 
 fn tools(root: &Root, index: &Shared) -> ToolRegistry {
@@ -74,7 +85,7 @@ fn tools(root: &Root, index: &Shared) -> ToolRegistry {
     tools
         .register(tool("read_file", move |args: ReadFile, _ctx| {
             let root = reader.clone();
-            async move { read_text(&root, &args.path) }
+            async move { read_text(&root, &args.path).await }
         }))
         .register(
             tool("index", move |(), ctx| {
@@ -118,24 +129,36 @@ async fn build_index(
     };
     let total = walked.len();
     let mut built = Index::default();
-    for (n, path) in walked.into_iter().enumerate() {
-        let text = match root.resolve(&path) {
-            Ok(full) => tokio::fs::read(full)
-                .await
-                .ok()
-                .and_then(|b| String::from_utf8(b).ok()),
-            Err(_) => None,
-        };
-        match text {
-            Some(text) => {
-                built.add(path, text);
+    // Read on the blocking pool, a batch at a time, reporting progress between batches.
+    let mut done = 0;
+    let mut walked = walked.into_iter();
+    loop {
+        let batch: Vec<String> = walked.by_ref().take(100).collect();
+        if batch.is_empty() {
+            break;
+        }
+        done += batch.len();
+        let reader = root.clone();
+        let texts = tokio::task::spawn_blocking(move || {
+            batch
+                .into_iter()
+                .map(|path| {
+                    let text = reader.read(&path).ok();
+                    (path, text)
+                })
+                .collect::<Vec<_>>()
+        })
+        .await
+        .map_err(|e| ToolError::Internal(e.to_string()))?;
+        for (path, text) in texts {
+            match text {
+                Some(text) => {
+                    built.add(path, text);
+                }
+                None => built.skipped += 1,
             }
-            None => built.skipped += 1,
         }
-        if (n + 1) % 100 == 0 || n + 1 == total {
-            ctx.progress((n + 1) as f64, Some(total as f64), None)
-                .await?;
-        }
+        ctx.progress(done as f64, Some(total as f64), None).await?;
     }
     let summary = format!(
         "indexed {} files ({} skipped: not UTF-8, over {MAX_FILE_BYTES} bytes or past the index's limits)",
@@ -191,12 +214,10 @@ fn resources(root: &Root, index: &Shared) -> ResourceRegistry {
                 let path = variables
                     .get("path")
                     .map(|p| p.replace("%2F", "/").replace("%2f", "/"));
-                let text = path
-                    .as_deref()
-                    .ok_or_else(|| ResourceError::NotFound(uri.clone()))
-                    .and_then(|p| {
-                        read_text(&root, p).map_err(|_| ResourceError::NotFound(uri.clone()))
-                    })?;
+                let path = path.ok_or_else(|| ResourceError::NotFound(uri.clone()))?;
+                let text = read_text(&root, &path)
+                    .await
+                    .map_err(|_| ResourceError::NotFound(uri.clone()))?;
                 Ok(vec![ResourceContents {
                     uri,
                     mime_type: Some("text/plain".into()),
@@ -228,8 +249,9 @@ fn prompts(root: &Root) -> PromptRegistry {
                 .get("path")
                 .and_then(|p| p.as_str())
                 .unwrap_or_default();
-            let text =
-                read_text(&root, path).map_err(|e| PromptError::InvalidParams(format!("{e:?}")))?;
+            let text = read_text(&root, path)
+                .await
+                .map_err(|e| PromptError::InvalidParams(format!("{e:?}")))?;
             Ok(GetPromptResult {
                 description: Some(format!("Review of {path}")),
                 messages: vec![PromptMessage {

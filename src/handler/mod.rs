@@ -5,6 +5,7 @@
 //! business.
 
 pub mod builtin;
+pub mod fs;
 pub(crate) mod prompts;
 pub(crate) mod registry;
 pub(crate) mod resources;

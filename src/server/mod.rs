@@ -63,6 +63,8 @@ pub struct McpServer {
     prompts: Live<PromptRegistry>,
     completer: Option<Completer>,
     skills: Option<Arc<crate::handler::SkillsDirectory>>,
+    /// What a caller needs to list and read skills (`[auth]`); none by default.
+    skill_scopes: Arc<[String]>,
     stateless: Arc<stateless::StatelessSettings>,
     news: crate::server_news::NewsHub,
     tasks: Option<crate::tasks::TaskHandle>,
@@ -138,6 +140,7 @@ impl McpServer {
             prompts: Live::new(PromptRegistry::default()),
             completer: None,
             skills: None,
+            skill_scopes: Arc::new([]),
             stateless: Arc::default(),
             news: crate::server_news::NewsHub::default(),
             tasks: None,
@@ -167,7 +170,7 @@ impl McpServer {
             Some(Target::Tool(name)) => self.tools.get().scopes(name),
             Some(Target::Prompt(name)) => self.prompts.get().scopes(name),
             Some(Target::Resource(uri)) => self.resource_scopes(uri),
-            None => Arc::new([]),
+            None => self.skills_method_scopes(request.kind),
         }
     }
 
@@ -175,7 +178,8 @@ impl McpServer {
     /// what `resources/subscribe` checks, and what a `subscriptions/listen` stream's
     /// `resourceSubscriptions` are filtered by.
     pub(crate) fn resource_scopes(&self, uri: &str) -> Arc<[String]> {
-        self.resources.get().scopes(uri)
+        self.skill_file_scopes(uri)
+            .unwrap_or_else(|| self.resources.get().scopes(uri))
     }
 
     /// What a call to tool `name` needs checked, if there is such a tool.

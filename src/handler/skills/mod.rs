@@ -6,6 +6,13 @@
 //! each directory holding a `SKILL.md` is a skill, at `skill://<its path>/SKILL.md`, and
 //! every file below it is one of its files (a nested skill's too). What is served is that
 //! snapshot; open the directory again to serve changes.
+//!
+//! Reading is safe against a hostile tree: everything is opened beneath the root's
+//! descriptor with no symlink followed ([`crate::handler::fs`]), files are checked on the
+//! opened descriptor (regular, one name, within the limit), a symlink is served only to a
+//! visible regular file of its own skill, and hidden entries only with
+//! [`SkillsBuilder::serve_dot_files`]. [`crate::McpServer::with_skill_scopes`] scopes
+//! who may list and read them.
 
 mod frontmatter;
 mod path;
@@ -76,11 +83,19 @@ pub enum SkillsError {
     /// A name that is not UTF-8 or has a character a `skill://` URI cannot carry as is.
     #[error("{}: a name a skill:// URI cannot carry", .0.display())]
     BadName(PathBuf),
-    /// A symlink leading out of the root.
-    #[error("{}: a symlink leading out of the skills root", .0.display())]
+    /// A symlink leading out of its skill's folder (or out of the root).
+    #[error("{}: a symlink leading out of its skill's folder", .0.display())]
     Escapes(PathBuf),
-    /// Neither a regular file nor a directory (a FIFO, socket, device, or a symlink to
-    /// a directory).
+    /// A symlink to a hidden path (a component starting with `.`), while hidden files are
+    /// not served ([`SkillsBuilder::serve_dot_files`]).
+    #[error("{}: a symlink to a hidden file", .0.display())]
+    HiddenTarget(PathBuf),
+    /// A file with more than one name (a hard link): its other name may be anywhere, a
+    /// secret outside the root included.
+    #[error("{}: a hard link (more than one name)", .0.display())]
+    HardLink(PathBuf),
+    /// Neither a regular file nor a directory (a FIFO, socket, device, a symlink to a
+    /// directory or to another symlink).
     #[error("{}: not a regular file", .0.display())]
     NotARegularFile(PathBuf),
     /// A file over [`SkillsLimits::max_file_bytes`].
@@ -171,6 +186,7 @@ pub struct SkillsDirectory {
 pub struct SkillsBuilder {
     root: PathBuf,
     limits: SkillsLimits,
+    dot_files: bool,
 }
 
 impl SkillsBuilder {
@@ -216,10 +232,18 @@ impl SkillsBuilder {
         self
     }
 
+    /// Serves hidden entries too: files and folders whose name starts with `.`, and
+    /// symlinks whose target path has such a component. Off by default, since a skills
+    /// folder is often a checkout whose `.git/config` or `.env` is no skill's.
+    pub fn serve_dot_files(mut self, serve: bool) -> Self {
+        self.dot_files = serve;
+        self
+    }
+
     /// Reads the directory (blocking file I/O: call it before serving, or in
     /// `spawn_blocking`).
     pub fn open(self) -> Result<SkillsDirectory, SkillsError> {
-        SkillsDirectory::read(&self.root, &self.limits)
+        SkillsDirectory::read(&self.root, &self.limits, self.dot_files)
     }
 }
 
@@ -234,11 +258,12 @@ impl SkillsDirectory {
         SkillsBuilder {
             root: root.as_ref().to_path_buf(),
             limits: SkillsLimits::default(),
+            dot_files: false,
         }
     }
 
-    fn read(root: &Path, limits: &SkillsLimits) -> Result<Self, SkillsError> {
-        let tree = scan::walk(root, limits)?;
+    fn read(root: &Path, limits: &SkillsLimits, dot_files: bool) -> Result<Self, SkillsError> {
+        let tree = scan::walk(root, limits, dot_files)?;
         let files: BTreeMap<SkillPath, File> = tree
             .files
             .into_iter()
