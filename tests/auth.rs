@@ -1108,7 +1108,7 @@ impl HandedOn {
             on(c);
             c.auth.leeway = Duration::ZERO;
             c.store.backend = BackendKind::Redis;
-            c.store.redis_url = url.clone();
+            c.store.redis_url = url.clone().into();
             c.store.lease_ttl = NonZeroDuration::from_secs(1);
         };
         let draining = replica.clone();
@@ -1372,7 +1372,7 @@ async fn a_handed_on_call_of_a_token_introspected_without_exp_expires_with_the_a
         introspect(c);
         c.auth.introspection_cache = NonZeroDuration::from_secs(40);
         c.store.backend = BackendKind::Redis;
-        c.store.redis_url = url;
+        c.store.redis_url = url.into();
     })
     .await;
     issuer.opaque("opaque-carol", active(json!({"sub": "carol", "exp": null})));
@@ -1404,7 +1404,7 @@ async fn a_task_record_in_redis_keeps_only_its_callers_owner_scopes_and_expiry()
     let url = redis.url();
     let server = start(&issuer, move |c| {
         c.store.backend = BackendKind::Redis;
-        c.store.redis_url = url;
+        c.store.redis_url = url.into();
     })
     .await;
     let mut claims = issuer.claims(AUDIENCE, "alice", "mcp");
