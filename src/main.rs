@@ -43,6 +43,7 @@ every key's effective value and where it came from, or the error, naming the key
 Exits 0 if valid, 2 if not.
 
        otpmcp proxy --upstream URL --record FILE [--overwrite] [--redact H1,H2]
+                    [--redact-param P1,P2]
                     [--keep-session-ids] [--bind ADDR:PORT] [--allowed-host H]...
                     [--allowed-origin O]...
        otpmcp proxy --replay FILE [--timing] [--bind ADDR:PORT] [--allowed-host H]...
@@ -63,6 +64,7 @@ fn parse_proxy(
         .iter()
         .map(|h| (*h).to_owned())
         .collect();
+    let mut redact_params = Vec::new();
     let mut bind: SocketAddr = ([127, 0, 0, 1], 8090).into();
     while let Some(arg) = it.next() {
         let mut value = |what: &str| it.next().ok_or(format!("{arg} needs {what}"));
@@ -74,6 +76,11 @@ fn parse_proxy(
                 value("header names")?
                     .split(',')
                     .map(|h| h.trim().to_ascii_lowercase()),
+            ),
+            "--redact-param" => redact_params.extend(
+                value("query parameter names")?
+                    .split(',')
+                    .map(|p| p.trim().to_ascii_lowercase()),
             ),
             "--bind" => {
                 let v = value("ADDR:PORT")?;
@@ -100,6 +107,7 @@ fn parse_proxy(
             upstream,
             file,
             redact,
+            redact_params,
             overwrite,
             keep_session_ids,
         },

@@ -777,3 +777,54 @@ async fn with_keep_session_ids_the_ids_are_recorded_and_replay_still_maps_fresh_
     drop(replay);
     let _ = std::fs::remove_file(&file);
 }
+
+// Issue 36, finding 11: query strings were recorded verbatim, so `?api_key=…` reached
+// the recording (Authorization was redacted). Credential-like parameters, and those named
+// with --redact-param, are written as [redacted], in the requests and in the upstream
+// URL of the header; the upstream still gets them as sent.
+#[tokio::test]
+async fn secret_looking_query_parameters_are_redacted_in_the_recording() {
+    let upstream = Upstream::start().await;
+    let file = artifact_path("query-secrets");
+    let _ = std::fs::remove_file(&file);
+    let file_arg = file.to_string_lossy().into_owned();
+    let upstream_url = format!("{}?tenant=a&api_key=hunter-up", upstream.url);
+    let args = [
+        "--upstream",
+        &upstream_url,
+        "--record",
+        &file_arg,
+        "--redact-param",
+        "Mine",
+    ];
+    {
+        let proxy = start(proxy(&args), "serving MCP at ").await;
+        let url = format!(
+            "{}?trace=1&access_token=hunter-a&Signature=hunter-b&mine=hunter-c&password=hunter-d",
+            proxy.url
+        );
+        assert_eq!(post(&url, &request("tools/list"), &[]).await.0, 200);
+    }
+    let seen = upstream.seen();
+    assert_eq!(
+        seen[0].uri,
+        "/mcp?tenant=a&api_key=hunter-up&trace=1&access_token=hunter-a&Signature=hunter-b&mine=hunter-c&password=hunter-d",
+        "forwarded as sent"
+    );
+    let text = std::fs::read_to_string(&file).unwrap_or_default();
+    assert!(!text.contains("hunter"), "a secret was recorded: {text}");
+    let (header, entries) = artifact::read(&file).unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        header
+            .upstream
+            .ends_with("/mcp?tenant=a&api_key=[redacted]"),
+        "{}",
+        header.upstream
+    );
+    let expected = "/mcp?trace=1&access_token=[redacted]&Signature=[redacted]&mine=[redacted]&password=[redacted]";
+    assert!(
+        matches!(&entries[0], Entry::Request { path, .. } if path == expected),
+        "{entries:?}"
+    );
+    let _ = std::fs::remove_file(&file);
+}

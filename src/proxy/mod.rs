@@ -71,6 +71,10 @@ pub enum Mode {
         file: PathBuf,
         /// Headers written as `[redacted]` (lower case).
         redact: Vec<String>,
+        /// Query parameters written as `[redacted]` (lower case), besides every
+        /// credential-like one (`api_key`, `access_token`, `token`, `key`, `secret`,
+        /// `password`, `signature`, …), which always are.
+        redact_params: Vec<String>,
         /// Replace an existing regular file at `file` (never a symbolic link).
         overwrite: bool,
         /// Write `Mcp-Session-Id` values as they were, not as `[session-N]`.
@@ -132,6 +136,7 @@ impl Proxy {
                 upstream,
                 file,
                 redact,
+                redact_params,
                 overwrite,
                 keep_session_ids,
             } => {
@@ -141,11 +146,16 @@ impl Proxy {
                     .filter(|u: &http::Uri| u.scheme_str() == Some("http"))
                     .ok_or_else(|| ProxyError::Upstream(upstream.clone()))?;
                 let path = uri.path().to_owned();
-                let recorder = artifact::Recorder::create(&file, &upstream, overwrite)?;
+                let recorder = artifact::Recorder::create(
+                    &file,
+                    &record::redact_path(&upstream, &redact_params),
+                    overwrite,
+                )?;
                 let state = Arc::new(record::Recording::new(
                     uri,
                     recorder,
                     redact,
+                    redact_params,
                     keep_session_ids,
                     guard,
                 ));

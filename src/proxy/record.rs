@@ -28,6 +28,7 @@ use hyper_util::rt::TokioExecutor;
 
 use super::artifact::{Entry, Recorder};
 use super::{MAX_BODY, access, is_event_stream, kept_headers};
+use crate::config::is_secret_name;
 use crate::stream::sse::{Block, Parser};
 use crate::transport::guard::Guard;
 
@@ -42,6 +43,8 @@ pub struct Recording {
     client: Client<HttpConnector, Full<Bytes>>,
     recorder: Arc<Recorder>,
     redact: Vec<String>,
+    /// Query parameters written as `[redacted]`, besides the credential-like ones.
+    redact_params: Vec<String>,
     /// `None`: session ids are recorded as they are (`--keep-session-ids`).
     sessions: Option<Mutex<Sessions>>,
     guard: Guard,
@@ -73,14 +76,37 @@ impl Sessions {
     }
 }
 
+/// `path` (a path with its query, or a whole URL) as it is recorded: the value of each
+/// query parameter that looks like a credential or is named in `extra` (lower case) as
+/// `[redacted]`. URLs end up in recordings people share and attach to bug reports.
+pub(crate) fn redact_path(path: &str, extra: &[String]) -> String {
+    let Some((before, query)) = path.split_once('?') else {
+        return path.to_owned();
+    };
+    let query: Vec<String> = query
+        .split('&')
+        .map(|pair| match pair.split_once('=') {
+            Some((name, _))
+                if is_secret_name(name) || extra.iter().any(|e| name.eq_ignore_ascii_case(e)) =>
+            {
+                format!("{name}=[redacted]")
+            }
+            _ => pair.to_owned(),
+        })
+        .collect();
+    format!("{before}?{}", query.join("&"))
+}
+
 impl Recording {
     /// Forwards to `upstream` and records with `recorder`, writing the headers named in
-    /// `redact` (lower case) as `[redacted]` and, unless `keep_session_ids`, session ids
-    /// as placeholders. Refuses what `guard` does not allow.
+    /// `redact` and the query parameters named in `redact_params` (lower case), or
+    /// looking like credentials, as `[redacted]` and, unless `keep_session_ids`, session
+    /// ids as placeholders. Refuses what `guard` does not allow.
     pub fn new(
         upstream: Uri,
         recorder: Recorder,
         redact: Vec<String>,
+        redact_params: Vec<String>,
         keep_session_ids: bool,
         guard: Guard,
     ) -> Self {
@@ -91,6 +117,7 @@ impl Recording {
             client: Client::builder(TokioExecutor::new()).build(connector),
             recorder: Arc::new(recorder),
             redact,
+            redact_params,
             sessions: (!keep_session_ids).then(Mutex::default),
             guard,
             next: AtomicU64::new(1),
@@ -157,11 +184,10 @@ pub async fn forward(State(rec): State<Arc<Recording>>, request: Request) -> Res
         Ok(body) => body,
         Err(_) => return (StatusCode::PAYLOAD_TOO_LARGE, "request body too large").into_response(),
     };
-    let path = parts
-        .uri
-        .path_and_query()
-        .map_or("/", |p| p.as_str())
-        .to_owned();
+    let path = redact_path(
+        parts.uri.path_and_query().map_or("/", |p| p.as_str()),
+        &rec.redact_params,
+    );
     rec.recorder.write(&Entry::Request {
         n,
         t: rec.recorder.now(),
