@@ -21,6 +21,10 @@ pub struct TasksConfig {
     pub max_tasks: NonZeroUsize,
     /// Most tasks running on this replica at once; past it a new task is refused.
     pub max_running: NonZeroUsize,
+    /// Most live tasks (running or finished, until their `ttl`) one principal holds
+    /// across all replicas: the `[auth]` owner, or without `[auth]` the client's address.
+    /// Past it that principal's new task is refused (-32603); others are untouched.
+    pub max_per_principal: NonZeroUsize,
     /// When a replica dies, run its tasks whose tools are declared re-runnable again (once)
     /// on another replica, instead of ending them `failed`.
     pub rerun_lost: bool,
@@ -33,6 +37,10 @@ impl Default for TasksConfig {
             poll_interval: NonZeroDuration::from_secs(1),
             max_tasks: nz!(10_000),
             max_running: nz!(1000),
+            // A tenth of `max_tasks`: ten principals at their cap fill the store, and a
+            // client that keeps a thousand tasks within an hour is a batch job, not an
+            // agent (which polls a handful at a time).
+            max_per_principal: nz!(1000),
             rerun_lost: true,
         }
     }

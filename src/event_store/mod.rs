@@ -193,6 +193,20 @@ pub enum StoreError {
     /// `tasks.max_tasks` records are stored already.
     #[error("too many tasks are stored")]
     TooManyTasks,
+    /// The principal creating a record holds its quota's `max` live ones already
+    /// (`tasks.max_per_principal`).
+    #[error("the principal holds tasks.max_per_principal tasks")]
+    PrincipalFull,
+}
+
+/// What a new record counts against: `max` live records per `principal`
+/// (`tasks.max_per_principal`), across every shard and replica sharing the store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Quota {
+    /// Who creates it: the `[auth]` owner, or the client's address without `[auth]`.
+    pub principal: String,
+    /// Most live records it may hold.
+    pub max: usize,
 }
 
 /// A storage backend for events. All methods take `&mut self`: the store actor owns the
@@ -285,6 +299,26 @@ pub trait EventStore: Send + Default + 'static {
         id: &str,
         record: Bytes,
         ttl: Duration,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// [`EventStore::put_record`] of a record counted against `quota` for as long as it
+    /// lives: refused with [`StoreError::PrincipalFull`] when the principal holds
+    /// `quota.max` live records already (an `id` it holds already is a rewrite, not a new
+    /// one). Released when the record expires or is deleted.
+    fn create_record(
+        &mut self,
+        id: &str,
+        record: Bytes,
+        ttl: Duration,
+        quota: &Quota,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Drops record `id` (counted against `principal`'s quota, if it was created with
+    /// one), giving its place back.
+    fn delete_record(
+        &mut self,
+        id: &str,
+        principal: Option<&str>,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
     /// Record `id`, unless it never existed or its time ran out.

@@ -282,6 +282,28 @@ impl EventStoreHandle {
         record: Bytes,
         ttl: std::time::Duration,
     ) -> Result<(), StoreCallError> {
+        self.write_record(id, record, ttl, None).await
+    }
+
+    /// [`EventStoreHandle::put_record`] of a new record counted against `quota` (see
+    /// [`crate::event_store::EventStore::create_record`]).
+    pub async fn create_record(
+        &self,
+        id: &str,
+        record: Bytes,
+        ttl: std::time::Duration,
+        quota: crate::event_store::Quota,
+    ) -> Result<(), StoreCallError> {
+        self.write_record(id, record, ttl, Some(quota)).await
+    }
+
+    async fn write_record(
+        &self,
+        id: &str,
+        record: Bytes,
+        ttl: std::time::Duration,
+        quota: Option<crate::event_store::Quota>,
+    ) -> Result<(), StoreCallError> {
         let id = id.to_owned();
         Ok(self
             .of_record(&id)
@@ -290,6 +312,28 @@ impl EventStoreHandle {
                     id: id.clone(),
                     record: record.clone(),
                     ttl,
+                    quota: quota.clone(),
+                    reply,
+                },
+                CALL_TIMEOUT,
+            )
+            .await??)
+    }
+
+    /// Drops record `id`, giving its place in `principal`'s quota back.
+    pub async fn delete_record(
+        &self,
+        id: &str,
+        principal: Option<&str>,
+    ) -> Result<(), StoreCallError> {
+        let id = id.to_owned();
+        let principal = principal.map(str::to_owned);
+        Ok(self
+            .of_record(&id)
+            .call(
+                |reply| StoreMsg::DeleteRecord {
+                    id: id.clone(),
+                    principal: principal.clone(),
                     reply,
                 },
                 CALL_TIMEOUT,

@@ -132,11 +132,23 @@ pub enum StoreMsg {
         record: Bytes,
         /// How long to keep it.
         ttl: std::time::Duration,
+        /// A new task's: what it counts against (see [`EventStore::create_record`]).
+        quota: Option<super::Quota>,
         /// Answered once it is durable.
         reply: RpcReplyPort<Result<(), StoreError>>,
     },
     /// Read a record.
     GetRecord(String, RpcReplyPort<Result<Option<Bytes>, StoreError>>),
+    /// Drop a record, giving its place in its principal's quota back (see
+    /// [`EventStore::delete_record`]).
+    DeleteRecord {
+        /// The record's id.
+        id: String,
+        /// Whose quota it counts against.
+        principal: Option<String>,
+        /// Answered once it is gone.
+        reply: RpcReplyPort<Result<(), StoreError>>,
+    },
     /// Timer: drop expired events.
     Sweep,
     /// Another replica stored an event on a stream, or took over its connection (from the
@@ -171,6 +183,7 @@ impl StoreMsg {
             Self::OpenStreams(..) => "open_streams",
             Self::PutRecord { .. } => "put_record",
             Self::GetRecord(..) => "get_record",
+            Self::DeleteRecord { .. } => "delete_record",
             Self::Sweep => "sweep",
             Self::Remote(..) => "remote",
             Self::FeedLost(..) => "feed_lost",
@@ -404,12 +417,24 @@ async fn other<B: EventStore>(
             id,
             record,
             ttl,
+            quota,
             reply,
         } => {
-            let _ = reply.send(tables.backend.put_record(&id, record, ttl).await);
+            let stored = match quota {
+                Some(quota) => tables.backend.create_record(&id, record, ttl, &quota).await,
+                None => tables.backend.put_record(&id, record, ttl).await,
+            };
+            let _ = reply.send(stored);
         }
         StoreMsg::GetRecord(id, reply) => {
             let _ = reply.send(tables.backend.get_record(&id).await);
+        }
+        StoreMsg::DeleteRecord {
+            id,
+            principal,
+            reply,
+        } => {
+            let _ = reply.send(tables.backend.delete_record(&id, principal.as_deref()).await);
         }
         StoreMsg::Sweep => {
             let stats = tables.backend.sweep().await;

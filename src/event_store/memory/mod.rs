@@ -20,8 +20,8 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 
 use super::{
-    Appended, Event, EventStore, Occupancy, Replay, ReplayOutcome, Retention, StoreError,
-    StreamKey, StreamNo, SweepStats,
+    Appended, Event, EventStore, Occupancy, Quota, Replay, ReplayOutcome, Retention,
+    StoreError, StreamKey, StreamNo, SweepStats,
 };
 use crate::ids::{IdMap, SessionId};
 use crate::telemetry::metrics::{EVENTS_EVICTED, Eviction};
@@ -43,8 +43,9 @@ pub struct MemoryStore {
     shard: usize,
     /// The store is over budget and another shard holds older events: it should trim.
     trim_elsewhere: Option<usize>,
-    /// Task records with the instant each expires.
-    tasks: HashMap<String, (Bytes, Instant)>,
+    /// Task records with the instant each expires, and the principal whose quota each
+    /// counts against (created with one).
+    tasks: HashMap<String, (Bytes, Instant, Option<String>)>,
 }
 
 impl Default for MemoryStore {
@@ -400,8 +401,29 @@ impl MemoryStore {
 impl MemoryStore {
     fn drop_expired_tasks(&mut self, now: Instant) {
         let before = self.tasks.len();
-        self.tasks.retain(|_, (_, expires)| *expires > now);
+        let shared = &self.shared;
+        self.tasks.retain(|id, (_, expires, principal)| {
+            let live = *expires > now;
+            if let (false, Some(principal)) = (live, principal.as_deref()) {
+                shared.release_for(principal, id);
+            }
+            live
+        });
         self.shared.release_tasks(before - self.tasks.len());
+    }
+
+    /// Counts a new record against `tasks.max_tasks`, unless `id` is held already.
+    fn reserve_task(&mut self, id: &str, now: Instant) -> Result<(), StoreError> {
+        let max = self.retention.max_tasks;
+        if !self.tasks.contains_key(id) && !self.shared.reserve_task(max) {
+            // Expired records still count until a sweep: drop this shard's before
+            // refusing (other shards drop theirs at their next sweep).
+            self.drop_expired_tasks(now);
+            if !self.shared.reserve_task(max) {
+                return Err(StoreError::TooManyTasks);
+            }
+        }
+        Ok(())
     }
 }
 
@@ -462,16 +484,45 @@ impl EventStore for MemoryStore {
         ttl: Duration,
     ) -> Result<(), StoreError> {
         let now = Instant::now();
-        let max = self.retention.max_tasks;
-        if !self.tasks.contains_key(id) && !self.shared.reserve_task(max) {
-            // Expired records still count until a sweep: drop this shard's before
-            // refusing (other shards drop theirs at their next sweep).
-            self.drop_expired_tasks(now);
-            if !self.shared.reserve_task(max) {
-                return Err(StoreError::TooManyTasks);
+        self.reserve_task(id, now)?;
+        let principal = self.tasks.remove(id).and_then(|(_, _, principal)| principal);
+        self.tasks.insert(id.to_owned(), (record, now + ttl, principal));
+        Ok(())
+    }
+
+    async fn create_record(
+        &mut self,
+        id: &str,
+        record: Bytes,
+        ttl: Duration,
+        quota: &Quota,
+    ) -> Result<(), StoreError> {
+        let now = Instant::now();
+        let expires = now + ttl;
+        // The principal's count first: a principal at its cap takes nothing from the
+        // store-wide one. Both are shared by every shard, so the count is exact.
+        if !self
+            .shared
+            .reserve_for(&quota.principal, id, expires, quota.max, now)
+        {
+            return Err(StoreError::PrincipalFull);
+        }
+        if let Err(e) = self.reserve_task(id, now) {
+            self.shared.release_for(&quota.principal, id);
+            return Err(e);
+        }
+        self.tasks
+            .insert(id.to_owned(), (record, expires, Some(quota.principal.clone())));
+        Ok(())
+    }
+
+    async fn delete_record(&mut self, id: &str, principal: Option<&str>) -> Result<(), StoreError> {
+        if let Some((_, _, held_by)) = self.tasks.remove(id) {
+            self.shared.release_tasks(1);
+            if let Some(principal) = held_by.as_deref().or(principal) {
+                self.shared.release_for(principal, id);
             }
         }
-        self.tasks.insert(id.to_owned(), (record, now + ttl));
         Ok(())
     }
 
@@ -479,8 +530,8 @@ impl EventStore for MemoryStore {
         Ok(self
             .tasks
             .get(id)
-            .filter(|(_, expires)| *expires > Instant::now())
-            .map(|(record, _)| record.clone()))
+            .filter(|(_, expires, _)| *expires > Instant::now())
+            .map(|(record, _, _)| record.clone()))
     }
 
     async fn positions(&self, session: SessionId) -> Vec<(StreamNo, u64)> {
