@@ -30,6 +30,8 @@ fn retention(max_events: usize) -> Retention {
         max_tasks: 3,
         max_total_events: usize::MAX,
         max_total_bytes: usize::MAX,
+        principal_events: usize::MAX,
+        principal_bytes: usize::MAX,
     }
 }
 

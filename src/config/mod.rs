@@ -168,6 +168,12 @@ impl Config {
                 "is not a loopback address: the admin listener has no authentication (set admin.allow_remote = true to allow it)",
             );
         }
+        if self.tasks.principal_event_percent.get() > 100 {
+            return invalid(
+                "tasks.principal_event_percent",
+                "must be at most 100 (a percentage of sse.max_total_events and sse.max_total_bytes)",
+            );
+        }
         if self.store.shards > store::MAX_SHARDS {
             return invalid(
                 "store.shards",

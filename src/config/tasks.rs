@@ -25,6 +25,10 @@ pub struct TasksConfig {
     /// across all replicas: the `[auth]` owner, or without `[auth]` the client's address.
     /// Past it that principal's new task is refused (-32603); others are untouched.
     pub max_per_principal: NonZeroUsize,
+    /// The share, in percent (1 to 100), of the in-memory store's event budget
+    /// (`sse.max_total_events`, `sse.max_total_bytes`) one principal's task logs may hold:
+    /// past it that principal's own oldest task events go, not other sessions'.
+    pub principal_event_percent: NonZeroUsize,
     /// When a replica dies, run its tasks whose tools are declared re-runnable again (once)
     /// on another replica, instead of ending them `failed`.
     pub rerun_lost: bool,
@@ -41,6 +45,9 @@ impl Default for TasksConfig {
             // client that keeps a thousand tasks within an hour is a batch job, not an
             // agent (which polls a handful at a time).
             max_per_principal: nz!(1000),
+            // Ten principals' task logs at their share fill the store; one alone leaves nine
+            // tenths of it to everyone else.
+            principal_event_percent: nz!(10),
             rerun_lost: true,
         }
     }

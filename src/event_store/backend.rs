@@ -66,6 +66,10 @@ impl EventStore for Backend {
         each!(self, s => s.open_session(session).await)
     }
 
+    async fn open_task_log(&mut self, session: SessionId, principal: &str) {
+        each!(self, s => s.open_task_log(session, principal).await)
+    }
+
     async fn open_stream(&mut self, key: StreamKey) -> Result<(), StoreError> {
         each!(self, s => s.open_stream(key).await)
     }

@@ -349,7 +349,16 @@ impl TaskHandle {
         // The log's store session, before its first event (the status below). Idempotent:
         // a re-run continues the log of the run it replaces.
         if let Some(key) = events::log_key(&record.id) {
-            let _ = self.inner.store.open_session(key.session).await;
+            // A new task's log counts against its principal's share of the event budget.
+            let _ = match &quota {
+                Some(quota) => {
+                    self.inner
+                        .store
+                        .open_task_log(key.session, &quota.principal)
+                        .await
+                }
+                None => self.inner.store.open_session(key.session).await,
+            };
         }
         let principal = quota.as_ref().map(|q| q.principal.clone());
         if let Err(e) = self.put(&record, quota).await {

@@ -266,6 +266,14 @@ impl EventStoreHandle {
             .await
     }
 
+    /// Opens a task's log (a session of its own) counting against `principal`'s share of
+    /// the store-wide budget (see [`crate::event_store::EventStore::open_task_log`]).
+    pub async fn open_task_log(&self, session: SessionId, principal: &str) -> Result<(), SlotError> {
+        self.of_session(session)
+            .send(StoreMsg::OpenTaskLog(session, principal.to_owned()))
+            .await
+    }
+
     /// Forgets a session's events and closes its connections. Returns once the store has
     /// the message (so it is handled before anything sent after), not once it is done.
     pub async fn forget_session(&self, session: SessionId) -> Result<(), SlotError> {

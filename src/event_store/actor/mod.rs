@@ -115,6 +115,8 @@ pub enum StoreMsg {
     Disconnect(StreamKey, RpcReplyPort<bool>),
     /// A session was created: its streams may be opened.
     OpenSession(SessionId),
+    /// A task's log was created, counting against its principal's share.
+    OpenTaskLog(SessionId, String),
     /// Forget everything of a session and close its connections.
     ForgetSession(SessionId),
     /// Last positions of a session's streams.
@@ -177,6 +179,7 @@ impl StoreMsg {
             Self::Disconnect(..) => "disconnect",
             Self::Complete(..) => "complete",
             Self::OpenSession(..) => "open_session",
+            Self::OpenTaskLog(..) => "open_task_log",
             Self::ForgetSession(..) => "forget_session",
             Self::Positions(..) => "positions",
             Self::Occupancy(..) => "occupancy",
@@ -394,6 +397,9 @@ async fn other<B: EventStore>(
             let _ = reply.send(open || told);
         }
         StoreMsg::OpenSession(session) => tables.backend.open_session(session).await,
+        StoreMsg::OpenTaskLog(session, principal) => {
+            tables.backend.open_task_log(session, &principal).await;
+        }
         StoreMsg::ForgetSession(session) => {
             tables.backend.forget_session(session).await;
             tables.close_session(session).await;

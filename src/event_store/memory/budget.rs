@@ -14,7 +14,7 @@
 //! shard's old ones.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
 
@@ -45,6 +45,9 @@ pub struct SharedBudget {
     /// once, without waiting for that shard's sweep. Locked only to create or drop a
     /// task record (a few times in a task's life), never on an append.
     principals: Mutex<HashMap<String, HashMap<String, Instant>>>,
+    /// Per principal, the events and payload bytes its task logs hold across shards
+    /// (`tasks.principal_event_percent`). Locked only on a change to a task log.
+    task_logs: Mutex<HashMap<Arc<str>, (usize, usize)>>,
     /// Per shard, when its oldest event arrived, in nanoseconds after `base`: never later
     /// than the truth (an eviction or expiry only makes the truth later), or
     /// [`NONE_HELD`] while the shard holds nothing.
@@ -60,6 +63,7 @@ impl SharedBudget {
             bytes: AtomicUsize::new(0),
             tasks: AtomicUsize::new(0),
             principals: Mutex::new(HashMap::new()),
+            task_logs: Mutex::new(HashMap::new()),
             oldest: (0..shards.max(1))
                 .map(|_| AtomicU64::new(NONE_HELD))
                 .collect(),
@@ -80,6 +84,36 @@ impl SharedBudget {
     pub(super) fn apply(&self, before: (usize, usize), after: (usize, usize)) {
         shift(&self.events, before.0, after.0);
         shift(&self.bytes, before.1, after.1);
+    }
+
+    fn task_logs(&self) -> std::sync::MutexGuard<'_, HashMap<Arc<str>, (usize, usize)>> {
+        self.task_logs
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// A task log of `principal` that held `before` (events, bytes) now holds `after`.
+    pub(super) fn apply_principal(
+        &self,
+        principal: &Arc<str>,
+        before: (usize, usize),
+        after: (usize, usize),
+    ) {
+        if before == after {
+            return;
+        }
+        let mut logs = self.task_logs();
+        let held = logs.entry(principal.clone()).or_default();
+        held.0 = (held.0 + after.0).saturating_sub(before.0);
+        held.1 = (held.1 + after.1).saturating_sub(before.1);
+        if *held == (0, 0) {
+            logs.remove(principal);
+        }
+    }
+
+    /// Events and payload bytes `principal`'s task logs hold across shards.
+    pub fn principal_held(&self, principal: &str) -> (usize, usize) {
+        self.task_logs().get(principal).copied().unwrap_or((0, 0))
     }
 
     /// Counts one more task record if fewer than `max` are held; false if not.

@@ -74,10 +74,71 @@ impl MemoryStore {
     }
 
     /// Accounts for a session that held `before` and now holds `after` (events, bytes),
-    /// here and in the shared budget.
-    fn account(&mut self, before: (usize, usize), after: (usize, usize)) {
+    /// here and in the shared budget, and in its principal's share if it is a task log.
+    fn account(
+        &mut self,
+        principal: Option<&Arc<str>>,
+        before: (usize, usize),
+        after: (usize, usize),
+    ) {
         self.totals.apply(before, after);
         self.shared.apply(before, after);
+        if let Some(principal) = principal {
+            self.shared.apply_principal(principal, before, after);
+        }
+    }
+
+    /// The principal of `session`, if it is a task's log.
+    fn principal_of(&self, session: SessionId) -> Option<Arc<str>> {
+        self.sessions.get(&session)?.principal.clone()
+    }
+
+    /// Past `principal`'s share of the store-wide budget (`tasks.principal_event_percent`,
+    /// counted across shards), evicts its own task logs' oldest events in this shard,
+    /// never another session's, and never the newest event of a log (a reader still
+    /// learns how its task ended). So one principal's task events cannot push the store
+    /// over its budget, where the store-wide trim would evict others' events.
+    fn enforce_share(&mut self, principal: &Arc<str>) {
+        let (max_events, max_bytes) = (
+            self.retention.principal_events,
+            self.retention.principal_bytes,
+        );
+        let over = |held: (usize, usize)| held.0 > max_events || held.1 > max_bytes;
+        if !over(self.shared.principal_held(principal)) {
+            return;
+        }
+        let mut oldest: BinaryHeap<Reverse<(Instant, SessionId)>> = self
+            .sessions
+            .iter()
+            .filter(|(_, s)| s.principal.as_ref() == Some(principal) && s.arrivals.len() > 1)
+            .filter_map(|(id, s)| Some(Reverse((s.oldest_at()?, *id))))
+            .collect();
+        while over(self.shared.principal_held(principal)) {
+            let Some(Reverse((_, id))) = oldest.pop() else {
+                break;
+            };
+            let Some(log) = self.sessions.get_mut(&id) else {
+                continue;
+            };
+            let before = (log.arrivals.len(), log.bytes);
+            log.evict_oldest();
+            let after = (log.arrivals.len(), log.bytes);
+            if log.arrivals.len() > 1
+                && let Some(at) = log.oldest_at()
+            {
+                oldest.push(Reverse((at, id)));
+            }
+            self.account(Some(principal), before, after);
+            EVENTS_EVICTED.inc(Eviction::Principal);
+        }
+    }
+
+    /// [`EventStore::open_task_log`].
+    pub fn open_task_log_now(&mut self, session: SessionId, principal: &str) {
+        let log = self.sessions.entry(session).or_default();
+        if log.principal.is_none() {
+            log.principal = Some(Arc::from(principal));
+        }
     }
 
     /// Events and payload bytes `session` holds.
@@ -141,7 +202,8 @@ impl MemoryStore {
             if let Some(at) = log.oldest_at() {
                 oldest.push(Reverse((at, id)));
             }
-            self.account(before, after);
+            let principal = log.principal.clone();
+            self.account(principal.as_ref(), before, after);
             EVENTS_EVICTED.inc(Eviction::Total);
         }
         let mine = oldest.peek().map(|Reverse((at, _))| *at);
@@ -179,8 +241,9 @@ impl MemoryStore {
             return 0;
         };
         let n = expire_log(log, ttl, now);
+        let principal = log.principal.clone();
         let after = self.size_of(session);
-        self.account(before, after);
+        self.account(principal.as_ref(), before, after);
         n
     }
 
@@ -212,9 +275,13 @@ impl MemoryStore {
         let before = self.size_of(key.session);
         let appended = self.append_to_session(key, payload, last, nonce, now);
         let after = self.size_of(key.session);
-        self.account(before, after);
+        let principal = self.principal_of(key.session);
+        self.account(principal.as_ref(), before, after);
         if after.0 > before.0 {
             self.shared.note_arrival(self.shard, now);
+        }
+        if let Some(principal) = principal {
+            self.enforce_share(&principal);
         }
         self.enforce_totals();
         appended
@@ -387,6 +454,9 @@ impl MemoryStore {
             let held = (log.arrivals.len(), log.bytes);
             self.totals.apply(size, held);
             self.shared.apply(size, held);
+            if let Some(principal) = &log.principal {
+                self.shared.apply_principal(principal, size, held);
+            }
             oldest = oldest.into_iter().chain(log.oldest_at()).min();
         }
         // The pass over the sessions is made anyway: publish the truth, which expiry made
@@ -432,6 +502,10 @@ impl EventStore for MemoryStore {
         self.open_session_now(session);
     }
 
+    async fn open_task_log(&mut self, session: SessionId, principal: &str) {
+        self.open_task_log_now(session, principal);
+    }
+
     async fn open_stream(&mut self, key: StreamKey) -> Result<(), StoreError> {
         self.open_stream_at(key, Instant::now())
     }
@@ -467,8 +541,8 @@ impl EventStore for MemoryStore {
 
     async fn forget_session(&mut self, session: SessionId) {
         let size = self.size_of(session);
-        self.sessions.remove(&session);
-        self.account(size, (0, 0));
+        let principal = self.sessions.remove(&session).and_then(|s| s.principal);
+        self.account(principal.as_ref(), size, (0, 0));
     }
 
     async fn sweep(&mut self) -> SweepStats {
