@@ -399,6 +399,31 @@ async fn a_principal_at_its_task_cap_leaves_the_others_their_tasks() {
     server.shutdown().await;
 }
 
+/// Without `[auth]` the principal is the client's address: one address at
+/// `tasks.max_per_principal` is refused, another address still gets its task.
+#[tokio::test]
+async fn without_auth_each_client_address_has_its_own_task_cap() {
+    let server = TestServer::start_with(
+        |c| c.tasks.max_per_principal = nz!(1),
+        server(Arc::default()),
+    )
+    .await;
+    let one = Stateless::new(&server.url)
+        .with_tasks()
+        .from_address([127, 0, 0, 2].into());
+    let other = one.clone().from_address([127, 0, 0, 3].into());
+    let first = one.start_task("wait", json!({})).await;
+    let refused = one
+        .ask("tools/call", json!({"name": "wait", "arguments": {}}))
+        .await;
+    assert_eq!(refused.error_code(), Some(-32603), "{:?}", refused.message);
+    let theirs = other.start_task("wait", json!({})).await;
+    for id in [&first, &theirs] {
+        one.ask("tasks/cancel", json!({"taskId": id})).await;
+    }
+    server.shutdown().await;
+}
+
 /// A task keeps the scopes of its tool: a token of the same principal that no longer
 /// holds them gets from `tasks/get`, `tasks/update`, `tasks/cancel` and `tasks/stream`
 /// the answer an unknown task gets; with them, it is served.
