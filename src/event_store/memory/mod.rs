@@ -89,12 +89,6 @@ impl MemoryStore {
         }
     }
 
-    /// The principal of `session`, if it is a task's log.
-    fn principal_of(&self, session: SessionId) -> Option<Arc<str>> {
-        self.sessions.get(&session)?.principal.clone()
-    }
-
-
     /// Events and payload bytes `session` holds.
     fn size_of(&self, session: SessionId) -> (usize, usize) {
         self.sessions
@@ -228,8 +222,10 @@ impl MemoryStore {
     ) -> Result<Appended, StoreError> {
         let before = self.size_of(key.session);
         let appended = self.append_to_session(key, payload, last, nonce, now);
-        let after = self.size_of(key.session);
-        let principal = self.principal_of(key.session);
+        // One lookup for the size and, for a task's log, its principal.
+        let (after, principal) = self.sessions.get(&key.session).map_or(((0, 0), None), |s| {
+            ((s.arrivals.len(), s.bytes), s.principal.clone())
+        });
         self.account(principal.as_ref(), before, after);
         if after.0 > before.0 {
             self.shared.note_arrival(self.shard, now);
