@@ -379,6 +379,11 @@ mod tests {
                 "max_session_events",
             ),
             ("OTPMCP__SSE__PATH", "mcp", "sse.path"),
+            (
+                "OTPMCP__TASKS__PRINCIPAL_EVENT_PERCENT",
+                "101",
+                "tasks.principal_event_percent",
+            ),
             ("OTPMCP__SERVER__BIND", "nowhere", "bind"),
         ];
         for (key, value, named) in cases {
