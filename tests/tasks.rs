@@ -410,8 +410,8 @@ async fn without_auth_each_client_address_has_its_own_task_cap() {
     .await;
     let one = Stateless::new(&server.url)
         .with_tasks()
-        .from_address([127, 0, 0, 2].into());
-    let other = one.clone().from_address([127, 0, 0, 3].into());
+        .bound_to([127, 0, 0, 2].into());
+    let other = one.clone().bound_to([127, 0, 0, 3].into());
     let first = one.start_task("wait", json!({})).await;
     let refused = one
         .ask("tools/call", json!({"name": "wait", "arguments": {}}))

@@ -117,7 +117,7 @@ impl Stateless {
 
     /// The same client connecting from local address `ip` (a loopback address other than
     /// 127.0.0.1 stands for another client machine).
-    pub fn from_address(mut self, ip: std::net::IpAddr) -> Self {
+    pub fn bound_to(mut self, ip: std::net::IpAddr) -> Self {
         self.http = reqwest::Client::builder()
             .local_address(ip)
             .build()
