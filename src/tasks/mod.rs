@@ -363,8 +363,11 @@ impl TaskHandle {
         let principal = quota.as_ref().map(|q| q.principal.clone());
         if let Err(e) = self.put(&record, quota).await {
             self.finished(&record.id).await;
-            // A refused task has no record: its log (the status just written) goes too.
-            if let Some(key) = events::log_key(&record.id) {
+            // A refused new task has no record: its log (the status just written) goes
+            // too. A task run again keeps its log: its client knows it.
+            if principal.is_some()
+                && let Some(key) = events::log_key(&record.id)
+            {
                 let _ = self.inner.store.forget_session(key.session).await;
             }
             return Err(e);
