@@ -5,16 +5,18 @@
 
 mod common;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use common::redis::{RedisCluster, RedisServer};
 use common::within;
 use otpmcp::config::{BackendKind, StoreConfig};
+use otpmcp::event_store::memory::SharedBudget;
 use otpmcp::event_store::redis::{RedisLink, connect};
 use otpmcp::event_store::{
-    Backend, EventStore, MemoryStore, NewEvent, RedisStore, Replay, ReplayOutcome, Retention,
-    StoreError, StreamKey, StreamNo,
+    Backend, EventStore, MemoryStore, NewEvent, Quota, RedisStore, Replay, ReplayOutcome,
+    Retention, StoreError, StreamKey, StreamNo,
 };
 use otpmcp::session::SessionId;
 
@@ -28,6 +30,8 @@ fn retention(max_events: usize) -> Retention {
         max_tasks: 3,
         max_total_events: usize::MAX,
         max_total_bytes: usize::MAX,
+        principal_events: usize::MAX,
+        principal_bytes: usize::MAX,
     }
 }
 
@@ -65,6 +69,19 @@ impl Maker {
         };
         store.set_retention(retention);
         store
+    }
+
+    /// Two stores over the same data: two shards sharing one budget (memory), or two
+    /// replicas' connections to the same Redis.
+    async fn pair(&self, retention: Retention) -> (Backend, Backend) {
+        match self {
+            Self::Memory => {
+                let budget = Arc::new(SharedBudget::new(2));
+                let shard = |n| Backend::Memory(MemoryStore::shard(retention, budget.clone(), n));
+                (shard(0), shard(1))
+            }
+            _ => (self.store(retention).await, self.store(retention).await),
+        }
     }
 }
 
@@ -559,6 +576,62 @@ async fn task_records_are_replaced_and_expire(maker: Maker) {
     .await;
 }
 
+/// `tasks.max_per_principal`: a principal holds at most its quota of live records,
+/// counted across shards (memory) and replicas (Redis); another principal is untouched by
+/// it; a rewrite is not a new record; a deleted or expired record gives its place back.
+async fn a_principal_holds_at_most_its_quota_of_records(maker: Maker) {
+    let limits = Retention {
+        max_tasks: 100,
+        ..retention(100)
+    };
+    let (mut a, mut b) = maker.pair(limits).await;
+    let long = Duration::from_secs(60);
+    let quota = |principal: &str, max| Quota {
+        principal: principal.into(),
+        max,
+    };
+    let one = quota("owner:one", 2);
+    let x = || Bytes::from_static(b"x");
+    assert_eq!(a.create_record("t1", x(), long, &one).await, Ok(()));
+    assert_eq!(b.create_record("t2", x(), long, &one).await, Ok(()));
+    // Full, whichever shard or replica is asked.
+    assert_eq!(
+        a.create_record("t3", x(), long, &one).await,
+        Err(StoreError::PrincipalFull)
+    );
+    assert_eq!(
+        b.create_record("t3", x(), long, &one).await,
+        Err(StoreError::PrincipalFull)
+    );
+    assert_eq!(a.get_record("t3").await, Ok(None));
+    // Another principal still gets its tasks.
+    let two = quota("owner:two", 2);
+    assert_eq!(b.create_record("u1", x(), long, &two).await, Ok(()));
+    // Rewriting a held record is not a new one.
+    assert_eq!(a.create_record("t1", x(), long, &one).await, Ok(()));
+    // A deleted record gives its place back (asked of the shard that holds it: the
+    // store routes a record by its id).
+    assert_eq!(a.delete_record("t1", Some("owner:one")).await, Ok(()));
+    assert_eq!(a.get_record("t1").await, Ok(None));
+    assert_eq!(b.create_record("t3", x(), long, &one).await, Ok(()));
+    assert_eq!(
+        a.create_record("t4", x(), long, &one).await,
+        Err(StoreError::PrincipalFull)
+    );
+    // An expired record gives its place back without a sweep.
+    let three = quota("owner:three", 1);
+    let short = Duration::from_millis(300);
+    assert_eq!(a.create_record("v1", x(), short, &three).await, Ok(()));
+    assert_eq!(
+        b.create_record("v2", x(), long, &three).await,
+        Err(StoreError::PrincipalFull)
+    );
+    until("the expired record stops counting", async || {
+        b.create_record("v2", x(), long, &three).await == Ok(())
+    })
+    .await;
+}
+
 /// The in-memory store keeps at most `max_tasks` records; Redis is bounded by its memory.
 #[tokio::test]
 async fn the_memory_store_bounds_its_task_records() {
@@ -626,6 +699,7 @@ contract!(
     with_replay_disabled_nothing_is_kept,
     ten_thousand_events_replay_in_order,
     task_records_are_replaced_and_expire,
+    a_principal_holds_at_most_its_quota_of_records,
 );
 
 /// Two replicas on one Redis append to and replay the same stream: positions continue,

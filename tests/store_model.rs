@@ -85,6 +85,8 @@ fn retention() -> impl Strategy<Value = Retention> {
             max_tasks: 10,
             max_total_events: total_events,
             max_total_bytes: total_bytes,
+            principal_events: usize::MAX,
+            principal_bytes: usize::MAX,
         },
     )
 }
@@ -101,6 +103,8 @@ fn redis_retention() -> impl Strategy<Value = Retention> {
         max_tasks: 10,
         max_total_events: usize::MAX,
         max_total_bytes: usize::MAX,
+        principal_events: usize::MAX,
+        principal_bytes: usize::MAX,
     })
 }
 

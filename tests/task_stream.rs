@@ -449,6 +449,45 @@ async fn another_principals_task_is_not_streamed_on_redis_with_two_replicas() {
     another_principals_task_is_not_streamed(Backend::Redis).await;
 }
 
+/// `tasks.max_per_principal` is counted in Redis: a principal with a task on each of two
+/// replicas is at a cap of two on both, and another principal is not.
+#[tokio::test]
+async fn a_principals_task_cap_holds_across_replicas() {
+    let issuer = Issuer::start().await;
+    let url = issuer.url.clone();
+    let servers = Servers::start(Backend::Redis, move |c: &mut Config| {
+        c.auth.enabled = true;
+        c.auth.issuer = url.clone();
+        c.auth.audience = AUDIENCE.into();
+        c.auth.scopes_supported = vec!["mcp".into()];
+        c.tasks.max_per_principal = nz!(2);
+    })
+    .await;
+    let alice = Stateless::new(servers.runner())
+        .with_tasks()
+        .with_token(&issuer.token(AUDIENCE, "alice", "mcp"));
+    let alice_there = alice.at(servers.reader());
+    let bob = alice_there
+        .clone()
+        .with_token(&issuer.token(AUDIENCE, "bob", "mcp"));
+    let ids = [
+        alice.start_task("wait", json!({})).await,
+        alice_there.start_task("wait", json!({})).await,
+    ];
+    for client in [&alice, &alice_there] {
+        let refused = client
+            .ask("tools/call", json!({"name": "wait", "arguments": {}}))
+            .await;
+        assert_eq!(refused.error_code(), Some(-32603), "{:?}", refused.message);
+    }
+    let his = bob.start_task("wait", json!({})).await;
+    for id in &ids {
+        alice.ask("tasks/cancel", json!({"taskId": id})).await;
+    }
+    bob.ask("tasks/cancel", json!({"taskId": his})).await;
+    servers.shutdown().await;
+}
+
 /// The binary (default tools) on `redis` with a short lease.
 async fn binary_on(redis: &RedisServer, rerun_lost: bool) -> Binary {
     let url = redis.url();

@@ -8,8 +8,8 @@ mod common;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use common::TestServer;
 use common::stateless::{Stateless, TASKS, confirm_tool, wait_tool};
+use common::{TestServer, nz};
 use otpmcp::McpServer;
 use otpmcp::config::NonZeroDuration;
 use otpmcp::handler::builtin::stream_events;
@@ -332,5 +332,134 @@ async fn listen_streams_hear_of_the_tasks_they_name() {
             break;
         }
     }
+    server.shutdown().await;
+}
+
+const AUDIENCE: &str = "http://mcp.test/mcp";
+
+/// `wait` and `guarded` (works until cancelled, needs scope `tasks:guarded`), behind
+/// `[auth]` with `tweak` applied.
+async fn start_with_auth(
+    issuer: &common::issuer::Issuer,
+    tweak: impl FnOnce(&mut otpmcp::config::Config),
+) -> TestServer {
+    let mut tools = ToolRegistry::default();
+    tools.register(wait_tool(Arc::default())).register(
+        tool("guarded", |(), _| async {
+            std::future::pending::<()>().await;
+            Ok(CallToolResult::text("never"))
+        })
+        .description("Works until cancelled; needs tasks:guarded.")
+        .scopes(["tasks:guarded"])
+        .task_support(TaskSupport::Optional),
+    );
+    let url = issuer.url.clone();
+    TestServer::start_with(
+        move |c| {
+            c.auth.enabled = true;
+            c.auth.issuer = url;
+            c.auth.audience = AUDIENCE.into();
+            c.auth.scopes_supported = vec!["mcp".into()];
+            tweak(c);
+        },
+        McpServer::new(tools),
+    )
+    .await
+}
+
+/// `tasks.max_per_principal`: a principal at its cap is refused a new task with an error
+/// naming the key, and another principal still gets its tasks.
+#[tokio::test]
+async fn a_principal_at_its_task_cap_leaves_the_others_their_tasks() {
+    let issuer = common::issuer::Issuer::start().await;
+    let server = start_with_auth(&issuer, |c| c.tasks.max_per_principal = nz!(2)).await;
+    let alice = Stateless::new(&server.url)
+        .with_tasks()
+        .with_token(&issuer.token(AUDIENCE, "alice", "mcp"));
+    let bob = alice
+        .clone()
+        .with_token(&issuer.token(AUDIENCE, "bob", "mcp"));
+    let first = alice.start_task("wait", json!({})).await;
+    let second = alice.start_task("wait", json!({})).await;
+    let refused = alice
+        .ask("tools/call", json!({"name": "wait", "arguments": {}}))
+        .await;
+    assert_eq!(refused.error_code(), Some(-32603), "{:?}", refused.message);
+    let message = refused.message["error"]["message"].as_str().unwrap_or("");
+    assert!(
+        message.contains("tasks.max_per_principal"),
+        "the refusal names the key: {message}"
+    );
+    // Bob is untouched by Alice's cap.
+    let his = bob.start_task("wait", json!({})).await;
+    assert_eq!(bob.task(&his).await.result()["status"], "working");
+    for (client, id) in [(&alice, &first), (&alice, &second), (&bob, &his)] {
+        client.ask("tasks/cancel", json!({"taskId": id})).await;
+    }
+    server.shutdown().await;
+}
+
+/// Without `[auth]` the principal is the client's address: one address at
+/// `tasks.max_per_principal` is refused, another address still gets its task.
+#[tokio::test]
+async fn without_auth_each_client_address_has_its_own_task_cap() {
+    let server = TestServer::start_with(
+        |c| c.tasks.max_per_principal = nz!(1),
+        server(Arc::default()),
+    )
+    .await;
+    let one = Stateless::new(&server.url)
+        .with_tasks()
+        .bound_to([127, 0, 0, 2].into());
+    let other = one.clone().bound_to([127, 0, 0, 3].into());
+    let first = one.start_task("wait", json!({})).await;
+    let refused = one
+        .ask("tools/call", json!({"name": "wait", "arguments": {}}))
+        .await;
+    assert_eq!(refused.error_code(), Some(-32603), "{:?}", refused.message);
+    let theirs = other.start_task("wait", json!({})).await;
+    for id in [&first, &theirs] {
+        one.ask("tasks/cancel", json!({"taskId": id})).await;
+    }
+    server.shutdown().await;
+}
+
+/// A task keeps the scopes of its tool: a token of the same principal that no longer
+/// holds them gets from `tasks/get`, `tasks/update`, `tasks/cancel` and `tasks/stream`
+/// the answer an unknown task gets; with them, it is served.
+#[tokio::test]
+async fn a_down_scoped_token_no_longer_reaches_its_task() {
+    let issuer = common::issuer::Issuer::start().await;
+    let server = start_with_auth(&issuer, |_| {}).await;
+    let full = Stateless::new(&server.url)
+        .with_tasks()
+        .with_token(&issuer.token(AUDIENCE, "alice", "mcp tasks:guarded"));
+    let narrow = full
+        .clone()
+        .with_token(&issuer.token(AUDIENCE, "alice", "mcp"));
+    let id = full.start_task("guarded", json!({})).await;
+    let unknown = narrow
+        .task("0123456789abcdef0123456789abcdef")
+        .await
+        .error_code();
+    assert_eq!(unknown, Some(-32602));
+    for (method, params) in [
+        ("tasks/get", json!({"taskId": id})),
+        ("tasks/update", json!({"taskId": id, "inputResponses": {}})),
+        ("tasks/cancel", json!({"taskId": id})),
+        ("tasks/stream", json!({"taskId": id})),
+    ] {
+        let refused = narrow.ask(method, params).await;
+        assert_eq!(
+            refused.error_code(),
+            unknown,
+            "{method}: {:?}",
+            refused.message
+        );
+    }
+    // The refused cancel did nothing; the full token is served.
+    assert_eq!(full.task(&id).await.result()["status"], "working");
+    full.ask("tasks/cancel", json!({"taskId": id})).await;
+    full.until_status(&id, "cancelled").await;
     server.shutdown().await;
 }

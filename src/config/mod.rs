@@ -211,6 +211,12 @@ impl Config {
                 "is not a loopback address: the admin listener has no authentication (set admin.allow_remote = true to allow it)",
             );
         }
+        if self.tasks.principal_event_percent.get() > 100 {
+            return invalid(
+                "tasks.principal_event_percent",
+                "must be at most 100 (a percentage of sse.max_total_events and sse.max_total_bytes)",
+            );
+        }
         if self.store.shards > store::MAX_SHARDS {
             return invalid(
                 "store.shards",
@@ -417,6 +423,11 @@ mod tests {
                 "max_session_events",
             ),
             ("OTPMCP__SSE__PATH", "mcp", "sse.path"),
+            (
+                "OTPMCP__TASKS__PRINCIPAL_EVENT_PERCENT",
+                "101",
+                "tasks.principal_event_percent",
+            ),
             ("OTPMCP__SERVER__BIND", "nowhere", "bind"),
         ];
         for (key, value, named) in cases {

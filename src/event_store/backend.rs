@@ -7,8 +7,8 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use super::{
-    Appended, EventStore, MemoryStore, Occupancy, RedisStore, Replay, Retention, StoreError,
-    StreamKey, StreamNo, SweepStats,
+    Appended, EventStore, MemoryStore, Occupancy, Quota, RedisStore, Replay, Retention,
+    StoreError, StreamKey, StreamNo, SweepStats,
 };
 use super::memory::SharedBudget;
 use crate::ids::SessionId;
@@ -66,6 +66,10 @@ impl EventStore for Backend {
         each!(self, s => s.open_session(session).await)
     }
 
+    async fn open_task_log(&mut self, session: SessionId, principal: &str) {
+        each!(self, s => s.open_task_log(session, principal).await)
+    }
+
     async fn open_stream(&mut self, key: StreamKey) -> Result<(), StoreError> {
         each!(self, s => s.open_stream(key).await)
     }
@@ -113,6 +117,20 @@ impl EventStore for Backend {
         ttl: Duration,
     ) -> Result<(), StoreError> {
         each!(self, s => s.put_record(id, record, ttl).await)
+    }
+
+    async fn create_record(
+        &mut self,
+        id: &str,
+        record: Bytes,
+        ttl: Duration,
+        quota: &Quota,
+    ) -> Result<(), StoreError> {
+        each!(self, s => s.create_record(id, record, ttl, quota).await)
+    }
+
+    async fn delete_record(&mut self, id: &str, principal: Option<&str>) -> Result<(), StoreError> {
+        each!(self, s => s.delete_record(id, principal).await)
     }
 
     async fn get_record(&mut self, id: &str) -> Result<Option<Bytes>, StoreError> {

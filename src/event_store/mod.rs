@@ -136,6 +136,24 @@ pub struct Retention {
     pub max_total_events: usize,
     /// Payload bytes kept across all sessions by the in-memory store (`max_total_bytes`).
     pub max_total_bytes: usize,
+    /// Events one principal's task logs keep across shards, in the in-memory store: its
+    /// share of `max_total_events` (`tasks.principal_event_percent`).
+    pub principal_events: usize,
+    /// Payload bytes of them: the same share of `max_total_bytes`.
+    pub principal_bytes: usize,
+}
+
+impl Retention {
+    /// Sets the principal's share to `percent` of the store-wide budget.
+    pub fn with_principal_share(mut self, percent: usize) -> Self {
+        let share = |total: usize| {
+            let share = u128::from(total as u64) * percent.min(100) as u128 / 100;
+            usize::try_from(share).unwrap_or(usize::MAX).max(1)
+        };
+        self.principal_events = share(self.max_total_events);
+        self.principal_bytes = share(self.max_total_bytes);
+        self
+    }
 }
 
 impl Default for Retention {
@@ -151,7 +169,14 @@ impl Default for Retention {
             max_tasks: crate::config::TasksConfig::default().max_tasks.get(),
             max_total_events: sse.max_total_events.get(),
             max_total_bytes: sse.max_total_bytes.get(),
+            principal_events: usize::MAX,
+            principal_bytes: usize::MAX,
         }
+        .with_principal_share(
+            crate::config::TasksConfig::default()
+                .principal_event_percent
+                .get(),
+        )
     }
 }
 
@@ -193,6 +218,20 @@ pub enum StoreError {
     /// `tasks.max_tasks` records are stored already.
     #[error("too many tasks are stored")]
     TooManyTasks,
+    /// The principal creating a record holds its quota's `max` live ones already
+    /// (`tasks.max_per_principal`).
+    #[error("the principal holds tasks.max_per_principal tasks")]
+    PrincipalFull,
+}
+
+/// What a new record counts against: `max` live records per `principal`
+/// (`tasks.max_per_principal`), across every shard and replica sharing the store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Quota {
+    /// Who creates it: the `[auth]` owner, or the client's address without `[auth]`.
+    pub principal: String,
+    /// Most live records it may hold.
+    pub max: usize,
 }
 
 /// A storage backend for events. All methods take `&mut self`: the store actor owns the
@@ -200,6 +239,18 @@ pub enum StoreError {
 pub trait EventStore: Send + Default + 'static {
     /// Registers a live session (idempotent); its streams may then be opened.
     fn open_session(&mut self, session: SessionId) -> impl Future<Output = ()> + Send;
+
+    /// [`EventStore::open_session`] of a task's log, whose events count against
+    /// `principal`'s share of the store-wide budget (in memory; a store without one
+    /// just opens the session).
+    fn open_task_log(
+        &mut self,
+        session: SessionId,
+        principal: &str,
+    ) -> impl Future<Output = ()> + Send {
+        let _ = principal;
+        self.open_session(session)
+    }
 
     /// Creates stream `key` (idempotent) so that it can be resumed before its first event.
     /// Fails with [`StoreError::UnknownStream`] if the session is not open.
@@ -285,6 +336,26 @@ pub trait EventStore: Send + Default + 'static {
         id: &str,
         record: Bytes,
         ttl: Duration,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// [`EventStore::put_record`] of a record counted against `quota` for as long as it
+    /// lives: refused with [`StoreError::PrincipalFull`] when the principal holds
+    /// `quota.max` live records already (an `id` it holds already is a rewrite, not a new
+    /// one). Released when the record expires or is deleted.
+    fn create_record(
+        &mut self,
+        id: &str,
+        record: Bytes,
+        ttl: Duration,
+        quota: &Quota,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Drops record `id` (counted against `principal`'s quota, if it was created with
+    /// one), giving its place back.
+    fn delete_record(
+        &mut self,
+        id: &str,
+        principal: Option<&str>,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
     /// Record `id`, unless it never existed or its time ran out.

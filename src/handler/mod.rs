@@ -83,6 +83,8 @@ pub struct RequestContext {
     principal: Option<Arc<Principal>>,
     /// The session the request belongs to; `None` on a stateless request or a task.
     session: Option<SessionId>,
+    /// The client's address (HTTP), for what is counted per client without `[auth]`.
+    client: Option<std::net::IpAddr>,
 }
 
 impl std::fmt::Debug for RequestContext {
@@ -105,7 +107,19 @@ impl RequestContext {
             client_capabilities: Arc::default(),
             principal: None,
             session: None,
+            client: None,
         }
+    }
+
+    /// The client's address, where the request came over HTTP.
+    pub(crate) fn client(&self) -> Option<std::net::IpAddr> {
+        self.client
+    }
+
+    /// The same context for a request from `client`.
+    pub(crate) fn with_client(mut self, client: Option<std::net::IpAddr>) -> Self {
+        self.client = client;
+        self
     }
 
     /// The verified caller: subject, scopes and every claim of its token, for a handler's

@@ -24,7 +24,7 @@ use crate::handler::{BoxFuture, ClientRequestError, Note, NotifyError, Outbox};
 use crate::protocol::Outgoing;
 use crate::protocol::methods::{ListKind, ServerRequest};
 use crate::tasks::record::TaskWork;
-use crate::tasks::{NewTask, TaskHandle, TaskOutbox};
+use crate::tasks::{Creator, NewTask, TaskHandle, TaskOutbox};
 
 /// The answers a request has, and the questions it asked that have none.
 pub(super) struct Inputs {
@@ -44,8 +44,9 @@ pub(super) struct Starter {
     /// What to run again if the task's replica dies (a re-runnable tool), without the
     /// answers, which are added when the task starts.
     pub(super) rerun: Option<TaskWork>,
-    /// Who may see the task (`[auth]`): the caller's owner, as text.
-    pub(super) owner: Option<String>,
+    /// Who creates the task: who may see it, whose quota it counts against, and the
+    /// scopes its tool requires.
+    pub(super) creator: Creator,
 }
 
 #[derive(Default)]
@@ -148,7 +149,7 @@ impl Inputs {
         });
         let task = starter
             .tasks
-            .create(rerun, starter.owner.clone())
+            .create(rerun, starter.creator.clone())
             .await
             .map_err(|e| ClientRequestError::Unavailable(e.to_string()))?;
         let _ = self.task.set(task.outbox(self.notes.clone()));

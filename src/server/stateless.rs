@@ -192,7 +192,7 @@ impl McpServer {
     ) -> Result<Value, ErrorObject> {
         let answers = self.answers(method, &request)?;
         let plan = match method {
-            Method::ToolsCall => self.task_plan(&request, meta, ctx.principal())?,
+            Method::ToolsCall => self.task_plan(&request, meta, ctx.principal(), ctx.client())?,
             _ => None,
         };
         let start_now = plan.as_ref().is_some_and(|p| !p.started_by_handler);

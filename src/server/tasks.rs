@@ -14,7 +14,7 @@ use crate::protocol::meta::{RequestMeta, TASKS_EXTENSION};
 use crate::protocol::methods::{Method, TaskSupport};
 use crate::protocol::{ErrorObject, Outgoing, Request, RequestId};
 use crate::tasks::record::TaskWork;
-use crate::tasks::{Rerun, TaskHandle, TaskOutbox, TaskSignal};
+use crate::tasks::{Creator, Rerun, TaskHandle, TaskOutbox, TaskSignal};
 
 /// How a `tools/call` may become a task.
 pub(super) struct TaskPlan {
@@ -44,12 +44,14 @@ impl McpServer {
 
     /// Whether a stateless `tools/call` may become a task: only when the request declared
     /// the extension, for a tool that may run as one. A tool that must, called without
-    /// the extension, is -32021.
+    /// the extension, is -32021. `client`: the caller's address, whose quota the task
+    /// counts against without `[auth]`.
     pub(super) fn task_plan(
         &self,
         request: &Request,
         meta: &RequestMeta,
         principal: Option<&Arc<Principal>>,
+        client: Option<std::net::IpAddr>,
     ) -> Result<Option<TaskPlan>, ErrorObject> {
         let Some(routing) = request.name().and_then(|n| self.tool_routing(n)) else {
             return Ok(None);
@@ -68,11 +70,23 @@ impl McpServer {
                     answers: Map::new(),
                     principal: principal.map(|p| HandedPrincipal::from(p.as_ref())),
                 });
+                let owner = principal.map(|p| p.owner().to_string());
+                // The principal's quota; without `[auth]`, the client's address (a
+                // stateless request has no session; over stdio there is one client).
+                let quota = match (&owner, client) {
+                    (Some(owner), _) => format!("owner:{owner}"),
+                    (None, Some(ip)) => format!("addr:{ip}"),
+                    (None, None) => "local".to_owned(),
+                };
                 Ok(Some(TaskPlan {
                     starter: Starter {
                         tasks: tasks.clone(),
                         rerun,
-                        owner: principal.map(|p| p.owner().to_string()),
+                        creator: Creator {
+                            owner,
+                            quota,
+                            scopes: self.required_scopes(request).to_vec(),
+                        },
                     },
                     started_by_handler: options.started_by_handler,
                 }))
@@ -95,10 +109,9 @@ impl McpServer {
         let id = request.task_id().ok_or_else(|| {
             ErrorObject::invalid_params("Invalid params: taskId must be a string")
         })?;
-        // Another principal's task is not found, like an unknown one (checked where the
-        // record is read).
-        let owner = principal.map(|p| p.owner().to_string());
-        let principal = owner.as_deref();
+        // Another principal's task, or one whose tool's scopes the token no longer holds,
+        // is not found, like an unknown one (checked where the record is read).
+        let principal = principal.map(|p| &**p);
         match request.kind {
             Method::TasksGet => Ok(tasks.get(id, principal).await?.wire()),
             Method::TasksUpdate => {

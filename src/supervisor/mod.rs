@@ -213,7 +213,10 @@ impl SupervisorState {
                         max_tasks: self.config.tasks.max_tasks.get(),
                         max_total_events: sse.max_total_events.get(),
                         max_total_bytes: sse.max_total_bytes.get(),
-                    },
+                        principal_events: usize::MAX,
+                        principal_bytes: usize::MAX,
+                    }
+                    .with_principal_share(self.config.tasks.principal_event_percent.get()),
                     cleanup_interval: sse.cleanup_interval.get(),
                     retry_interval: self.config.store.retry_interval.get(),
                     shards: self.store_handle(),

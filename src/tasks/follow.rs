@@ -115,7 +115,7 @@ impl TaskHandle {
     pub async fn follow(
         &self,
         id: &str,
-        principal: Option<&str>,
+        principal: Option<&crate::auth::Principal>,
         after: Option<u64>,
         budget: ByteBudget,
     ) -> Result<mpsc::Receiver<Followed>, StreamError> {

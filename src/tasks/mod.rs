@@ -29,7 +29,8 @@ use bytes::Bytes;
 use serde_json::{Map, Value};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::event_store::{EventStoreHandle, StreamWriter};
+use crate::auth::Principal;
+use crate::event_store::{EventStoreHandle, Quota, StreamWriter};
 use crate::handler::{BoxFuture, Outbox};
 use crate::protocol::{ErrorObject, Outgoing};
 use crate::server_news::{NewsHub, ServerNews};
@@ -64,6 +65,8 @@ pub struct TaskSettings {
     pub max_running: usize,
     /// Run a lost re-runnable task again instead of failing it (`tasks.rerun_lost`).
     pub rerun_lost: bool,
+    /// Most live tasks one principal holds (`tasks.max_per_principal`).
+    pub max_per_principal: usize,
 }
 
 impl From<&crate::config::TasksConfig> for TaskSettings {
@@ -73,6 +76,7 @@ impl From<&crate::config::TasksConfig> for TaskSettings {
             poll_interval: config.poll_interval.get(),
             max_running: config.max_running.get(),
             rerun_lost: config.rerun_lost,
+            max_per_principal: config.max_per_principal.get(),
         }
     }
 }
@@ -108,6 +112,19 @@ impl From<TaskError> for ErrorObject {
             other => ErrorObject::internal(other.to_string()),
         }
     }
+}
+
+/// Who creates a task.
+#[derive(Debug, Clone, Default)]
+pub struct Creator {
+    /// Who may see it: the [`crate::auth::Owner`] of the caller, as text (`None` without
+    /// `[auth]`).
+    pub owner: Option<String>,
+    /// Whose `tasks.max_per_principal` it counts against: the owner with `[auth]`, the
+    /// client's address without.
+    pub quota: String,
+    /// The scopes its tool requires (`[auth]`), checked again on every later use.
+    pub scopes: Vec<String>,
 }
 
 /// Leases on running tasks (the cluster implements it with the replica's lease).
@@ -162,10 +179,13 @@ impl std::fmt::Debug for TaskHandle {
 }
 
 /// A task stored and registered, whose handler has not started running as one yet.
-/// Dropped without [`NewTask::run`] (the request that made it went away first), it ends
-/// `failed` and gives its place back.
+/// Dropped without [`NewTask::run`] (the request that made it went away first): a new
+/// task, whose id no client has seen, is deleted, giving its place in its principal's
+/// quota back; a task run again ends `failed`.
 pub struct NewTask {
     record: TaskRecord,
+    /// A new task's quota principal (`None` for a task run again).
+    quota: Option<String>,
     /// Until it runs (then the runner's).
     mailbox: Option<mpsc::Receiver<TaskMsg>>,
     sender: mpsc::Sender<TaskMsg>,
@@ -182,7 +202,12 @@ impl Drop for NewTask {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
+        let quota = self.quota.take();
         runtime.spawn(async move {
+            if let Some(principal) = quota {
+                tasks.discard(&record.id, &principal).await;
+                return;
+            }
             let why = "the request that created this task went away before it started";
             record.error = Some(ErrorObject::internal(why));
             record.set(TaskStatus::Failed, Some(why.into()));
@@ -258,7 +283,7 @@ impl TaskHandle {
     pub async fn create(
         &self,
         rerun: Option<TaskWork>,
-        principal: Option<String>,
+        creator: Creator,
     ) -> Result<NewTask, TaskError> {
         let id = new_task_id().map_err(|e| TaskError::Unavailable(e.to_string()))?;
         let now = now_ms();
@@ -275,15 +300,33 @@ impl TaskHandle {
             result: None,
             error: None,
             owner: self.replica(),
-            principal,
+            principal: creator.owner,
             rerun,
             attempts: 1,
+            scopes: creator.scopes,
         };
-        self.start(record).await
+        let quota = Quota {
+            principal: creator.quota,
+            max: settings.max_per_principal,
+        };
+        self.start(record, Some(quota)).await
     }
 
-    /// Registers, leases and stores `record` as running here.
-    async fn start(&self, record: TaskRecord) -> Result<NewTask, TaskError> {
+    /// Drops new task `id`, whose id never reached its client: its record (giving its
+    /// place in `principal`'s quota back) and its log.
+    async fn discard(&self, id: &str, principal: &str) {
+        self.finished(id).await;
+        if let Err(e) = self.inner.store.delete_record(id, Some(principal)).await {
+            tracing::warn!(task_id = %id, error = %e, "could not drop a task that never started; it counts until its ttl");
+        }
+        if let Some(key) = events::log_key(id) {
+            let _ = self.inner.store.forget_session(key.session).await;
+        }
+    }
+
+    /// Registers, leases and stores `record` as running here; a new task's counted
+    /// against `quota`.
+    async fn start(&self, record: TaskRecord, quota: Option<Quota>) -> Result<NewTask, TaskError> {
         let (sender, mailbox) = mpsc::channel(runner::MAILBOX);
         let (reply, registered) = oneshot::channel();
         let msg = RegistryMsg::Register {
@@ -306,14 +349,32 @@ impl TaskHandle {
         // The log's store session, before its first event (the status below). Idempotent:
         // a re-run continues the log of the run it replaces.
         if let Some(key) = events::log_key(&record.id) {
-            let _ = self.inner.store.open_session(key.session).await;
+            // A new task's log counts against its principal's share of the event budget.
+            let _ = match &quota {
+                Some(quota) => {
+                    self.inner
+                        .store
+                        .open_task_log(key.session, &quota.principal)
+                        .await
+                }
+                None => self.inner.store.open_session(key.session).await,
+            };
         }
-        if let Err(e) = self.put(&record).await {
+        let principal = quota.as_ref().map(|q| q.principal.clone());
+        if let Err(e) = self.put(&record, quota).await {
             self.finished(&record.id).await;
+            // A refused new task has no record: its log (the status just written) goes
+            // too. A task run again keeps its log: its client knows it.
+            if principal.is_some()
+                && let Some(key) = events::log_key(&record.id)
+            {
+                let _ = self.inner.store.forget_session(key.session).await;
+            }
             return Err(e);
         }
         Ok(NewTask {
             record,
+            quota: principal,
             mailbox: Some(mailbox),
             sender,
             tasks: Some(self.clone()),
@@ -334,12 +395,12 @@ impl TaskHandle {
     /// Stores `record` and announces it; a failure is logged (the runner goes on, and
     /// the next change stores the whole record again).
     pub(crate) async fn save(&self, record: &TaskRecord) {
-        if let Err(e) = self.put(record).await {
+        if let Err(e) = self.put(record, None).await {
             tracing::error!(task_id = %record.id, error = %e, "could not store a task's change");
         }
     }
 
-    async fn put(&self, record: &TaskRecord) -> Result<(), TaskError> {
+    async fn put(&self, record: &TaskRecord, quota: Option<Quota>) -> Result<(), TaskError> {
         // In the log before the record: a `tasks/stream` reader never learns of a status
         // `tasks/get` could not show yet, and a `tasks/get` never shows one its log lacks.
         let status = events::Stored {
@@ -349,17 +410,26 @@ impl TaskHandle {
         };
         self.append(&record.id, status).await;
         let bytes =
-            serde_json::to_vec(record).map_err(|e| TaskError::Unavailable(e.to_string()))?;
-        self.inner
-            .store
-            .put_record(&record.id, Bytes::from(bytes), record.remaining(now_ms()))
-            .await
-            .map_err(|e| match e {
-                crate::event_store::StoreCallError::Store(
-                    crate::event_store::StoreError::TooManyTasks,
-                ) => TaskError::Full("the store holds tasks.max_tasks tasks".into()),
-                other => TaskError::Unavailable(other.to_string()),
-            })?;
+            Bytes::from(serde_json::to_vec(record).map_err(|e| TaskError::Unavailable(e.to_string()))?);
+        let ttl = record.remaining(now_ms());
+        let store = &self.inner.store;
+        let stored = match quota {
+            Some(quota) => store.create_record(&record.id, bytes, ttl, quota).await,
+            None => store.put_record(&record.id, bytes, ttl).await,
+        };
+        stored.map_err(|e| match e {
+            crate::event_store::StoreCallError::Store(
+                crate::event_store::StoreError::TooManyTasks,
+            ) => TaskError::Full("the store holds tasks.max_tasks tasks".into()),
+            crate::event_store::StoreCallError::Store(
+                crate::event_store::StoreError::PrincipalFull,
+            ) => TaskError::Full(format!(
+                "this principal holds {} live tasks already (tasks.max_per_principal); \
+                 finished tasks count until their ttl",
+                self.inner.settings.max_per_principal
+            )),
+            other => TaskError::Unavailable(other.to_string()),
+        })?;
         self.inner.news.publish(ServerNews::Task {
             task_id: record.id.clone(),
             task: record.wire(),
@@ -380,8 +450,14 @@ impl TaskHandle {
         }
     }
 
-    /// Task `id` as `principal` may see it.
-    pub async fn get(&self, id: &str, principal: Option<&str>) -> Result<TaskRecord, TaskError> {
+    /// Task `id` as `principal` may see it: its own (the owner matches), and only while
+    /// its token still holds the scopes the task's tool required. Anything else is not
+    /// found, like an unknown id, so a token learns nothing of tasks it may not use.
+    pub async fn get(
+        &self,
+        id: &str,
+        principal: Option<&Principal>,
+    ) -> Result<TaskRecord, TaskError> {
         let not_found = || TaskError::NotFound(id.chars().take(64).collect());
         let bytes = self
             .inner
@@ -391,8 +467,15 @@ impl TaskHandle {
             .map_err(|e| TaskError::Unavailable(e.to_string()))?
             .ok_or_else(not_found)?;
         let record: TaskRecord = serde_json::from_slice(&bytes).map_err(|_| not_found())?;
-        // A task is visible only to the principal that created it.
-        if record.principal.as_deref() != principal {
+        // A task is visible only to the principal that created it, and only with its
+        // tool's scopes (a token down-scoped since is refused as the tool would be).
+        let owner = principal.map(|p| p.owner().to_string());
+        if record.principal != owner {
+            return Err(not_found());
+        }
+        if let Some(principal) = principal
+            && !principal.has_scopes(&record.scopes)
+        {
             return Err(not_found());
         }
         Ok(record)
@@ -433,7 +516,7 @@ impl TaskHandle {
             };
             record.input_requests.clear();
             record.set(TaskStatus::Working, Some(why.into()));
-            match self.start(record.clone()).await {
+            match self.start(record.clone(), None).await {
                 Ok(task) => {
                     tracing::warn!(task_id = %id, replica = lost, stopped, "a task whose replica was lost or stopped runs again here");
                     let work = rerun.rerun(&work, task.outbox(None));

@@ -88,6 +88,11 @@ pub struct TaskRecord {
     pub rerun: Option<TaskWork>,
     /// How many times it was started.
     pub attempts: u32,
+    /// The scopes its tool required when it was created (`[auth]`): every read or signal
+    /// checks them again against the caller's token. Absent from records written before
+    /// it existed, which then need none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scopes: Vec<String>,
 }
 
 /// Milliseconds since the epoch, now.
@@ -218,6 +223,7 @@ mod tests {
             principal: None,
             rerun: None,
             attempts: 1,
+            scopes: Vec::new(),
         };
         assert!(record.wire().get("result").is_none());
         record.set(TaskStatus::Completed, None);
@@ -226,5 +232,15 @@ mod tests {
         record.set(TaskStatus::InputRequired, None);
         assert_eq!(record.wire()["status"], "input_required");
         assert!(record.wire().get("result").is_none());
+    }
+
+    #[test]
+    fn a_record_written_before_scopes_were_kept_still_reads() {
+        let old = json!({
+            "id": "t", "status": "working", "created_ms": 0, "updated_ms": 0,
+            "ttl_ms": 1000, "poll_ms": 100, "input_requests": {}, "owner": 0, "attempts": 1
+        });
+        let record: TaskRecord = serde_json::from_value(old).unwrap_or_else(|e| panic!("{e}"));
+        assert!(record.scopes.is_empty());
     }
 }

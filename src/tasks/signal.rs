@@ -30,7 +30,7 @@ impl TaskHandle {
     pub async fn signal(
         &self,
         id: &str,
-        principal: Option<&str>,
+        principal: Option<&crate::auth::Principal>,
         signal: TaskSignal,
     ) -> Result<(), TaskError> {
         let record = self.get(id, principal).await?;

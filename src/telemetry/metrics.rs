@@ -379,6 +379,9 @@ label!(
         Bytes => "bytes",
         /// Over `max_total_events` or `max_total_bytes` (the whole store's budget).
         Total => "total",
+        /// A principal's task logs over its share of that budget
+        /// (`tasks.principal_event_percent`).
+        Principal => "principal",
     }
 );
 
@@ -443,7 +446,7 @@ pub static EVENTS_APPENDED: Counter = Counter::new();
 /// Events sent again on a resume.
 pub static EVENTS_REPLAYED: Counter = Counter::new();
 /// Events dropped (or no longer served), by reason.
-pub static EVENTS_EVICTED: Counters<Eviction, 5> = Counters::new();
+pub static EVENTS_EVICTED: Counters<Eviction, 6> = Counters::new();
 /// Resumes, by outcome.
 pub static REPLAYS: Counters<ReplayResult, 6> = Counters::new();
 /// Connections the server cut, by reason.

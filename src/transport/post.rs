@@ -93,7 +93,7 @@ pub(crate) async fn handle(
     let mut op = Some(op);
     async move {
         let result = if super::stateless::is_stateless(&headers, &message) {
-            Ok(super::stateless::serve(&state, &headers, message, principal, &mut op).await)
+            Ok(super::stateless::serve(&state, &headers, message, principal, client, &mut op).await)
         } else {
             let caller = Caller {
                 client,

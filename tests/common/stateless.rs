@@ -115,6 +115,16 @@ impl Stateless {
         self
     }
 
+    /// The same client connecting from local address `ip` (a loopback address other than
+    /// 127.0.0.1 stands for another client machine).
+    pub fn bound_to(mut self, ip: std::net::IpAddr) -> Self {
+        self.http = reqwest::Client::builder()
+            .local_address(ip)
+            .build()
+            .unwrap_or_else(|e| panic!("{e}"));
+        self
+    }
+
     /// The same client talking to another server.
     pub fn at(&self, url: &str) -> Self {
         Self {

@@ -266,6 +266,14 @@ impl EventStoreHandle {
             .await
     }
 
+    /// Opens a task's log (a session of its own) counting against `principal`'s share of
+    /// the store-wide budget (see [`crate::event_store::EventStore::open_task_log`]).
+    pub async fn open_task_log(&self, session: SessionId, principal: &str) -> Result<(), SlotError> {
+        self.of_session(session)
+            .send(StoreMsg::OpenTaskLog(session, principal.to_owned()))
+            .await
+    }
+
     /// Forgets a session's events and closes its connections. Returns once the store has
     /// the message (so it is handled before anything sent after), not once it is done.
     pub async fn forget_session(&self, session: SessionId) -> Result<(), SlotError> {
@@ -282,6 +290,28 @@ impl EventStoreHandle {
         record: Bytes,
         ttl: std::time::Duration,
     ) -> Result<(), StoreCallError> {
+        self.write_record(id, record, ttl, None).await
+    }
+
+    /// [`EventStoreHandle::put_record`] of a new record counted against `quota` (see
+    /// [`crate::event_store::EventStore::create_record`]).
+    pub async fn create_record(
+        &self,
+        id: &str,
+        record: Bytes,
+        ttl: std::time::Duration,
+        quota: crate::event_store::Quota,
+    ) -> Result<(), StoreCallError> {
+        self.write_record(id, record, ttl, Some(quota)).await
+    }
+
+    async fn write_record(
+        &self,
+        id: &str,
+        record: Bytes,
+        ttl: std::time::Duration,
+        quota: Option<crate::event_store::Quota>,
+    ) -> Result<(), StoreCallError> {
         let id = id.to_owned();
         Ok(self
             .of_record(&id)
@@ -290,6 +320,28 @@ impl EventStoreHandle {
                     id: id.clone(),
                     record: record.clone(),
                     ttl,
+                    quota: quota.clone(),
+                    reply,
+                },
+                CALL_TIMEOUT,
+            )
+            .await??)
+    }
+
+    /// Drops record `id`, giving its place in `principal`'s quota back.
+    pub async fn delete_record(
+        &self,
+        id: &str,
+        principal: Option<&str>,
+    ) -> Result<(), StoreCallError> {
+        let id = id.to_owned();
+        let principal = principal.map(str::to_owned);
+        Ok(self
+            .of_record(&id)
+            .call(
+                |reply| StoreMsg::DeleteRecord {
+                    id: id.clone(),
+                    principal: principal.clone(),
                     reply,
                 },
                 CALL_TIMEOUT,

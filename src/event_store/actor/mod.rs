@@ -115,6 +115,8 @@ pub enum StoreMsg {
     Disconnect(StreamKey, RpcReplyPort<bool>),
     /// A session was created: its streams may be opened.
     OpenSession(SessionId),
+    /// A task's log was created, counting against its principal's share.
+    OpenTaskLog(SessionId, String),
     /// Forget everything of a session and close its connections.
     ForgetSession(SessionId),
     /// Last positions of a session's streams.
@@ -132,11 +134,23 @@ pub enum StoreMsg {
         record: Bytes,
         /// How long to keep it.
         ttl: std::time::Duration,
+        /// A new task's: what it counts against (see [`EventStore::create_record`]).
+        quota: Option<super::Quota>,
         /// Answered once it is durable.
         reply: RpcReplyPort<Result<(), StoreError>>,
     },
     /// Read a record.
     GetRecord(String, RpcReplyPort<Result<Option<Bytes>, StoreError>>),
+    /// Drop a record, giving its place in its principal's quota back (see
+    /// [`EventStore::delete_record`]).
+    DeleteRecord {
+        /// The record's id.
+        id: String,
+        /// Whose quota it counts against.
+        principal: Option<String>,
+        /// Answered once it is gone.
+        reply: RpcReplyPort<Result<(), StoreError>>,
+    },
     /// Timer: drop expired events.
     Sweep,
     /// Another replica stored an event on a stream, or took over its connection (from the
@@ -165,12 +179,14 @@ impl StoreMsg {
             Self::Disconnect(..) => "disconnect",
             Self::Complete(..) => "complete",
             Self::OpenSession(..) => "open_session",
+            Self::OpenTaskLog(..) => "open_task_log",
             Self::ForgetSession(..) => "forget_session",
             Self::Positions(..) => "positions",
             Self::Occupancy(..) => "occupancy",
             Self::OpenStreams(..) => "open_streams",
             Self::PutRecord { .. } => "put_record",
             Self::GetRecord(..) => "get_record",
+            Self::DeleteRecord { .. } => "delete_record",
             Self::Sweep => "sweep",
             Self::Remote(..) => "remote",
             Self::FeedLost(..) => "feed_lost",
@@ -381,6 +397,9 @@ async fn other<B: EventStore>(
             let _ = reply.send(open || told);
         }
         StoreMsg::OpenSession(session) => tables.backend.open_session(session).await,
+        StoreMsg::OpenTaskLog(session, principal) => {
+            tables.backend.open_task_log(session, &principal).await;
+        }
         StoreMsg::ForgetSession(session) => {
             tables.backend.forget_session(session).await;
             tables.close_session(session).await;
@@ -404,12 +423,24 @@ async fn other<B: EventStore>(
             id,
             record,
             ttl,
+            quota,
             reply,
         } => {
-            let _ = reply.send(tables.backend.put_record(&id, record, ttl).await);
+            let stored = match quota {
+                Some(quota) => tables.backend.create_record(&id, record, ttl, &quota).await,
+                None => tables.backend.put_record(&id, record, ttl).await,
+            };
+            let _ = reply.send(stored);
         }
         StoreMsg::GetRecord(id, reply) => {
             let _ = reply.send(tables.backend.get_record(&id).await);
+        }
+        StoreMsg::DeleteRecord {
+            id,
+            principal,
+            reply,
+        } => {
+            let _ = reply.send(tables.backend.delete_record(&id, principal.as_deref()).await);
         }
         StoreMsg::Sweep => {
             let stats = tables.backend.sweep().await;

@@ -13,6 +13,8 @@
 //! the store, and eviction would take a busy shard's recent events before a quiet
 //! shard's old ones.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
 
@@ -38,6 +40,14 @@ pub struct SharedBudget {
     events: AtomicUsize,
     bytes: AtomicUsize,
     tasks: AtomicUsize,
+    /// Per principal, its live task records (`tasks.max_per_principal`): id and expiry.
+    /// A map, not a counter, so that a record that expired in any shard stops counting at
+    /// once, without waiting for that shard's sweep. Locked only to create or drop a
+    /// task record (a few times in a task's life), never on an append.
+    principals: Mutex<HashMap<String, HashMap<String, Instant>>>,
+    /// Per principal, the events and payload bytes its task logs hold across shards
+    /// (`tasks.principal_event_percent`). Locked only on a change to a task log.
+    task_logs: Mutex<HashMap<Arc<str>, (usize, usize)>>,
     /// Per shard, when its oldest event arrived, in nanoseconds after `base`: never later
     /// than the truth (an eviction or expiry only makes the truth later), or
     /// [`NONE_HELD`] while the shard holds nothing.
@@ -52,6 +62,8 @@ impl SharedBudget {
             events: AtomicUsize::new(0),
             bytes: AtomicUsize::new(0),
             tasks: AtomicUsize::new(0),
+            principals: Mutex::new(HashMap::new()),
+            task_logs: Mutex::new(HashMap::new()),
             oldest: (0..shards.max(1))
                 .map(|_| AtomicU64::new(NONE_HELD))
                 .collect(),
@@ -74,6 +86,36 @@ impl SharedBudget {
         shift(&self.bytes, before.1, after.1);
     }
 
+    fn task_logs(&self) -> std::sync::MutexGuard<'_, HashMap<Arc<str>, (usize, usize)>> {
+        self.task_logs
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// A task log of `principal` that held `before` (events, bytes) now holds `after`.
+    pub(super) fn apply_principal(
+        &self,
+        principal: &Arc<str>,
+        before: (usize, usize),
+        after: (usize, usize),
+    ) {
+        if before == after {
+            return;
+        }
+        let mut logs = self.task_logs();
+        let held = logs.entry(principal.clone()).or_default();
+        held.0 = (held.0 + after.0).saturating_sub(before.0);
+        held.1 = (held.1 + after.1).saturating_sub(before.1);
+        if *held == (0, 0) {
+            logs.remove(principal);
+        }
+    }
+
+    /// Events and payload bytes `principal`'s task logs hold across shards.
+    pub fn principal_held(&self, principal: &str) -> (usize, usize) {
+        self.task_logs().get(principal).copied().unwrap_or((0, 0))
+    }
+
     /// Counts one more task record if fewer than `max` are held; false if not.
     pub(super) fn reserve_task(&self, max: usize) -> bool {
         self.tasks
@@ -86,6 +128,43 @@ impl SharedBudget {
     /// `n` task records were dropped.
     pub(super) fn release_tasks(&self, n: usize) {
         self.tasks.fetch_sub(n, Ordering::Relaxed);
+    }
+
+    fn principals(&self) -> std::sync::MutexGuard<'_, HashMap<String, HashMap<String, Instant>>> {
+        self.principals
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Counts record `id` (kept until `expires`) against `principal` if it holds fewer
+    /// than `max` live ones at `now` (an id it holds already is a rewrite); false if not.
+    pub(super) fn reserve_for(
+        &self,
+        principal: &str,
+        id: &str,
+        expires: Instant,
+        max: usize,
+        now: Instant,
+    ) -> bool {
+        let mut principals = self.principals();
+        let held = principals.entry(principal.to_owned()).or_default();
+        held.retain(|_, until| *until > now);
+        if !held.contains_key(id) && held.len() >= max {
+            return false;
+        }
+        held.insert(id.to_owned(), expires);
+        true
+    }
+
+    /// Record `id` of `principal` was dropped (deleted, expired, or never stored).
+    pub(super) fn release_for(&self, principal: &str, id: &str) {
+        let mut principals = self.principals();
+        if let Some(held) = principals.get_mut(principal) {
+            held.remove(id);
+            if held.is_empty() {
+                principals.remove(principal);
+            }
+        }
     }
 
     /// Task records held by all shards.

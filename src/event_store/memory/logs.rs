@@ -33,6 +33,9 @@ pub(super) struct SessionLog {
     /// Payload bytes retained.
     pub(super) bytes: usize,
     pub(super) streams: IdMap<StreamNo, StreamLog>,
+    /// The principal whose task's log this session is (`tasks.principal_event_percent`);
+    /// `None` for a client's session or an execution's output.
+    pub(super) principal: Option<std::sync::Arc<str>>,
 }
 
 /// One stream's retained events and what is known of the ones before them.

@@ -11,6 +11,7 @@
 
 mod budget;
 mod logs;
+mod tasks;
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
@@ -20,8 +21,8 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 
 use super::{
-    Appended, Event, EventStore, Occupancy, Replay, ReplayOutcome, Retention, StoreError,
-    StreamKey, StreamNo, SweepStats,
+    Appended, Event, EventStore, Occupancy, Quota, Replay, ReplayOutcome, Retention,
+    StoreError, StreamKey, StreamNo, SweepStats,
 };
 use crate::ids::{IdMap, SessionId};
 use crate::telemetry::metrics::{EVENTS_EVICTED, Eviction};
@@ -43,8 +44,9 @@ pub struct MemoryStore {
     shard: usize,
     /// The store is over budget and another shard holds older events: it should trim.
     trim_elsewhere: Option<usize>,
-    /// Task records with the instant each expires.
-    tasks: HashMap<String, (Bytes, Instant)>,
+    /// Task records with the instant each expires, and the principal whose quota each
+    /// counts against (created with one).
+    tasks: HashMap<String, (Bytes, Instant, Option<String>)>,
 }
 
 impl Default for MemoryStore {
@@ -73,10 +75,18 @@ impl MemoryStore {
     }
 
     /// Accounts for a session that held `before` and now holds `after` (events, bytes),
-    /// here and in the shared budget.
-    fn account(&mut self, before: (usize, usize), after: (usize, usize)) {
+    /// here and in the shared budget, and in its principal's share if it is a task log.
+    fn account(
+        &mut self,
+        principal: Option<&Arc<str>>,
+        before: (usize, usize),
+        after: (usize, usize),
+    ) {
         self.totals.apply(before, after);
         self.shared.apply(before, after);
+        if let Some(principal) = principal {
+            self.shared.apply_principal(principal, before, after);
+        }
     }
 
     /// Events and payload bytes `session` holds.
@@ -140,7 +150,8 @@ impl MemoryStore {
             if let Some(at) = log.oldest_at() {
                 oldest.push(Reverse((at, id)));
             }
-            self.account(before, after);
+            let principal = log.principal.clone();
+            self.account(principal.as_ref(), before, after);
             EVENTS_EVICTED.inc(Eviction::Total);
         }
         let mine = oldest.peek().map(|Reverse((at, _))| *at);
@@ -178,8 +189,9 @@ impl MemoryStore {
             return 0;
         };
         let n = expire_log(log, ttl, now);
+        let principal = log.principal.clone();
         let after = self.size_of(session);
-        self.account(before, after);
+        self.account(principal.as_ref(), before, after);
         n
     }
 
@@ -210,10 +222,16 @@ impl MemoryStore {
     ) -> Result<Appended, StoreError> {
         let before = self.size_of(key.session);
         let appended = self.append_to_session(key, payload, last, nonce, now);
-        let after = self.size_of(key.session);
-        self.account(before, after);
+        // One lookup for the size and, for a task's log, its principal.
+        let (after, principal) = self.sessions.get(&key.session).map_or(((0, 0), None), |s| {
+            ((s.arrivals.len(), s.bytes), s.principal.clone())
+        });
+        self.account(principal.as_ref(), before, after);
         if after.0 > before.0 {
             self.shared.note_arrival(self.shard, now);
+        }
+        if let Some(principal) = principal {
+            self.enforce_share(&principal);
         }
         self.enforce_totals();
         appended
@@ -386,6 +404,9 @@ impl MemoryStore {
             let held = (log.arrivals.len(), log.bytes);
             self.totals.apply(size, held);
             self.shared.apply(size, held);
+            if let Some(principal) = &log.principal {
+                self.shared.apply_principal(principal, size, held);
+            }
             oldest = oldest.into_iter().chain(log.oldest_at()).min();
         }
         // The pass over the sessions is made anyway: publish the truth, which expiry made
@@ -397,17 +418,14 @@ impl MemoryStore {
     }
 }
 
-impl MemoryStore {
-    fn drop_expired_tasks(&mut self, now: Instant) {
-        let before = self.tasks.len();
-        self.tasks.retain(|_, (_, expires)| *expires > now);
-        self.shared.release_tasks(before - self.tasks.len());
-    }
-}
 
 impl EventStore for MemoryStore {
     async fn open_session(&mut self, session: SessionId) {
         self.open_session_now(session);
+    }
+
+    async fn open_task_log(&mut self, session: SessionId, principal: &str) {
+        self.open_task_log_now(session, principal);
     }
 
     async fn open_stream(&mut self, key: StreamKey) -> Result<(), StoreError> {
@@ -445,8 +463,8 @@ impl EventStore for MemoryStore {
 
     async fn forget_session(&mut self, session: SessionId) {
         let size = self.size_of(session);
-        self.sessions.remove(&session);
-        self.account(size, (0, 0));
+        let principal = self.sessions.remove(&session).and_then(|s| s.principal);
+        self.account(principal.as_ref(), size, (0, 0));
     }
 
     async fn sweep(&mut self) -> SweepStats {
@@ -461,26 +479,26 @@ impl EventStore for MemoryStore {
         record: Bytes,
         ttl: Duration,
     ) -> Result<(), StoreError> {
-        let now = Instant::now();
-        let max = self.retention.max_tasks;
-        if !self.tasks.contains_key(id) && !self.shared.reserve_task(max) {
-            // Expired records still count until a sweep: drop this shard's before
-            // refusing (other shards drop theirs at their next sweep).
-            self.drop_expired_tasks(now);
-            if !self.shared.reserve_task(max) {
-                return Err(StoreError::TooManyTasks);
-            }
-        }
-        self.tasks.insert(id.to_owned(), (record, now + ttl));
+        self.put_record_at(id, record, ttl, Instant::now())
+    }
+
+    async fn create_record(
+        &mut self,
+        id: &str,
+        record: Bytes,
+        ttl: Duration,
+        quota: &Quota,
+    ) -> Result<(), StoreError> {
+        self.create_record_at(id, record, ttl, quota, Instant::now())
+    }
+
+    async fn delete_record(&mut self, id: &str, principal: Option<&str>) -> Result<(), StoreError> {
+        self.delete_record_now(id, principal);
         Ok(())
     }
 
     async fn get_record(&mut self, id: &str) -> Result<Option<Bytes>, StoreError> {
-        Ok(self
-            .tasks
-            .get(id)
-            .filter(|(_, expires)| *expires > Instant::now())
-            .map(|(record, _)| record.clone()))
+        Ok(self.get_record_at(id, Instant::now()))
     }
 
     async fn positions(&self, session: SessionId) -> Vec<(StreamNo, u64)> {

@@ -12,6 +12,8 @@ fn retention(max: usize) -> Retention {
         max_tasks: 10,
         max_total_events: usize::MAX,
         max_total_bytes: usize::MAX,
+        principal_events: usize::MAX,
+        principal_bytes: usize::MAX,
     }
 }
 
@@ -363,4 +365,49 @@ async fn shards_share_one_budget_and_evict_the_oldest_of_any_shard() {
     assert_eq!(refused, Err(StoreError::TooManyTasks), "max_tasks across shards");
     let replaced = shards[0].put_record("a", Bytes::from_static(b"2"), ttl).await;
     assert!(replaced.is_ok(), "replacing a record needs no room");
+}
+
+/// `tasks.principal_event_percent`: a principal's task logs hold at most its share of the
+/// store-wide budget, counted across shards. Past it its own oldest task events go (the
+/// newest of each log stays), and another principal's older log keeps every event,
+/// though the store-wide trim would have taken those first.
+#[tokio::test]
+async fn a_principals_task_logs_evict_their_own_events_past_its_share() {
+    let limits = Retention {
+        max_total_events: 10,
+        ..retention(100)
+    }
+    .with_principal_share(40);
+    let shared = Arc::new(SharedBudget::new(2));
+    let mut first = MemoryStore::shard(limits, shared.clone(), 0);
+    let mut second = MemoryStore::shard(limits, shared.clone(), 1);
+    let t = Instant::now();
+    let quiet = StreamKey::new(SessionId::random(), StreamNo(1));
+    let busy = StreamKey::new(SessionId::random(), StreamNo(1));
+    let busy_too = StreamKey::new(SessionId::random(), StreamNo(1));
+    first.open_task_log_now(quiet.session, "owner:quiet");
+    first.open_task_log_now(busy.session, "owner:busy");
+    second.open_task_log_now(busy_too.session, "owner:busy");
+    fill(&mut first, quiet, 1..=3, t);
+    fill(&mut second, busy_too, 1..=3, t + Duration::from_millis(1));
+    fill(&mut first, busy, 1..=20, t + Duration::from_millis(2));
+    let later = t + Duration::from_millis(3);
+    let kept = first.replay_after_at(quiet, Some(0), later);
+    assert!(
+        kept.as_ref()
+            .is_ok_and(|r| r.outcome == ReplayOutcome::Complete && r.events.len() == 3),
+        "{kept:?}"
+    );
+    // Four events (40 % of 10) across both shards: the other shard's three, and the
+    // newest of this shard's log, which always stays.
+    assert_eq!(shared.principal_held("owner:busy"), (4, 3 * 2 + 3));
+    let own = first.replay_after_at(busy, Some(0), later);
+    assert!(
+        own.as_ref()
+            .is_ok_and(|r| r.events.last().is_some_and(|e| e.payload == "e20")),
+        "{own:?}"
+    );
+    // Forgetting a log gives its share back.
+    EventStore::forget_session(&mut second, busy_too.session).await;
+    assert_eq!(shared.principal_held("owner:busy"), (1, 3));
 }

@@ -24,6 +24,7 @@
 //! | `P:{P}:inflight:<r>` | hash | requests running on replica `r` |
 //! | `P:claim:<r>:<field>` | string | who answers an entry of a lapsed replica |
 //! | `P:task:<id>` | string | a task's record |
+//! | `P:{tq:<hex>}:tasks` | sorted set | a principal's live task ids (hex of the principal), scored by expiry |
 //! | `P:subs:<uri>` | set | sessions subscribed to resource `uri`; expires with them |
 
 use crate::ids::{SessionId, StreamKey, StreamNo};
@@ -126,6 +127,13 @@ impl Keys {
     /// A task's record.
     pub fn task(&self, id: &str) -> String {
         format!("{}:task:{id}", self.prefix)
+    }
+
+    /// The live tasks of `principal` (`tasks.max_per_principal`), its own hash tag: the
+    /// principal as hex, so no character of it can open or close a tag.
+    pub fn task_quota(&self, principal: &str) -> String {
+        let hex: String = principal.bytes().map(|b| format!("{b:02x}")).collect();
+        format!("{}:{{tq:{hex}}}:tasks", self.prefix)
     }
 
     /// The requests running on replica `replica`.

@@ -26,7 +26,7 @@ pub mod link;
 mod replay;
 
 pub use channel::{ControlFlag, StreamNews};
-pub use link::{ConnectError, RedisLink, connect};
+pub use link::{ConnectError, RedisConn, RedisLink, connect};
 pub use replay::decode_event;
 
 use std::collections::HashSet;
@@ -38,8 +38,8 @@ use bytes::Bytes;
 use redis::Value;
 
 use super::{
-    Appended, DetachedAppend, EventStore, NewEvent, Replay, Retention, StoreError, StreamKey,
-    StreamNo, SweepStats,
+    Appended, DetachedAppend, EventStore, NewEvent, Quota, Replay, Retention, StoreError,
+    StreamKey, StreamNo, SweepStats,
 };
 use crate::ids::SessionId;
 
@@ -49,6 +49,7 @@ struct Scripts {
     append: redis::Script,
     replay: redis::Script,
     session: redis::Script,
+    task_quota: redis::Script,
 }
 
 impl Scripts {
@@ -58,6 +59,7 @@ impl Scripts {
             append: with_prelude(include_str!("append.lua")),
             replay: with_prelude(include_str!("replay.lua")),
             session: with_prelude(include_str!("session.lua")),
+            task_quota: redis::Script::new(include_str!("task_quota.lua")),
         }
     }
 }
@@ -375,6 +377,79 @@ impl EventStore for RedisStore {
             .guard("task", call)
             .await
             .map_err(|_| UNAVAILABLE)
+    }
+
+    async fn create_record(
+        &mut self,
+        id: &str,
+        record: Bytes,
+        ttl: Duration,
+        quota: &Quota,
+    ) -> Result<(), StoreError> {
+        let (link, scripts) = self.conn()?;
+        let mut conn = link.commands();
+        let single = matches!(conn, RedisConn::Single(_));
+        let ttl = millis(ttl).max(1);
+        let mut invocation = scripts.task_quota.prepare_invoke();
+        invocation.key(link.keys.task_quota(&quota.principal));
+        // On one server the record is set by the script, in the same step as its count.
+        // A cluster places the two keys in different slots, which no script may span:
+        // the count is taken first, then the record set, so a failure between can only
+        // over-count (until the reservation's expiry), never let a principal past it.
+        if single {
+            invocation.key(link.keys.task(id));
+        }
+        invocation.arg(id).arg(ttl).arg(quota.max);
+        if single {
+            invocation.arg(record.as_ref());
+        }
+        let call = invocation.invoke_async::<i64>(&mut conn);
+        let stored = link
+            .breaker
+            .guard("task", call)
+            .await
+            .map_err(|_| UNAVAILABLE)?;
+        if stored == 0 {
+            return Err(StoreError::PrincipalFull);
+        }
+        if !single {
+            let mut cmd = redis::cmd("SET");
+            cmd.arg(link.keys.task(id))
+                .arg(record.as_ref())
+                .arg("PX")
+                .arg(ttl);
+            let call = cmd.query_async::<()>(&mut conn);
+            if link.breaker.guard("task", call).await.is_err() {
+                let mut undo = redis::cmd("ZREM");
+                undo.arg(link.keys.task_quota(&quota.principal)).arg(id);
+                let _ = undo.query_async::<()>(&mut conn).await;
+                return Err(UNAVAILABLE);
+            }
+        }
+        Ok(())
+    }
+
+    async fn delete_record(&mut self, id: &str, principal: Option<&str>) -> Result<(), StoreError> {
+        let (link, _) = self.conn()?;
+        let mut conn = link.commands();
+        // Two keys in two slots (a cluster): a command each.
+        let mut cmd = redis::cmd("DEL");
+        cmd.arg(link.keys.task(id));
+        let call = cmd.query_async::<()>(&mut conn);
+        link.breaker
+            .guard("task", call)
+            .await
+            .map_err(|_| UNAVAILABLE)?;
+        if let Some(principal) = principal {
+            let mut cmd = redis::cmd("ZREM");
+            cmd.arg(link.keys.task_quota(principal)).arg(id);
+            let call = cmd.query_async::<()>(&mut conn);
+            link.breaker
+                .guard("task", call)
+                .await
+                .map_err(|_| UNAVAILABLE)?;
+        }
+        Ok(())
     }
 
     async fn get_record(&mut self, id: &str) -> Result<Option<Bytes>, StoreError> {

@@ -61,6 +61,7 @@ pub(super) async fn serve(
     headers: &HeaderMap,
     message: Incoming,
     principal: Option<Arc<Principal>>,
+    client: Option<std::net::IpAddr>,
     op: &mut Option<Operation>,
 ) -> Response {
     let request = match message {
@@ -112,7 +113,7 @@ pub(super) async fn serve(
         }
         return response;
     }
-    answer(state, request, meta, principal, op.take()).await
+    answer(state, request, meta, principal, client, op.take()).await
 }
 
 /// The checks before a handler sees the request, in the order the spec's errors need:
@@ -175,6 +176,7 @@ async fn answer(
     request: Request,
     meta: RequestMeta,
     principal: Option<Arc<Principal>>,
+    client: Option<std::net::IpAddr>,
     op: Option<Operation>,
 ) -> Response {
     let inner = &state.inner;
@@ -185,6 +187,7 @@ async fn answer(
     });
     let ctx = RequestContext::new(meta.progress_token.clone(), Some(outbox))
         .with_principal(principal)
+        .with_client(client)
         .with_client_capabilities(meta.client_capabilities.clone())
         .with_request_log_level(meta.log_level);
     let server = inner.server.clone();

@@ -58,10 +58,9 @@ pub(super) async fn serve(
         Ok(params) => params,
         Err(error) => return error_response(Some(request.id), error, StatusCode::OK),
     };
-    let owner = principal.map(|p| p.owner().to_string());
     let budget = ByteBudget::new(inner.config.sse.stream_buffer_bytes.get());
     let followed = match tasks
-        .follow(&params.task_id, owner.as_deref(), params.after, budget)
+        .follow(&params.task_id, principal, params.after, budget)
         .await
     {
         Ok(followed) => followed,
