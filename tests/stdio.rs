@@ -315,17 +315,6 @@ async fn end_of_input_lets_running_requests_finish_within_the_grace() {
 /// at the end of its input.
 #[tokio::test]
 async fn otpmcp_stdio_writes_only_protocol_and_exits_0_at_eof() {
-    use std::process::Stdio;
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_otpmcp"))
-        .arg("stdio")
-        .env("RUST_LOG", "info")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap_or_else(|e| panic!("spawn otpmcp stdio: {e}"));
-    let mut stdin = child.stdin.take().unwrap_or_else(|| panic!("no stdin"));
     let input = [
         json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
             "protocolVersion": "2025-11-25", "capabilities": {},
@@ -334,28 +323,12 @@ async fn otpmcp_stdio_writes_only_protocol_and_exits_0_at_eof() {
         json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
                "params": {"name": "stream_events", "arguments": {"count": 3, "interval_ms": 10}}}),
     ];
-    for message in input {
-        stdin
-            .write_all(format!("{message}\n").as_bytes())
-            .await
-            .unwrap_or_else(|e| panic!("write: {e}"));
-    }
-    drop(stdin);
-    let out = within("otpmcp stdio to exit", child.wait_with_output())
-        .await
-        .unwrap_or_else(|e| panic!("wait: {e}"));
-    assert!(out.status.success(), "{out:?}");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let messages: Vec<Value> = stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not protocol ({e}): {l}")))
-        .collect();
-    assert_eq!(messages.len(), 2, "{stdout}");
+    let (messages, stderr) = stdio_binary(&std::env::temp_dir(), &[], &input).await;
+    assert_eq!(messages.len(), 2, "{messages:?}");
     assert_eq!(
         messages[1]["result"]["content"][0]["text"],
         "streamed 3 events"
     );
-    let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("otpmcp started on stdio"), "{stderr}");
 }
 

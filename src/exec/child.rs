@@ -412,20 +412,9 @@ pub fn pid_namespace_works() -> bool {
                 // PID 1 of the new namespace.
                 libc::_exit(if libc::getpid() == 1 { 0 } else { 3 });
             }
-            let mut status = 0;
-            if libc::waitpid(init, &mut status, 0) != init {
-                libc::_exit(4);
-            }
-            libc::_exit(if libc::WIFEXITED(status) {
-                libc::WEXITSTATUS(status)
-            } else {
-                5
-            });
+            exit_as(init, 4);
         }
-        let mut status = 0;
-        libc::waitpid(probe, &mut status, 0) == probe
-            && libc::WIFEXITED(status)
-            && libc::WEXITSTATUS(status) == 0
+        exited_0(probe)
     }
 }
 
@@ -470,19 +459,32 @@ pub fn private_mounts_work(proc: bool) -> bool {
                 let done = libc::mount(proc, c"/proc".as_ptr(), proc, flags, none.cast());
                 libc::_exit(if done == 0 { 0 } else { 5 });
             }
-            let mut status = 0;
-            if libc::waitpid(init, &mut status, 0) != init {
-                libc::_exit(6);
-            }
-            libc::_exit(if libc::WIFEXITED(status) {
-                libc::WEXITSTATUS(status)
-            } else {
-                7
-            });
+            exit_as(init, 6);
         }
-        let mut status = 0;
-        libc::waitpid(probe, &mut status, 0) == probe
-            && libc::WIFEXITED(status)
-            && libc::WEXITSTATUS(status) == 0
+        exited_0(probe)
     }
+}
+
+/// In a probe's child: waits for `pid` and exits with its exit status, or with `failed`
+/// when it cannot be waited for or was killed.
+///
+/// # Safety
+/// Only in a forked child (it calls `_exit`); async-signal-safe.
+unsafe fn exit_as(pid: libc::pid_t, failed: libc::c_int) -> ! {
+    // SAFETY: waitpid and _exit are async-signal-safe; `status` is a local.
+    unsafe {
+        let mut status = 0;
+        if libc::waitpid(pid, &mut status, 0) != pid || !libc::WIFEXITED(status) {
+            libc::_exit(failed);
+        }
+        libc::_exit(libc::WEXITSTATUS(status))
+    }
+}
+
+/// In the server: waits for the probe `pid` and tells whether it exited 0.
+fn exited_0(pid: libc::pid_t) -> bool {
+    let mut status = 0;
+    // SAFETY: waitpid on our own child, with a local status.
+    let waited = unsafe { libc::waitpid(pid, &mut status, 0) };
+    waited == pid && libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0
 }
