@@ -103,6 +103,7 @@ fn the_kubernetes_example_loads_and_its_timings_fit_the_drain() {
 }
 
 #[test]
+#[ignore = "needs nginx; ./scripts/test runs it"]
 fn the_nginx_example_passes_nginx_t() {
     let dir = scratch("nginx");
     let main = common::nginx::main_conf(&dir, &repo("deploy/nginx/otpmcp.conf"), false);

@@ -292,7 +292,8 @@ fn with_auth_a_program_needs_a_uid_or_says_it_runs_as_the_server() {
 
 /// The real binary with `overlay` (a TOML text) over config/test.toml, run as `nobody`
 /// when the tests run as root (so that the server is not root, as in production), with
-/// `SECRET` in its environment.
+/// `SECRET` in its environment. As nobody it runs from a fresh folder of its own under
+/// the temp folder: the checkout may lie where only root can enter (root's home).
 struct Server {
     child: std::process::Child,
     url: String,
@@ -315,13 +316,28 @@ async fn binary(overlay: &str) -> Server {
     std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
     let file = dir.join("exec.toml");
     std::fs::write(&file, overlay).unwrap_or_else(|e| panic!("{e}"));
-    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_otpmcp"));
+    let root = std::fs::metadata("/proc/self").map(|m| m.uid()).ok() == Some(0);
+    let mut exe = PathBuf::from(env!("CARGO_BIN_EXE_otpmcp"));
+    let mut base = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/config/test.toml"));
+    if root {
+        // Nobody may not reach target/ or config/ (a checkout under /root, a 0700
+        // folder): a link (or copy) of the binary and a copy of the overlay in `dir`.
+        use std::os::unix::fs::PermissionsExt as _;
+        let world = std::fs::Permissions::from_mode(0o755);
+        std::fs::set_permissions(&dir, world).unwrap_or_else(|e| panic!("{e}"));
+        let own = dir.join("otpmcp");
+        if std::fs::hard_link(&exe, &own).is_err() {
+            std::fs::copy(&exe, &own).unwrap_or_else(|e| panic!("copy the binary: {e}"));
+        }
+        let copy = dir.join("test.toml");
+        std::fs::copy(&base, &copy).unwrap_or_else(|e| panic!("{e}"));
+        (exe, base) = (own, copy);
+    }
+    let mut command = std::process::Command::new(&exe);
     command
-        .args([
-            "--config",
-            concat!(env!("CARGO_MANIFEST_DIR"), "/config/test.toml"),
-            "--config",
-        ])
+        .arg("--config")
+        .arg(&base)
+        .arg("--config")
         .arg(&file)
         .env(
             SECRET.split('=').next().unwrap_or_default(),
@@ -331,7 +347,6 @@ async fn binary(overlay: &str) -> Server {
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null());
-    let root = std::fs::metadata("/proc/self").map(|m| m.uid()).ok() == Some(0);
     if root {
         command.uid(65534).gid(65534);
     }

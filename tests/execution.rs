@@ -1174,9 +1174,10 @@ async fn executions_that_share_a_uid_cannot_see_each_other() {
 /// What `exec.separate` costs per execution: the median wall time of a `tools/call` of
 /// `/bin/true` with and without it, alternating between two servers (PID-namespace mode).
 /// `cargo test --release --test execution -- --ignored --nocapture start_cost`
+/// (`measure_` in its name keeps it out of `./scripts/test`, which runs the ignored tests).
 #[tokio::test]
-#[ignore = "a measurement, not a check"]
-async fn start_cost_with_and_without_separation() {
+#[ignore = "a measurement, not a check: run it by hand; ./scripts/test leaves out every measure_* test"]
+async fn measure_start_cost_with_and_without_separation() {
     let start = |separate: bool| {
         TestServer::start(move |c| {
             exec_on(c);

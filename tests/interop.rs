@@ -78,6 +78,7 @@ async fn server() -> TestServer {
 }
 
 #[tokio::test]
+#[ignore = "needs the Python MCP SDK (scripts/setup-clients); ./scripts/test runs it"]
 async fn the_python_sdk_lists_calls_gets_progress_and_resumes() {
     let server = server().await;
     let out = run(python("python_client.py", &server.url)).await;
@@ -90,6 +91,7 @@ async fn the_python_sdk_lists_calls_gets_progress_and_resumes() {
 /// the resume stalled. Now the older connection is parked: the resume is answered and no
 /// connection is closed as superseded.
 #[tokio::test]
+#[ignore = "needs the Python MCP SDK (scripts/setup-clients); ./scripts/test runs it"]
 async fn the_python_sdk_resumes_a_long_call_with_a_short_retry_hint() {
     use otpmcp::telemetry::metrics::{CONNECTIONS_CUT, Cut};
     let server = server().await;
@@ -133,6 +135,7 @@ fn stateless_fixtures() -> otpmcp::McpServer {
 }
 
 #[tokio::test]
+#[ignore = "needs the Python MCP SDK (scripts/setup-clients); ./scripts/test runs it"]
 async fn the_python_sdk_negotiates_the_stateless_revision_by_default() {
     let server = common::TestServer::start_with(|_| {}, stateless_fixtures()).await;
     let out = run(python("python_modern.py", &server.url)).await;
@@ -157,6 +160,7 @@ fn task_fixtures() -> otpmcp::McpServer {
 // without `Mcp-Name` (refused with -32020 before), and reads refused arguments as a tool
 // error (it raised MCPError for -32602).
 #[tokio::test]
+#[ignore = "needs FastMCP (scripts/setup-clients); ./scripts/test runs it"]
 async fn fastmcp_runs_a_task_to_its_result_and_cancels_one() {
     let server = common::TestServer::start_with(|_| {}, task_fixtures()).await;
     let out = run(python("python_fastmcp_tasks.py", &server.url)).await;
@@ -165,6 +169,7 @@ async fn fastmcp_runs_a_task_to_its_result_and_cancels_one() {
 }
 
 #[tokio::test]
+#[ignore = "needs Node and the TypeScript SDK (scripts/setup-clients); ./scripts/test runs it"]
 async fn the_typescript_sdk_lists_calls_gets_progress_and_resumes() {
     let server = server().await;
     let mut cmd = typescript("ts_client.mjs", "otpmcp_ts_client.mjs");
@@ -217,6 +222,7 @@ async fn inspector_lists_and_calls(target: &[&str], names: &[&str]) {
 }
 
 #[tokio::test]
+#[ignore = "needs Node and the MCP Inspector (scripts/setup-clients); ./scripts/test runs it"]
 async fn the_inspector_cli_lists_and_calls_tools() {
     let server = server().await;
     inspector_lists_and_calls(
@@ -249,6 +255,7 @@ async fn two_replicas() -> (
 }
 
 #[tokio::test]
+#[ignore = "needs the Python MCP SDK (scripts/setup-clients); ./scripts/test runs it"]
 async fn the_python_sdk_works_across_replicas_behind_a_balancer() {
     let (_redis, a, b, balancer) = two_replicas().await;
     let out = run(python("python_client.py", &balancer.url("/mcp"))).await;
@@ -265,6 +272,7 @@ async fn the_python_sdk_works_across_replicas_behind_a_balancer() {
 /// The background reconnect and the explicit resume land on either replica: the older
 /// connection is parked there too, and hears the response through Redis.
 #[tokio::test]
+#[ignore = "needs the Python MCP SDK (scripts/setup-clients); ./scripts/test runs it"]
 async fn the_python_sdk_resumes_a_long_call_across_replicas_with_a_short_retry_hint() {
     let (_redis, a, b, balancer) = two_replicas().await;
     let out = run(python("python_reconnect.py", &balancer.url("/mcp"))).await;
@@ -275,6 +283,7 @@ async fn the_python_sdk_resumes_a_long_call_across_replicas_with_a_short_retry_h
 }
 
 #[tokio::test]
+#[ignore = "needs Node and the TypeScript SDK (scripts/setup-clients); ./scripts/test runs it"]
 async fn the_typescript_sdk_works_across_replicas_behind_a_balancer() {
     let (_redis, a, b, balancer) = two_replicas().await;
     let mut cmd = typescript("ts_client.mjs", "otpmcp_ts_client_lb.mjs");
@@ -293,6 +302,7 @@ async fn the_typescript_sdk_works_across_replicas_behind_a_balancer() {
 /// The Python SDK with a bearer token from a stand-in authorization server, in both
 /// protocol eras; `whoami` shows the handler saw the token's subject.
 #[tokio::test]
+#[ignore = "needs the Python MCP SDK (scripts/setup-clients); ./scripts/test runs it"]
 async fn the_python_sdk_sends_a_bearer_token_in_both_eras() {
     use otpmcp::McpServer;
     use otpmcp::handler::ToolRegistry;
@@ -362,16 +372,19 @@ async fn python_over_stdio(mode: &str) {
 }
 
 #[tokio::test]
+#[ignore = "needs the Python MCP SDK (scripts/setup-clients); ./scripts/test runs it"]
 async fn the_python_sdk_negotiates_the_stateless_revision_over_stdio_by_default() {
     python_over_stdio("auto").await;
 }
 
 #[tokio::test]
+#[ignore = "needs the Python MCP SDK (scripts/setup-clients); ./scripts/test runs it"]
 async fn the_python_sdk_opens_a_session_over_stdio_in_legacy_mode() {
     python_over_stdio("legacy").await;
 }
 
 #[tokio::test]
+#[ignore = "needs Node and the TypeScript SDK (scripts/setup-clients); ./scripts/test runs it"]
 async fn the_typescript_sdk_stdio_transport_launches_the_server() {
     let mut cmd = typescript("ts_stdio.mjs", "otpmcp_ts_stdio.mjs");
     cmd.arg(everything()).arg("--stdio");
@@ -380,6 +393,7 @@ async fn the_typescript_sdk_stdio_transport_launches_the_server() {
 }
 
 #[tokio::test]
+#[ignore = "needs Node and the MCP Inspector (scripts/setup-clients); ./scripts/test runs it"]
 async fn the_inspector_cli_launches_otpmcp_stdio() {
     inspector_lists_and_calls(
         &[env!("CARGO_BIN_EXE_otpmcp"), "stdio"],

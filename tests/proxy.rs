@@ -299,6 +299,7 @@ async fn record_and_replay(kind: &str, upstream: &str) {
 }
 
 #[tokio::test]
+#[ignore = "needs the Python MCP SDK (scripts/setup-clients); ./scripts/test runs it"]
 async fn the_python_sdk_against_the_everything_example_replays_identically() {
     let mut example = Command::new(cached("target/debug/examples/everything"));
     example
@@ -309,6 +310,7 @@ async fn the_python_sdk_against_the_everything_example_replays_identically() {
 }
 
 #[tokio::test]
+#[ignore = "needs the Python MCP SDK, Node and the TypeScript SDK (scripts/setup-clients); ./scripts/test runs it"]
 async fn the_python_sdk_against_the_typescript_example_server_replays_identically() {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())

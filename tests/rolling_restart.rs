@@ -268,6 +268,7 @@ async fn stateless_load(url: String, stop: Arc<AtomicBool>, tally: Arc<Tally>) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs nginx; ./scripts/test runs it"]
 async fn replicas_restarted_in_turn_behind_nginx_lose_no_call() {
     let redis = RedisServer::start();
     let redis_url = redis.url();
