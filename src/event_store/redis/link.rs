@@ -14,6 +14,10 @@
 //! With Redis Sentinel each new connection goes to the primary the sentinels name then,
 //! and the heartbeat asks `ROLE` instead of `PING`, so a connection to a primary demoted
 //! by a failover is replaced too.
+//!
+//! A `rediss://` URL is reached over TLS by redis-rs itself (rustls): trusting only
+//! `store.redis_ca_file` when it is set, else the system's roots, and presenting
+//! `store.redis_client_cert` where the server asks for a client certificate.
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -22,7 +26,7 @@ use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
 use redis::io::tcp::{TcpSettings, socket2::TcpKeepalive};
-use redis::{ConnectionInfo, RedisFuture, ToRedisArgs};
+use redis::{ClientTlsConfig, ConnectionAddr, ConnectionInfo, RedisFuture, TlsCertificates, ToRedisArgs};
 use tokio::sync::watch;
 use tokio_util::task::AbortOnDropHandle;
 
@@ -36,13 +40,83 @@ use crate::config::{SecretUrl, StoreConfig};
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectError {
     /// The URL, or the connection.
-    #[error("redis at {url}: {source}")]
+    #[error("redis at {url}{tls}: {source}")]
     Redis {
         /// `store.redis_url` without credentials.
         url: String,
+        /// Empty without TLS; else which roots were trusted, and the key that sets them,
+        /// since a certificate the server's CA did not sign is the usual TLS failure.
+        tls: String,
         /// What failed.
         source: redis::RedisError,
     },
+    /// A TLS file (`store.redis_ca_file` and the client's) could not be read.
+    #[error("{key} ({path}): {source}")]
+    TlsFile {
+        /// The configuration key.
+        key: &'static str,
+        /// Its value.
+        path: String,
+        /// Why it could not be read.
+        source: std::io::Error,
+    },
+}
+
+/// What every `rediss://` connection trusts and presents: `store.redis_ca_file` as its
+/// only roots, and `store.redis_client_cert` and its key. `None`: neither is set, and the
+/// system's roots are trusted (redis-rs reads them through rustls-native-certs).
+fn certificates(config: &StoreConfig) -> Result<Option<TlsCertificates>, ConnectError> {
+    let read = |key: &'static str, path: &std::path::Path| {
+        if path.as_os_str().is_empty() {
+            return Ok(None);
+        }
+        std::fs::read(path)
+            .map(Some)
+            .map_err(|source| ConnectError::TlsFile {
+                key,
+                path: path.display().to_string(),
+                source,
+            })
+    };
+    let root_cert = read("store.redis_ca_file", &config.redis_ca_file)?;
+    let cert = read("store.redis_client_cert", &config.redis_client_cert)?;
+    let key = read("store.redis_client_key", &config.redis_client_key)?;
+    let client_tls = match (cert, key) {
+        (Some(client_cert), Some(client_key)) => Some(ClientTlsConfig {
+            client_cert,
+            client_key,
+        }),
+        // Configuration refuses one without the other.
+        _ => None,
+    };
+    Ok((root_cert.is_some() || client_tls.is_some()).then_some(TlsCertificates {
+        client_tls,
+        root_cert,
+    }))
+}
+
+/// A client of the server at `info`, with `certs` when it is reached over TLS.
+fn client(info: ConnectionInfo, certs: Option<&TlsCertificates>) -> redis::RedisResult<redis::Client> {
+    match (info.addr(), certs) {
+        (ConnectionAddr::TcpTls { .. }, Some(certs)) => {
+            redis::Client::build_with_tls(info, certs.clone())
+        }
+        _ => redis::Client::open(info),
+    }
+}
+
+/// How TLS connections are trusted, for start-up errors: empty without TLS.
+fn tls_note(config: &StoreConfig) -> String {
+    if !config.redis_tls() {
+        String::new()
+    } else if config.redis_ca_file.as_os_str().is_empty() {
+        " (TLS, trusting the system's root certificates; store.redis_ca_file is unset)".into()
+    } else {
+        format!(
+            " (TLS, trusting only store.redis_ca_file = {})",
+            config.redis_ca_file.display()
+        )
+    }
 }
 
 /// Receives every pub/sub message (the cluster's router); runs on redis-rs's connection
@@ -184,11 +258,13 @@ enum Servers {
 /// sentinels name at that moment. A failover is followed by the heartbeat, which replaces
 /// a connection whose server fails or is no longer primary.
 struct Sentinels {
-    sentinels: Vec<ConnectionInfo>,
+    sentinels: Vec<redis::Client>,
     service: String,
-    /// `store.redis_url`'s password, user, database and settings; the address is the
-    /// primary's.
+    /// `store.redis_url`'s password, user, database, settings and scheme (TLS or not);
+    /// the address is the primary's.
     primary: ConnectionInfo,
+    /// For a `rediss://` primary.
+    certs: Option<TlsCertificates>,
 }
 
 impl Sentinels {
@@ -199,8 +275,17 @@ impl Sentinels {
         for sentinel in &self.sentinels {
             match ask_sentinel(sentinel, &self.service, timeout).await {
                 Ok(Some((host, port))) => {
-                    let addr = redis::ConnectionAddr::Tcp(host, port);
-                    return redis::Client::open(self.primary.clone().set_addr(addr));
+                    let addr = match self.primary.addr() {
+                        ConnectionAddr::TcpTls { insecure, .. } => ConnectionAddr::TcpTls {
+                            host,
+                            port,
+                            insecure: *insecure,
+                            tls_params: None,
+                        },
+                        _ => ConnectionAddr::Tcp(host, port),
+                    };
+                    let info = self.primary.clone().set_addr(addr);
+                    return client(info, self.certs.as_ref());
                 }
                 Ok(None) => {
                     failure = Some(redis::RedisError::from((
@@ -220,13 +305,12 @@ impl Sentinels {
 
 /// The primary's address as one sentinel knows it (`None`: not a service it monitors).
 async fn ask_sentinel(
-    sentinel: &ConnectionInfo,
+    sentinel: &redis::Client,
     service: &str,
     timeout: Duration,
 ) -> redis::RedisResult<Option<(String, u16)>> {
     let ask = async {
-        let client = redis::Client::open(sentinel.clone())?;
-        let mut conn = client.get_multiplexed_async_connection().await?;
+        let mut conn = sentinel.get_multiplexed_async_connection().await?;
         redis::cmd("SENTINEL")
             .arg("get-master-addr-by-name")
             .arg(service)
@@ -241,6 +325,9 @@ async fn ask_sentinel(
 /// What it takes to open the connections again.
 struct Opener {
     servers: Servers,
+    /// For `rediss://` cluster nodes (a single server's and the sentinels' clients
+    /// hold their own).
+    certs: Option<TlsCertificates>,
     config: StoreConfig,
     route: Route,
     /// This replica's own channels, subscribed on every new pub/sub connection.
@@ -249,12 +336,21 @@ struct Opener {
 
 impl Opener {
     fn cluster(&self, nodes: &[ConnectionInfo]) -> ClusterClientBuilder {
-        ClusterClientBuilder::new(nodes.to_vec())
+        let builder = ClusterClientBuilder::new(nodes.to_vec())
             .use_protocol(redis::ProtocolVersion::RESP3)
             .connection_timeout(self.config.connect_timeout.get())
             .response_timeout(self.config.command_timeout.get())
             .tcp_settings(tcp_settings(self.config.tcp_keepalive.get()))
-            .retries(2)
+            .retries(2);
+        // TLS or not follows the first seed's scheme; the certificates only with TLS
+        // (given to plain nodes they would turn TLS on).
+        let tls = nodes
+            .first()
+            .is_some_and(|n| matches!(n.addr(), ConnectionAddr::TcpTls { .. }));
+        match &self.certs {
+            Some(certs) if tls => builder.certs(certs.clone()),
+            _ => builder,
+        }
     }
 
     /// The one server to connect to: `store.redis_url`, or the primary the sentinels
@@ -354,10 +450,13 @@ where
             sentinels.join(", ")
         )
     };
+    let tls = tls_note(config);
     let err = |source| ConnectError::Redis {
         url: url.clone(),
+        tls: tls.clone(),
         source,
     };
+    let certs = certificates(config)?;
     let servers = if config.redis_cluster {
         let seeds = std::iter::once(config.redis_url.expose())
             .chain(config.redis_nodes.iter().map(SecretUrl::expose));
@@ -379,24 +478,29 @@ where
             .set_redis_settings(settings)
             .set_tcp_settings(tcp_settings(config.tcp_keepalive.get()));
         if config.redis_sentinels.is_empty() {
-            Servers::Single(redis::Client::open(info).map_err(err)?)
+            Servers::Single(client(info, certs.as_ref()).map_err(err)?)
         } else {
             let sentinels = config
                 .redis_sentinels
                 .iter()
-                .map(|url| redis::IntoConnectionInfo::into_connection_info(url.expose()))
+                .map(|url| {
+                    let info = redis::IntoConnectionInfo::into_connection_info(url.expose())?;
+                    client(info, certs.as_ref())
+                })
                 .collect::<redis::RedisResult<Vec<_>>>()
                 .map_err(err)?;
             Servers::Sentinel(Sentinels {
                 sentinels,
                 service: config.redis_sentinel_service.clone(),
                 primary: info,
+                certs: certs.clone(),
             })
         }
     };
     let keys = Arc::new(Keys::new(&config.key_prefix));
     let mut opener = Opener {
         servers,
+        certs,
         config: config.clone(),
         route: Arc::new(|_| {}),
         channels: Vec::new(),
