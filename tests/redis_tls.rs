@@ -6,8 +6,9 @@
 
 mod common;
 
-use common::redis::{Certs, RedisServer, Secured};
-use common::{Binary, Client, within};
+use common::redis::{Certs, RedisServer, SENTINEL_SERVICE, Secured, Sentinel};
+use common::{Binary, Client, TestServer, within};
+use otpmcp::config::BackendKind;
 
 /// The binary with the shipped `config/redis.toml` overlay and `env` (the test's Redis).
 async fn binary(env: &[(&'static str, String)]) -> Binary {
@@ -54,6 +55,30 @@ async fn serves_as_an_acl_user_over_mutual_tls_and_in_clear() {
     answers(&binary(&clear.store_env()).await).await;
 }
 
+/// Sentinel over TLS: the sentinel is asked over TLS, and the primary it names is reached
+/// over TLS too (`store.redis_url`'s scheme), both trusting the CA file.
+#[tokio::test]
+async fn serves_on_a_primary_named_by_a_sentinel_over_tls() {
+    let certs = Certs::make();
+    let primary = RedisServer::start_secured(Secured {
+        tls: Some(certs.clone()),
+        ..Secured::default()
+    });
+    let sentinel = Sentinel::start_tls(&primary, certs.clone());
+    let server = TestServer::start(|c| {
+        c.store.backend = BackendKind::Redis;
+        // Its host is not used: the sentinel names the primary.
+        c.store.redis_url = "rediss://127.0.0.1:1".into();
+        c.store.redis_sentinels = vec![sentinel.url().into()];
+        c.store.redis_sentinel_service = SENTINEL_SERVICE.into();
+        c.store.redis_ca_file.clone_from(&certs.ca);
+    })
+    .await;
+    let mut client = Client::new(&server.url);
+    client.initialize().await;
+    client.echo("through the sentinel").await;
+}
+
 /// Runs the binary with `env` until it exits by itself: its exit code and its log.
 async fn exits(env: &[(&'static str, String)]) -> (Option<i32>, String) {
     let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_otpmcp"))
@@ -71,8 +96,8 @@ async fn exits(env: &[(&'static str, String)]) -> (Option<i32>, String) {
     let out = within("the binary to exit", out)
         .await
         .unwrap_or_else(|e| panic!("spawn: {e}"));
-    let log = String::from_utf8_lossy(&out.stderr).into_owned()
-        + &String::from_utf8_lossy(&out.stdout);
+    let log =
+        String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
     (out.status.code(), log)
 }
 
@@ -113,7 +138,10 @@ async fn tls_files_that_cannot_be_used_exit_2_naming_the_key() {
         ..Secured::default()
     });
     let url = ("OTPMCP__STORE__REDIS_URL", redis.url());
-    let missing = ("OTPMCP__STORE__REDIS_CA_FILE", "/nonexistent/ca.pem".to_owned());
+    let missing = (
+        "OTPMCP__STORE__REDIS_CA_FILE",
+        "/nonexistent/ca.pem".to_owned(),
+    );
     let (code, log) = exits(&[url.clone(), missing]).await;
     assert_eq!(code, Some(2), "{log}");
     assert!(log.contains("store.redis_ca_file"), "{log}");

@@ -440,6 +440,64 @@ mod tests {
         }
     }
 
+    #[test]
+    fn rediss_is_accepted_and_its_files_are_checked_naming_the_key() {
+        let dir = std::env::temp_dir().join(format!("otpmcp-tls-keys-{}", std::process::id()));
+        let _ = std::fs::create_dir_all(&dir);
+        let junk = dir.join("junk.pem");
+        let _ = std::fs::write(&junk, "not a certificate\n");
+        let junk = junk.display().to_string();
+        let load = |pairs: &[(&str, &str)]| {
+            let mut all = vec![("OTPMCP__STORE__BACKEND", "redis")];
+            all.extend_from_slice(pairs);
+            Config::load_with_env(&dir, &[], env(&all))
+                .err()
+                .map(|e| e.to_string())
+        };
+        let tls = (
+            "OTPMCP__STORE__REDIS_URL",
+            "rediss://otpmcp:pw@redis.example:6380",
+        );
+        assert_eq!(load(&[tls]), None, "rediss:// with the system's roots");
+        let sentinel_tls = ("OTPMCP__STORE__REDIS_SENTINELS", "rediss://10.0.0.5:26379");
+        assert_eq!(load(&[sentinel_tls]), None, "sentinels over TLS");
+        for (pairs, key, problem) in [
+            (
+                vec![tls, ("OTPMCP__STORE__REDIS_CA_FILE", "/nonexistent/ca.pem")],
+                "store.redis_ca_file",
+                "/nonexistent/ca.pem",
+            ),
+            (
+                vec![tls, ("OTPMCP__STORE__REDIS_CA_FILE", junk.as_str())],
+                "store.redis_ca_file",
+                "holds no PEM certificates",
+            ),
+            (
+                vec![tls, ("OTPMCP__STORE__REDIS_CLIENT_CERT", junk.as_str())],
+                "store.redis_client_key",
+                "must be set with store.redis_client_cert",
+            ),
+            (
+                vec![tls, ("OTPMCP__STORE__REDIS_CLIENT_KEY", junk.as_str())],
+                "store.redis_client_cert",
+                "must be set with store.redis_client_key",
+            ),
+            (
+                vec![("OTPMCP__STORE__REDIS_CA_FILE", junk.as_str())],
+                "store.redis_ca_file",
+                "no Redis URL is rediss://",
+            ),
+        ] {
+            let err = load(&pairs).unwrap_or_default();
+            assert!(
+                err.contains(&format!("`{key}`")) && err.contains(problem),
+                "{pairs:?}: {err:?}"
+            );
+            assert!(!err.contains("pw@"), "no password: {err}");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     // Issue 22, finding 6: the admin listener bound anywhere it was told, unauthenticated.
     #[test]
     fn an_admin_listener_off_loopback_needs_allow_remote() {

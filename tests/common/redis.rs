@@ -55,8 +55,19 @@ impl Certs {
         let dir = std::env::temp_dir().join(format!("otpmcp-certs-{}-{n}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("certs dir: {e}"));
-        let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
-        let ca = [&["req", "-x509"][..], &ec, &["-keyout", "ca.key", "-out", "ca.crt"]].concat();
+        let ec = [
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+        ];
+        let ca = [
+            &["req", "-x509"][..],
+            &ec,
+            &["-keyout", "ca.key", "-out", "ca.crt"],
+        ]
+        .concat();
         openssl(
             &dir,
             &[
@@ -68,20 +79,48 @@ impl Certs {
             .concat(),
         );
         for (name, ext) in [
-            ("server", "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth"),
+            (
+                "server",
+                "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth",
+            ),
             ("client", "extendedKeyUsage=clientAuth"),
         ] {
             let ext_file = format!("{name}.ext");
             let ext = format!("basicConstraints=CA:FALSE\n{ext}\n");
             std::fs::write(dir.join(&ext_file), ext).unwrap_or_else(|e| panic!("{e}"));
-            let (key, csr, crt) = (format!("{name}.key"), format!("{name}.csr"), format!("{name}.crt"));
+            let (key, csr, crt) = (
+                format!("{name}.key"),
+                format!("{name}.csr"),
+                format!("{name}.crt"),
+            );
             let subj = format!("/CN=otpmcp test {name}");
-            openssl(&dir, &[&["req"][..], &ec, &["-keyout", &key, "-out", &csr, "-subj", &subj]].concat());
             openssl(
                 &dir,
                 &[
-                    "x509", "-req", "-in", &csr, "-CA", "ca.crt", "-CAkey", "ca.key",
-                    "-CAcreateserial", "-days", "2", "-out", &crt, "-extfile", &ext_file,
+                    &["req"][..],
+                    &ec,
+                    &["-keyout", &key, "-out", &csr, "-subj", &subj],
+                ]
+                .concat(),
+            );
+            openssl(
+                &dir,
+                &[
+                    "x509",
+                    "-req",
+                    "-in",
+                    &csr,
+                    "-CA",
+                    "ca.crt",
+                    "-CAkey",
+                    "ca.key",
+                    "-CAcreateserial",
+                    "-days",
+                    "2",
+                    "-out",
+                    &crt,
+                    "-extfile",
+                    &ext_file,
                 ],
             );
         }
@@ -277,11 +316,23 @@ impl RedisServer {
                 .arg("--tls-ca-cert-file")
                 .arg(&certs.ca)
                 .arg("--tls-auth-clients")
-                .arg(if self.secured.client_auth { "yes" } else { "no" }),
+                .arg(if self.secured.client_auth {
+                    "yes"
+                } else {
+                    "no"
+                }),
         };
         if let Some((user, pass)) = &self.secured.user {
-            cmd.args(["--user", user, "on", &format!(">{pass}"), "~*", "&*", "+@all"])
-                .args(["--user", "default", "off"]);
+            cmd.args([
+                "--user",
+                user,
+                "on",
+                &format!(">{pass}"),
+                "~*",
+                "&*",
+                "+@all",
+            ])
+            .args(["--user", "default", "off"]);
         }
         cmd.args(["--bind", "127.0.0.1", "--save", ""])
             .arg("--dir")
@@ -337,6 +388,13 @@ impl RedisServer {
         if self.secured.tls.is_none() && self.secured.user.is_none() {
             return dir_of(self.port);
         }
+        self.cli(&["CONFIG", "GET", "dir"])
+            .filter(|said| said.contains("dir"))
+    }
+
+    /// The reply to `command` by `redis-cli`, connected as this server's clients must
+    /// (`None`: it could not connect or the command failed).
+    fn cli(&self, command: &[&str]) -> Option<String> {
         let mut cli = Command::new("redis-cli");
         cli.args(["-h", "127.0.0.1", "-p", &self.port.to_string()]);
         if let Some(certs) = &self.secured.tls {
@@ -348,17 +406,21 @@ impl RedisServer {
             cli.args(["--user", user, "--pass", pass]);
         }
         let out = cli
-            .args(["CONFIG", "GET", "dir"])
+            .args(command)
             .stdin(Stdio::null())
             .stderr(Stdio::null())
             .output()
             .ok()?;
         let said = String::from_utf8_lossy(&out.stdout).into_owned();
-        (out.status.success() && said.contains("dir")).then_some(said)
+        (out.status.success() && !said.starts_with("ERR")).then_some(said)
     }
 
     pub fn url(&self) -> String {
-        let scheme = if self.secured.tls.is_some() { "rediss" } else { "redis" };
+        let scheme = if self.secured.tls.is_some() {
+            "rediss"
+        } else {
+            "redis"
+        };
         let user = match &self.secured.user {
             Some((user, pass)) => format!("{user}:{pass}@"),
             None => String::new(),
@@ -562,6 +624,16 @@ pub const SENTINEL_SERVICE: &str = "mymaster";
 impl Sentinel {
     /// Starts a sentinel and waits until it knows `primary` and `replicas` replicas of it.
     pub fn start(primary: &RedisServer, replicas: usize) -> Self {
+        Self::start_with(primary, replicas, None)
+    }
+
+    /// A sentinel answering over TLS only, that reaches `primary` (a TLS server that
+    /// does not ask for client certificates) over TLS, with `certs`.
+    pub fn start_tls(primary: &RedisServer, certs: Arc<Certs>) -> Self {
+        Self::start_with(primary, 0, Some(certs))
+    }
+
+    fn start_with(primary: &RedisServer, replicas: usize, tls: Option<Arc<Certs>>) -> Self {
         let port = free_port();
         let dir =
             std::env::temp_dir().join(format!("otpmcp-sentinel-{}-{port}", std::process::id()));
@@ -569,8 +641,18 @@ impl Sentinel {
         std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("sentinel dir: {e}"));
         // The sentinel rewrites its file as it learns the topology: it must be its own.
         let conf = dir.join("sentinel.conf");
+        let ports = match &tls {
+            None => format!("port {port}\n"),
+            Some(certs) => format!(
+                "port 0\ntls-port {port}\ntls-replication yes\ntls-auth-clients no\n\
+                 tls-cert-file {}\ntls-key-file {}\ntls-ca-cert-file {}\n",
+                certs.server_cert.display(),
+                certs.server_key.display(),
+                certs.ca.display()
+            ),
+        };
         let text = format!(
-            "port {port}\nbind 127.0.0.1\nprotected-mode no\ndir {dir}\nloglevel warning\n\
+            "{ports}bind 127.0.0.1\nprotected-mode no\ndir {dir}\nloglevel warning\n\
              sentinel monitor {SENTINEL_SERVICE} 127.0.0.1 {primary} 1\n\
              sentinel down-after-milliseconds {SENTINEL_SERVICE} 500\n\
              sentinel failover-timeout {SENTINEL_SERVICE} 5000\n",
@@ -594,18 +676,33 @@ impl Sentinel {
                 persistent: false,
                 bus: None,
                 extra: Vec::new(),
-                secured: Secured::default(),
+                secured: Secured {
+                    tls: tls.clone(),
+                    ..Secured::default()
+                },
             },
         };
         let deadline = Instant::now() + WAIT;
         let count = replicas.to_string();
         let slaves = format!("num-slaves\r\n${}\r\n{count}\r\n", count.len());
         loop {
-            let said = ask(port, &format!("SENTINEL master {SENTINEL_SERVICE}"), |r| {
-                r.contains("quorum")
-            })
-            .unwrap_or_default();
-            if said.contains(&slaves) {
+            let (said, ready) = if tls.is_some() {
+                // Over TLS, through redis-cli: that the sentinel sees the primary up.
+                let said = sentinel
+                    .server
+                    .cli(&["SENTINEL", "master", SENTINEL_SERVICE])
+                    .unwrap_or_default();
+                let ready = said.contains("flags\nmaster\n");
+                (said, ready)
+            } else {
+                let said = ask(port, &format!("SENTINEL master {SENTINEL_SERVICE}"), |r| {
+                    r.contains("quorum")
+                })
+                .unwrap_or_default();
+                let ready = said.contains(&slaves);
+                (said, ready)
+            };
+            if ready {
                 return sentinel;
             }
             assert!(
