@@ -26,7 +26,7 @@ use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
 use redis::io::tcp::{TcpSettings, socket2::TcpKeepalive};
-use redis::{ClientTlsConfig, ConnectionAddr, ConnectionInfo, RedisFuture, TlsCertificates, ToRedisArgs};
+use redis::{ConnectionAddr, ConnectionInfo, RedisFuture, TlsCertificates, ToRedisArgs};
 use tokio::sync::watch;
 use tokio_util::task::AbortOnDropHandle;
 
@@ -34,6 +34,8 @@ pub use super::breaker::Breaker;
 
 use super::breaker::timeout_error;
 use super::keys::Keys;
+use super::sentinel::Sentinels;
+use super::tls::{TlsFileError, certificates, client, tls_note};
 use crate::config::{SecretUrl, StoreConfig};
 
 /// Why Redis could not be set up at start-up.
@@ -51,72 +53,8 @@ pub enum ConnectError {
         source: redis::RedisError,
     },
     /// A TLS file (`store.redis_ca_file` and the client's) could not be read.
-    #[error("{key} ({path}): {source}")]
-    TlsFile {
-        /// The configuration key.
-        key: &'static str,
-        /// Its value.
-        path: String,
-        /// Why it could not be read.
-        source: std::io::Error,
-    },
-}
-
-/// What every `rediss://` connection trusts and presents: `store.redis_ca_file` as its
-/// only roots, and `store.redis_client_cert` and its key. `None`: neither is set, and the
-/// system's roots are trusted (redis-rs reads them through rustls-native-certs).
-fn certificates(config: &StoreConfig) -> Result<Option<TlsCertificates>, ConnectError> {
-    let read = |key: &'static str, path: &std::path::Path| {
-        if path.as_os_str().is_empty() {
-            return Ok(None);
-        }
-        std::fs::read(path)
-            .map(Some)
-            .map_err(|source| ConnectError::TlsFile {
-                key,
-                path: path.display().to_string(),
-                source,
-            })
-    };
-    let root_cert = read("store.redis_ca_file", &config.redis_ca_file)?;
-    let cert = read("store.redis_client_cert", &config.redis_client_cert)?;
-    let key = read("store.redis_client_key", &config.redis_client_key)?;
-    let client_tls = match (cert, key) {
-        (Some(client_cert), Some(client_key)) => Some(ClientTlsConfig {
-            client_cert,
-            client_key,
-        }),
-        // Configuration refuses one without the other.
-        _ => None,
-    };
-    Ok((root_cert.is_some() || client_tls.is_some()).then_some(TlsCertificates {
-        client_tls,
-        root_cert,
-    }))
-}
-
-/// A client of the server at `info`, with `certs` when it is reached over TLS.
-fn client(info: ConnectionInfo, certs: Option<&TlsCertificates>) -> redis::RedisResult<redis::Client> {
-    match (info.addr(), certs) {
-        (ConnectionAddr::TcpTls { .. }, Some(certs)) => {
-            redis::Client::build_with_tls(info, certs.clone())
-        }
-        _ => redis::Client::open(info),
-    }
-}
-
-/// How TLS connections are trusted, for start-up errors: empty without TLS.
-fn tls_note(config: &StoreConfig) -> String {
-    if !config.redis_tls() {
-        String::new()
-    } else if config.redis_ca_file.as_os_str().is_empty() {
-        " (TLS, trusting the system's root certificates; store.redis_ca_file is unset)".into()
-    } else {
-        format!(
-            " (TLS, trusting only store.redis_ca_file = {})",
-            config.redis_ca_file.display()
-        )
-    }
+    #[error(transparent)]
+    TlsFile(#[from] TlsFileError),
 }
 
 /// Receives every pub/sub message (the cluster's router); runs on redis-rs's connection
@@ -252,74 +190,6 @@ enum Servers {
     Single(redis::Client),
     Cluster(Vec<ConnectionInfo>),
     Sentinel(Sentinels),
-}
-
-/// Redis Sentinel (`store.redis_sentinels`): every new connection goes to the primary the
-/// sentinels name at that moment. A failover is followed by the heartbeat, which replaces
-/// a connection whose server fails or is no longer primary.
-struct Sentinels {
-    sentinels: Vec<redis::Client>,
-    service: String,
-    /// `store.redis_url`'s password, user, database, settings and scheme (TLS or not);
-    /// the address is the primary's.
-    primary: ConnectionInfo,
-    /// For a `rediss://` primary.
-    certs: Option<TlsCertificates>,
-}
-
-impl Sentinels {
-    /// A client of the primary named by the first sentinel that answers within `timeout`
-    /// and knows the service.
-    async fn primary(&self, timeout: Duration) -> redis::RedisResult<redis::Client> {
-        let mut failure = None;
-        for sentinel in &self.sentinels {
-            match ask_sentinel(sentinel, &self.service, timeout).await {
-                Ok(Some((host, port))) => {
-                    let addr = match self.primary.addr() {
-                        ConnectionAddr::TcpTls { insecure, .. } => ConnectionAddr::TcpTls {
-                            host,
-                            port,
-                            insecure: *insecure,
-                            tls_params: None,
-                        },
-                        _ => ConnectionAddr::Tcp(host, port),
-                    };
-                    let info = self.primary.clone().set_addr(addr);
-                    return client(info, self.certs.as_ref());
-                }
-                Ok(None) => {
-                    failure = Some(redis::RedisError::from((
-                        redis::ErrorKind::InvalidClientConfig,
-                        "a sentinel does not monitor store.redis_sentinel_service",
-                        self.service.clone(),
-                    )));
-                }
-                Err(e) => failure = Some(e),
-            }
-        }
-        Err(failure.unwrap_or_else(|| {
-            redis::RedisError::from((redis::ErrorKind::InvalidClientConfig, "no sentinels"))
-        }))
-    }
-}
-
-/// The primary's address as one sentinel knows it (`None`: not a service it monitors).
-async fn ask_sentinel(
-    sentinel: &redis::Client,
-    service: &str,
-    timeout: Duration,
-) -> redis::RedisResult<Option<(String, u16)>> {
-    let ask = async {
-        let mut conn = sentinel.get_multiplexed_async_connection().await?;
-        redis::cmd("SENTINEL")
-            .arg("get-master-addr-by-name")
-            .arg(service)
-            .query_async(&mut conn)
-            .await
-    };
-    tokio::time::timeout(timeout, ask)
-        .await
-        .map_err(|_| timeout_error())?
 }
 
 /// What it takes to open the connections again.

@@ -24,6 +24,8 @@ pub mod channel;
 pub mod keys;
 pub mod link;
 mod replay;
+mod sentinel;
+mod tls;
 
 pub use channel::{ControlFlag, StreamNews};
 pub use link::{ConnectError, RedisConn, RedisLink, connect};
