@@ -4,7 +4,7 @@
 mod common;
 
 use common::outage;
-use common::redis::{RedisCluster, RedisServer, SharedRedis};
+use common::redis::{Certs, RedisCluster, RedisServer, Secured, SharedRedis};
 use common::{
     Binary, Client, Frame, SseReader, TestServer, Transcript, call_through_outage, within,
 };
@@ -18,17 +18,20 @@ use serde_json::json;
 async fn binary_on(redis: &impl SharedRedis) -> Binary {
     let (url, cluster, _) = redis.target();
     let cluster = cluster.to_string();
+    let more = redis.more_env();
+    let mut env = vec![
+        ("OTPMCP__STORE__REDIS_URL", url.as_str()),
+        // One node is seed enough: the cluster client finds the others.
+        ("OTPMCP__STORE__REDIS_CLUSTER", cluster.as_str()),
+        ("OTPMCP__STORE__LEASE_TTL", "1s"),
+    ];
+    env.extend(more.iter().map(|(k, v)| (*k, v.as_str())));
     Binary::start(
         &[
             "--config",
             concat!(env!("CARGO_MANIFEST_DIR"), "/config/redis.toml"),
         ],
-        &[
-            ("OTPMCP__STORE__REDIS_URL", url.as_str()),
-            // One node is seed enough: the cluster client finds the others.
-            ("OTPMCP__STORE__REDIS_CLUSTER", cluster.as_str()),
-            ("OTPMCP__STORE__LEASE_TTL", "1s"),
-        ],
+        &env,
     )
     .await
 }
@@ -42,6 +45,18 @@ async fn a_call_whose_replica_is_killed_resumes_elsewhere_and_gets_an_error_answ
 #[tokio::test]
 async fn on_a_redis_cluster_a_killed_replicas_call_gets_an_error_answer_elsewhere() {
     killed_replica(RedisCluster::start()).await;
+}
+
+/// The same on a Redis reached over TLS only (its plain port off), trusting the test's CA
+/// (`store.redis_ca_file`), presenting a client certificate, as an ACL user.
+#[tokio::test]
+async fn over_tls_a_killed_replicas_call_resumes_elsewhere_and_gets_an_error_answer() {
+    killed_replica(RedisServer::start_secured(Secured {
+        tls: Some(Certs::make()),
+        client_auth: true,
+        user: Some(("otpmcp".into(), "failover-pass".into())),
+    }))
+    .await;
 }
 
 async fn killed_replica(redis: impl SharedRedis) {

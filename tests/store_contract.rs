@@ -1,6 +1,7 @@
 //! The event-store contract (`otpmcp::event_store` module docs), run against every
 //! backend: the in-memory store, and the Redis store on a redis-server of the test's own
-//! and on a Redis Cluster of three nodes of its own.
+//! and on a Redis Cluster of three nodes of its own; and over TLS (a TLS-only server that
+//! asks for the client's certificate, with an ACL user), and as an ACL user in clear.
 //! Each scenario is written once and instantiated per backend by `contract!`.
 
 mod common;
@@ -9,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use common::redis::{RedisCluster, RedisServer};
+use common::redis::{Certs, RedisCluster, RedisServer, Secured};
 use common::within;
 use otpmcp::config::{BackendKind, StoreConfig};
 use otpmcp::event_store::memory::SharedBudget;
@@ -55,6 +56,24 @@ impl Maker {
         Self::Cluster(RedisCluster::start())
     }
 
+    /// `rediss://otpmcp:…@`: TLS only (no plain port), the test's CA in
+    /// `store.redis_ca_file`, mutual TLS, and an ACL user (the default user off).
+    fn redis_tls() -> Self {
+        Self::Redis(RedisServer::start_secured(Secured {
+            tls: Some(Certs::make()),
+            client_auth: true,
+            user: Some(("otpmcp".into(), "contract-pass".into())),
+        }))
+    }
+
+    /// `redis://otpmcp:…@`: an ACL user (the default user off), without TLS.
+    fn redis_acl() -> Self {
+        Self::Redis(RedisServer::start_secured(Secured {
+            user: Some(("otpmcp".into(), "contract-pass".into())),
+            ..Secured::default()
+        }))
+    }
+
     async fn store(&self, retention: Retention) -> Backend {
         let mut store = match self {
             Self::Memory => Backend::Memory(MemoryStore::default()),
@@ -87,11 +106,11 @@ impl Maker {
 
 /// A replica's connection to `server` (its pub/sub messages go nowhere here).
 async fn link(server: &RedisServer) -> RedisLink {
-    let config = StoreConfig {
+    let mut config = StoreConfig {
         backend: BackendKind::Redis,
-        redis_url: server.url().into(),
         ..StoreConfig::default()
     };
+    server.configure(&mut config);
     let connected = connect(&config, |_, _| |_| {}).await;
     connected.unwrap_or_else(|e| panic!("{e}"))
 }
@@ -677,6 +696,22 @@ macro_rules! contract {
                 #[tokio::test]
                 async fn $scenario() {
                     super::$scenario(super::Maker::cluster()).await;
+                }
+            )*
+        }
+        mod redis_tls {
+            $(
+                #[tokio::test]
+                async fn $scenario() {
+                    super::$scenario(super::Maker::redis_tls()).await;
+                }
+            )*
+        }
+        mod redis_acl {
+            $(
+                #[tokio::test]
+                async fn $scenario() {
+                    super::$scenario(super::Maker::redis_acl()).await;
                 }
             )*
         }

@@ -16,7 +16,10 @@ const PROGRAM: &str = "exec.programs.NAME";
 
 /// Keys whose default is "unset" (`None`, or an empty path): the docs say so in words,
 /// and `sys.toml` shows them commented out (no TOML value means "unset").
-const UNSET: [&str; 6] = [
+const UNSET: [&str; 9] = [
+    "store.redis_ca_file",
+    "store.redis_client_cert",
+    "store.redis_client_key",
     "exec.cgroup_parent",
     "exec.programs.NAME.workdir_root",
     "exec.programs.NAME.uid",

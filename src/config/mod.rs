@@ -227,10 +227,11 @@ impl Config {
             if redis::Client::open(self.store.redis_url.expose()).is_err() {
                 return invalid(
                     "store.redis_url",
-                    "is not a redis:// or unix:// URL (TLS, rediss://, is not built in)",
+                    "is not a redis://, rediss:// (TLS) or unix:// URL",
                 );
             }
             self.validate_sentinels()?;
+            self.validate_redis_tls()?;
             let prefix = &self.store.key_prefix;
             if prefix.is_empty() || prefix.contains(['{', '}', ' ']) {
                 return invalid(
@@ -271,7 +272,7 @@ impl Config {
         {
             return invalid(
                 "store.redis_sentinels",
-                "must all be redis:// or unix:// URLs of sentinels",
+                "must all be redis://, rediss:// or unix:// URLs of sentinels",
             );
         }
         if store.redis_sentinel_service.is_empty() {
@@ -279,6 +280,62 @@ impl Config {
                 "store.redis_sentinel_service",
                 "must name the primary the sentinels monitor",
             );
+        }
+        Ok(())
+    }
+
+    /// The TLS files of the Redis connections: each one set is a readable PEM file of what
+    /// it should hold, the client's certificate and key come together, and they are set
+    /// only where some URL is `rediss://` (else they would silently not be used).
+    fn validate_redis_tls(&self) -> Result<(), ConfigError> {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+        let store = &self.store;
+        let set = |path: &Path| !path.as_os_str().is_empty();
+        let files = [
+            ("store.redis_ca_file", &store.redis_ca_file),
+            ("store.redis_client_cert", &store.redis_client_cert),
+            ("store.redis_client_key", &store.redis_client_key),
+        ];
+        if set(&store.redis_client_cert) != set(&store.redis_client_key) {
+            let (key, other) = if set(&store.redis_client_cert) {
+                ("store.redis_client_key", "store.redis_client_cert")
+            } else {
+                ("store.redis_client_cert", "store.redis_client_key")
+            };
+            return invalid(
+                key,
+                format!("must be set with {other} (mutual TLS needs both, or neither)"),
+            );
+        }
+        if let Some((key, _)) = files.iter().find(|(_, path)| set(path))
+            && !store.redis_tls()
+        {
+            return invalid(
+                key,
+                "is set, but no Redis URL is rediss://: the connections would not use TLS",
+            );
+        }
+        for (key, path) in files.into_iter().filter(|(_, path)| set(path)) {
+            let pem = match std::fs::read(path) {
+                Ok(pem) => pem,
+                Err(e) => return invalid(key, format!("{}: {e}", path.display())),
+            };
+            let holds = if key == "store.redis_client_key" {
+                PrivateKeyDer::from_pem_slice(&pem).is_ok()
+            } else {
+                let certs: Result<Vec<_>, _> = CertificateDer::pem_slice_iter(&pem).collect();
+                certs.is_ok_and(|certs| !certs.is_empty())
+            };
+            if !holds {
+                let what = if key == "store.redis_client_key" {
+                    "a PEM private key"
+                } else {
+                    "PEM certificates"
+                };
+                return invalid(key, format!("{}: holds no {what}", path.display()));
+            }
         }
         Ok(())
     }
@@ -381,6 +438,64 @@ mod tests {
                 .unwrap_or_default();
             assert!(err.contains(problem), "{err:?}");
         }
+    }
+
+    #[test]
+    fn rediss_is_accepted_and_its_files_are_checked_naming_the_key() {
+        let dir = std::env::temp_dir().join(format!("otpmcp-tls-keys-{}", std::process::id()));
+        let _ = std::fs::create_dir_all(&dir);
+        let junk = dir.join("junk.pem");
+        let _ = std::fs::write(&junk, "not a certificate\n");
+        let junk = junk.display().to_string();
+        let load = |pairs: &[(&str, &str)]| {
+            let mut all = vec![("OTPMCP__STORE__BACKEND", "redis")];
+            all.extend_from_slice(pairs);
+            Config::load_with_env(&dir, &[], env(&all))
+                .err()
+                .map(|e| e.to_string())
+        };
+        let tls = (
+            "OTPMCP__STORE__REDIS_URL",
+            "rediss://otpmcp:pw@redis.example:6380",
+        );
+        assert_eq!(load(&[tls]), None, "rediss:// with the system's roots");
+        let sentinel_tls = ("OTPMCP__STORE__REDIS_SENTINELS", "rediss://10.0.0.5:26379");
+        assert_eq!(load(&[sentinel_tls]), None, "sentinels over TLS");
+        for (pairs, key, problem) in [
+            (
+                vec![tls, ("OTPMCP__STORE__REDIS_CA_FILE", "/nonexistent/ca.pem")],
+                "store.redis_ca_file",
+                "/nonexistent/ca.pem",
+            ),
+            (
+                vec![tls, ("OTPMCP__STORE__REDIS_CA_FILE", junk.as_str())],
+                "store.redis_ca_file",
+                "holds no PEM certificates",
+            ),
+            (
+                vec![tls, ("OTPMCP__STORE__REDIS_CLIENT_CERT", junk.as_str())],
+                "store.redis_client_key",
+                "must be set with store.redis_client_cert",
+            ),
+            (
+                vec![tls, ("OTPMCP__STORE__REDIS_CLIENT_KEY", junk.as_str())],
+                "store.redis_client_cert",
+                "must be set with store.redis_client_key",
+            ),
+            (
+                vec![("OTPMCP__STORE__REDIS_CA_FILE", junk.as_str())],
+                "store.redis_ca_file",
+                "no Redis URL is rediss://",
+            ),
+        ] {
+            let err = load(&pairs).unwrap_or_default();
+            assert!(
+                err.contains(&format!("`{key}`")) && err.contains(problem),
+                "{pairs:?}: {err:?}"
+            );
+            assert!(!err.contains("pw@"), "no password: {err}");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     // Issue 22, finding 6: the admin listener bound anywhere it was told, unauthenticated.

@@ -1,5 +1,7 @@
 //! `[store]`: where events, sessions and request leases live.
 
+use std::path::PathBuf;
+
 use serde::{Deserialize, Serialize};
 
 use super::duration::NonZeroDuration;
@@ -25,7 +27,8 @@ pub struct StoreConfig {
     /// Event-store shards: each an actor owning the sessions, streams and records whose
     /// ids hash to it. `0`: as many as the cores the process may run on.
     pub shards: usize,
-    /// Redis URL, e.g. `redis://127.0.0.1:6379/0` or `redis://:password@host:6379`.
+    /// Redis URL, e.g. `redis://127.0.0.1:6379/0`, `redis://:password@host:6379`, or
+    /// over TLS `rediss://user:password@host:6380`.
     pub redis_url: SecretUrl,
     /// `redis_url` (and `redis_nodes`) are nodes of a Redis Cluster: connect with the
     /// cluster client, which finds the other nodes and routes each command by its keys.
@@ -40,6 +43,14 @@ pub struct StoreConfig {
     pub redis_sentinels: Vec<SecretUrl>,
     /// The name the sentinels monitor the primary under (`sentinel monitor <name> ...`).
     pub redis_sentinel_service: String,
+    /// A PEM file of the CA certificates that sign the Redis servers' certificates, for
+    /// `rediss://` URLs: when set, only these are trusted. Empty: the system's roots.
+    pub redis_ca_file: PathBuf,
+    /// A PEM certificate (chain) this replica presents to Redis over TLS (mutual TLS,
+    /// `tls-auth-clients yes`); with `redis_client_key`. Empty: none.
+    pub redis_client_cert: PathBuf,
+    /// The PEM private key of `redis_client_cert`. Empty: none.
+    pub redis_client_key: PathBuf,
     /// Prefix of every Redis key and channel, so several deployments can share one Redis.
     pub key_prefix: String,
     /// Longest wait for a connection to Redis.
@@ -77,6 +88,9 @@ impl Default for StoreConfig {
             redis_nodes: Vec::new(),
             redis_sentinels: Vec::new(),
             redis_sentinel_service: "mymaster".into(),
+            redis_ca_file: PathBuf::new(),
+            redis_client_cert: PathBuf::new(),
+            redis_client_key: PathBuf::new(),
             key_prefix: "otpmcp".into(),
             connect_timeout: NonZeroDuration::from_secs(2),
             command_timeout: NonZeroDuration::from_secs(2),
@@ -93,6 +107,18 @@ impl Default for StoreConfig {
 pub(super) const MAX_SHARDS: usize = 1024;
 
 impl StoreConfig {
+    /// Whether any Redis URL this replica connects to is `rediss://` (TLS).
+    pub fn redis_tls(&self) -> bool {
+        std::iter::once(&self.redis_url)
+            .chain(&self.redis_nodes)
+            .chain(&self.redis_sentinels)
+            .any(|url| {
+                url.expose()
+                    .get(..9)
+                    .is_some_and(|scheme| scheme.eq_ignore_ascii_case("rediss://"))
+            })
+    }
+
     /// The number of event-store shards to run: `shards`, or the cores the process may
     /// run on when it is 0.
     pub fn shard_count(&self) -> usize {

@@ -3,8 +3,9 @@
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::WAIT;
@@ -18,6 +19,135 @@ pub struct RedisServer {
     bus: Option<u16>,
     /// More arguments for redis-server (`--replicaof`).
     extra: Vec<String>,
+    /// How clients must reach it: TLS only, an ACL user.
+    secured: Secured,
+}
+
+/// A CA, a server certificate for 127.0.0.1 and localhost, and a client certificate,
+/// made by `openssl` for one test, in a directory removed with it.
+pub struct Certs {
+    dir: PathBuf,
+    pub ca: PathBuf,
+    pub server_cert: PathBuf,
+    pub server_key: PathBuf,
+    pub client_cert: PathBuf,
+    pub client_key: PathBuf,
+}
+
+fn openssl(dir: &Path, args: &[&str]) {
+    let out = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("openssl did not start (is it on PATH?): {e}"));
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+impl Certs {
+    pub fn make() -> Arc<Self> {
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("otpmcp-certs-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("certs dir: {e}"));
+        let ec = [
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+        ];
+        let ca = [
+            &["req", "-x509"][..],
+            &ec,
+            &["-keyout", "ca.key", "-out", "ca.crt"],
+        ]
+        .concat();
+        openssl(
+            &dir,
+            &[
+                &ca[..],
+                &["-days", "2", "-subj", "/CN=otpmcp test CA"],
+                &["-addext", "basicConstraints=critical,CA:TRUE"],
+                &["-addext", "keyUsage=critical,keyCertSign,cRLSign"],
+            ]
+            .concat(),
+        );
+        for (name, ext) in [
+            (
+                "server",
+                "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth",
+            ),
+            ("client", "extendedKeyUsage=clientAuth"),
+        ] {
+            let ext_file = format!("{name}.ext");
+            let ext = format!("basicConstraints=CA:FALSE\n{ext}\n");
+            std::fs::write(dir.join(&ext_file), ext).unwrap_or_else(|e| panic!("{e}"));
+            let (key, csr, crt) = (
+                format!("{name}.key"),
+                format!("{name}.csr"),
+                format!("{name}.crt"),
+            );
+            let subj = format!("/CN=otpmcp test {name}");
+            openssl(
+                &dir,
+                &[
+                    &["req"][..],
+                    &ec,
+                    &["-keyout", &key, "-out", &csr, "-subj", &subj],
+                ]
+                .concat(),
+            );
+            openssl(
+                &dir,
+                &[
+                    "x509",
+                    "-req",
+                    "-in",
+                    &csr,
+                    "-CA",
+                    "ca.crt",
+                    "-CAkey",
+                    "ca.key",
+                    "-CAcreateserial",
+                    "-days",
+                    "2",
+                    "-out",
+                    &crt,
+                    "-extfile",
+                    &ext_file,
+                ],
+            );
+        }
+        Arc::new(Self {
+            ca: dir.join("ca.crt"),
+            server_cert: dir.join("server.crt"),
+            server_key: dir.join("server.key"),
+            client_cert: dir.join("client.crt"),
+            client_key: dir.join("client.key"),
+            dir,
+        })
+    }
+}
+
+impl Drop for Certs {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// What a client needs to reach a server: TLS (the server listens on its TLS port only)
+/// and whether it asks for the client's certificate; an ACL user (the default user off).
+#[derive(Clone, Default)]
+pub struct Secured {
+    pub tls: Option<Arc<Certs>>,
+    pub client_auth: bool,
+    pub user: Option<(String, String)>,
 }
 
 /// A loopback port nothing listens on now.
@@ -60,6 +190,17 @@ impl RedisServer {
 
     fn launch(persistent: bool) -> Self {
         Self::launch_as(persistent, false, &[])
+    }
+
+    /// A throwaway server reached only as `secured` says (over TLS with no plain port,
+    /// with an ACL user and the default user off).
+    pub fn start_secured(secured: Secured) -> Self {
+        for _ in 0..20 {
+            if let Some(server) = Self::try_launch_secured(false, false, &[], secured.clone()) {
+                return server;
+            }
+        }
+        panic!("could not start a redis-server of our own");
     }
 
     /// A replica of `primary`, which it has finished copying when this returns.
@@ -135,6 +276,15 @@ impl RedisServer {
     }
 
     fn try_launch(persistent: bool, cluster: bool, extra: &[&str]) -> Option<Self> {
+        Self::try_launch_secured(persistent, cluster, extra, Secured::default())
+    }
+
+    fn try_launch_secured(
+        persistent: bool,
+        cluster: bool,
+        extra: &[&str],
+        secured: Secured,
+    ) -> Option<Self> {
         let port = free_port();
         let dir = std::env::temp_dir().join(format!("otpmcp-redis-{}-{port}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
@@ -146,6 +296,7 @@ impl RedisServer {
             persistent,
             bus: cluster.then(free_port),
             extra: extra.iter().map(|a| (*a).to_owned()).collect(),
+            secured,
         };
         server.spawn().then_some(server)
     }
@@ -154,7 +305,36 @@ impl RedisServer {
     fn spawn(&mut self) -> bool {
         let port = self.port.to_string();
         let mut cmd = Command::new("redis-server");
-        cmd.args(["--port", &port, "--bind", "127.0.0.1", "--save", ""])
+        match &self.secured.tls {
+            None => cmd.args(["--port", &port]),
+            Some(certs) => cmd
+                .args(["--port", "0", "--tls-port", &port])
+                .arg("--tls-cert-file")
+                .arg(&certs.server_cert)
+                .arg("--tls-key-file")
+                .arg(&certs.server_key)
+                .arg("--tls-ca-cert-file")
+                .arg(&certs.ca)
+                .arg("--tls-auth-clients")
+                .arg(if self.secured.client_auth {
+                    "yes"
+                } else {
+                    "no"
+                }),
+        };
+        if let Some((user, pass)) = &self.secured.user {
+            cmd.args([
+                "--user",
+                user,
+                "on",
+                &format!(">{pass}"),
+                "~*",
+                "&*",
+                "+@all",
+            ])
+            .args(["--user", "default", "off"]);
+        }
+        cmd.args(["--bind", "127.0.0.1", "--save", ""])
             .arg("--dir")
             .arg(&self.dir)
             .args(["--protected-mode", "no", "--loglevel", "warning"]);
@@ -179,7 +359,7 @@ impl RedisServer {
         let deadline = Instant::now() + WAIT;
         let ours = self.dir.to_string_lossy().into_owned();
         loop {
-            if let Some(dir) = dir_of(self.port) {
+            if let Some(dir) = self.dir_of() {
                 if dir.contains(&ours) {
                     return true;
                 }
@@ -203,8 +383,76 @@ impl RedisServer {
         }
     }
 
+    /// The data directory as this server says, asked as its clients must.
+    fn dir_of(&self) -> Option<String> {
+        if self.secured.tls.is_none() && self.secured.user.is_none() {
+            return dir_of(self.port);
+        }
+        self.cli(&["CONFIG", "GET", "dir"])
+            .filter(|said| said.contains("dir"))
+    }
+
+    /// The reply to `command` by `redis-cli`, connected as this server's clients must
+    /// (`None`: it could not connect or the command failed).
+    fn cli(&self, command: &[&str]) -> Option<String> {
+        let mut cli = Command::new("redis-cli");
+        cli.args(["-h", "127.0.0.1", "-p", &self.port.to_string()]);
+        if let Some(certs) = &self.secured.tls {
+            cli.arg("--tls").arg("--cacert").arg(&certs.ca);
+            cli.arg("--cert").arg(&certs.client_cert);
+            cli.arg("--key").arg(&certs.client_key);
+        }
+        if let Some((user, pass)) = &self.secured.user {
+            cli.args(["--user", user, "--pass", pass]);
+        }
+        let out = cli
+            .args(command)
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .output()
+            .ok()?;
+        let said = String::from_utf8_lossy(&out.stdout).into_owned();
+        (out.status.success() && !said.starts_with("ERR")).then_some(said)
+    }
+
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
+        let scheme = if self.secured.tls.is_some() {
+            "rediss"
+        } else {
+            "redis"
+        };
+        let user = match &self.secured.user {
+            Some((user, pass)) => format!("{user}:{pass}@"),
+            None => String::new(),
+        };
+        format!("{scheme}://{user}127.0.0.1:{}", self.port)
+    }
+
+    /// The `[store]` settings (as environment variables) that reach this server: its URL,
+    /// and over TLS its CA and the client's certificate where it asks for one.
+    pub fn store_env(&self) -> Vec<(&'static str, String)> {
+        let mut env = vec![("OTPMCP__STORE__REDIS_URL", self.url())];
+        if let Some(certs) = &self.secured.tls {
+            let path = |p: &Path| p.display().to_string();
+            env.push(("OTPMCP__STORE__REDIS_CA_FILE", path(&certs.ca)));
+            if self.secured.client_auth {
+                env.push(("OTPMCP__STORE__REDIS_CLIENT_CERT", path(&certs.client_cert)));
+                env.push(("OTPMCP__STORE__REDIS_CLIENT_KEY", path(&certs.client_key)));
+            }
+        }
+        env
+    }
+
+    /// Sets `store`'s URL and TLS files to reach this server.
+    pub fn configure(&self, store: &mut otpmcp::config::StoreConfig) {
+        store.redis_url = self.url().into();
+        if let Some(certs) = &self.secured.tls {
+            store.redis_ca_file.clone_from(&certs.ca);
+            if self.secured.client_auth {
+                store.redis_client_cert.clone_from(&certs.client_cert);
+                store.redis_client_key.clone_from(&certs.client_key);
+            }
+        }
     }
 
     /// kill -9: no chance to save anything it had not written yet.
@@ -337,11 +585,23 @@ impl RedisCluster {
 pub trait SharedRedis {
     /// `store.redis_url`, `store.redis_cluster` and `store.redis_nodes` for it.
     fn target(&self) -> (String, bool, Vec<String>);
+
+    /// More `[store]` settings, as environment variables (the TLS files).
+    fn more_env(&self) -> Vec<(&'static str, String)> {
+        Vec::new()
+    }
 }
 
 impl SharedRedis for RedisServer {
     fn target(&self) -> (String, bool, Vec<String>) {
         (self.url(), false, Vec::new())
+    }
+
+    fn more_env(&self) -> Vec<(&'static str, String)> {
+        self.store_env()
+            .into_iter()
+            .filter(|(k, _)| *k != "OTPMCP__STORE__REDIS_URL")
+            .collect()
     }
 }
 
@@ -364,6 +624,16 @@ pub const SENTINEL_SERVICE: &str = "mymaster";
 impl Sentinel {
     /// Starts a sentinel and waits until it knows `primary` and `replicas` replicas of it.
     pub fn start(primary: &RedisServer, replicas: usize) -> Self {
+        Self::start_with(primary, replicas, None)
+    }
+
+    /// A sentinel answering over TLS only, that reaches `primary` (a TLS server that
+    /// does not ask for client certificates) over TLS, with `certs`.
+    pub fn start_tls(primary: &RedisServer, certs: Arc<Certs>) -> Self {
+        Self::start_with(primary, 0, Some(certs))
+    }
+
+    fn start_with(primary: &RedisServer, replicas: usize, tls: Option<Arc<Certs>>) -> Self {
         let port = free_port();
         let dir =
             std::env::temp_dir().join(format!("otpmcp-sentinel-{}-{port}", std::process::id()));
@@ -371,8 +641,18 @@ impl Sentinel {
         std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("sentinel dir: {e}"));
         // The sentinel rewrites its file as it learns the topology: it must be its own.
         let conf = dir.join("sentinel.conf");
+        let ports = match &tls {
+            None => format!("port {port}\n"),
+            Some(certs) => format!(
+                "port 0\ntls-port {port}\ntls-replication yes\ntls-auth-clients no\n\
+                 tls-cert-file {}\ntls-key-file {}\ntls-ca-cert-file {}\n",
+                certs.server_cert.display(),
+                certs.server_key.display(),
+                certs.ca.display()
+            ),
+        };
         let text = format!(
-            "port {port}\nbind 127.0.0.1\nprotected-mode no\ndir {dir}\nloglevel warning\n\
+            "{ports}bind 127.0.0.1\nprotected-mode no\ndir {dir}\nloglevel warning\n\
              sentinel monitor {SENTINEL_SERVICE} 127.0.0.1 {primary} 1\n\
              sentinel down-after-milliseconds {SENTINEL_SERVICE} 500\n\
              sentinel failover-timeout {SENTINEL_SERVICE} 5000\n",
@@ -396,17 +676,33 @@ impl Sentinel {
                 persistent: false,
                 bus: None,
                 extra: Vec::new(),
+                secured: Secured {
+                    tls: tls.clone(),
+                    ..Secured::default()
+                },
             },
         };
         let deadline = Instant::now() + WAIT;
         let count = replicas.to_string();
         let slaves = format!("num-slaves\r\n${}\r\n{count}\r\n", count.len());
         loop {
-            let said = ask(port, &format!("SENTINEL master {SENTINEL_SERVICE}"), |r| {
-                r.contains("quorum")
-            })
-            .unwrap_or_default();
-            if said.contains(&slaves) {
+            let (said, ready) = if tls.is_some() {
+                // Over TLS, through redis-cli: that the sentinel sees the primary up.
+                let said = sentinel
+                    .server
+                    .cli(&["SENTINEL", "master", SENTINEL_SERVICE])
+                    .unwrap_or_default();
+                let ready = said.contains("flags\nmaster\n");
+                (said, ready)
+            } else {
+                let said = ask(port, &format!("SENTINEL master {SENTINEL_SERVICE}"), |r| {
+                    r.contains("quorum")
+                })
+                .unwrap_or_default();
+                let ready = said.contains(&slaves);
+                (said, ready)
+            };
+            if ready {
                 return sentinel;
             }
             assert!(

@@ -14,6 +14,10 @@
 //! With Redis Sentinel each new connection goes to the primary the sentinels name then,
 //! and the heartbeat asks `ROLE` instead of `PING`, so a connection to a primary demoted
 //! by a failover is replaced too.
+//!
+//! A `rediss://` URL is reached over TLS by redis-rs itself (rustls): trusting only
+//! `store.redis_ca_file` when it is set, else the system's roots, and presenting
+//! `store.redis_client_cert` where the server asks for a client certificate.
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -22,7 +26,7 @@ use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
 use redis::io::tcp::{TcpSettings, socket2::TcpKeepalive};
-use redis::{ConnectionInfo, RedisFuture, ToRedisArgs};
+use redis::{ConnectionAddr, ConnectionInfo, RedisFuture, TlsCertificates, ToRedisArgs};
 use tokio::sync::watch;
 use tokio_util::task::AbortOnDropHandle;
 
@@ -30,19 +34,27 @@ pub use super::breaker::Breaker;
 
 use super::breaker::timeout_error;
 use super::keys::Keys;
+use super::sentinel::Sentinels;
+use super::tls::{TlsFileError, certificates, client, tls_note};
 use crate::config::{SecretUrl, StoreConfig};
 
 /// Why Redis could not be set up at start-up.
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectError {
     /// The URL, or the connection.
-    #[error("redis at {url}: {source}")]
+    #[error("redis at {url}{tls}: {source}")]
     Redis {
         /// `store.redis_url` without credentials.
         url: String,
+        /// Empty without TLS; else which roots were trusted, and the key that sets them,
+        /// since a certificate the server's CA did not sign is the usual TLS failure.
+        tls: String,
         /// What failed.
         source: redis::RedisError,
     },
+    /// A TLS file (`store.redis_ca_file` and the client's) could not be read.
+    #[error(transparent)]
+    TlsFile(#[from] TlsFileError),
 }
 
 /// Receives every pub/sub message (the cluster's router); runs on redis-rs's connection
@@ -180,67 +192,12 @@ enum Servers {
     Sentinel(Sentinels),
 }
 
-/// Redis Sentinel (`store.redis_sentinels`): every new connection goes to the primary the
-/// sentinels name at that moment. A failover is followed by the heartbeat, which replaces
-/// a connection whose server fails or is no longer primary.
-struct Sentinels {
-    sentinels: Vec<ConnectionInfo>,
-    service: String,
-    /// `store.redis_url`'s password, user, database and settings; the address is the
-    /// primary's.
-    primary: ConnectionInfo,
-}
-
-impl Sentinels {
-    /// A client of the primary named by the first sentinel that answers within `timeout`
-    /// and knows the service.
-    async fn primary(&self, timeout: Duration) -> redis::RedisResult<redis::Client> {
-        let mut failure = None;
-        for sentinel in &self.sentinels {
-            match ask_sentinel(sentinel, &self.service, timeout).await {
-                Ok(Some((host, port))) => {
-                    let addr = redis::ConnectionAddr::Tcp(host, port);
-                    return redis::Client::open(self.primary.clone().set_addr(addr));
-                }
-                Ok(None) => {
-                    failure = Some(redis::RedisError::from((
-                        redis::ErrorKind::InvalidClientConfig,
-                        "a sentinel does not monitor store.redis_sentinel_service",
-                        self.service.clone(),
-                    )));
-                }
-                Err(e) => failure = Some(e),
-            }
-        }
-        Err(failure.unwrap_or_else(|| {
-            redis::RedisError::from((redis::ErrorKind::InvalidClientConfig, "no sentinels"))
-        }))
-    }
-}
-
-/// The primary's address as one sentinel knows it (`None`: not a service it monitors).
-async fn ask_sentinel(
-    sentinel: &ConnectionInfo,
-    service: &str,
-    timeout: Duration,
-) -> redis::RedisResult<Option<(String, u16)>> {
-    let ask = async {
-        let client = redis::Client::open(sentinel.clone())?;
-        let mut conn = client.get_multiplexed_async_connection().await?;
-        redis::cmd("SENTINEL")
-            .arg("get-master-addr-by-name")
-            .arg(service)
-            .query_async(&mut conn)
-            .await
-    };
-    tokio::time::timeout(timeout, ask)
-        .await
-        .map_err(|_| timeout_error())?
-}
-
 /// What it takes to open the connections again.
 struct Opener {
     servers: Servers,
+    /// For `rediss://` cluster nodes (a single server's and the sentinels' clients
+    /// hold their own).
+    certs: Option<TlsCertificates>,
     config: StoreConfig,
     route: Route,
     /// This replica's own channels, subscribed on every new pub/sub connection.
@@ -249,12 +206,21 @@ struct Opener {
 
 impl Opener {
     fn cluster(&self, nodes: &[ConnectionInfo]) -> ClusterClientBuilder {
-        ClusterClientBuilder::new(nodes.to_vec())
+        let builder = ClusterClientBuilder::new(nodes.to_vec())
             .use_protocol(redis::ProtocolVersion::RESP3)
             .connection_timeout(self.config.connect_timeout.get())
             .response_timeout(self.config.command_timeout.get())
             .tcp_settings(tcp_settings(self.config.tcp_keepalive.get()))
-            .retries(2)
+            .retries(2);
+        // TLS or not follows the first seed's scheme; the certificates only with TLS
+        // (given to plain nodes they would turn TLS on).
+        let tls = nodes
+            .first()
+            .is_some_and(|n| matches!(n.addr(), ConnectionAddr::TcpTls { .. }));
+        match &self.certs {
+            Some(certs) if tls => builder.certs(certs.clone()),
+            _ => builder,
+        }
     }
 
     /// The one server to connect to: `store.redis_url`, or the primary the sentinels
@@ -354,10 +320,13 @@ where
             sentinels.join(", ")
         )
     };
+    let tls = tls_note(config);
     let err = |source| ConnectError::Redis {
         url: url.clone(),
+        tls: tls.clone(),
         source,
     };
+    let certs = certificates(config)?;
     let servers = if config.redis_cluster {
         let seeds = std::iter::once(config.redis_url.expose())
             .chain(config.redis_nodes.iter().map(SecretUrl::expose));
@@ -379,24 +348,29 @@ where
             .set_redis_settings(settings)
             .set_tcp_settings(tcp_settings(config.tcp_keepalive.get()));
         if config.redis_sentinels.is_empty() {
-            Servers::Single(redis::Client::open(info).map_err(err)?)
+            Servers::Single(client(info, certs.as_ref()).map_err(err)?)
         } else {
             let sentinels = config
                 .redis_sentinels
                 .iter()
-                .map(|url| redis::IntoConnectionInfo::into_connection_info(url.expose()))
+                .map(|url| {
+                    let info = redis::IntoConnectionInfo::into_connection_info(url.expose())?;
+                    client(info, certs.as_ref())
+                })
                 .collect::<redis::RedisResult<Vec<_>>>()
                 .map_err(err)?;
             Servers::Sentinel(Sentinels {
                 sentinels,
                 service: config.redis_sentinel_service.clone(),
                 primary: info,
+                certs: certs.clone(),
             })
         }
     };
     let keys = Arc::new(Keys::new(&config.key_prefix));
     let mut opener = Opener {
         servers,
+        certs,
         config: config.clone(),
         route: Arc::new(|_| {}),
         channels: Vec::new(),

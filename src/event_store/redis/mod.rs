@@ -24,9 +24,12 @@ pub mod channel;
 pub mod keys;
 pub mod link;
 mod replay;
+mod sentinel;
+mod tls;
 
 pub use channel::{ControlFlag, StreamNews};
 pub use link::{ConnectError, RedisConn, RedisLink, connect};
+pub use tls::TlsFileError;
 pub use replay::decode_event;
 
 use std::collections::HashSet;
