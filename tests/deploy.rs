@@ -1,6 +1,7 @@
 //! The deployment examples stay true: the Kubernetes manifest's configuration loads with
-//! otpmcp's own loader and its timings fit the drain, and the nginx configuration passes
-//! `nginx -t` (Debian's nginx, installed by `scripts/test`).
+//! otpmcp's own loader and its timings fit the drain, it runs the image `scripts/image`
+//! builds for this version, and the nginx configuration passes `nginx -t` (Debian's
+//! nginx, installed by `scripts/test`). `scripts/image --test` checks that image serves.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -50,13 +51,12 @@ fn config_map_toml(manifest: &str) -> String {
         .join("\n")
 }
 
-#[test]
-fn the_kubernetes_example_loads_and_its_timings_fit_the_drain() {
-    let manifest = read("deploy/kubernetes/otpmcp.yaml");
-    let dir = scratch("k8s");
+/// The configuration a replica of the manifest loads: its ConfigMap as the overlay, and
+/// every variable it sets (a stand-in for the secret's value).
+fn manifest_config(manifest: &str, name: &str) -> Config {
+    let dir = scratch(name);
     let overlay = dir.join("otpmcp.toml");
-    std::fs::write(&overlay, config_map_toml(&manifest)).unwrap_or_else(|e| panic!("{e}"));
-    // Every variable the manifest sets, with a stand-in for the secret's value.
+    std::fs::write(&overlay, config_map_toml(manifest)).unwrap_or_else(|e| panic!("{e}"));
     let env: Vec<(String, String)> = manifest
         .lines()
         .filter_map(|line| line.trim().strip_prefix("- name: OTPMCP__"))
@@ -64,8 +64,14 @@ fn the_kubernetes_example_loads_and_its_timings_fit_the_drain() {
         .collect();
     assert!(!env.is_empty(), "the manifest sets the request-state key");
     // `dir` has no sys.toml: the defaults, the overlay, the environment.
-    let config = Config::load_with_env(&dir, &[overlay], env)
-        .unwrap_or_else(|e| panic!("the manifest's configuration: {e}"));
+    Config::load_with_env(&dir, &[overlay], env)
+        .unwrap_or_else(|e| panic!("the manifest's configuration: {e}"))
+}
+
+#[test]
+fn the_kubernetes_example_loads_and_its_timings_fit_the_drain() {
+    let manifest = read("deploy/kubernetes/otpmcp.yaml");
+    let config = manifest_config(&manifest, "k8s");
 
     let grace = number_after(&manifest, None, "terminationGracePeriodSeconds:");
     let pre_stop = number_after(&manifest, Some("preStop:"), "seconds:");
@@ -99,6 +105,51 @@ fn the_kubernetes_example_loads_and_its_timings_fit_the_drain() {
     assert!(
         !service.contains(&admin.to_string()),
         "the Service does not expose the admin listener"
+    );
+}
+
+/// The manifest names the tag `scripts/image` builds for this version, and the image
+/// listens where the manifest's configuration says and runs as a numeric user other than
+/// root (what `runAsNonRoot` can check).
+#[test]
+fn the_kubernetes_example_runs_this_versions_image() {
+    let manifest = read("deploy/kubernetes/otpmcp.yaml");
+    let images: Vec<&str> = manifest
+        .lines()
+        .filter_map(|line| line.trim().strip_prefix("image:"))
+        .map(str::trim)
+        .collect();
+    let tag = format!("otpmcp:{}", env!("CARGO_PKG_VERSION"));
+    assert_eq!(images, [tag.as_str()], "scripts/image builds {tag}");
+
+    let containerfile = read("deploy/image/Containerfile");
+    let instruction = |name: &str| {
+        containerfile
+            .lines()
+            .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
+            .unwrap_or_else(|| panic!("the Containerfile has no {name}"))
+    };
+    let user = instruction("USER");
+    let uid: u32 = user
+        .split(':')
+        .next()
+        .and_then(|uid| uid.parse().ok())
+        .unwrap_or_else(|| panic!("USER {user}: not a numeric uid"));
+    assert_ne!(uid, 0, "the image runs as root");
+    assert!(manifest.contains("runAsNonRoot: true"));
+
+    let config = manifest_config(&manifest, "k8s-image");
+    let exposed: Vec<u16> = instruction("EXPOSE")
+        .split_whitespace()
+        .map(|port| {
+            port.parse()
+                .unwrap_or_else(|e| panic!("EXPOSE {port}: {e}"))
+        })
+        .collect();
+    assert_eq!(
+        exposed,
+        [config.server.bind.port(), config.admin.bind.port()],
+        "EXPOSE: server.bind's port, then admin.bind's"
     );
 }
 
