@@ -29,7 +29,6 @@ mod tls;
 
 pub use channel::{ControlFlag, StreamNews};
 pub use link::{ConnectError, RedisConn, RedisLink, connect};
-pub use tls::TlsFileError;
 pub use replay::decode_event;
 
 use std::collections::HashSet;
