@@ -235,6 +235,7 @@ pub(crate) async fn launch(
             link.replica,
             Arc::new(leases),
             Arc::new(TaskBus::new(link.clone())),
+            link.format.clone(),
         );
         NewsRelay::start(&news, link.clone())
     });

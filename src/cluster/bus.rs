@@ -27,6 +27,7 @@ use redis::{PushInfo, PushKind, Value};
 use super::keeper::Stops;
 use super::relay::{NewsMessage, TaskMessage};
 use crate::event_store::EventStoreHandle;
+use crate::event_store::format;
 use crate::event_store::redis::keys::{Channel, Keys};
 use crate::event_store::redis::{StreamNews, channel};
 use crate::server_news::NewsHub;
@@ -99,18 +100,18 @@ impl Router {
             }
             Some(Channel::Broadcast) if self.stops.heard(message, self.replica) => {}
             Some(Channel::Replica(_) | Channel::Broadcast) => {
-                match serde_json::from_slice::<SessionNews>(message) {
+                match format::from_slice::<SessionNews>("session news", message) {
                     Ok(news) if news.origin() == Some(self.replica) => {}
                     Ok(news) => self.sessions.remote(news),
                     Err(e) => tracing::warn!(error = %e, "undecodable message on the bus"),
                 }
             }
-            Some(Channel::News) => match serde_json::from_slice::<NewsMessage>(message) {
+            Some(Channel::News) => match format::from_slice::<NewsMessage>("news", message) {
                 Ok(m) if m.origin == self.replica => {}
                 Ok(m) => self.news.publish_remote(m.news),
                 Err(e) => tracing::warn!(error = %e, "undecodable message on the news channel"),
             },
-            Some(Channel::Task(_)) => match serde_json::from_slice::<TaskMessage>(message) {
+            Some(Channel::Task(_)) => match format::from_slice::<TaskMessage>("task signal", message) {
                 Ok(m) => {
                     // Never waits here (the connection's task): the registry hop runs apart.
                     let tasks = self.tasks.clone();

@@ -19,6 +19,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
+use crate::event_store::format::{self, CURRENT_FORMAT};
 use crate::event_store::redis::RedisLink;
 use crate::handler::BoxFuture;
 use crate::ids::{SessionId, StreamKey, StreamNo};
@@ -39,19 +40,27 @@ pub const RESTARTED_MESSAGE: &str =
 /// lapsed by itself has it, so a reaper can tell a planned stop from a lost replica.
 const RELEASED: u64 = 0;
 
-/// Renews this replica's lease; returns the replicas whose lease has lapsed. Also keeps
-/// the replica counter (KEYS[2]) at or above our number, so a Redis that lost its data
-/// cannot hand our number to a new replica.
+/// Renews this replica's lease and states the newest shared format it reads (KEYS[4],
+/// ARGV[3]); returns the oldest format a live replica reads (one without an entry
+/// predates formats: 1) and the replicas whose lease has lapsed. Also keeps the replica
+/// counter (KEYS[2]) at or above our number, so a Redis that lost its data cannot hand
+/// our number to a new replica.
 const RENEW: &str = r"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
+redis.call('HSET', KEYS[4], ARGV[1], ARGV[3])
 -- Our in-flight table goes too if, against all odds, nobody ever reaps it.
 redis.call('PEXPIRE', KEYS[3], 86400000)
 if tonumber(redis.call('GET', KEYS[2]) or '0') < tonumber(ARGV[1]) then
   redis.call('SET', KEYS[2], ARGV[1])
 end
-return redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'WITHSCORES')
+local oldest = tonumber(ARGV[3])
+for _, live in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. now, '+inf')) do
+  local reads = tonumber(redis.call('HGET', KEYS[4], live) or '1')
+  if reads < oldest then oldest = reads end
+end
+return {oldest, redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'WITHSCORES')}
 ";
 
 /// A request that lost its replica: where to answer and with which id.
@@ -72,10 +81,11 @@ pub struct Orphan {
     pub nonce: u64,
 }
 
-/// Forgets a lapsed replica (KEYS[1] the replicas, KEYS[2] its in-flight table) if no
-/// request of it is left.
+/// Forgets a lapsed replica (KEYS[1] the replicas, KEYS[2] its in-flight table, KEYS[3]
+/// the formats) if no request of it is left.
 const RETIRE: &str = r"
 if redis.call('HLEN', KEYS[2]) > 0 then return 0 end
+redis.call('HDEL', KEYS[3], ARGV[1])
 return redis.call('ZREM', KEYS[1], ARGV[1])
 ";
 
@@ -114,7 +124,8 @@ impl Leases {
         request: &RequestId,
         handover: Option<&Handover>,
     ) -> redis::RedisResult<()> {
-        self.hold_as(&field(key), &entry_value(request, handover))
+        let value = entry_value(self.link.format.get(), request, handover);
+        self.hold_as(&field(key), &value)
             .await
     }
 
@@ -160,7 +171,8 @@ impl Leases {
         }
     }
 
-    /// Renews our lease; returns the replicas whose lease has lapsed.
+    /// Renews our lease and learns the format to write (`store.write_format`); returns
+    /// the replicas whose lease has lapsed.
     pub async fn renew(&self) -> redis::RedisResult<Vec<Lapsed>> {
         let mut conn = self.link.commands();
         let ttl_ms = u64::try_from(self.ttl.as_millis()).unwrap_or(u64::MAX);
@@ -168,10 +180,13 @@ impl Leases {
         invocation
             .key(self.link.keys.replica_counter())
             .key(self.link.keys.inflight(self.link.replica))
+            .key(self.link.keys.formats())
             .arg(self.link.replica)
-            .arg(ttl_ms);
-        let call = invocation.invoke_async::<Vec<(u64, f64)>>(&mut conn);
-        let lapsed = self.link.breaker.guard("lease", call).await?;
+            .arg(ttl_ms)
+            .arg(CURRENT_FORMAT);
+        let call = invocation.invoke_async::<(u8, Vec<(u64, f64)>)>(&mut conn);
+        let (oldest, lapsed) = self.link.breaker.guard("lease", call).await?;
+        self.link.format.learn(oldest);
         Ok(lapsed
             .into_iter()
             .filter(|(r, _)| *r != self.link.replica)
@@ -231,6 +246,7 @@ impl Leases {
         let mut invocation = script.key(self.link.keys.replicas());
         invocation
             .key(self.link.keys.inflight(replica))
+            .key(self.link.keys.formats())
             .arg(replica);
         let call = invocation.invoke_async::<i64>(&mut conn);
         if let Ok(1) = self.link.breaker.guard("lease", call).await {
@@ -308,12 +324,16 @@ struct Entry {
     handover: Handover,
 }
 
-fn entry_value(request: &RequestId, handover: Option<&Handover>) -> String {
+fn entry_value(version: u8, request: &RequestId, handover: Option<&Handover>) -> String {
     let value = match handover {
-        Some(handover) => serde_json::to_string(&Entry {
-            id: request.clone(),
-            handover: handover.clone(),
-        }),
+        Some(handover) => format::to_string(
+            version,
+            &Entry {
+                id: request.clone(),
+                handover: handover.clone(),
+            },
+        ),
+        // The same in every format (module `format`).
         None => serde_json::to_string(request),
     };
     value.unwrap_or_else(|_| "null".into())
@@ -323,7 +343,7 @@ fn parse_entry(value: &str) -> Option<(RequestId, Option<Handover>)> {
     if let Ok(id) = serde_json::from_str::<RequestId>(value) {
         return Some((id, None));
     }
-    let entry = serde_json::from_str::<Entry>(value).ok()?;
+    let entry = format::from_slice::<Entry>("in-flight entry", value.as_bytes()).ok()?;
     Some((entry.id, Some(entry.handover)))
 }
 
@@ -367,6 +387,7 @@ pub fn orphan(lapsed: Lapsed, field: String, value: &str) -> Option<Orphan> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::event_store::format::OLDEST_FORMAT;
 
     const LOST: Lapsed = Lapsed {
         replica: 3,
@@ -419,14 +440,17 @@ mod tests {
             principal: None,
         };
         let id = RequestId::Number(7);
-        let value = entry_value(&id, Some(&handover));
-        let Some(o) = orphan(LOST, field.clone(), &value) else {
-            panic!("an entry with a handover is an orphan: {value}");
-        };
-        assert_eq!(o.request, id);
-        assert_eq!(o.handover, Some(handover));
-        // Replicas without handovers wrote, and read, the bare id.
-        let bare = entry_value(&id, None);
+        for version in OLDEST_FORMAT..=CURRENT_FORMAT {
+            let value = entry_value(version, &id, Some(&handover));
+            assert_eq!(format::version(value.as_bytes()), version);
+            let Some(o) = orphan(LOST, field.clone(), &value) else {
+                panic!("an entry with a handover is an orphan: {value}");
+            };
+            assert_eq!(o.request, id);
+            assert_eq!(o.handover.as_ref(), Some(&handover));
+        }
+        // Replicas without handovers wrote, and read, the bare id: in every format.
+        let bare = entry_value(CURRENT_FORMAT, &id, None);
         assert_eq!(bare, "7");
         let o = orphan(LOST, field, &bare).map(|o| (o.request, o.handover));
         assert_eq!(o, Some((id, None)));

@@ -7,6 +7,7 @@
 use serde::{Deserialize, Serialize};
 use tokio_util::task::AbortOnDropHandle;
 
+use crate::event_store::format;
 use crate::event_store::redis::RedisLink;
 use crate::handler::BoxFuture;
 use crate::server_news::{NewsHub, ServerNews};
@@ -55,7 +56,7 @@ impl TaskSignals for TaskBus {
                 task_id: id.to_owned(),
                 signal,
             };
-            let body = serde_json::to_vec(&message).map_err(|e| e.to_string())?;
+            let body = format::to_vec(self.link.format.get(), &message).map_err(|e| e.to_string())?;
             self.link
                 .publish("bus", self.link.keys.task_channel(owner), body)
                 .await
@@ -97,7 +98,7 @@ impl NewsRelay {
                             origin: link.replica,
                             news: item.news,
                         };
-                        let Ok(body) = serde_json::to_vec(&message) else {
+                        let Ok(body) = format::to_vec(link.format.get(), &message) else {
                             continue;
                         };
                         if let Err(e) = link.publish("bus", link.keys.news_channel(), body).await {

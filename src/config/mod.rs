@@ -48,7 +48,7 @@ pub use secret::{Secret, SecretUrl, is_secret_name, redact_query, redact_url};
 pub use server::{ClientAddressHeader, ServerConfig};
 pub use sse::SseConfig;
 pub use stateless::StatelessConfig;
-pub use store::{BackendKind, StoreConfig};
+pub use store::{BackendKind, CURRENT_FORMAT, OLDEST_FORMAT, StoreConfig, WriteFormatSetting};
 pub use supervisor::SupervisorConfig;
 pub use tasks::TasksConfig;
 pub use telemetry::TelemetryConfig;

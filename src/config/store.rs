@@ -76,6 +76,75 @@ pub struct StoreConfig {
     /// from its start by another replica, on the same stream; off, it ends with an error
     /// that says it may be retried.
     pub hand_over_calls: bool,
+    /// The format version of what this replica writes to Redis for the others to read
+    /// (docs/deployment.md, Upgrades and rollbacks). `"auto"`: the oldest format a live
+    /// replica reads, learned at each lease renewal, so a rolling upgrade never writes
+    /// what a replica of the version before cannot read. A number pins it: during an
+    /// upgrade, the previous version's, to keep a rollback open after every replica runs
+    /// the new one.
+    pub write_format: WriteFormatSetting,
+}
+
+/// The first version of the shared formats (0.1.0's), which this build still reads.
+pub const OLDEST_FORMAT: u8 = 1;
+/// The version of the shared formats this build reads and writes by default.
+pub const CURRENT_FORMAT: u8 = 2;
+
+/// `store.write_format`: learned from the live replicas, or pinned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WriteFormatSetting {
+    /// The oldest format any live replica reads.
+    #[default]
+    Auto,
+    /// This version, whatever the others read.
+    Pinned(u8),
+}
+
+impl Serialize for WriteFormatSetting {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Self::Auto => s.serialize_str("auto"),
+            Self::Pinned(v) => s.serialize_u8(*v),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for WriteFormatSetting {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = WriteFormatSetting;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                write!(
+                    f,
+                    "\"auto\" or a format version ({OLDEST_FORMAT} to {CURRENT_FORMAT})"
+                )
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                match v {
+                    "auto" => Ok(WriteFormatSetting::Auto),
+                    v => v
+                        .parse()
+                        .map_err(|_| E::invalid_value(serde::de::Unexpected::Str(v), &self))
+                        .and_then(|n| self.visit_u64(n)),
+                }
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Self::Value, E> {
+                u8::try_from(v)
+                    .ok()
+                    .filter(|v| (OLDEST_FORMAT..=CURRENT_FORMAT).contains(v))
+                    .map(WriteFormatSetting::Pinned)
+                    .ok_or_else(|| E::invalid_value(serde::de::Unexpected::Unsigned(v), &self))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Self::Value, E> {
+                match u64::try_from(v) {
+                    Ok(v) => self.visit_u64(v),
+                    Err(_) => Err(E::invalid_value(serde::de::Unexpected::Signed(v), &self)),
+                }
+            }
+        }
+        d.deserialize_any(Visitor)
+    }
 }
 
 impl Default for StoreConfig {
@@ -99,6 +168,7 @@ impl Default for StoreConfig {
             tcp_keepalive: NonZeroDuration::from_secs(15),
             lease_ttl: NonZeroDuration::from_secs(10),
             hand_over_calls: true,
+            write_format: WriteFormatSetting::Auto,
         }
     }
 }

@@ -30,6 +30,7 @@
 pub mod actor;
 pub mod backend;
 pub mod feed;
+pub mod format;
 pub mod memory;
 pub mod redis;
 

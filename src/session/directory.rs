@@ -13,6 +13,7 @@ use serde_json::Value;
 
 use super::replica_news::SessionNews;
 use super::{NewSession, SessionId};
+use crate::event_store::format;
 use crate::event_store::redis::RedisLink;
 use crate::protocol::methods::{ListKind, LoggingLevel};
 use crate::protocol::{ErrorObject, RequestId};
@@ -398,7 +399,7 @@ async fn publish(
     channel: String,
     msg: &SessionNews,
 ) -> Result<(), DirectoryError> {
-    let body = serde_json::to_vec(msg).unwrap_or_default();
+    let body = format::to_vec(link.format.get(), msg).unwrap_or_default();
     link.publish("bus", channel, body).await?;
     Ok(())
 }

@@ -35,6 +35,7 @@ use crate::event_store::{
     Event, EventStoreHandle, Feed, REPLAY_PAGE, Replay, ReplayOutcome, StoreCallError, StoreError,
     StreamKey,
 };
+use crate::event_store::format;
 use crate::protocol::ErrorObject;
 use crate::stream::budget::{ByteBudget, Reserved};
 
@@ -175,7 +176,7 @@ impl TaskHandle {
     /// Task `id`'s record whoever's it is, for a follower already allowed to read it.
     async fn record(&self, id: &str) -> Result<Option<super::TaskRecord>, StoreCallError> {
         let bytes = self.inner.store.get_record(id).await?;
-        Ok(bytes.and_then(|b| serde_json::from_slice(&b).ok()))
+        Ok(bytes.and_then(|b| format::from_slice(super::TASK_RECORD, &b).ok()))
     }
 }
 

@@ -30,11 +30,15 @@ use serde_json::{Map, Value};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::auth::Principal;
+use crate::event_store::format::{self, CURRENT_FORMAT, WriteFormat};
 use crate::event_store::{EventStoreHandle, Quota, StreamWriter};
 use crate::handler::{BoxFuture, Outbox};
 use crate::protocol::{ErrorObject, Outgoing};
 use crate::server_news::{NewsHub, ServerNews};
 pub use follow::Followed;
+
+/// What a task record is called where its reading warns.
+const TASK_RECORD: &str = "task record";
 use record::{TaskRecord, TaskStatus, TaskWork, new_task_id, now_ms};
 use registry::RegistryMsg;
 pub use runner::{TaskMsg, TaskOutbox};
@@ -168,6 +172,9 @@ struct Inner {
     leases: OnceLock<Arc<dyn TaskLeases>>,
     signals: OnceLock<Arc<dyn TaskSignals>>,
     rerun: OnceLock<Arc<dyn Rerun>>,
+    /// The shared formats' version records are written in, once in a cluster (the
+    /// current one otherwise).
+    format: OnceLock<WriteFormat>,
 }
 
 impl std::fmt::Debug for TaskHandle {
@@ -252,20 +259,29 @@ impl TaskHandle {
                 leases: OnceLock::new(),
                 signals: OnceLock::new(),
                 rerun: OnceLock::new(),
+                format: OnceLock::new(),
             }),
         }
     }
 
-    /// Joins the cluster as replica `replica`, with its leases and bus (Redis only).
+    /// Joins the cluster as replica `replica`, with its leases and bus, writing records
+    /// in `format` (Redis only).
     pub fn join_cluster(
         &self,
         replica: u64,
         leases: Arc<dyn TaskLeases>,
         signals: Arc<dyn TaskSignals>,
+        format: WriteFormat,
     ) {
         let _ = self.inner.replica.set(replica);
         let _ = self.inner.leases.set(leases);
         let _ = self.inner.signals.set(signals);
+        let _ = self.inner.format.set(format);
+    }
+
+    /// The version to write a record in.
+    fn write_format(&self) -> u8 {
+        self.inner.format.get().map_or(CURRENT_FORMAT, WriteFormat::get)
     }
 
     fn replica(&self) -> u64 {
@@ -409,8 +425,9 @@ impl TaskHandle {
             terminal: record.is_terminal(),
         };
         self.append(&record.id, status).await;
-        let bytes =
-            Bytes::from(serde_json::to_vec(record).map_err(|e| TaskError::Unavailable(e.to_string()))?);
+        let bytes = format::to_vec(self.write_format(), record)
+            .map_err(|e| TaskError::Unavailable(e.to_string()))?;
+        let bytes = Bytes::from(bytes);
         let ttl = record.remaining(now_ms());
         let store = &self.inner.store;
         let stored = match quota {
@@ -466,7 +483,8 @@ impl TaskHandle {
             .await
             .map_err(|e| TaskError::Unavailable(e.to_string()))?
             .ok_or_else(not_found)?;
-        let record: TaskRecord = serde_json::from_slice(&bytes).map_err(|_| not_found())?;
+        let record: TaskRecord =
+            format::from_slice(TASK_RECORD, &bytes).map_err(|_| not_found())?;
         // A task is visible only to the principal that created it, and only with its
         // tool's scopes (a token down-scoped since is refused as the tool would be).
         let owner = principal.map(|p| p.owner().to_string());
@@ -489,7 +507,8 @@ impl TaskHandle {
         let Ok(bytes) = self.inner.store.get_record(id).await else {
             return;
         };
-        let Some(mut record) = bytes.and_then(|b| serde_json::from_slice::<TaskRecord>(&b).ok())
+        let Some(mut record) =
+            bytes.and_then(|b| format::from_slice::<TaskRecord>(TASK_RECORD, &b).ok())
         else {
             return;
         };

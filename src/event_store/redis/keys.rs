@@ -21,6 +21,7 @@
 //! | `P:bus:task:<r>` | channel | signals for the tasks running on replica `r` |
 //! | `P:{P}:replicas` | sorted set | live replicas, scored by lease expiry |
 //! | `P:{P}:replica-seq` | counter | the last replica number given out |
+//! | `P:{P}:formats` | hash | per replica, the newest shared format it reads (absent: 1) |
 //! | `P:{P}:inflight:<r>` | hash | requests running on replica `r` |
 //! | `P:claim:<r>:<field>` | string | who answers an entry of a lapsed replica |
 //! | `P:task:<id>` | string | a task's record |
@@ -102,6 +103,11 @@ impl Keys {
     /// The counter that numbers replicas.
     pub fn replica_counter(&self) -> String {
         self.cluster_wide("replica-seq")
+    }
+
+    /// The format version each replica reads and writes at most (absent: format 1).
+    pub fn formats(&self) -> String {
+        self.cluster_wide("formats")
     }
 
     /// The sorted set of live replicas, scored by the expiry of their lease.

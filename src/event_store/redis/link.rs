@@ -37,6 +37,7 @@ use super::keys::Keys;
 use super::sentinel::Sentinels;
 use super::tls::{TlsFileError, certificates, client, tls_note};
 use crate::config::{SecretUrl, StoreConfig};
+use crate::event_store::format::WriteFormat;
 
 /// Why Redis could not be set up at start-up.
 #[derive(Debug, thiserror::Error)]
@@ -73,6 +74,9 @@ pub struct RedisLink {
     pub unstored: Arc<std::sync::atomic::AtomicU64>,
     /// Open after a failure: callers skip Redis for `retry_interval` instead of waiting.
     pub breaker: Breaker,
+    /// The shared formats' version to write (`store.write_format`), kept by the lease
+    /// keeper.
+    pub format: WriteFormat,
 }
 
 /// A connection to one Redis server (which redis-rs reconnects by itself), or to a Redis
@@ -420,6 +424,7 @@ where
         replica,
         unstored: Arc::default(),
         breaker,
+        format: WriteFormat::new(config.write_format),
     })
 }
 

@@ -182,7 +182,8 @@ impl RedisStore {
         invocation
             .arg(op)
             .arg(arg)
-            .arg(millis(self.retention.event_ttl));
+            .arg(millis(self.retention.event_ttl))
+            .arg(link.format.get());
         let call = invocation.invoke_async(&mut conn);
         link.breaker.guard(op, call).await.map_err(|_| UNAVAILABLE)
     }

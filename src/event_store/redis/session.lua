@@ -1,5 +1,6 @@
--- ARGV: 1 op, 2 stream no or session ttl ms, 3 ttl ms
--- op 'open': registers the session (ARGV[2] = session ttl); returns 0.
+-- ARGV: 1 op, 2 stream no or session ttl ms, 3 ttl ms, 4 the shared format written
+-- op 'open': registers the session (ARGV[2] = session ttl) and, from format 2, the
+--   format of its keys; returns 0.
 -- op 'complete': ends stream ARGV[2] with no final event; returns 0, or -1 if unknown.
 -- op 'forget': drops every key of the session; returns 0.
 -- op 'sweep': drops events older than ARGV[3]; returns the count, or -1 if the session
@@ -11,6 +12,7 @@
 local op = ARGV[1]
 if op == 'open' then
   redis.call('HSET', KEYS[1], 'open', 1)
+  if tonumber(ARGV[4] or '1') > 1 then redis.call('HSET', KEYS[1], 'format', ARGV[4]) end
   keep_alive(ARGV[2])
   return 0
 end
