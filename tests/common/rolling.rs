@@ -84,8 +84,8 @@ pub struct Tally {
     /// Tasks completed, and of those, handed on by a restart at least once.
     pub tasks: [AtomicU64; 2],
     /// Task event streams read to their end, and the times one was opened again after
-    /// a cut (the reader's own, or a replica's drain).
-    pub task_streams: [AtomicU64; 2],
+    /// a cut: the reader's own, and a draining replica's.
+    pub task_streams: [AtomicU64; 3],
     /// How long each session call and each 2026-07-28 call took, whole.
     pub latencies: [std::sync::Mutex<Vec<Duration>>; 2],
 }
@@ -293,10 +293,12 @@ pub async fn task_stream_load(url: String, stop: Arc<AtomicBool>, tally: Arc<Tal
                 .wrapping_add(1442695040888963407);
             let most = 1 + (cuts >> 33) % 40;
             let mut read = 0;
+            let mut drained = false;
             let ended = loop {
                 let message = stream.next_json().await;
                 // Cut by a drain (a `retry:` hint, then the end of the stream).
                 if message.is_null() {
+                    drained = true;
                     break false;
                 }
                 if message["id"] == rid {
@@ -322,7 +324,7 @@ pub async fn task_stream_load(url: String, stop: Arc<AtomicBool>, tally: Arc<Tal
             }
             // Dropping the reader closes the connection mid-stream.
             drop(stream);
-            tally.task_streams[1].fetch_add(1, Ordering::Relaxed);
+            tally.task_streams[1 + usize::from(drained)].fetch_add(1, Ordering::Relaxed);
         }
         assert_task_stream(&id, &events);
         tally.task_streams[0].fetch_add(1, Ordering::Relaxed);
