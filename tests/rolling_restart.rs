@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use common::nginx::Nginx;
 use common::redis::{RedisServer, free_port};
-use common::rolling::{self, Build, CALLS_BETWEEN, Tally};
+use common::rolling::{self, Build, CALLS_BETWEEN, Mix, Tally};
 
 const REPLICAS: usize = 3;
 
@@ -46,7 +46,12 @@ async fn replicas_restarted_in_turn_behind_nginx_lose_no_call() {
     let nginx = Nginx::start(&ports).await;
     let stop = Arc::new(AtomicBool::new(false));
     let tally = Arc::new(Tally::default());
-    let load = rolling::start_load(&nginx.url, 0, &stop, &tally);
+    let mix = Mix {
+        long: 1,
+        tasks: 1,
+        task_streams: 0,
+    };
+    let load = rolling::start_load(&nginx.url, mix, &stop, &tally);
     for _round in 0..rounds() {
         for (n, port) in ports.iter().enumerate() {
             // A rolling restart's pace: the calls of a few seconds complete between two

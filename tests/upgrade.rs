@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use common::nginx::Nginx;
 use common::redis::{RedisServer, free_port};
-use common::rolling::{self, Build, CALLS_BETWEEN, Tally};
+use common::rolling::{self, Build, CALLS_BETWEEN, Mix, Tally};
 
 const REPLICAS: usize = 3;
 
@@ -37,6 +37,10 @@ const UNREADABLE: &[&str] = &[
     "unsupported format",
     "panicked",
 ];
+
+/// What a replica logs when it runs a task a drain stopped elsewhere (counted for the
+/// summary only: how often a task crossed from one replica to another).
+const HANDED_ON_LOG: &str = "runs again here";
 
 /// The previous release, from the environment `scripts/upgrade-test` sets.
 fn previous() -> Build {
@@ -85,20 +89,27 @@ impl Logs {
         std::process::Stdio::from(file)
     }
 
-    /// The lines of every log that say a record or message could not be read.
-    fn unreadable(&self) -> Vec<String> {
+    /// The lines of every log that `matching` picks, each after its file's name.
+    fn lines(&self, matching: impl Fn(&str) -> bool) -> Vec<String> {
         let mut found = Vec::new();
         for path in &self.files {
             let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
             let name = path.file_name().unwrap_or_default().to_string_lossy();
-            for line in text.lines() {
-                let lower = line.to_lowercase();
-                if UNREADABLE.iter().any(|word| lower.contains(word)) {
-                    found.push(format!("{name}: {line}"));
-                }
-            }
+            found.extend(
+                text.lines()
+                    .filter(|line| matching(line))
+                    .map(|line| format!("{name}: {line}")),
+            );
         }
         found
+    }
+
+    /// The lines that say a record or message could not be read.
+    fn unreadable(&self) -> Vec<String> {
+        self.lines(|line| {
+            let lower = line.to_lowercase();
+            UNREADABLE.iter().any(|word| lower.contains(word))
+        })
     }
 }
 
@@ -119,7 +130,14 @@ async fn an_upgrade_and_a_rollback_behind_nginx_lose_nothing() {
     let nginx = Nginx::start(&ports).await;
     let stop = Arc::new(AtomicBool::new(false));
     let tally = Arc::new(Tally::default());
-    let load = rolling::start_load(&nginx.url, 1, &stop, &tally);
+    // More long-lived clients than tests/rolling_restart.rs has, so that each drain
+    // likely hands some on from one release to the other.
+    let mix = Mix {
+        long: 2,
+        tasks: 2,
+        task_streams: 3,
+    };
+    let load = rolling::start_load(&nginx.url, mix, &stop, &tally);
     // Each replica upgraded in turn; the first rolled back, then upgraded again.
     let steps = [
         (0, "current", &current),
@@ -147,7 +165,7 @@ async fn an_upgrade_and_a_rollback_behind_nginx_lose_nothing() {
         }
     }
     eprintln!(
-        "upgrade: {} replacements (3 upgraded, 1 rolled back, 1 upgraded again); {} session calls exact ({} resumes), p99 {:?}; {} 2026-07-28 calls exact, p99 {:?}; long calls: {} whole, {} handed on and whole; {} tasks completed ({} seen handed on); {} task streams exactly once (resumed after {} cuts of their own, {} by a drain); refused and sent again: {} (502), {} (503); logs in {}",
+        "upgrade: {} replacements (3 upgraded, 1 rolled back, 1 upgraded again); {} session calls exact ({} resumes), p99 {:?}; {} 2026-07-28 calls exact, p99 {:?}; long calls: {} whole, {} handed on and whole; {} tasks completed ({} seen handed on; the replicas logged {} runs of a stopped replica's task); {} task streams exactly once (resumed after {} cuts of their own, {} by a drain); refused and sent again: {} (502), {} (503); logs in {}",
         steps.len(),
         tally.calls.load(Ordering::Relaxed),
         tally.resumes.load(Ordering::Relaxed),
@@ -158,6 +176,7 @@ async fn an_upgrade_and_a_rollback_behind_nginx_lose_nothing() {
         tally.long[1].load(Ordering::Relaxed),
         tally.tasks[0].load(Ordering::Relaxed),
         tally.tasks[1].load(Ordering::Relaxed),
+        logs.lines(|line| line.contains(HANDED_ON_LOG)).len(),
         tally.task_streams[0].load(Ordering::Relaxed),
         tally.task_streams[1].load(Ordering::Relaxed),
         tally.task_streams[2].load(Ordering::Relaxed),

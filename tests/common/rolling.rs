@@ -42,7 +42,8 @@ impl Build {
     }
 
     /// A replica of this build on `redis`, at 127.0.0.1:`port`, with a short lease and
-    /// the stateless key every replica shares; its log (stderr) to `log`.
+    /// the stateless key every replica shares; its log (stderr, warnings and worse, which
+    /// tests/upgrade.rs reads) to `log`.
     pub async fn replica(&self, redis: &str, port: u16, log: std::process::Stdio) -> Binary {
         let config = self.tree.join("config");
         let redis_toml = config.join("redis.toml");
@@ -58,6 +59,7 @@ impl Build {
             &[
                 ("OTPMCP__STORE__REDIS_URL", redis),
                 ("OTPMCP__STORE__LEASE_TTL", "1s"),
+                ("OTPMCP__TELEMETRY__LOG_FILTER", "warn"),
                 (
                     "OTPMCP__STATELESS__REQUEST_STATE_KEY",
                     "rolling-restart-test-key-0123456789",
@@ -411,12 +413,21 @@ pub async fn stateless_load(url: String, stop: Arc<AtomicBool>, tally: Arc<Tally
     }
 }
 
-/// The load both tests put on the replicas behind `url`: four sessions of short streamed
-/// calls, one of long calls, durable tasks polled and, when `task_streams`, followed by
-/// their event streams, and two clients of 2026-07-28 calls.
+/// How many clients of each long-lived kind a load has, beside its four sessions of
+/// short streamed calls and two clients of 2026-07-28 calls: sessions of long calls,
+/// pollers of durable tasks, and followers of task event streams. The more there are,
+/// the likelier a drain stops one mid-way and hands it on.
+#[derive(Debug, Clone, Copy)]
+pub struct Mix {
+    pub long: usize,
+    pub tasks: usize,
+    pub task_streams: usize,
+}
+
+/// Starts the load of `mix` on the replicas behind `url`.
 pub fn start_load(
     url: &str,
-    task_streams: usize,
+    mix: Mix,
     stop: &Arc<AtomicBool>,
     tally: &Arc<Tally>,
 ) -> tokio::task::JoinSet<()> {
@@ -429,14 +440,18 @@ pub fn start_load(
             tally.clone(),
         ));
     }
-    load.spawn(session_load(
-        url.to_owned(),
-        LONG_EVENTS,
-        stop.clone(),
-        tally.clone(),
-    ));
-    load.spawn(task_load(url.to_owned(), stop.clone(), tally.clone()));
-    for _ in 0..task_streams {
+    for _ in 0..mix.long {
+        load.spawn(session_load(
+            url.to_owned(),
+            LONG_EVENTS,
+            stop.clone(),
+            tally.clone(),
+        ));
+    }
+    for _ in 0..mix.tasks {
+        load.spawn(task_load(url.to_owned(), stop.clone(), tally.clone()));
+    }
+    for _ in 0..mix.task_streams {
         load.spawn(task_stream_load(
             url.to_owned(),
             stop.clone(),
