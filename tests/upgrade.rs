@@ -113,6 +113,15 @@ impl Logs {
     }
 }
 
+impl Drop for Logs {
+    /// Kept for a failed run to be read; gone after a passing one.
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs nginx and the previous release's binary; scripts/upgrade-test runs it"]
 async fn an_upgrade_and_a_rollback_behind_nginx_lose_nothing() {
@@ -165,7 +174,7 @@ async fn an_upgrade_and_a_rollback_behind_nginx_lose_nothing() {
         }
     }
     eprintln!(
-        "upgrade: {} replacements (3 upgraded, 1 rolled back, 1 upgraded again); {} session calls exact ({} resumes), p99 {:?}; {} 2026-07-28 calls exact, p99 {:?}; long calls: {} whole, {} handed on and whole; {} tasks completed ({} seen handed on; the replicas logged {} runs of a stopped replica's task); {} task streams exactly once (resumed after {} cuts of their own, {} by a drain); refused and sent again: {} (502), {} (503); logs in {}",
+        "upgrade: {} replacements (3 upgraded, 1 rolled back, 1 upgraded again); {} session calls exact ({} resumes), p99 {:?}; {} 2026-07-28 calls exact, p99 {:?}; long calls: {} whole, {} handed on and whole; {} tasks completed ({} seen handed on; the replicas logged {} runs of a stopped replica's task); {} task streams exactly once (resumed after {} cuts of their own, {} by a drain); refused and sent again: {} (502), {} (503)",
         steps.len(),
         tally.calls.load(Ordering::Relaxed),
         tally.resumes.load(Ordering::Relaxed),
@@ -182,7 +191,6 @@ async fn an_upgrade_and_a_rollback_behind_nginx_lose_nothing() {
         tally.task_streams[2].load(Ordering::Relaxed),
         tally.refused[0].load(Ordering::Relaxed),
         tally.refused[1].load(Ordering::Relaxed),
-        logs.dir.display(),
     );
     let unreadable = logs.unreadable();
     for line in &unreadable {
@@ -190,8 +198,9 @@ async fn an_upgrade_and_a_rollback_behind_nginx_lose_nothing() {
     }
     assert!(
         unreadable.is_empty(),
-        "{} log lines of records or messages a replica could not read (above)",
-        unreadable.len()
+        "{} log lines of records or messages a replica could not read (above; the logs are in {})",
+        unreadable.len(),
+        logs.dir.display()
     );
     assert!(tally.stateless.load(Ordering::Relaxed) > 0);
     assert!(
