@@ -22,6 +22,7 @@ pub mod nginx;
 pub mod outage;
 pub mod redis;
 pub mod relay;
+pub mod rolling;
 pub mod stateless;
 pub mod stdio;
 
@@ -172,12 +173,25 @@ impl Binary {
     }
 
     async fn spawn(args: &[&str], env: &[(&str, &str)], stderr: std::process::Stdio) -> Self {
+        let program = std::path::Path::new(env!("CARGO_BIN_EXE_otpmcp"));
+        let config = concat!(env!("CARGO_MANIFEST_DIR"), "/config/test.toml");
+        Self::launch(program, std::path::Path::new(config), args, env, stderr).await
+    }
+
+    /// Another build's binary at `program`, started as [`Binary::start`] starts this
+    /// build's, with `test_config` (that build's `config/test.toml`) first and its log
+    /// (stderr) to `stderr`.
+    pub async fn launch(
+        program: &std::path::Path,
+        test_config: &std::path::Path,
+        args: &[&str],
+        env: &[(&str, &str)],
+        stderr: std::process::Stdio,
+    ) -> Self {
         use std::io::BufRead;
-        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_otpmcp"))
-            .args([
-                "--config",
-                concat!(env!("CARGO_MANIFEST_DIR"), "/config/test.toml"),
-            ])
+        let mut child = std::process::Command::new(program)
+            .arg("--config")
+            .arg(test_config)
             .args(args)
             .envs(env.iter().copied())
             .current_dir(std::env::temp_dir())
