@@ -20,6 +20,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use common::nginx::Nginx;
 use common::redis::{RedisServer, free_port};
 use common::rolling::{self, Build, CALLS_BETWEEN, Mix, Tally};
+use common::{Client, eventually};
 
 const REPLICAS: usize = 3;
 
@@ -35,6 +36,7 @@ const UNREADABLE: &[&str] = &[
     "cannot read",
     "unknown format",
     "unsupported format",
+    "newer format",
     "panicked",
 ];
 
@@ -122,6 +124,26 @@ impl Drop for Logs {
     }
 }
 
+/// The version a session opened now on the replica at `url` is written in: its hash's
+/// `format` field, absent in format 1.
+async fn session_format(redis: &str, url: &str) -> u8 {
+    let mut client = Client::new(url);
+    client.initialize().await;
+    let session = client.session.clone().unwrap_or_default();
+    let client = redis::Client::open(redis).unwrap_or_else(|e| panic!("{e}"));
+    let mut conn = client
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let format: Option<u8> = redis::cmd("HGET")
+        .arg(format!("otpmcp:{{{session}}}:session"))
+        .arg("format")
+        .query_async(&mut conn)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    format.unwrap_or(1)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs nginx and the previous release's binary; scripts/upgrade-test runs it"]
 async fn an_upgrade_and_a_rollback_behind_nginx_lose_nothing() {
@@ -132,6 +154,8 @@ async fn an_upgrade_and_a_rollback_behind_nginx_lose_nothing() {
     let mut logs = Logs::new();
     let ports: Vec<u16> = (0..REPLICAS).map(|_| free_port()).collect();
     let mut replicas = Vec::new();
+    let mut releases = ["previous"; REPLICAS];
+    let mut formats = Vec::new();
     for (n, port) in ports.iter().enumerate() {
         let log = logs.next(n, "previous");
         replicas.push(Some(previous.replica(&redis_url, *port, log).await));
@@ -164,8 +188,29 @@ async fn an_upgrade_and_a_rollback_behind_nginx_lose_nothing() {
         }
         let log = logs.next(n, release);
         replicas[n] = Some(build.replica(&redis_url, ports[n], log).await);
+        releases[n] = release;
         eprintln!("upgrade: replica {n} now runs the {release} release");
+        // The current release writes the previous release's format while a replica of
+        // it lives, and its own once none does (store.write_format = "auto").
+        let expected = if releases.contains(&"previous") { 1 } else { 2 };
+        let at = releases.iter().position(|r| *r == "current");
+        if let Some(url) = at
+            .and_then(|at| replicas[at].as_ref())
+            .map(|r| r.url.clone())
+        {
+            eventually(
+                "the current release to write the expected format",
+                || async { (session_format(&redis_url, &url).await == expected).then_some(()) },
+            )
+            .await;
+            formats.push(expected);
+        }
     }
+    assert_eq!(
+        formats,
+        [1, 1, 2, 1, 2],
+        "the formats written after each step"
+    );
     rolling::calls_complete(&tally, 4).await;
     rolling::finish(&stop, load).await;
     for (n, replica) in replicas.iter_mut().enumerate() {
