@@ -50,6 +50,13 @@ async fn query<T: redis::FromRedisValue>(conn: &MultiplexedConnection, cmd: &mut
         .unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// The newest format each replica states it reads.
+async fn stated_formats(conn: &MultiplexedConnection) -> Vec<u8> {
+    let stated: std::collections::HashMap<String, u8> =
+        query(conn, redis::cmd("HGETALL").arg("otpmcp:{otpmcp}:formats")).await;
+    stated.into_values().collect()
+}
+
 /// The version the record of a task started now is written in (1: no `v`).
 async fn new_task_format(conn: &MultiplexedConnection, client: &Stateless) -> u8 {
     let id = client.start_task("confirm", json!({})).await;
@@ -73,13 +80,7 @@ async fn a_replica_writes_the_oldest_format_a_live_replica_reads() {
     let server = replica(&redis, WriteFormatSetting::Auto).await;
     let client = Stateless::new(&server.url).with_tasks();
     // Alone, it states format 2 and writes it.
-    let stated: std::collections::HashMap<String, u8> =
-        query(&conn, redis::cmd("HGETALL").arg("otpmcp:{otpmcp}:formats")).await;
-    assert_eq!(
-        stated.values().copied().collect::<Vec<_>>(),
-        [2],
-        "{stated:?}"
-    );
+    assert_eq!(stated_formats(&conn).await, [2]);
     assert_eq!(new_task_format(&conn, &client).await, 2);
     assert_eq!(
         new_session_format(&conn, &server.url).await.as_deref(),
@@ -131,13 +132,7 @@ async fn a_pinned_format_holds_whoever_runs() {
     let server = replica(&redis, WriteFormatSetting::Pinned(1)).await;
     let client = Stateless::new(&server.url).with_tasks();
     // It still states what it reads: another replica on "auto" writes format 2.
-    let stated: std::collections::HashMap<String, u8> =
-        query(&conn, redis::cmd("HGETALL").arg("otpmcp:{otpmcp}:formats")).await;
-    assert_eq!(
-        stated.values().copied().collect::<Vec<_>>(),
-        [2],
-        "{stated:?}"
-    );
+    assert_eq!(stated_formats(&conn).await, [2]);
     assert_eq!(new_task_format(&conn, &client).await, 1);
     assert_eq!(new_session_format(&conn, &server.url).await, None);
     server.shutdown().await;
