@@ -1,17 +1,12 @@
 //! Configuration: the [`Config`] struct mirrors `sys.toml`, one file here per section.
-//!
-//! Sources, later ones winning: built-in defaults, `sys.toml` in the working directory
-//! (if present; never for `otpmcp stdio`, see [`Config::load_overlays`]), each
-//! `--config FILE` overlay, environment variables
-//! `OTPMCP__<SECTION>__<KEY>` (e.g. `OTPMCP__SSE__KEEPALIVE_INTERVAL=10s`), then `--bind`.
-//! Durations are human-readable: `150ms`, `30s`, `5m`, `1h`, `1d` (a bare number is
-//! milliseconds). Every error names the key it is about.
+//! [`Config`]'s doc comment has the load order, the spelling of values and the errors.
 //!
 //! Each default is written once, in its section's `Default` impl; the field docs say what
-//! a key does, not its value. `sys.toml` and docs/configuration.md list the defaults too,
-//! and a test (`defaults.rs`) keeps the three in agreement. A key that zero would break
-//! has a non-zero type (`NonZeroUsize`, [`NonZeroDuration`], ...), so a zero is refused
-//! while loading, naming the key, and [`Config::validate`] checks only the rest.
+//! a key does, not its value. docs/configuration.md is generated from these types
+//! (`otpmcp config docs`, through their JSON Schema: doc comments and defaults), and
+//! tests keep it and `sys.toml` in agreement with them. A key that zero would break has a
+//! non-zero type (`NonZeroUsize`, [`NonZeroDuration`], ...), so a zero is refused while
+//! loading, naming the key, and [`Config::validate`] checks only the rest.
 
 use std::path::{Path, PathBuf};
 
@@ -19,6 +14,7 @@ use serde::{Deserialize, Serialize};
 
 mod admin;
 mod auth;
+mod docs;
 mod duration;
 mod error;
 mod exec;
@@ -60,8 +56,61 @@ pub const ENV_SEPARATOR: &str = "__";
 /// The base file read from the working directory when it exists.
 pub const DEFAULT_FILE: &str = "sys.toml";
 
-/// Everything otpmcp reads at start-up.
-#[derive(Debug, Clone, Deserialize, Serialize, Default)]
+/// Everything otpmcp reads at start-up: one table per section of `sys.toml`, each key
+/// optional. The `sys.toml` at the repository root lists every key with its default; each
+/// default is written once, in its section's `Default` impl, and a test keeps `sys.toml`
+/// in agreement.
+///
+/// # Load order
+///
+/// Later sources override earlier ones, key by key:
+///
+/// 1. the built-in defaults;
+/// 2. `./sys.toml` in the working directory, if it exists; **not for `otpmcp stdio`**,
+///    which a desktop or IDE client starts inside a workspace whose files the user may
+///    not have written (a library does the same with `Config::load_overlays`);
+/// 3. each `--config FILE`, in order (a missing file is an error);
+/// 4. environment variables `OTPMCP__<SECTION>__<KEY>`, e.g.
+///    `OTPMCP__SSE__KEEPALIVE_INTERVAL=10s` or `OTPMCP__SERVER__ALLOWED_HOSTS=a,b`:
+///    booleans and numbers are recognised, lists are comma-separated without spaces,
+///    and variables not starting with `OTPMCP__` are ignored;
+/// 5. `--bind ADDR:PORT`, which replaces `server.bind`.
+///
+/// Start-up logs the files it loaded (`configuration loaded files=[…]`). Overlays hold
+/// only the keys they change: `config/development.toml` (short timers, debug logs),
+/// `config/test.toml` (port 0, what the binary's tests use) and `config/redis.toml` (the
+/// Redis backend, [deployment.md](deployment.md)).
+///
+/// # Values
+///
+/// A *duration* is a whole number and a unit: `150ms`, `30s`, `5m`, `1h`, `1d`; a bare
+/// number (or a TOML integer) is milliseconds. Fractions, signs and compounds (`1h30m`)
+/// are refused. A type marked `> 0` or `≥ 1` has no zero: a zero is refused while the
+/// value is read. A *secret* is read but never shown.
+///
+/// # Errors
+///
+/// The merged result is checked, and the process exits with code 2 and a message naming
+/// the key when a value does not parse, a key is unknown (in a file or an `OTPMCP__`
+/// variable: a misspelt key is an error, not ignored), a value is zero where its type
+/// has none, or a rule of the key below fails:
+///
+/// ```text
+/// otpmcp: configuration: must be greater than zero for key `sse.stream_timeout`
+/// otpmcp: configuration key `sse.path`: must start with '/'
+/// ```
+///
+/// It exits with 1 when it cannot bind its address or reach Redis. An embedder gets the
+/// same checks from `otpmcp::start` as `StartError::Config`.
+///
+/// `otpmcp config check [--stdio] [FILE]...` loads the configuration as `otpmcp --config
+/// FILE...` would (with `--stdio`, as `otpmcp stdio` would), validates it and prints every
+/// key's effective value with its source (`# default`, `# file PATH`, `# environment
+/// NAME`), then `# valid`; it exits 0, or 2 with the error. Secrets are never printed,
+/// there nor in errors and logs: a secret shows as `"(set)"` (or `""` when unset), and in
+/// a URL the user-info and every credential-like query parameter (`password`, `token`,
+/// `key`, `secret`, …) show as `(set)`: `redis://(set)@10.0.0.9:6379`.
+#[derive(Debug, Clone, Deserialize, Serialize, schemars::JsonSchema, Default)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
     /// The HTTP listener and its limits.
@@ -558,7 +607,8 @@ mod tests {
     }
 
     // A zero where the key's type is non-zero is refused while loading, in the config
-    // crate's words, with the key: the message docs/configuration.md shows.
+    // crate's words, with the key: the message docs/configuration.md shows (from
+    // `Config`'s doc comment).
     #[test]
     fn a_zero_is_refused_at_load_naming_the_key() {
         let message = |text: &str| {
