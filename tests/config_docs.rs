@@ -52,3 +52,14 @@ fn config_docs_takes_no_arguments() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("`check` and `docs`"), "{stderr}");
 }
+
+#[test]
+fn help_names_config_docs() {
+    let output = Command::new(env!("CARGO_BIN_EXE_otpmcp"))
+        .arg("--help")
+        .output()
+        .unwrap_or_else(|e| panic!("otpmcp --help: {e}"));
+    assert_eq!(output.status.code(), Some(0));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("otpmcp config docs"), "{stdout}");
+}
