@@ -196,7 +196,7 @@ fn size(bytes: u64) -> Option<String> {
     ["GiB", "MiB", "KiB"]
         .into_iter()
         .zip([1 << 30, 1 << 20, 1 << 10])
-        .find(|(_, per)| bytes >= *per && bytes % per == 0)
+        .find(|(_, per)| bytes >= *per && bytes.is_multiple_of(*per))
         .map(|(unit, per)| format!("{} {unit}", bytes / per))
 }
 
