@@ -27,9 +27,9 @@ pub struct ExecConfig {
     /// neither share one count.
     pub max_per_session: NonZeroUsize,
     /// An output chunk is cut at this many bytes (at least 4, never inside a UTF-8
-    /// character)…
+    /// character), or once `chunk_interval` has passed.
     pub chunk_bytes: usize,
-    /// … or when its first byte has waited this long.
+    /// An output chunk is also cut when its first byte has waited this long.
     pub chunk_interval: NonZeroDuration,
     /// Between SIGTERM to the process group and SIGKILL (timeout, cancel, session end,
     /// shutdown, output limit).
@@ -63,10 +63,10 @@ pub struct ExecConfig {
     /// exits 2; unusable: `cgroup` does not start, `auto` warns and uses a PID namespace.
     pub cgroup_parent: PathBuf,
     /// Keep executions from seeing each other where the host allows it (root or
-    /// CAP_SYS_ADMIN): a mount namespace each, with private tmpfs over `/tmp`, `/var/tmp`,
-    /// `/dev/shm` and `workdir_root` (its own folder bound back), and but in
-    /// `process-group` mode a `/proc` of its own PID namespace. Where it cannot, a start-up
-    /// warning.
+    /// CAP_SYS_ADMIN): a mount namespace each, with a private tmpfs over `/tmp`,
+    /// `/var/tmp`, `/dev/shm` and `workdir_root` (its own folder bound back), and, except
+    /// in `process-group` mode, a PID namespace with a `/proc` of its own. Where the host
+    /// cannot, a start-up warning.
     pub separate: bool,
     /// The programs `execute` may run, by name.
     pub programs: BTreeMap<String, ProgramConfig>,
@@ -152,7 +152,7 @@ pub struct ProgramConfig {
     /// Run as this user, supplementary groups dropped (switching needs a root server).
     /// Unset: the server's user.
     pub uid: Option<u32>,
-    /// … and this group; not without `uid`.
+    /// Run as this group (with `uid` only). Unset: the server's group.
     pub gid: Option<u32>,
     /// Wall time, and the largest `timeout_ms` a call may ask; past it SIGTERM,
     /// `kill_grace`, SIGKILL and status `timeout`.

@@ -128,7 +128,7 @@ pub struct Config {
     pub stateless: StatelessConfig,
     /// Tasks (the `io.modelcontextprotocol/tasks` extension): lifetime, polling, limits.
     pub tasks: TasksConfig,
-    /// The admin listener: health and readiness probes.
+    /// The admin listener: health and readiness probes, metrics, the dashboard.
     pub admin: AdminConfig,
     /// Bearer tokens: otpmcp as an OAuth 2.1 resource server.
     pub auth: AuthConfig,

@@ -10,11 +10,11 @@ use super::duration::{HumanDuration, NonZeroDuration, human_duration, nz};
 /// SSE streams, the event store that lets a client resume one
 /// ([resumability.md](resumability.md)), and the in-memory store's budgets.
 ///
-/// Worst-case memory: what clients can make the in-memory store hold is bounded: `max_total_bytes` of payload
-/// plus about 80 bytes per event up to `max_total_events`; about 3 KB per session up to
-/// `server.max_sessions`; and per connection, up to `server.max_connections`, about twice
-/// `stream_buffer_bytes` plus 200 KB. With Redis, events and sessions live there, bounded
-/// by its `maxmemory`.
+/// Worst-case memory: what clients can make the in-memory store hold is bounded:
+/// `max_total_bytes` of payload plus about 80 bytes per event up to `max_total_events`;
+/// about 3 KB per session up to `server.max_sessions`; and per connection, up to
+/// `server.max_connections`, about twice `stream_buffer_bytes` plus 200 KB. With Redis,
+/// events and sessions live there, bounded by its `maxmemory`.
 #[derive(Debug, Clone, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct SseConfig {

@@ -26,7 +26,8 @@ pub struct StatelessConfig {
     #[serde(with = "human_duration")]
     #[schemars(with = "HumanDuration")]
     pub cache_ttl: Duration,
-    /// `cacheScope` on the same results: `public` (the same for every user) or `private`.
+    /// `cacheScope` on `server/discover`, the lists and `resources/read`: `public` (the
+    /// same for every user) or `private`.
     pub cache_scope: String,
     /// Changes kept for a `subscriptions/listen` stream that has fallen behind; past it the
     /// stream ends and the client listens again.
