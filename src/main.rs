@@ -208,7 +208,7 @@ fn parse_args() -> Result<Args, String> {
 
 /// `otpmcp config check [FILE]...`: the effective configuration with each value's source;
 /// `otpmcp config docs`: the configuration reference.
-fn config_check(args: impl Iterator<Item = String>) -> ExitCode {
+fn config_command(args: impl Iterator<Item = String>) -> ExitCode {
     let mut files = Vec::new();
     let mut stdio = false;
     let mut args = args.peekable();
@@ -262,7 +262,7 @@ fn config_check(args: impl Iterator<Item = String>) -> ExitCode {
 fn main() -> ExitCode {
     match std::env::args().nth(1).as_deref() {
         Some("proxy") => return proxy(std::env::args().skip(2)),
-        Some("config") => return config_check(std::env::args().skip(2)),
+        Some("config") => return config_command(std::env::args().skip(2)),
         _ => {}
     }
     let args = match parse_args() {

@@ -28,7 +28,8 @@ pub enum BackendKind {
 /// Some limits stay per replica with Redis: `server.max_sessions` and
 /// `server.max_open_per_session` count what one replica holds. The retention keys of
 /// `[sse]` and `server.session_timeout` are applied by whichever replica stores or reads an
-/// event, so give every replica the same values.
+/// event, so give every replica the same values
+/// ([deployment.md](deployment.md#what-is-shared-and-what-is-per-replica)).
 #[derive(Debug, Clone, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct StoreConfig {
