@@ -1,5 +1,6 @@
 //! The `otpmcp` command: `otpmcp [serve] [--config FILE]... [--bind ADDR:PORT]`,
-//! `otpmcp stdio [--config FILE]...`, `otpmcp config check [FILE]...` and `otpmcp proxy`
+//! `otpmcp stdio [--config FILE]...`, `otpmcp config check [FILE]...`, `otpmcp config docs`
+//! and `otpmcp proxy`
 //! (docs/proxy.md).
 //!
 //! Exit codes: 0 after a clean stop (SIGINT/SIGTERM), 1 when the supervision tree gives
@@ -41,6 +42,10 @@ Loads the configuration as serve would (./sys.toml, each FILE as a --config over
 the environment; with --stdio, as stdio would: no ./sys.toml) and validates it: prints
 every key's effective value and where it came from, or the error, naming the key.
 Exits 0 if valid, 2 if not.
+
+       otpmcp config docs
+Prints the configuration reference (docs/configuration.md): every key, its type,
+default and meaning, from the doc comments of the config types.
 
        otpmcp proxy --upstream URL --record FILE [--overwrite] [--redact H1,H2]
                     [--redact-param P1,P2]
@@ -201,14 +206,22 @@ fn parse_args() -> Result<Args, String> {
     Ok(args)
 }
 
-/// `otpmcp config check [FILE]...`: the effective configuration with each value's source.
-fn config_check(args: impl Iterator<Item = String>) -> ExitCode {
+/// `otpmcp config check [FILE]...`: the effective configuration with each value's source;
+/// `otpmcp config docs`: the configuration reference.
+fn config_command(args: impl Iterator<Item = String>) -> ExitCode {
     let mut files = Vec::new();
     let mut stdio = false;
     let mut args = args.peekable();
-    if args.next().as_deref() != Some("check") {
-        eprintln!("otpmcp: config: the one subcommand is `check`\n{USAGE}");
-        return ExitCode::from(2);
+    match args.next().as_deref() {
+        Some("check") => {}
+        Some("docs") if args.peek().is_none() => {
+            print!("{}", Config::reference());
+            return ExitCode::SUCCESS;
+        }
+        _ => {
+            eprintln!("otpmcp: config: the subcommands are `check` and `docs`\n{USAGE}");
+            return ExitCode::from(2);
+        }
     }
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -249,7 +262,7 @@ fn config_check(args: impl Iterator<Item = String>) -> ExitCode {
 fn main() -> ExitCode {
     match std::env::args().nth(1).as_deref() {
         Some("proxy") => return proxy(std::env::args().skip(2)),
-        Some("config") => return config_check(std::env::args().skip(2)),
+        Some("config") => return config_command(std::env::args().skip(2)),
         _ => {}
     }
     let args = match parse_args() {

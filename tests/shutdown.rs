@@ -180,7 +180,7 @@ fn bad_configuration_exits_2_with_a_message_naming_the_key() {
         (
             vec!["config", "show"],
             vec![],
-            "the one subcommand is `check`",
+            "the subcommands are `check` and `docs`",
         ),
     ];
     for (args, env, named) in cases {

@@ -8,31 +8,38 @@ use serde::{Deserialize, Serialize};
 use super::duration::{NonZeroDuration, nz};
 use super::server::{loopback_hosts, loopback_origins};
 
-/// `[admin]`: the admin listener, on a socket of its own.
-#[derive(Debug, Clone, Deserialize, Serialize)]
+/// The admin listener, on a socket of its own apart from the MCP endpoint, without
+/// authentication: `GET /healthz` (200 while the root supervisor runs), `GET /readyz` (200
+/// when not draining and the listener, the store and Redis answer), `GET /metrics`
+/// (Prometheus) and `GET /dashboard` ([operations.md](operations.md)).
+#[derive(Debug, Clone, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct AdminConfig {
     /// Serve it. Off, nothing listens beyond the MCP endpoint.
     pub enabled: bool,
-    /// Where. The default is loopback, so the probes are not reachable from the network
-    /// unless you ask for it (`allow_remote`).
+    /// Where. Loopback by default; another address needs `allow_remote`, else it exits 2.
+    /// An address that cannot be bound exits 1.
     pub bind: SocketAddr,
-    /// Let `bind` be an address other than loopback. Off, such a `bind` is refused at
-    /// start-up, since the listener has no authentication of its own.
+    /// Let `bind` be an address other than loopback (a pod IP, `0.0.0.0`), with a warning
+    /// at start-up; add the names your probes use to `allowed_hosts`. Bind beyond loopback
+    /// only on a network you trust.
     pub allow_remote: bool,
-    /// Host names (port ignored) accepted in `Host`, as `server.allowed_hosts`; empty:
-    /// any.
+    /// Host names (port ignored) accepted in `Host` on every admin route, so a page that
+    /// rebinds its DNS name to this address cannot read it; another gets 403. Empty: any.
     pub allowed_hosts: Vec<String>,
-    /// Origins (scheme://host, port ignored) accepted in `Origin`; requests without one
-    /// (probes, Prometheus) pass.
+    /// Origins (port ignored) accepted in `Origin`; requests without one (probes,
+    /// Prometheus, curl) pass.
     pub allowed_origins: Vec<String>,
-    /// How often `/dashboard` gets a new snapshot.
+    /// How often the dashboard's recorder takes a snapshot (tree, sessions, store), whether
+    /// or not a page is open.
     pub dashboard_interval: NonZeroDuration,
-    /// Snapshots kept for a dashboard that (re)connects: it gets those after its
+    /// Snapshots kept, so a dashboard that (re)connects gets those after its
     /// `Last-Event-ID`, or all of them.
     pub dashboard_history: NonZeroUsize,
-    /// Serve `POST /fault/panic/{child}`, which makes an actor panic, for soaks and
-    /// drills. Anyone who reaches the admin listener can then crash actors.
+    /// Serve `POST /fault/panic/{child}` (`event_store`, `session_manager`,
+    /// `http_listener`), which makes the actor panic for the supervisor to restart, as
+    /// `scripts/soak` does. It needs the header `X-Otpmcp-Fault: 1`. Anyone who reaches the
+    /// listener can then crash actors; 404 when off.
     pub fault_injection: bool,
 }
 

@@ -5,89 +5,108 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::duration::{NonZeroDuration, human_duration, nz};
+use super::duration::{HumanDuration, NonZeroDuration, human_duration, nz};
 use super::error::{ConfigError, invalid};
 use super::secret::Secret;
 
-/// `[auth]`: bearer tokens on every MCP request, checked locally against the issuer's
-/// keys (or by introspection for opaque tokens), and what each principal may hold.
-#[derive(Debug, Clone, Deserialize, Serialize)]
+/// otpmcp as an OAuth 2.1 resource server (MCP's authorization section): every MCP request
+/// carries `Authorization: Bearer <token>`, checked against the issuer's keys, or by
+/// introspection for opaque tokens. Off by default; [security.md](security.md) has the
+/// threat model and a walk-through with a real identity provider. A missing token or a bad
+/// one gets 401, a missing scope 403, an authorization server that cannot be reached 503.
+#[derive(Debug, Clone, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct AuthConfig {
-    /// Require a token. Off, nothing changes for a server without `[auth]`.
+    /// Require a valid bearer token on every POST, GET and DELETE of `sse.path`, and serve
+    /// the protected resource metadata. Off: no token is read and
+    /// `RequestContext::principal()` is `None`.
     pub enabled: bool,
-    /// The authorization server whose tokens are accepted: the exact `iss` claim, e.g.
-    /// `https://login.example.com/realms/mcp`.
+    /// The authorization server, the exact `iss` of accepted tokens; required when enabled.
+    /// With `jwks_url` empty its metadata is fetched from it, so it must then be `https://`
+    /// (`http://` only to a loopback host).
     pub issuer: String,
-    /// This server's canonical resource URI (RFC 8707), the exact `aud` a token must
-    /// name, e.g. `https://mcp.example.com/mcp`. Its origin and path also give the
-    /// protected resource metadata's address.
+    /// This server's canonical resource URI (RFC 8707), the exact `aud` a token must name,
+    /// e.g. `https://mcp.example.com/mcp`; required when enabled. Its origin and path give
+    /// the metadata's address.
     pub audience: String,
-    /// Where the issuer's keys are (a JWKS document). Empty: read `jwks_uri` from the
-    /// issuer's metadata (RFC 8414, then OpenID Connect discovery).
+    /// Where the issuer's keys are: `https://`, or `http://` to a loopback host only.
+    /// Empty: `jwks_uri` from the issuer's metadata (RFC 8414, then OpenID Connect
+    /// discovery); while neither answers, requests get 503.
     pub jwks_url: String,
-    /// The signature algorithms accepted. Asymmetric only: `none` and HMAC (`HS*`) are
-    /// refused at start-up.
+    /// Signature algorithms accepted, among RS256/384/512, PS256/384/512, ES256/384 and
+    /// EdDSA. `none` and `HS*` exit 2: a resource server verifies with public keys only.
     pub algorithms: Vec<String>,
     /// Clock skew allowed on `exp` and `nbf`.
     #[serde(with = "human_duration")]
+    #[schemars(with = "HumanDuration")]
     pub leeway: Duration,
-    /// Scopes every request needs, whatever it calls.
+    /// Scopes every request needs, named in every 401's challenge; a token without them
+    /// gets 403 `insufficient_scope`.
     pub required_scopes: Vec<String>,
-    /// Scopes listed in the protected resource metadata (`scopes_supported`), so a
-    /// client knows what to ask for.
+    /// Scopes listed in the protected resource metadata, so clients know what to ask for.
     pub scopes_supported: Vec<String>,
-    /// Keys are fetched again after this long, so a key the issuer retired stops working.
+    /// Keys are fetched again after this long, so a retired key stops working. While the
+    /// issuer cannot be reached, the keys fetched last go on verifying until
+    /// `jwks_max_stale`.
     pub jwks_max_age: NonZeroDuration,
-    /// A token naming a key we do not have fetches the keys again (the issuer rotated),
-    /// but at most once per this interval, so unknown `kid`s cannot hammer the issuer.
+    /// A token naming an unknown `kid` fetches the keys again (rotation), at most once per
+    /// this interval, so forged `kid`s cannot hammer the issuer.
     pub jwks_min_refresh: NonZeroDuration,
-    /// Timeout of each fetch from the authorization server.
+    /// Timeout of each fetch from the authorization server (metadata, keys, introspection);
+    /// answers are capped at 1 MiB.
     pub fetch_timeout: NonZeroDuration,
-    /// RFC 7662 introspection endpoint for opaque (non-JWT) tokens. Empty: only JWTs are
-    /// accepted.
+    /// RFC 7662 endpoint for opaque (non-JWT) tokens: `https://`, or `http://` to a
+    /// loopback host only. An answer is accepted when `active`, its `iss` (if named) is
+    /// `issuer`, its `aud` contains `audience`, it is within `nbf` and `exp`, and its
+    /// `token_type` (if named) is an access token's. Empty: only JWTs are accepted.
     pub introspection_url: String,
-    /// The client id this server introspects as (HTTP Basic).
+    /// This server's client id at the introspection endpoint (HTTP Basic). Empty:
+    /// introspection without credentials.
     pub introspection_client_id: String,
     /// Its secret. Prefer the environment: `OTPMCP__AUTH__INTROSPECTION_CLIENT_SECRET`.
     pub introspection_client_secret: Secret,
-    /// An introspection answer is reused this long (never past the token's `exp`).
+    /// An active answer is reused this long (never past the token's `exp`), keyed by the
+    /// token's SHA-256: a revoked token keeps working at most this long.
     pub introspection_cache: NonZeroDuration,
-    /// Most introspection answers cached at once.
+    /// Most answers cached; while all are live, a new one is not cached.
     pub introspection_cache_entries: NonZeroUsize,
-    /// An active introspection answer must name this server (`auth.audience`) in `aud`;
-    /// false accepts an answer without `aud` (one naming another audience is refused
-    /// either way), for authorization servers that leave it out.
+    /// An active answer must name `audience` in `aud`. Off: an answer without `aud` is
+    /// accepted (one naming only other resources is still refused).
     pub introspection_require_aud: bool,
-    /// Most introspections in flight at once; a token that would need one more gets 503
-    /// with `Retry-After`, so a flood of bogus tokens cannot become a flood at the
-    /// authorization server.
+    /// Most introspections in flight at once on this replica; a token that would need one
+    /// more gets 503 at once, so a flood of made-up tokens does not reach the authorization
+    /// server.
     pub introspection_concurrency: NonZeroUsize,
-    /// A refused token (inactive, or an answer that does not fit) is refused again
-    /// without asking for this long.
+    /// A refused token is refused again without asking for this long (a failed call, 503,
+    /// is not remembered).
     pub introspection_negative_ttl: NonZeroDuration,
-    /// Most refusals remembered at once.
+    /// Most refusals remembered; while all are live, a new one is not.
     pub introspection_negative_entries: NonZeroUsize,
-    /// Keys the issuer can no longer be asked for still verify tokens until this long
-    /// after the last successful fetch; then requests get 503.
+    /// While fetches of the keys fail, the keys fetched last keep verifying until this long
+    /// after that fetch; then every JWT gets 503 until a fetch succeeds. Must be at least
+    /// `jwks_max_age`.
     #[serde(with = "human_duration")]
+    #[schemars(with = "HumanDuration")]
     pub jwks_max_stale: Duration,
-    /// Requests refused with 401 (no token, or an invalid one) one client address may
-    /// make per minute; past it the address gets 429 before any token is looked at.
-    /// 0: no limit.
+    /// Requests one client address (behind a trusted proxy, the address it reports; IPv6 by
+    /// /64) may have refused with 401 for a bad credential per minute; past it the address
+    /// gets 429 before any token is looked at. A request without a token does not count. 0:
+    /// no limit. Clients behind one NAT share the count.
     pub max_failures_per_client: u32,
-    /// Most client addresses whose failures are counted at once.
+    /// Most client addresses whose failures are counted at once; while all are within their
+    /// minute, a new address is not counted and none is forgotten.
     pub failure_clients: NonZeroUsize,
-    /// The owner of sessions and tasks also covers the token's OAuth client
-    /// (`client_id` or `azp`): one client app's sessions and tasks are invisible to
-    /// another of the same user.
+    /// A principal's sessions, tasks and events are bound to issuer, subject and OAuth
+    /// client (`client_id`, else `azp`), so one client app of a user cannot see another's;
+    /// the per-principal caps then count per app. Changing it makes existing sessions and
+    /// tasks unreachable.
     pub bind_to_client: bool,
-    /// Most live sessions one principal (issuer and subject) holds; past it `initialize`
-    /// evicts that principal's least recently used idle session, or is refused with 429.
-    /// 0: no cap beyond `server.max_sessions`.
+    /// Live sessions one principal holds on this replica; past it `initialize` ends that
+    /// principal's least recently used idle session, or gets 429 when all are busy. 0: no
+    /// cap beyond `server.max_sessions`.
     pub max_sessions_per_principal: usize,
-    /// Most requests one principal has running at once on this replica; past it a
-    /// request gets 429. 0: no cap.
+    /// Requests one principal has running at once on this replica, a streamed answer
+    /// counting until its stream closes; past it, 429. 0: no cap.
     pub max_requests_per_principal: usize,
 }
 

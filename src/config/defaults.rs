@@ -1,7 +1,9 @@
-//! Each default is written once, in the sections' `Default` impls; `sys.toml` and the
-//! tables of docs/configuration.md repeat them for their readers. These tests keep the
-//! three in agreement, key by key, and check that the keys the docs call non-zero ("Must
-//! be > 0", "Must be ≥ 1") are exactly those whose type refuses a zero while loading.
+//! Each default is written once, in the sections' `Default` impls; `sys.toml` repeats them
+//! for its readers, and docs/configuration.md is generated from the types (`config
+//! docs`). These tests keep the three in agreement, key by key: every default the
+//! reference shows reads back to the `Default` impl's value, and the keys whose type it
+//! spells non-zero ("> 0", "≥ 1") are exactly those whose type refuses a zero while
+//! loading.
 
 use std::collections::BTreeMap;
 
@@ -95,10 +97,10 @@ fn with_setting(key: &str, literal: &str) -> Result<BTreeMap<String, Value>, Str
 struct DocRow {
     /// `section.key`.
     key: String,
+    /// The type column, e.g. `duration > 0` or `integer ≥ 1`.
+    spelling: String,
     /// The default column: a TOML value in backticks, or words.
     default: String,
-    /// The meaning column.
-    meaning: String,
 }
 
 /// The cells of a Markdown table row, split on the `|` outside backticks.
@@ -127,7 +129,7 @@ fn code_spans(text: &str) -> Vec<&str> {
 }
 
 /// The rows of every key table in docs/configuration.md (`## [section]`, and the
-/// programs' table), one per key (a row may name several).
+/// programs' table `### [exec.programs.NAME]`), one per key.
 fn doc_rows() -> Vec<DocRow> {
     let text = repo_file("docs/configuration.md");
     let mut section: Option<String> = None;
@@ -138,18 +140,18 @@ fn doc_rows() -> Vec<DocRow> {
                 .strip_prefix("`[")
                 .and_then(|h| h.strip_suffix("]`"))
                 .map(str::to_owned);
-        } else if line.contains(&format!("`[{PROGRAM}]`")) {
+        } else if line == format!("### `[{PROGRAM}]`") {
             section = Some(PROGRAM.to_owned());
         } else if let (Some(section), true) = (&section, line.starts_with("| `")) {
             let cells = cells(line);
-            let [keys, default, meaning, ..] = cells.as_slice() else {
+            let [keys, spelling, default, ..] = cells.as_slice() else {
                 panic!("a key row with fewer than three cells: {line}");
             };
             for key in code_spans(keys) {
                 rows.push(DocRow {
                     key: format!("{section}.{key}"),
+                    spelling: spelling.clone(),
                     default: default.clone(),
-                    meaning: meaning.clone(),
                 });
             }
         }
@@ -241,7 +243,7 @@ fn configuration_md_states_every_default() {
 fn the_documented_non_zero_keys_are_those_that_refuse_zero() {
     let mut wrong = Vec::new();
     for row in doc_rows() {
-        let says = row.meaning.contains("Must be > 0") || row.meaning.contains("Must be ≥ 1");
+        let says = row.spelling.contains("> 0") || row.spelling.contains("≥ 1");
         let full_key = row.key.replace("NAME", "x");
         let refused = match Config::from_toml(&setting(&row.key, "0")) {
             Ok(_) => false,

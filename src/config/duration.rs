@@ -130,6 +130,55 @@ impl Serialize for NonZeroDuration {
     }
 }
 
+/// A duration's spelling, as JSON Schema states it for `config docs`: a whole number and a
+/// unit (`format: "duration"`); `non_zero` adds that a zero is refused.
+fn duration_schema(non_zero: bool) -> schemars::Schema {
+    let mut schema = schemars::json_schema!({
+        "type": "string",
+        "format": "duration",
+        "pattern": r"^\s*[0-9]+\s*(ms|s|m|h|d)?\s*$",
+    });
+    if non_zero {
+        schema.insert(
+            "not".into(),
+            serde_json::json!({ "pattern": r"^\s*0+\s*[a-z]*\s*$" }),
+        );
+    }
+    schema
+}
+
+impl schemars::JsonSchema for NonZeroDuration {
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "NonZeroDuration".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        duration_schema(true)
+    }
+}
+
+/// The schema of a [`Duration`] field written through [`human_duration`] (zero allowed),
+/// named in its `#[schemars(with = "HumanDuration")]`.
+pub(super) struct HumanDuration;
+
+impl schemars::JsonSchema for HumanDuration {
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Duration".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        duration_schema(false)
+    }
+}
+
 /// Serde glue: durations are written as human-readable strings (or integer milliseconds).
 pub(super) mod human_duration {
     use std::time::Duration;

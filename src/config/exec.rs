@@ -7,50 +7,66 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::duration::{NonZeroDuration, human_duration, nz};
+use super::duration::{HumanDuration, NonZeroDuration, human_duration, nz};
 use super::error::{ConfigError, invalid};
 use super::secret::Secret;
 
-/// `[exec]`: the `execute` tool family. Only programs listed under `[exec.programs.NAME]`
-/// run, never a shell unless an entry says `shell = true`.
-#[derive(Debug, Clone, Deserialize, Serialize)]
+/// Supervised execution of configured programs: the tools `execute`,
+/// `get_execution_output`, `list_executions` and `cancel_execution`. Off by default. Only
+/// programs listed under `[exec.programs.NAME]` run, never through a shell;
+/// [execution.md](execution.md) has the security model and examples. A rule below that
+/// fails exits 2 naming the key.
+#[derive(Debug, Clone, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct ExecConfig {
-    /// Offer `execute`, `get_execution_output`, `list_executions` and `cancel_execution`.
+    /// Offer the four tools. Off: no tool, no supervisor, no process is started.
     pub enabled: bool,
-    /// Most executions running at once on this replica.
+    /// Executions running at once on this replica; past it `execute` fails.
     pub max_running: NonZeroUsize,
-    /// Most executions one session (or, without a session, one principal) runs at once;
-    /// callers with neither (stateless requests and tasks without `[auth]`) share one
-    /// count.
+    /// Executions one session (without a session, one principal) runs at once; callers with
+    /// neither share one count.
     pub max_per_session: NonZeroUsize,
-    /// An output chunk is cut at this many bytes (at least 4: one UTF-8 character).
+    /// An output chunk is cut at this many bytes (at least 4, never inside a UTF-8
+    /// character), or once `chunk_interval` has passed.
     pub chunk_bytes: usize,
-    /// ... or when its first byte has waited this long.
+    /// An output chunk is also cut when its first byte has waited this long.
     pub chunk_interval: NonZeroDuration,
-    /// Between SIGTERM to the process group and SIGKILL.
+    /// Between SIGTERM to the process group and SIGKILL (timeout, cancel, session end,
+    /// shutdown, output limit).
     #[serde(with = "human_duration")]
+    #[schemars(with = "HumanDuration")]
     pub kill_grace: Duration,
-    /// How long output and records are kept after an execution ends.
+    /// How long records and output are kept after an execution ends (on Redis, also at most
+    /// `server.session_timeout` after the last chunk).
     pub output_ttl: NonZeroDuration,
-    /// The longest `wait_ms` of `get_execution_output`.
+    /// The longest `wait_ms` of `get_execution_output`; a longer one is cut to it.
     #[serde(with = "human_duration")]
+    #[schemars(with = "HumanDuration")]
     pub max_wait: Duration,
-    /// How often a long poll on another replica looks for new output.
+    /// How often a long poll on a replica that does not run the execution reads its log
+    /// again.
     pub poll_interval: NonZeroDuration,
-    /// How often a running execution renews its record; one not renewed for three
-    /// intervals is reported `lost` (its replica died).
+    /// A running execution renews its record this often; one not renewed for three
+    /// intervals is reported `lost`. A cancel from another replica is acted on within one
+    /// interval.
     pub heartbeat: NonZeroDuration,
-    /// The head of each stream the final result carries.
+    /// The head of each stream that `execute`'s result carries.
     pub result_bytes: usize,
-    /// What contains an execution and everything it starts.
+    /// What keeps an execution's descendants from outliving it
+    /// ([execution.md](execution.md#isolation)); the start-up log says which runs. A mode
+    /// the host cannot give, or `auto` with neither, and the server does not start.
     pub isolation: IsolationMode,
-    /// A cgroup v2 directory under which each execution gets a cgroup of its own
-    /// (`isolation = "cgroup"`, or `auto`); made at start-up if missing. Empty: unset.
+    /// An absolute directory of the cgroup v2 file system (e.g. `/sys/fs/cgroup/otpmcp`)
+    /// under which each execution gets a cgroup; made if missing, it must hold no process
+    /// itself, and `pids` and `memory` are enabled for its children where offered. One
+    /// server per directory. Empty: unset. Set with `pid-namespace` or `process-group`:
+    /// exits 2; unusable: `cgroup` does not start, `auto` warns and uses a PID namespace.
     pub cgroup_parent: PathBuf,
-    /// Keep executions from seeing each other where the host allows it: a mount namespace
-    /// each (private `/tmp`, `/var/tmp`, `/dev/shm`, no other execution's folder) and, but
-    /// with the process group alone, a `/proc` of its own PID namespace.
+    /// Keep executions from seeing each other where the host allows it (root or
+    /// CAP_SYS_ADMIN): a mount namespace each, with a private tmpfs over `/tmp`,
+    /// `/var/tmp`, `/dev/shm` and `workdir_root` (its own folder bound back), and, except
+    /// in `process-group` mode, a PID namespace with a `/proc` of its own. Where the host
+    /// cannot, a start-up warning.
     pub separate: bool,
     /// The programs `execute` may run, by name.
     pub programs: BTreeMap<String, ProgramConfig>,
@@ -79,18 +95,20 @@ impl Default for ExecConfig {
 }
 
 /// `exec.isolation`: how an execution's descendants are kept from outliving it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum IsolationMode {
-    /// A cgroup when `cgroup_parent` is set and usable, else a PID namespace when the host
+    /// a cgroup when `cgroup_parent` is set and usable, else a PID namespace when the host
     /// allows one; else the server refuses to start.
     #[default]
     Auto,
-    /// A cgroup v2 per execution under `cgroup_parent`, killed whole (`cgroup.kill`).
+    /// a cgroup v2 per execution under `cgroup_parent`, killed whole (`cgroup.kill`).
     Cgroup,
-    /// A PID namespace per execution, whose init's exit kills the rest.
+    /// a PID namespace per execution, whose init's exit kills the rest.
     PidNamespace,
-    /// The process group only: a descendant that calls `setsid` escapes it. Must be
+    /// the process group only: a descendant that calls `setsid` escapes it. Must be
     /// asked for by name.
     ProcessGroup,
 }
@@ -107,74 +125,86 @@ impl IsolationMode {
     }
 }
 
-/// `[exec.programs.NAME]`: one program `execute` may run, and its limits.
-#[derive(Debug, Clone, Deserialize, Serialize)]
+/// One program `execute` may run, and its limits: a table per program name. With `[auth]`
+/// on, each entry needs `uid` or `run_as_server_user = true`.
+#[derive(Debug, Clone, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct ProgramConfig {
-    /// The argv prefix: an absolute path, then fixed arguments; the call's `args` are
-    /// appended, as `args` allows. Run directly, never through a shell.
+    /// The argv prefix: an absolute path to an existing file, then fixed arguments; the
+    /// call's `args` are appended as `args` allows. Run directly, never through a shell.
     pub command: Vec<String>,
-    /// Say so when `command` runs code or other programs its arguments name (a shell,
-    /// an interpreter, `env`, `xargs`, ...; judged by the file it resolves to): such an
-    /// entry is refused otherwise.
+    /// Say that `command` runs code or programs its arguments or stdin name: a shell, a
+    /// wrapper (`env`, `xargs`, `sudo`, `git`, …) or an interpreter (`python*`, `node`,
+    /// `awk`, `make`, …), judged by the file the path resolves to and by its name
+    /// ([execution.md](execution.md#what-a-client-may-pass) has the list). Such an entry
+    /// without it exits 2.
     pub shell: bool,
     /// What the program is for, shown in `execute`'s description.
     pub description: String,
-    /// Each execution runs in a new directory under this one, removed when it ends.
-    /// Unset: the system's temporary directory.
+    /// Each execution runs in a new directory `otpmcp-exec-ID` under it (mode 0700, owned
+    /// by `uid`; also its `HOME` and `TMPDIR`), removed on every path out. Unset: the
+    /// system's temporary directory. Not absolute, or `/`: exits 2.
     pub workdir_root: Option<PathBuf>,
-    /// Variables passed through from the server's environment; nothing else is
-    /// inherited.
+    /// Variables passed through from the server's environment; nothing else is inherited.
     pub env_allow: Vec<String>,
     /// Variables set for the program.
     pub env: BTreeMap<String, Secret>,
-    /// Run as this user id (the server must be root to switch). Unset: the server's.
+    /// Run as this user, supplementary groups dropped (switching needs a root server).
+    /// Unset: the server's user.
     pub uid: Option<u32>,
-    /// ... and this group id.
+    /// Run as this group (with `uid` only). Unset: the server's group.
     pub gid: Option<u32>,
-    /// Wall time, and the largest `timeout_ms` a call may ask.
+    /// Wall time, and the largest `timeout_ms` a call may ask; past it SIGTERM,
+    /// `kill_grace`, SIGKILL and status `timeout`.
     pub wall_time: NonZeroDuration,
-    /// CPU seconds (RLIMIT_CPU); 0: no limit.
+    /// RLIMIT_CPU: SIGXCPU at the limit, SIGKILL a second later. 0: none.
     pub cpu_seconds: u64,
-    /// Address space in bytes (RLIMIT_AS); 0: no limit.
+    /// RLIMIT_AS (address space, per process), and `memory.max` of the execution's cgroup
+    /// where delegated. 0: none.
     pub memory_bytes: u64,
-    /// Output bytes, both streams together; past them the execution is stopped and
-    /// marked truncated.
+    /// Output bytes kept, both streams together; past it the execution is stopped with
+    /// status `output_limit`.
     pub output_bytes: u64,
-    /// Processes of the program's user (RLIMIT_NPROC; not enforced for root, so set
-    /// `uid` too); 0: no limit.
+    /// RLIMIT_NPROC, processes of the program's user (not enforced for root: set `uid`),
+    /// and `pids.max` of the execution's cgroup where delegated. 0: none.
     pub processes: u64,
-    /// Open files (RLIMIT_NOFILE).
+    /// RLIMIT_NOFILE. 0: inherited.
     pub open_files: u64,
-    /// Largest file the program may write (RLIMIT_FSIZE; past it SIGXFSZ); 0: no limit.
+    /// RLIMIT_FSIZE, the largest file the program may write (SIGXFSZ past it). 0: none.
     pub file_bytes: u64,
     /// Largest `stdin` a call may give.
     pub max_stdin_bytes: usize,
     /// Most `args` a call may append.
     pub max_args: usize,
-    /// What a call's `args` may be.
+    /// What a call's `args` may be; a call that breaks it gets the tool's error and nothing
+    /// runs.
     pub args: ArgsPolicy,
-    /// A regular expression every one of a call's `args` must match in full.
+    /// A regular expression ([regex-lite](https://docs.rs/regex-lite)) every argument must
+    /// match in full, besides `args`. Required where `shell = false` and clients may pass
+    /// arguments, unless the command is an inert program (`echo`, `printf`, `true`, `seq`,
+    /// `basename`, `sleep`, `tr`, …).
     pub args_pattern: Option<String>,
-    /// With `[auth]` on, an entry without `uid` must say this: the program then runs as
-    /// the server's user.
+    /// With `[auth]` on, lets an entry without `uid` run as the server's user, which can
+    /// read what that user can: files, and the store through them.
     pub run_as_server_user: bool,
 }
 
 /// `args` of `[exec.programs.NAME]`: what a call's arguments may be. Options are where
 /// most programs hide "run this" (`find -exec`, `git -c`, `tar --to-command`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, schemars::JsonSchema, Default,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum ArgsPolicy {
-    /// No arguments at all.
+    /// no arguments at all.
     None,
-    /// Any argument but one that begins with `-`.
+    /// any argument but one that begins with `-`.
     #[default]
     NoOptions,
-    /// Any argument, after a `--` put between the configured command and them (unless
+    /// any argument, after a `--` put between the configured command and them (unless
     /// the command already ends with `--`); only as good as the program's own `--`.
     AfterSeparator,
-    /// Anything: the program must be safe with whatever a client appends.
+    /// anything: the program must be safe with whatever a client appends.
     Any,
 }
 

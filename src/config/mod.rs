@@ -1,17 +1,12 @@
 //! Configuration: the [`Config`] struct mirrors `sys.toml`, one file here per section.
-//!
-//! Sources, later ones winning: built-in defaults, `sys.toml` in the working directory
-//! (if present; never for `otpmcp stdio`, see [`Config::load_overlays`]), each
-//! `--config FILE` overlay, environment variables
-//! `OTPMCP__<SECTION>__<KEY>` (e.g. `OTPMCP__SSE__KEEPALIVE_INTERVAL=10s`), then `--bind`.
-//! Durations are human-readable: `150ms`, `30s`, `5m`, `1h`, `1d` (a bare number is
-//! milliseconds). Every error names the key it is about.
+//! [`Config`]'s doc comment has the load order, the spelling of values and the errors.
 //!
 //! Each default is written once, in its section's `Default` impl; the field docs say what
-//! a key does, not its value. `sys.toml` and docs/configuration.md list the defaults too,
-//! and a test (`defaults.rs`) keeps the three in agreement. A key that zero would break
-//! has a non-zero type (`NonZeroUsize`, [`NonZeroDuration`], ...), so a zero is refused
-//! while loading, naming the key, and [`Config::validate`] checks only the rest.
+//! a key does, not its value. docs/configuration.md is generated from these types
+//! (`otpmcp config docs`, through their JSON Schema: doc comments and defaults), and
+//! tests keep it and `sys.toml` in agreement with them. A key that zero would break has a
+//! non-zero type (`NonZeroUsize`, [`NonZeroDuration`], ...), so a zero is refused while
+//! loading, naming the key, and [`Config::validate`] checks only the rest.
 
 use std::path::{Path, PathBuf};
 
@@ -19,6 +14,7 @@ use serde::{Deserialize, Serialize};
 
 mod admin;
 mod auth;
+mod docs;
 mod duration;
 mod error;
 mod exec;
@@ -32,6 +28,7 @@ mod store;
 mod supervisor;
 mod tasks;
 mod telemetry;
+mod validate;
 
 #[cfg(test)]
 mod defaults;
@@ -41,7 +38,6 @@ pub(crate) use auth::is_loopback_host;
 pub use auth::{ASYMMETRIC_ALGORITHMS, AuthConfig, WELL_KNOWN_RESOURCE};
 pub use duration::{NonZeroDuration, parse_duration};
 pub use error::ConfigError;
-use error::invalid;
 pub use exec::{ArgsPolicy, ExecConfig, IsolationMode, ProgramConfig};
 pub use explain::{Effective, ValueSource};
 pub use secret::{Secret, SecretUrl, is_secret_name, redact_query, redact_url};
@@ -60,8 +56,61 @@ pub const ENV_SEPARATOR: &str = "__";
 /// The base file read from the working directory when it exists.
 pub const DEFAULT_FILE: &str = "sys.toml";
 
-/// Everything otpmcp reads at start-up.
-#[derive(Debug, Clone, Deserialize, Serialize, Default)]
+/// Everything otpmcp reads at start-up: one table per section of `sys.toml`, each key
+/// optional. The `sys.toml` at the repository root lists every key with its default; each
+/// default is written once, in its section's `Default` impl, and a test keeps `sys.toml`
+/// in agreement.
+///
+/// # Load order
+///
+/// Later sources override earlier ones, key by key:
+///
+/// 1. the built-in defaults;
+/// 2. `./sys.toml` in the working directory, if it exists; **not for `otpmcp stdio`**,
+///    which a desktop or IDE client starts inside a workspace whose files the user may
+///    not have written (a library does the same with `Config::load_overlays`);
+/// 3. each `--config FILE`, in order (a missing file is an error);
+/// 4. environment variables `OTPMCP__<SECTION>__<KEY>`, e.g.
+///    `OTPMCP__SSE__KEEPALIVE_INTERVAL=10s` or `OTPMCP__SERVER__ALLOWED_HOSTS=a,b`:
+///    booleans and numbers are recognised, lists are comma-separated without spaces,
+///    and variables not starting with `OTPMCP__` are ignored;
+/// 5. `--bind ADDR:PORT`, which replaces `server.bind`.
+///
+/// Start-up logs the files it loaded (`configuration loaded files=[…]`). Overlays hold
+/// only the keys they change: `config/development.toml` (short timers, debug logs),
+/// `config/test.toml` (port 0, what the binary's tests use) and `config/redis.toml` (the
+/// Redis backend, [deployment.md](deployment.md)).
+///
+/// # Values
+///
+/// A *duration* is a whole number and a unit: `150ms`, `30s`, `5m`, `1h`, `1d`; a bare
+/// number (or a TOML integer) is milliseconds. Fractions, signs and compounds (`1h30m`)
+/// are refused. A type marked `> 0` or `≥ 1` has no zero: a zero is refused while the
+/// value is read. A *secret* is read but never shown.
+///
+/// # Errors
+///
+/// The merged result is checked, and the process exits with code 2 and a message naming
+/// the key when a value does not parse, a key is unknown (in a file or an `OTPMCP__`
+/// variable: a misspelt key is an error, not ignored), a value is zero where its type
+/// has none, or a rule of the key below fails:
+///
+/// ```text
+/// otpmcp: configuration: must be greater than zero for key `sse.stream_timeout`
+/// otpmcp: configuration key `sse.path`: must start with '/'
+/// ```
+///
+/// It exits with 1 when it cannot bind its address or reach Redis. An embedder gets the
+/// same checks from `otpmcp::start` as `StartError::Config`.
+///
+/// `otpmcp config check [--stdio] [FILE]...` loads the configuration as `otpmcp --config
+/// FILE...` would (with `--stdio`, as `otpmcp stdio` would), validates it and prints every
+/// key's effective value with its source (`# default`, `# file PATH`, `# environment
+/// NAME`), then `# valid`; it exits 0, or 2 with the error. Secrets are never printed,
+/// there nor in errors and logs: a secret shows as `"(set)"` (or `""` when unset), and in
+/// a URL the user-info and every credential-like query parameter (`password`, `token`,
+/// `key`, `secret`, …) show as `(set)`: `redis://(set)@10.0.0.9:6379`.
+#[derive(Debug, Clone, Deserialize, Serialize, schemars::JsonSchema, Default)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
     /// The HTTP listener and its limits.
@@ -79,7 +128,7 @@ pub struct Config {
     pub stateless: StatelessConfig,
     /// Tasks (the `io.modelcontextprotocol/tasks` extension): lifetime, polling, limits.
     pub tasks: TasksConfig,
-    /// The admin listener: health and readiness probes.
+    /// The admin listener: health and readiness probes, metrics, the dashboard.
     pub admin: AdminConfig,
     /// Bearer tokens: otpmcp as an OAuth 2.1 resource server.
     pub auth: AuthConfig,
@@ -193,174 +242,6 @@ impl Config {
             .try_deserialize()?;
         config.validate()?;
         Ok(config)
-    }
-
-    /// Checks what the field types cannot: a usable path, a known cache scope, a
-    /// loopback admin address, a Redis URL and prefix, a log filter, and the `[auth]` and
-    /// `[exec]` rules. (A zero where it would break is refused by the types.)
-    pub fn validate(&self) -> Result<(), ConfigError> {
-        if !self.sse.path.starts_with('/') {
-            return invalid("sse.path", "must start with '/'");
-        }
-        if !matches!(self.stateless.cache_scope.as_str(), "public" | "private") {
-            return invalid("stateless.cache_scope", "must be `public` or `private`");
-        }
-        if self.admin.enabled && !self.admin.bind.ip().is_loopback() && !self.admin.allow_remote {
-            return invalid(
-                "admin.bind",
-                "is not a loopback address: the admin listener has no authentication (set admin.allow_remote = true to allow it)",
-            );
-        }
-        if self.tasks.principal_event_percent.get() > 100 {
-            return invalid(
-                "tasks.principal_event_percent",
-                "must be at most 100 (a percentage of sse.max_total_events and sse.max_total_bytes)",
-            );
-        }
-        if self.store.shards > store::MAX_SHARDS {
-            return invalid(
-                "store.shards",
-                format!("must be at most {} (0: one per core)", store::MAX_SHARDS),
-            );
-        }
-        if self.store.backend == BackendKind::Redis {
-            if redis::Client::open(self.store.redis_url.expose()).is_err() {
-                return invalid(
-                    "store.redis_url",
-                    "is not a redis://, rediss:// (TLS) or unix:// URL",
-                );
-            }
-            self.validate_sentinels()?;
-            self.validate_redis_tls()?;
-            let prefix = &self.store.key_prefix;
-            if prefix.is_empty() || prefix.contains(['{', '}', ' ']) {
-                return invalid(
-                    "store.key_prefix",
-                    "must be non-empty, without braces or spaces",
-                );
-            }
-        }
-        if self
-            .telemetry
-            .log_filter
-            .parse::<tracing_subscriber::filter::Targets>()
-            .is_err()
-        {
-            return invalid("telemetry.log_filter", "is not a valid filter");
-        }
-        self.auth.validate()?;
-        self.exec.validate()?;
-        self.validate_run_as()
-    }
-
-    /// Sentinels name the primary of one server; a cluster finds its own primaries.
-    fn validate_sentinels(&self) -> Result<(), ConfigError> {
-        let store = &self.store;
-        if store.redis_sentinels.is_empty() {
-            return Ok(());
-        }
-        if store.redis_cluster {
-            return invalid(
-                "store.redis_sentinels",
-                "cannot be combined with store.redis_cluster (a cluster follows its own failovers)",
-            );
-        }
-        if store
-            .redis_sentinels
-            .iter()
-            .any(|url| redis::Client::open(url.expose()).is_err())
-        {
-            return invalid(
-                "store.redis_sentinels",
-                "must all be redis://, rediss:// or unix:// URLs of sentinels",
-            );
-        }
-        if store.redis_sentinel_service.is_empty() {
-            return invalid(
-                "store.redis_sentinel_service",
-                "must name the primary the sentinels monitor",
-            );
-        }
-        Ok(())
-    }
-
-    /// The TLS files of the Redis connections: each one set is a readable PEM file of what
-    /// it should hold, the client's certificate and key come together, and they are set
-    /// only where some URL is `rediss://` (else they would silently not be used).
-    fn validate_redis_tls(&self) -> Result<(), ConfigError> {
-        use rustls::pki_types::pem::PemObject;
-        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-
-        let store = &self.store;
-        let set = |path: &Path| !path.as_os_str().is_empty();
-        let files = [
-            ("store.redis_ca_file", &store.redis_ca_file),
-            ("store.redis_client_cert", &store.redis_client_cert),
-            ("store.redis_client_key", &store.redis_client_key),
-        ];
-        if set(&store.redis_client_cert) != set(&store.redis_client_key) {
-            let (key, other) = if set(&store.redis_client_cert) {
-                ("store.redis_client_key", "store.redis_client_cert")
-            } else {
-                ("store.redis_client_cert", "store.redis_client_key")
-            };
-            return invalid(
-                key,
-                format!("must be set with {other} (mutual TLS needs both, or neither)"),
-            );
-        }
-        if let Some((key, _)) = files.iter().find(|(_, path)| set(path))
-            && !store.redis_tls()
-        {
-            return invalid(
-                key,
-                "is set, but no Redis URL is rediss://: the connections would not use TLS",
-            );
-        }
-        for (key, path) in files.into_iter().filter(|(_, path)| set(path)) {
-            let pem = match std::fs::read(path) {
-                Ok(pem) => pem,
-                Err(e) => return invalid(key, format!("{}: {e}", path.display())),
-            };
-            let holds = if key == "store.redis_client_key" {
-                PrivateKeyDer::from_pem_slice(&pem).is_ok()
-            } else {
-                let certs: Result<Vec<_>, _> = CertificateDer::pem_slice_iter(&pem).collect();
-                certs.is_ok_and(|certs| !certs.is_empty())
-            };
-            if !holds {
-                let what = if key == "store.redis_client_key" {
-                    "a PEM private key"
-                } else {
-                    "PEM certificates"
-                };
-                return invalid(key, format!("{}: holds no {what}", path.display()));
-            }
-        }
-        Ok(())
-    }
-
-    /// With `[auth]` on, a program running as the server's user could read the server's
-    /// secrets (its environment, its memory) and, through the store, other principals'
-    /// data: each entry must name a `uid` or say that it runs as the server's user.
-    fn validate_run_as(&self) -> Result<(), ConfigError> {
-        if !(self.auth.enabled && self.exec.enabled) {
-            return Ok(());
-        }
-        let unsaid = self
-            .exec
-            .programs
-            .iter()
-            .find(|(_, p)| p.uid.is_none() && !p.run_as_server_user);
-        match unsaid {
-            Some((name, _)) => invalid(
-                "exec.programs",
-                format!(
-                    "`{name}`: with auth.enabled, set `uid` (a user of its own) or `run_as_server_user = true` (it can then read what the server's user can)"
-                ),
-            ),
-            None => Ok(()),
-        }
     }
 }
 
@@ -558,7 +439,8 @@ mod tests {
     }
 
     // A zero where the key's type is non-zero is refused while loading, in the config
-    // crate's words, with the key: the message docs/configuration.md shows.
+    // crate's words, with the key: the message docs/configuration.md shows (from
+    // `Config`'s doc comment).
     #[test]
     fn a_zero_is_refused_at_load_naming_the_key() {
         let message = |text: &str| {

@@ -65,6 +65,21 @@ impl<'de> Deserialize<'de> for Secret {
     }
 }
 
+/// A secret is a string the documentation marks write-only: it is read, never shown.
+impl schemars::JsonSchema for Secret {
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Secret".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({ "type": "string", "writeOnly": true })
+    }
+}
+
 /// A URL that may carry credentials.
 #[derive(Clone, Default, PartialEq, Eq)]
 pub struct SecretUrl(String);
@@ -114,6 +129,21 @@ impl Serialize for SecretUrl {
 impl<'de> Deserialize<'de> for SecretUrl {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         String::deserialize(d).map(Self)
+    }
+}
+
+/// A URL whose credentials are write-only.
+impl schemars::JsonSchema for SecretUrl {
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "SecretUrl".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({ "type": "string", "format": "uri", "writeOnly": true })
     }
 }
 

@@ -5,65 +5,81 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::duration::{NonZeroDuration, human_duration, nz};
+use super::duration::{HumanDuration, NonZeroDuration, human_duration, nz};
 
-/// `[sse]`: the keys of the erlmcp design's SSE table, plus the per-connection buffer.
-#[derive(Debug, Clone, Deserialize, Serialize)]
+/// SSE streams, the event store that lets a client resume one
+/// ([resumability.md](resumability.md)), and the in-memory store's budgets.
+///
+/// Worst-case memory: what clients can make the in-memory store hold is bounded:
+/// `max_total_bytes` of payload plus about 80 bytes per event up to `max_total_events`;
+/// about 3 KB per session up to `server.max_sessions`; and per connection, up to
+/// `server.max_connections`, about twice `stream_buffer_bytes` plus 200 KB. With Redis,
+/// events and sessions live there, bounded by its `maxmemory`.
+#[derive(Debug, Clone, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct SseConfig {
-    /// Answer requests with SSE streams and serve GET streams. When false, every request
-    /// is answered with a single JSON body and GET gets 405.
+    /// Answer requests with SSE streams and serve GET streams. Off: every request gets one
+    /// JSON body, GET gets 405, progress and log notifications are dropped and requests to
+    /// the client fail (`ClientRequestError::Unavailable`).
     pub enabled: bool,
-    /// The MCP endpoint path.
+    /// The MCP endpoint; must start with `/`.
     pub path: String,
-    /// Interval between `: ping` comments on an open stream.
+    /// Interval between `: ping` comments on an open stream, so proxies and clients do not
+    /// cut quiet streams.
     pub keepalive_interval: NonZeroDuration,
-    /// A stream with no event for this long is closed after a `retry:` hint, so the client
-    /// polls back. POST streams of clients older than 2025-11-25 are not closed for
-    /// idleness before their response: those clients do not poll back.
+    /// A stream with no event for this long (pings do not count) is closed after a `retry:`
+    /// hint, and the client reconnects with `Last-Event-ID`. A POST stream of a session
+    /// older than 2025-11-25 is not closed before its response: those clients do not poll
+    /// back.
     pub stream_timeout: NonZeroDuration,
-    /// The `retry:` value sent to clients: how long they wait before reconnecting.
+    /// The `retry:` value sent to clients, how long they wait before reconnecting: in the
+    /// priming frame (2025-11-25 sessions) and before every close the server starts.
     #[serde(with = "human_duration")]
+    #[schemars(with = "HumanDuration")]
     pub retry_timeout: Duration,
-    /// Events older than this are dropped from the store.
+    /// Events older than this are dropped from the store (and never replayed).
     pub event_ttl: NonZeroDuration,
-    /// A `Last-Event-ID` issued longer ago than this is not honoured (no replay).
+    /// A `Last-Event-ID` issued longer ago than this gets no replay, only live events
+    /// ([resumability.md](resumability.md#retention)).
     pub replay_window: NonZeroDuration,
     /// Most events kept per session across its streams; the oldest go first.
     pub max_session_events: NonZeroUsize,
-    /// Most payload bytes kept per session across its streams; the oldest go first (the
-    /// newest event always stays). Without it, large tool outputs times
-    /// `max_session_events` can reach gigabytes per session.
+    /// Most payload bytes kept per session across its streams; the oldest go first, but the
+    /// newest event always stays, so a stream's end can be replayed. A resume that misses
+    /// evicted events is reported truncated. 0 keeps only the newest event.
     pub max_session_bytes: usize,
-    /// Most events the in-memory store keeps across all sessions; past it the oldest of
-    /// any session go first, down to nine tenths.
+    /// Most events the in-memory store keeps across all sessions; past it, or past
+    /// `max_total_bytes`, the oldest of any session go, down to nine tenths of both
+    /// (`otpmcp_events_evicted_total{reason="total"}`). One principal's task logs hold at
+    /// most `tasks.principal_event_percent` of it. Redis: use its `maxmemory`.
     pub max_total_events: NonZeroUsize,
-    /// Most payload bytes the in-memory store keeps across all sessions, likewise: with
-    /// the per-session caps alone, 10,000 sessions could keep 160 GiB.
+    /// Most payload bytes the in-memory store keeps across all sessions, as
+    /// `max_total_events`: with the per-session caps alone, the defaults would allow 160
+    /// GiB.
     pub max_total_bytes: NonZeroUsize,
-    /// Interval of the store's sweep of expired events.
+    /// Period of the store's sweep of expired events, and the longest interval of the
+    /// session-expiry check. With Redis each replica sweeps the sessions it used.
     pub cleanup_interval: NonZeroDuration,
-    /// Store events and honour `Last-Event-ID`. When false, frames carry no `id:` line,
-    /// nothing is stored and `Last-Event-ID` is ignored.
+    /// Store events and honour `Last-Event-ID`. Off: frames carry no `id:`, nothing is
+    /// stored, and a client that disconnects loses what it missed, a response in progress
+    /// included.
     pub enable_replay: bool,
-    /// Frames buffered per connection. Past it, what comes next waits within
+    /// Frames buffered per connection (a replay goes out in chunks of about 64 KiB, one
+    /// frame each; pings count too). Past it, what comes next waits within
     /// `stream_buffer_bytes`.
     pub stream_buffer: NonZeroUsize,
-    /// Bytes buffered per connection, within `stream_buffer` frames. A replay is written
-    /// as the client reads it, within this budget; live events that do not fit wait
-    /// behind, within as much again, and past that the client is too slow: the
-    /// connection is closed and the client resumes from the store. One event larger than
-    /// the budget still goes out alone. Without it, a resume of a 16 MiB stream that the
-    /// client does not read held all 16 MiB in frames. Also the budget of a
-    /// `tasks/stream` connection, from the task's log to the socket.
+    /// Bytes buffered per connection. A replay is read from the store a page at a time and
+    /// written as the client reads it; live events that do not fit wait behind, within as
+    /// much again, and past that the client is too slow: its connection is closed and it
+    /// resumes from the store. One event larger than the budget still goes out alone,
+    /// shared with the store. Also the budget of a `tasks/stream` connection.
     pub stream_buffer_bytes: NonZeroUsize,
-    /// Most connections following one request stream on a replica. A newer connection
-    /// becomes the active one; older ones are parked and get only the stream's last event
-    /// (the response). Past this many, the oldest parked one is closed with a `retry:`
-    /// hint. With 1, a newer connection closes the older at once, which makes clients
-    /// that reconnect in the background while resuming close each other in turn. Also
-    /// the most `tasks/stream` connections following one task on a replica: past it the
-    /// oldest is closed with a `retry:` hint.
+    /// Most connections following one request stream on a replica (and one task's
+    /// `tasks/stream`). A newer connection becomes the active one; older ones are parked
+    /// and get only the stream's response. Past the cap the oldest parked one is closed
+    /// with a `retry:` hint. With 1, a newer connection closes the older at once, and
+    /// clients that reconnect in the background while resuming (the Python SDK) close each
+    /// other in turn.
     pub max_connections_per_stream: NonZeroUsize,
 }
 

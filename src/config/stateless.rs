@@ -5,32 +5,34 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::duration::{NonZeroDuration, human_duration, nz};
+use super::duration::{HumanDuration, NonZeroDuration, human_duration, nz};
 use super::secret::Secret;
 
-/// `[stateless]`: multi round-trip state, caching hints and listen streams.
-#[derive(Debug, Clone, Deserialize, Serialize)]
+/// What stateless (2026-07-28) requests need beyond the handlers: multi round-trip state,
+/// caching hints and listen streams. Sessions do not use these keys.
+#[derive(Debug, Clone, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct StatelessConfig {
-    /// Secret that signs `requestState` (HMAC-SHA256), so a client cannot forge what a
-    /// multi round-trip request has learned. Every replica must share it. Empty: a random
-    /// key per process, which is right for one process; with Redis, set it, or a retry
-    /// that reaches another replica is refused.
+    /// Signs `requestState` (HMAC-SHA256), the state a multi round-trip request hands the
+    /// client with `input_required`, so a client cannot forge it. Every replica must share
+    /// it; pass it in the environment. Empty: a random key per process, which is right for
+    /// one process; with Redis a retry that reaches another replica, or comes after a
+    /// restart, is then refused.
     pub request_state_key: Secret,
-    /// How long a `requestState` is accepted after it was issued.
+    /// How long a `requestState` is accepted after it was issued (whole seconds).
     pub request_state_ttl: NonZeroDuration,
-    /// `ttlMs` on lists and reads: how long a client may reuse them; `0s` asks every time
-    /// (listen streams announce changes anyway).
+    /// `ttlMs` on `server/discover`, the lists and `resources/read`: how long a client may
+    /// reuse them. `0s`: ask every time (listen streams announce changes anyway).
     #[serde(with = "human_duration")]
+    #[schemars(with = "HumanDuration")]
     pub cache_ttl: Duration,
-    /// `cacheScope`: `public` (the same for every user) or `private`.
+    /// `cacheScope` on `server/discover`, the lists and `resources/read`: `public` (the
+    /// same for every user) or `private`.
     pub cache_scope: String,
-    /// Most listen notifications kept for a listener that has fallen behind; past it, its
+    /// Changes kept for a `subscriptions/listen` stream that has fallen behind; past it the
     /// stream ends and the client listens again.
     pub listen_backlog: NonZeroUsize,
-    /// Most `subscriptions/listen` streams open at once on this replica; past it a new one
-    /// gets 503. Without it, clients could hold connections and their buffers without
-    /// bound.
+    /// Listen streams open at once on this replica; one more gets 503.
     pub max_listen_streams: NonZeroUsize,
 }
 

@@ -8,80 +8,106 @@ use super::duration::NonZeroDuration;
 use super::secret::SecretUrl;
 
 /// Which event-store and session backend to use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, schemars::JsonSchema, Default,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum BackendKind {
-    /// In this process: nothing to run beside it, nothing shared.
+    /// in this process: nothing to run beside it, nothing shared.
     #[default]
     Memory,
-    /// In Redis: any replica serves any session and resumes any stream.
+    /// in Redis, shared: any replica serves any session and resumes any stream.
     Redis,
 }
 
-/// `[store]`: the backend of the event store and of shared sessions.
-#[derive(Debug, Clone, Deserialize, Serialize)]
+/// Where events, sessions and request leases live. With `memory` (the default) the Redis
+/// keys are not used. With `redis`, every replica with the same `redis_url` and
+/// `key_prefix` serves every session ([deployment.md](deployment.md)); a Redis that cannot
+/// be reached at start-up exits 1.
+///
+/// Some limits stay per replica with Redis: `server.max_sessions` and
+/// `server.max_open_per_session` count what one replica holds. The retention keys of
+/// `[sse]` and `server.session_timeout` are applied by whichever replica stores or reads an
+/// event, so give every replica the same values
+/// ([deployment.md](deployment.md#what-is-shared-and-what-is-per-replica)).
+#[derive(Debug, Clone, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct StoreConfig {
-    /// `memory` or `redis`.
+    /// Where events and sessions live.
     pub backend: BackendKind,
-    /// Event-store shards: each an actor owning the sessions, streams and records whose
-    /// ids hash to it. `0`: as many as the cores the process may run on.
+    /// Event-store shards, each an actor under the root supervisor owning the sessions,
+    /// streams and tasks whose ids hash to it; the store-wide budgets stay exact across
+    /// shards. 0: one per core the process may run on. At most 1024. With 1, one actor
+    /// carries every event, near 300,000 a second at most.
     pub shards: usize,
-    /// Redis URL, e.g. `redis://127.0.0.1:6379/0`, `redis://:password@host:6379`, or
-    /// over TLS `rediss://user:password@host:6380`.
+    /// The Redis server: `redis://[user][:password@]host[:port][/db]`, `rediss://…` for
+    /// TLS, or `unix:///path/redis.sock`. An ACL user is the URL's user; a password alone
+    /// is the `default` user's. Over TLS the server's certificate must name the host and be
+    /// signed by a root of `redis_ca_file`, or of the system when that is unset. Needs
+    /// Redis 6 or newer (RESP3).
     pub redis_url: SecretUrl,
-    /// `redis_url` (and `redis_nodes`) are nodes of a Redis Cluster: connect with the
-    /// cluster client, which finds the other nodes and routes each command by its keys.
+    /// `redis_url` and `redis_nodes` are nodes of a Redis Cluster: the cluster client finds
+    /// the others and sends each command to the node serving its keys (a session's keys
+    /// share a hash tag). Without it, a cluster answers `MOVED`.
     pub redis_cluster: bool,
-    /// More seed nodes of the cluster, besides `redis_url` (any one that answers is
-    /// enough).
+    /// More seed nodes of the cluster besides `redis_url`; one that answers is enough.
     pub redis_nodes: Vec<SecretUrl>,
-    /// Redis Sentinel URLs, e.g. `redis://10.0.0.5:26379`. When set, each connection goes
-    /// to the primary these sentinels name for `redis_sentinel_service` at that moment,
-    /// and a failover is followed; `redis_url` then gives only the primary's password,
-    /// user and database, its host is not used.
+    /// Redis Sentinel URLs. When set, each connection goes to the primary they name for
+    /// `redis_sentinel_service` (asked in order, the first that answers decides), and the
+    /// heartbeat asks `ROLE`, so a connection to a demoted server is replaced by one to the
+    /// new primary. `redis_url` then gives only the password, user and database. Not with
+    /// `redis_cluster`.
     pub redis_sentinels: Vec<SecretUrl>,
-    /// The name the sentinels monitor the primary under (`sentinel monitor <name> ...`).
+    /// The name the sentinels monitor the primary under (`sentinel monitor <name> …`); used
+    /// only with `redis_sentinels`, and must not be empty.
     pub redis_sentinel_service: String,
-    /// A PEM file of the CA certificates that sign the Redis servers' certificates, for
-    /// `rediss://` URLs: when set, only these are trusted. Empty: the system's roots.
+    /// For `rediss://` URLs: a PEM file of the CA certificates that sign the Redis servers'
+    /// certificates; when set, only these are trusted. Empty: the system's roots
+    /// (`/etc/ssl/certs`, or `SSL_CERT_FILE`). Unreadable, holding no certificate, or set
+    /// while no URL is `rediss://`: exits 2.
     pub redis_ca_file: PathBuf,
-    /// A PEM certificate (chain) this replica presents to Redis over TLS (mutual TLS,
-    /// `tls-auth-clients yes`); with `redis_client_key`. Empty: none.
+    /// For `rediss://`: a PEM certificate (chain) presented to a Redis that asks for one
+    /// (mutual TLS), with `redis_client_key`. Empty: none.
     pub redis_client_cert: PathBuf,
-    /// The PEM private key of `redis_client_cert`. Empty: none.
+    /// The PEM private key of `redis_client_cert`; keep it readable by the server's user
+    /// only. Empty: none.
     pub redis_client_key: PathBuf,
-    /// Prefix of every Redis key and channel, so several deployments can share one Redis.
+    /// Prefix of every Redis key and channel, so several deployments can share one Redis;
+    /// non-empty, without braces or spaces. Replicas with different prefixes do not see
+    /// each other.
     pub key_prefix: String,
-    /// Longest wait for a connection to Redis.
+    /// Longest wait for a connection to Redis, at start-up and at each reconnect.
     pub connect_timeout: NonZeroDuration,
-    /// Longest wait for one Redis command; a command that takes longer counts as a
-    /// failure.
+    /// Longest wait for one Redis command or script; slower counts as a failure. A catch-up
+    /// reads up to `sse.max_session_bytes` in one reply: keep it well above the time that
+    /// takes.
     pub command_timeout: NonZeroDuration,
-    /// After a failed Redis command, events are delivered live without being stored for
-    /// this long before Redis is tried again, so an outage costs no waiting per event.
+    /// After a failed Redis call, Redis is not tried again for this long (one breaker for
+    /// the store, sessions, leases and pub/sub): calls fail at once, and events go live to
+    /// this replica's connections without being stored. Also the longest back-off between
+    /// reconnects.
     pub retry_interval: NonZeroDuration,
     /// Both connections to Redis are pinged this often; one that does not answer within
     /// `command_timeout` trips the breaker and is replaced. Without it, a connection
-    /// dropped silently by a NAT or a firewall (half-open) is never noticed: commands time
-    /// out for ever and the pub/sub feed goes quiet.
+    /// dropped silently by a NAT or firewall is never noticed.
     pub ping_interval: NonZeroDuration,
-    /// TCP keepalive on the connections to Redis: probes start after this much silence,
-    /// so the kernel notices a peer that vanished.
+    /// TCP keepalive on the connections to Redis: after this much silence the kernel
+    /// probes, and closes a connection whose peer is gone.
     pub tcp_keepalive: NonZeroDuration,
-    /// A replica renews its lease on its running requests this often; another replica
-    /// answers them with an error once the lease is `lease_ttl` old.
+    /// Each replica renews a lease every third of this and registers its running requests
+    /// under it. When a replica's lease is older than this, another replica ends those
+    /// requests' streams with an error (-32603), so a resuming client gets an answer.
+    /// Shorter answers sooner, but a replica cut off from Redis for longer is treated as
+    /// dead.
     pub lease_ttl: NonZeroDuration,
     /// At a planned shutdown, a running call of a tool declared re-runnable is run again
-    /// from its start by another replica, on the same stream; off, it ends with an error
-    /// that says it may be retried.
+    /// from its start by the replica that claims its lease, on the same stream, after a
+    /// warning notification. Off, or for other tools, the call ends with -32603 and
+    /// `data.retryable = true`.
     pub hand_over_calls: bool,
-    /// The format version of what this replica writes to Redis for the others to read
-    /// (docs/deployment.md, Upgrades and rollbacks). `"auto"`: the oldest format a live
-    /// replica reads, learned at each lease renewal, so a rolling upgrade never writes
-    /// what a replica of the version before cannot read. A number pins it: during an
-    /// upgrade, the previous version's, to keep a rollback open after every replica runs
-    /// the new one.
+    /// The version of the shared formats this replica writes to Redis (deployment.md,
+    /// Upgrades and rollbacks). A number pins it: the previous version's during an
+    /// upgrade keeps a rollback open once every replica runs the new one.
     pub write_format: WriteFormatSetting,
 }
 
@@ -98,6 +124,26 @@ pub enum WriteFormatSetting {
     Auto,
     /// This version, whatever the others read.
     Pinned(u8),
+}
+
+impl schemars::JsonSchema for WriteFormatSetting {
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "WriteFormatSetting".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "oneOf": [
+                {"const": "auto", "description": "the oldest format a live replica reads, learned at each lease renewal"},
+                {"type": "integer", "minimum": OLDEST_FORMAT, "maximum": CURRENT_FORMAT,
+                 "description": "this version, whatever the others read"}
+            ]
+        })
+    }
 }
 
 impl Serialize for WriteFormatSetting {

@@ -4,14 +4,14 @@ use serde::{Deserialize, Serialize};
 
 use super::duration::NonZeroDuration;
 
-/// `[supervisor]`: how many restarts the root supervisor allows, and within how long.
-#[derive(Debug, Clone, Deserialize, Serialize)]
+/// The restart intensity of the root supervisor, as in OTP.
+#[derive(Debug, Clone, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct SupervisorConfig {
-    /// Restarts allowed within `max_window` before the supervisor gives up and the process
-    /// exits non-zero.
+    /// Restarts allowed within any `max_window`, all children together. One more and the
+    /// supervisor stops the tree and the process exits 1; 0 makes the first crash fatal.
     pub max_restarts: u32,
-    /// The intensity window.
+    /// The restart-intensity window.
     pub max_window: NonZeroDuration,
 }
 

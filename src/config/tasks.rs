@@ -6,31 +6,37 @@ use serde::{Deserialize, Serialize};
 
 use super::duration::{NonZeroDuration, nz};
 
-/// `[tasks]`: lifetime, polling and limits of tasks (the `io.modelcontextprotocol/tasks`
-/// extension).
-#[derive(Debug, Clone, Deserialize, Serialize)]
+/// Durable tasks (the `io.modelcontextprotocol/tasks` extension, [tasks.md](tasks.md)):
+/// long tool calls a client polls or streams instead of waiting. A task refused by a limit
+/// below fails its `tools/call` with -32603 naming the key; it is not run synchronously
+/// instead.
+#[derive(Debug, Clone, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct TasksConfig {
-    /// How long a task (and its result) is kept from its creation (`ttlMs`); after it a
-    /// task that still works is stopped, and its record, like a finished one's, dropped.
+    /// `ttlMs` of new tasks: a task and its result are kept this long from creation; one
+    /// still running then is stopped and dropped.
     pub ttl: NonZeroDuration,
-    /// The poll interval suggested to clients (`pollIntervalMs`).
+    /// `pollIntervalMs`, the polling interval suggested to clients.
     pub poll_interval: NonZeroDuration,
-    /// Most task records the in-memory store keeps at once; past it a new task is refused
-    /// (-32603). Redis keeps as many as it has memory for.
+    /// Task records the in-memory store keeps at once; past it a new task is refused for
+    /// everyone. Redis keeps as many as its memory allows.
     pub max_tasks: NonZeroUsize,
-    /// Most tasks running on this replica at once; past it a new task is refused.
+    /// Tasks running on this replica at once.
     pub max_running: NonZeroUsize,
-    /// Most live tasks (running or finished, until their `ttl`) one principal holds
-    /// across all replicas: the `[auth]` owner, or without `[auth]` the client's address.
-    /// Past it that principal's new task is refused (-32603); others are untouched.
+    /// Live tasks (running, or finished and kept until their `ttl`) one principal holds
+    /// across every shard and replica; past it that principal's new task is refused, others
+    /// still get theirs. The principal is the `[auth]` owner, or without `[auth]` the
+    /// client's address (clients behind one NAT share a quota).
     pub max_per_principal: NonZeroUsize,
-    /// The share, in percent (1 to 100), of the in-memory store's event budget
-    /// (`sse.max_total_events`, `sse.max_total_bytes`) one principal's task logs may hold:
-    /// past it that principal's own oldest task events go, not other sessions'.
+    /// The share, in percent (at most 100), of the in-memory store's budget
+    /// (`sse.max_total_events`, `sse.max_total_bytes`) one principal's task logs may hold.
+    /// Past it that principal's own oldest task events go (the newest of each log stays),
+    /// never anyone else's (`otpmcp_events_evicted_total{reason="principal"}`). Lower it
+    /// where many principals run tasks at once; 100: no share. Redis: each log keeps the
+    /// per-session caps.
     pub principal_event_percent: NonZeroUsize,
-    /// When a replica dies, run its tasks whose tools are declared re-runnable again (once)
-    /// on another replica, instead of ending them `failed`.
+    /// When a replica dies, run its tasks whose tools are declared re-runnable again, once,
+    /// on the replica that finds its lease lapsed; off, they end `failed`.
     pub rerun_lost: bool,
 }
 

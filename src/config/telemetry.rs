@@ -4,25 +4,29 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::duration::human_duration;
+use super::duration::{HumanDuration, human_duration};
 use super::secret::SecretUrl;
 
-/// `[telemetry]`: logs and traces.
-#[derive(Debug, Clone, Deserialize, Serialize)]
+/// Logs on stderr, and traces and metrics over OTLP/HTTP. An exporter that cannot be built
+/// exits 2 naming the key.
+#[derive(Debug, Clone, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct TelemetryConfig {
-    /// `service.name` of exported spans.
+    /// `service.name` of exported spans and metrics.
     pub service_name: String,
-    /// OTLP/HTTP traces endpoint, e.g. `http://127.0.0.1:4318/v1/traces`. Empty: no
-    /// export, readable logs on stderr only.
+    /// OTLP/HTTP traces endpoint, the full URL, e.g. `http://127.0.0.1:4318/v1/traces`.
+    /// Empty: no export.
     pub otlp_endpoint: SecretUrl,
-    /// Log filter in `tracing` target syntax, e.g. `info,otpmcp=debug`.
+    /// Filter in `tracing` target syntax, e.g. `info,otpmcp=debug`, for the logs and
+    /// exported spans. The actors' per-message spans are at debug level.
     pub log_filter: String,
-    /// OTLP/HTTP metrics endpoint. Empty: beside the traces, the traces endpoint with
-    /// `/v1/traces` replaced by `/v1/metrics`; no export without either.
+    /// OTLP/HTTP metrics endpoint. Empty: the traces endpoint with `/v1/traces` replaced by
+    /// `/v1/metrics`; no export without either (`/metrics` on the admin listener still
+    /// works).
     pub otlp_metrics_endpoint: SecretUrl,
     /// How often metrics are exported over OTLP.
     #[serde(with = "human_duration")]
+    #[schemars(with = "HumanDuration")]
     pub metrics_interval: Duration,
 }
 
