@@ -184,3 +184,72 @@ async fn a_tool_of_unit_ignores_what_it_is_given() {
     assert_eq!(bare["result"]["content"][0]["text"], "pong", "{bare}");
     server.shutdown().await;
 }
+
+/// Issue 38, item 4: the two error types application code uses most convert with `?`,
+/// each a result with `isError` and its own message (only the outermost context of an
+/// `anyhow::Error`, not its chain).
+#[tokio::test]
+async fn anyhow_and_boxed_errors_convert_with_the_question_mark() {
+    async fn parse_anyhow(text: &str) -> anyhow::Result<i64> {
+        use anyhow::Context;
+        text.parse::<i64>()
+            .with_context(|| format!("`{text}` is not a number"))
+    }
+    fn parse_boxed(text: &str) -> Result<i64, Box<dyn std::error::Error + Send + Sync>> {
+        if text.is_empty() {
+            return Err("nothing to parse".into());
+        }
+        Ok(text.parse::<i64>()?)
+    }
+    /// Text to read as an integer.
+    #[derive(serde::Deserialize, schemars::JsonSchema)]
+    struct Text {
+        text: String,
+    }
+    let mut tools = ToolRegistry::default();
+    tools
+        .register(tool("anyhow", |args: Text, _| async move {
+            let n = parse_anyhow(&args.text).await?;
+            Ok(n.to_string())
+        }))
+        .register(tool("boxed", |args: Text, _| async move {
+            let n = parse_boxed(&args.text)?;
+            Ok(n.to_string())
+        }));
+    let server = TestServer::start_with(|_| {}, McpServer::new(tools)).await;
+    let mut client = server.client();
+    client.initialize().await;
+    let call = |name: &'static str, text: &'static str| {
+        let client = &client;
+        async move {
+            client
+                .ask(
+                    "tools/call",
+                    json!({"name": name, "arguments": {"text": text}}),
+                )
+                .await
+        }
+    };
+    let fine = call("anyhow", "41").await;
+    assert_eq!(fine["result"]["content"][0]["text"], "41", "{fine}");
+    let failed = call("anyhow", "forty").await;
+    assert_eq!(failed["result"]["isError"], true, "{failed}");
+    assert_eq!(
+        failed["result"]["content"][0]["text"], "`forty` is not a number",
+        "the context, not the parser's message under it: {failed}"
+    );
+    let fine = call("boxed", "7").await;
+    assert_eq!(fine["result"]["content"][0]["text"], "7", "{fine}");
+    let failed = call("boxed", "").await;
+    assert_eq!(failed["result"]["isError"], true, "{failed}");
+    assert_eq!(
+        failed["result"]["content"][0]["text"], "nothing to parse",
+        "{failed}"
+    );
+    let failed = call("boxed", "seven").await;
+    assert_eq!(
+        failed["result"]["content"][0]["text"], "invalid digit found in string",
+        "a std error boxed on the way: {failed}"
+    );
+    server.shutdown().await;
+}

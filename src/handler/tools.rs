@@ -14,9 +14,12 @@ use crate::protocol::methods::{CallToolResult, TaskOptions, TaskSupport, ToolDef
 /// Why a tool call failed.
 ///
 /// Any error converts into it with `?` (as [`ToolError::Failed`], its message shown to
-/// the model), so a tool's body reads like any Rust function's. For that, `ToolError`
-/// itself is not a [`std::error::Error`] (as `anyhow::Error` is not): it is where errors
-/// end, not one more to wrap.
+/// the model), so a tool's body reads like any Rust function's: every
+/// [`std::error::Error`], `Box<dyn Error + Send + Sync>`, `anyhow::Error`, and a `String`
+/// or `&str` — whatever converts into `Box<dyn Error + Send + Sync>`. Only the error's
+/// own message is kept (for `anyhow::Error`, its outermost context), not its chain of
+/// sources. For that, `ToolError` itself is not a [`std::error::Error`] (as
+/// `anyhow::Error` is not): it is where errors end, not one more to wrap.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ToolError {
     /// The arguments do not fit the tool's schema: a result with `isError`, its message
@@ -44,12 +47,17 @@ impl std::fmt::Display for ToolError {
     }
 }
 
-impl<E: std::error::Error + Send + Sync + 'static> From<E> for ToolError {
+/// The bound is `Into<Box<dyn Error + Send + Sync>>` rather than `Error`: that takes in
+/// every `Error` through std's own conversion, and also the boxed error and
+/// `anyhow::Error` (which convert into it but are not `Error`s), where a second impl
+/// beside an `Error` blanket would conflict.
+impl<E: Into<Box<dyn std::error::Error + Send + Sync>>> From<E> for ToolError {
     /// A question the client was not equipped to answer (a
     /// [`ClientRequestError::NotDeclared`]) is -32021; any other error is the tool's
     /// failure, its message shown to the model.
     fn from(e: E) -> Self {
-        match (&e as &dyn std::any::Any).downcast_ref::<ClientRequestError>() {
+        let e: Box<dyn std::error::Error + Send + Sync> = e.into();
+        match e.downcast_ref::<ClientRequestError>() {
             Some(ClientRequestError::NotDeclared(required)) => {
                 Self::MissingCapability(required.clone())
             }
