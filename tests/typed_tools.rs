@@ -253,3 +253,63 @@ async fn anyhow_and_boxed_errors_convert_with_the_question_mark() {
     );
     server.shutdown().await;
 }
+
+/// The message `tool` panics with when its argument type is `A`, if it does.
+fn refusal<A>() -> Option<String>
+where
+    A: serde::de::DeserializeOwned + schemars::JsonSchema + Send + 'static,
+{
+    let made = std::panic::catch_unwind(|| {
+        tool("t", |_: A, _| async { Ok("never called") });
+    });
+    let payload = made.err()?;
+    payload
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| payload.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+}
+
+/// Issue 38, item 6: MCP passes a tool's arguments as an object, so a tool whose argument
+/// type is not one could never be called; it is refused where it is made, with the fix.
+#[test]
+fn a_tool_whose_arguments_are_not_an_object_is_refused() {
+    let string = refusal::<String>().unwrap_or_default();
+    assert!(string.contains("tool `t`"), "{string}");
+    assert!(string.contains("alloc::string::String"), "{string}");
+    assert!(string.contains("wrap the value in a struct"), "{string}");
+    assert!(string.contains("takes `()`"), "{string}");
+    assert!(refusal::<u32>().is_some_and(|m| m.contains("\"integer\"")));
+    assert!(refusal::<Vec<String>>().is_some_and(|m| m.contains("\"array\"")));
+    assert_eq!(refusal::<()>(), None, "no arguments stays allowed");
+    assert_eq!(refusal::<Add>(), None);
+    assert_eq!(refusal::<serde_json::Map<String, Value>>(), None);
+    /// Either shape; both are objects, so the enum is one too.
+    #[derive(serde::Deserialize, schemars::JsonSchema)]
+    #[serde(tag = "shape")]
+    #[allow(dead_code)] // only its schema is looked at
+    enum Shape {
+        Circle { radius: f64 },
+        Square { side: f64 },
+    }
+    assert_eq!(refusal::<Shape>(), None, "an enum of objects is an object");
+    let shape = tool("area", |_: Shape, _| async { Ok("") });
+    assert_eq!(shape.definition().input_schema["type"], "object");
+    /// Plain values: strings in JSON.
+    #[derive(serde::Deserialize, schemars::JsonSchema)]
+    #[allow(dead_code)]
+    enum Colour {
+        Red,
+        Blue,
+    }
+    assert!(refusal::<Colour>().is_some());
+    let by_hand = std::panic::catch_unwind(|| {
+        tool("raw", |_: serde_json::Map<String, Value>, _| async {
+            Ok("")
+        })
+        .input_schema(json!({"type": "string"}));
+    });
+    assert!(
+        by_hand.is_err(),
+        "a schema given by hand is held to the same rule"
+    );
+}

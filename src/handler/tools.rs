@@ -142,7 +142,18 @@ impl Tool {
     /// Lets the tool run as a task (tasks extension) for requests that declare it:
     /// [`TaskSupport::Optional`] or [`TaskSupport::Required`].
     pub fn task_support(mut self, support: TaskSupport) -> Self {
+    ///
+    /// # Panics
+    ///
+    /// If `schema` is not an object's (`"type": "object"`), which MCP requires of a tool's
+    /// arguments.
         self.definition.tasks.support = support;
+        assert!(
+            is_object_schema(&schema),
+            "tool `{}`: an input schema must describe an object (\"type\": \"object\"), \
+             not {schema}",
+            self.definition.name
+        );
         self
     }
 
@@ -289,6 +300,12 @@ pub fn required_str<'a>(args: &'a Map<String, Value>, key: &str) -> Result<&'a s
 
 /// Reads an optional non-negative integer argument no larger than `max`.
 pub fn optional_u64(
+/// True when `schema` describes a JSON object (`"type": "object"`), which is what MCP
+/// requires of a tool's `inputSchema`.
+pub(super) fn is_object_schema(schema: &Value) -> bool {
+    schema.get("type").and_then(Value::as_str) == Some("object")
+}
+
     args: &Map<String, Value>,
     key: &str,
     default: u64,
