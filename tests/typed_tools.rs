@@ -313,3 +313,53 @@ fn a_tool_whose_arguments_are_not_an_object_is_refused() {
         "a schema given by hand is held to the same rule"
     );
 }
+
+/// Issue 38, item 5: a tool's title and behaviour hints, and the server's own name, title
+/// and version, as MCP 2025-11-25 spells them.
+#[tokio::test]
+async fn titles_annotations_and_server_info_are_listed() {
+    let mut tools = ToolRegistry::default();
+    tools
+        .register(
+            tool("forecast", |(), _| async { Ok("sunny") })
+                .title("Weather forecast")
+                .annotations(
+                    ToolAnnotations::default()
+                        .read_only(true)
+                        .destructive(false)
+                        .idempotent(true)
+                        .open_world(true),
+                ),
+        )
+        .register(tool("plain", |(), _| async { Ok("") }));
+    let server = McpServer::new(tools)
+        .named("weather", "2.3.1")
+        .title("Weather Service");
+    let server = TestServer::start_with(|_| {}, server).await;
+    let mut client = server.client();
+    let init = client.initialize().await;
+    assert_eq!(
+        init["result"]["serverInfo"],
+        json!({"name": "weather", "title": "Weather Service", "version": "2.3.1"}),
+        "{init}"
+    );
+    let list = client.ask("tools/list", json!({})).await;
+    let forecast = &list["result"]["tools"][0];
+    assert_eq!(forecast["title"], "Weather forecast", "{list}");
+    assert_eq!(
+        forecast["annotations"],
+        json!({
+            "readOnlyHint": true,
+            "destructiveHint": false,
+            "idempotentHint": true,
+            "openWorldHint": true,
+        }),
+        "{list}"
+    );
+    let plain = &list["result"]["tools"][1];
+    assert!(
+        plain.get("title").is_none() && plain.get("annotations").is_none(),
+        "nothing declared, nothing sent: {plain}"
+    );
+    server.shutdown().await;
+}

@@ -9,7 +9,9 @@ use super::registry::Registry;
 use super::{BoxFuture, ClientRequestError, RequestContext};
 use crate::auth::Principal;
 use crate::protocol::meta::{HeaderParam, header_params};
-use crate::protocol::methods::{CallToolResult, TaskOptions, TaskSupport, ToolDefinition};
+use crate::protocol::methods::{
+    CallToolResult, TaskOptions, TaskSupport, ToolAnnotations, ToolDefinition,
+};
 
 /// Why a tool call failed.
 ///
@@ -124,10 +126,34 @@ impl Tool {
         self
     }
 
+    /// The name a host shows people (`title`), where `name` is the one the model calls.
+    pub fn title(mut self, title: impl Into<String>) -> Self {
+        self.definition.title = Some(title.into());
+        self
+    }
+
+    /// Hints a host shows when asking to run the tool: read-only, destructive, idempotent,
+    /// open world ([`ToolAnnotations`]).
+    pub fn annotations(mut self, annotations: ToolAnnotations) -> Self {
+        self.definition.annotations = Some(annotations);
+        self
+    }
+
     /// Replaces the JSON Schema of the arguments, which is otherwise generated from the
     /// argument type. For a tool that takes its arguments as a raw
     /// `serde_json::Map<String, Value>` and says what it accepts by hand.
+    ///
+    /// # Panics
+    ///
+    /// If `schema` is not an object's (`"type": "object"`), which MCP requires of a tool's
+    /// arguments.
     pub fn input_schema(mut self, schema: Value) -> Self {
+        assert!(
+            is_object_schema(&schema),
+            "tool `{}`: an input schema must describe an object (\"type\": \"object\"), \
+             not {schema}",
+            self.definition.name
+        );
         self.definition.input_schema = schema;
         self
     }
@@ -142,18 +168,7 @@ impl Tool {
     /// Lets the tool run as a task (tasks extension) for requests that declare it:
     /// [`TaskSupport::Optional`] or [`TaskSupport::Required`].
     pub fn task_support(mut self, support: TaskSupport) -> Self {
-    ///
-    /// # Panics
-    ///
-    /// If `schema` is not an object's (`"type": "object"`), which MCP requires of a tool's
-    /// arguments.
         self.definition.tasks.support = support;
-        assert!(
-            is_object_schema(&schema),
-            "tool `{}`: an input schema must describe an object (\"type\": \"object\"), \
-             not {schema}",
-            self.definition.name
-        );
         self
     }
 
@@ -285,6 +300,12 @@ impl ToolRegistry {
     }
 }
 
+/// True when `schema` describes a JSON object (`"type": "object"`), which is what MCP
+/// requires of a tool's `inputSchema`.
+pub(super) fn is_object_schema(schema: &Value) -> bool {
+    schema.get("type").and_then(Value::as_str) == Some("object")
+}
+
 /// Reads a required string argument.
 pub fn required_str<'a>(args: &'a Map<String, Value>, key: &str) -> Result<&'a str, ToolError> {
     match args.get(key) {
@@ -300,12 +321,6 @@ pub fn required_str<'a>(args: &'a Map<String, Value>, key: &str) -> Result<&'a s
 
 /// Reads an optional non-negative integer argument no larger than `max`.
 pub fn optional_u64(
-/// True when `schema` describes a JSON object (`"type": "object"`), which is what MCP
-/// requires of a tool's `inputSchema`.
-pub(super) fn is_object_schema(schema: &Value) -> bool {
-    schema.get("type").and_then(Value::as_str) == Some("object")
-}
-
     args: &Map<String, Value>,
     key: &str,
     default: u64,
