@@ -180,7 +180,7 @@ pub mod prelude {
     pub use crate::protocol::methods::{
         CallToolResult, Content, GetPromptResult, ListKind, LoggingLevel, PromptArgument,
         PromptDefinition, PromptMessage, ResourceContents, ResourceDefinition,
-        ResourceTemplateDefinition, Role, TaskSupport,
+        ResourceTemplateDefinition, Role, TaskSupport, ToolAnnotations,
     };
     pub use crate::server::McpServer;
     pub use schemars::JsonSchema;

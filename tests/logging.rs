@@ -81,3 +81,37 @@ async fn set_level_filters_what_handlers_log() {
     );
     server.shutdown().await;
 }
+
+/// Issue 38, item 5: `ctx.info`, `ctx.warn` and `ctx.debug` log a plain message at their
+/// level, without a logger name.
+#[tokio::test]
+async fn the_shortcuts_log_at_their_levels() {
+    let mut tools = ToolRegistry::default();
+    tools.register(tool("brief", |(), ctx| async move {
+        ctx.debug("looking").await?;
+        ctx.info("found it").await?;
+        ctx.warn(String::from("it was late")).await?;
+        Ok(CallToolResult::text("done"))
+    }));
+    let server = TestServer::start_with(|_| {}, McpServer::new(tools)).await;
+    let mut client = server.client();
+    client.initialize().await;
+    let mut reader = client.call_stream("brief", json!({}), None).await;
+    let notes: Vec<_> = reader
+        .rest()
+        .await
+        .iter()
+        .filter_map(|f| f.json())
+        .filter(|v| v["method"] == "notifications/message")
+        .map(|v| v["params"].clone())
+        .collect();
+    assert_eq!(
+        notes,
+        [
+            json!({"level": "debug", "data": "looking"}),
+            json!({"level": "info", "data": "found it"}),
+            json!({"level": "warning", "data": "it was late"}),
+        ]
+    );
+    server.shutdown().await;
+}

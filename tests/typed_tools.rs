@@ -184,3 +184,182 @@ async fn a_tool_of_unit_ignores_what_it_is_given() {
     assert_eq!(bare["result"]["content"][0]["text"], "pong", "{bare}");
     server.shutdown().await;
 }
+
+/// Issue 38, item 4: the two error types application code uses most convert with `?`,
+/// each a result with `isError` and its own message (only the outermost context of an
+/// `anyhow::Error`, not its chain).
+#[tokio::test]
+async fn anyhow_and_boxed_errors_convert_with_the_question_mark() {
+    async fn parse_anyhow(text: &str) -> anyhow::Result<i64> {
+        use anyhow::Context;
+        text.parse::<i64>()
+            .with_context(|| format!("`{text}` is not a number"))
+    }
+    fn parse_boxed(text: &str) -> Result<i64, Box<dyn std::error::Error + Send + Sync>> {
+        if text.is_empty() {
+            return Err("nothing to parse".into());
+        }
+        Ok(text.parse::<i64>()?)
+    }
+    /// Text to read as an integer.
+    #[derive(serde::Deserialize, schemars::JsonSchema)]
+    struct Text {
+        text: String,
+    }
+    let mut tools = ToolRegistry::default();
+    tools
+        .register(tool("anyhow", |args: Text, _| async move {
+            let n = parse_anyhow(&args.text).await?;
+            Ok(n.to_string())
+        }))
+        .register(tool("boxed", |args: Text, _| async move {
+            let n = parse_boxed(&args.text)?;
+            Ok(n.to_string())
+        }));
+    let server = TestServer::start_with(|_| {}, McpServer::new(tools)).await;
+    let mut client = server.client();
+    client.initialize().await;
+    let call = |name: &'static str, text: &'static str| {
+        let client = &client;
+        async move {
+            client
+                .ask(
+                    "tools/call",
+                    json!({"name": name, "arguments": {"text": text}}),
+                )
+                .await
+        }
+    };
+    let fine = call("anyhow", "41").await;
+    assert_eq!(fine["result"]["content"][0]["text"], "41", "{fine}");
+    let failed = call("anyhow", "forty").await;
+    assert_eq!(failed["result"]["isError"], true, "{failed}");
+    assert_eq!(
+        failed["result"]["content"][0]["text"], "`forty` is not a number",
+        "the context, not the parser's message under it: {failed}"
+    );
+    let fine = call("boxed", "7").await;
+    assert_eq!(fine["result"]["content"][0]["text"], "7", "{fine}");
+    let failed = call("boxed", "").await;
+    assert_eq!(failed["result"]["isError"], true, "{failed}");
+    assert_eq!(
+        failed["result"]["content"][0]["text"], "nothing to parse",
+        "{failed}"
+    );
+    let failed = call("boxed", "seven").await;
+    assert_eq!(
+        failed["result"]["content"][0]["text"], "invalid digit found in string",
+        "a std error boxed on the way: {failed}"
+    );
+    server.shutdown().await;
+}
+
+/// The message `tool` panics with when its argument type is `A`, if it does.
+fn refusal<A>() -> Option<String>
+where
+    A: serde::de::DeserializeOwned + schemars::JsonSchema + Send + 'static,
+{
+    let made = std::panic::catch_unwind(|| {
+        tool("t", |_: A, _| async { Ok("never called") });
+    });
+    let payload = made.err()?;
+    payload
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| payload.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+}
+
+/// Issue 38, item 6: MCP passes a tool's arguments as an object, so a tool whose argument
+/// type is not one could never be called; it is refused where it is made, with the fix.
+#[test]
+fn a_tool_whose_arguments_are_not_an_object_is_refused() {
+    let string = refusal::<String>().unwrap_or_default();
+    assert!(string.contains("tool `t`"), "{string}");
+    assert!(string.contains("alloc::string::String"), "{string}");
+    assert!(string.contains("wrap the value in a struct"), "{string}");
+    assert!(string.contains("takes `()`"), "{string}");
+    assert!(refusal::<u32>().is_some_and(|m| m.contains("\"integer\"")));
+    assert!(refusal::<Vec<String>>().is_some_and(|m| m.contains("\"array\"")));
+    assert_eq!(refusal::<()>(), None, "no arguments stays allowed");
+    assert_eq!(refusal::<Add>(), None);
+    assert_eq!(refusal::<serde_json::Map<String, Value>>(), None);
+    /// Either shape; both are objects, so the enum is one too.
+    #[derive(serde::Deserialize, schemars::JsonSchema)]
+    #[serde(tag = "shape")]
+    #[allow(dead_code)] // only its schema is looked at
+    enum Shape {
+        Circle { radius: f64 },
+        Square { side: f64 },
+    }
+    assert_eq!(refusal::<Shape>(), None, "an enum of objects is an object");
+    let shape = tool("area", |_: Shape, _| async { Ok("") });
+    assert_eq!(shape.definition().input_schema["type"], "object");
+    /// Plain values: strings in JSON.
+    #[derive(serde::Deserialize, schemars::JsonSchema)]
+    #[allow(dead_code)]
+    enum Colour {
+        Red,
+        Blue,
+    }
+    assert!(refusal::<Colour>().is_some());
+    let by_hand = std::panic::catch_unwind(|| {
+        tool("raw", |_: serde_json::Map<String, Value>, _| async {
+            Ok("")
+        })
+        .input_schema(json!({"type": "string"}));
+    });
+    assert!(
+        by_hand.is_err(),
+        "a schema given by hand is held to the same rule"
+    );
+}
+
+/// Issue 38, item 5: a tool's title and behaviour hints, and the server's own name, title
+/// and version, as MCP 2025-11-25 spells them.
+#[tokio::test]
+async fn titles_annotations_and_server_info_are_listed() {
+    let mut tools = ToolRegistry::default();
+    tools
+        .register(
+            tool("forecast", |(), _| async { Ok("sunny") })
+                .title("Weather forecast")
+                .annotations(
+                    ToolAnnotations::default()
+                        .read_only(true)
+                        .destructive(false)
+                        .idempotent(true)
+                        .open_world(true),
+                ),
+        )
+        .register(tool("plain", |(), _| async { Ok("") }));
+    let server = McpServer::new(tools)
+        .named("weather", "2.3.1")
+        .title("Weather Service");
+    let server = TestServer::start_with(|_| {}, server).await;
+    let mut client = server.client();
+    let init = client.initialize().await;
+    assert_eq!(
+        init["result"]["serverInfo"],
+        json!({"name": "weather", "title": "Weather Service", "version": "2.3.1"}),
+        "{init}"
+    );
+    let list = client.ask("tools/list", json!({})).await;
+    let forecast = &list["result"]["tools"][0];
+    assert_eq!(forecast["title"], "Weather forecast", "{list}");
+    assert_eq!(
+        forecast["annotations"],
+        json!({
+            "readOnlyHint": true,
+            "destructiveHint": false,
+            "idempotentHint": true,
+            "openWorldHint": true,
+        }),
+        "{list}"
+    );
+    let plain = &list["result"]["tools"][1];
+    assert!(
+        plain.get("title").is_none() && plain.get("annotations").is_none(),
+        "nothing declared, nothing sent: {plain}"
+    );
+    server.shutdown().await;
+}

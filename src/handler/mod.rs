@@ -232,6 +232,25 @@ impl RequestContext {
         }
     }
 
+    /// Logs `message` at [`LoggingLevel::Info`], without a logger name: the short form of
+    /// [`RequestContext::log`].
+    pub async fn info(&self, message: impl Into<String>) -> Result<(), NotifyError> {
+        self.log(LoggingLevel::Info, None, Value::String(message.into()))
+            .await
+    }
+
+    /// Logs `message` at [`LoggingLevel::Warning`] (see [`RequestContext::info`]).
+    pub async fn warn(&self, message: impl Into<String>) -> Result<(), NotifyError> {
+        self.log(LoggingLevel::Warning, None, Value::String(message.into()))
+            .await
+    }
+
+    /// Logs `message` at [`LoggingLevel::Debug`] (see [`RequestContext::info`]).
+    pub async fn debug(&self, message: impl Into<String>) -> Result<(), NotifyError> {
+        self.log(LoggingLevel::Debug, None, Value::String(message.into()))
+            .await
+    }
+
     /// True when the client asked for progress (sent a `progressToken`).
     pub fn wants_progress(&self) -> bool {
         self.progress_token.is_some()

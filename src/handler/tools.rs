@@ -9,14 +9,19 @@ use super::registry::Registry;
 use super::{BoxFuture, ClientRequestError, RequestContext};
 use crate::auth::Principal;
 use crate::protocol::meta::{HeaderParam, header_params};
-use crate::protocol::methods::{CallToolResult, TaskOptions, TaskSupport, ToolDefinition};
+use crate::protocol::methods::{
+    CallToolResult, TaskOptions, TaskSupport, ToolAnnotations, ToolDefinition,
+};
 
 /// Why a tool call failed.
 ///
 /// Any error converts into it with `?` (as [`ToolError::Failed`], its message shown to
-/// the model), so a tool's body reads like any Rust function's. For that, `ToolError`
-/// itself is not a [`std::error::Error`] (as `anyhow::Error` is not): it is where errors
-/// end, not one more to wrap.
+/// the model), so a tool's body reads like any Rust function's: every
+/// [`std::error::Error`], `Box<dyn Error + Send + Sync>`, `anyhow::Error`, and a `String`
+/// or `&str` — whatever converts into `Box<dyn Error + Send + Sync>`. Only the error's
+/// own message is kept (for `anyhow::Error`, its outermost context), not its chain of
+/// sources. For that, `ToolError` itself is not a [`std::error::Error`] (as
+/// `anyhow::Error` is not): it is where errors end, not one more to wrap.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ToolError {
     /// The arguments do not fit the tool's schema: a result with `isError`, its message
@@ -44,12 +49,17 @@ impl std::fmt::Display for ToolError {
     }
 }
 
-impl<E: std::error::Error + Send + Sync + 'static> From<E> for ToolError {
+/// The bound is `Into<Box<dyn Error + Send + Sync>>` rather than `Error`: that takes in
+/// every `Error` through std's own conversion, and also the boxed error and
+/// `anyhow::Error` (which convert into it but are not `Error`s), where a second impl
+/// beside an `Error` blanket would conflict.
+impl<E: Into<Box<dyn std::error::Error + Send + Sync>>> From<E> for ToolError {
     /// A question the client was not equipped to answer (a
     /// [`ClientRequestError::NotDeclared`]) is -32021; any other error is the tool's
     /// failure, its message shown to the model.
     fn from(e: E) -> Self {
-        match (&e as &dyn std::any::Any).downcast_ref::<ClientRequestError>() {
+        let e: Box<dyn std::error::Error + Send + Sync> = e.into();
+        match e.downcast_ref::<ClientRequestError>() {
             Some(ClientRequestError::NotDeclared(required)) => {
                 Self::MissingCapability(required.clone())
             }
@@ -116,10 +126,34 @@ impl Tool {
         self
     }
 
+    /// The name a host shows people (`title`), where `name` is the one the model calls.
+    pub fn title(mut self, title: impl Into<String>) -> Self {
+        self.definition.title = Some(title.into());
+        self
+    }
+
+    /// Hints a host shows when asking to run the tool: read-only, destructive, idempotent,
+    /// open world ([`ToolAnnotations`]).
+    pub fn annotations(mut self, annotations: ToolAnnotations) -> Self {
+        self.definition.annotations = Some(annotations);
+        self
+    }
+
     /// Replaces the JSON Schema of the arguments, which is otherwise generated from the
     /// argument type. For a tool that takes its arguments as a raw
     /// `serde_json::Map<String, Value>` and says what it accepts by hand.
+    ///
+    /// # Panics
+    ///
+    /// If `schema` is not an object's (`"type": "object"`), which MCP requires of a tool's
+    /// arguments.
     pub fn input_schema(mut self, schema: Value) -> Self {
+        assert!(
+            is_object_schema(&schema),
+            "tool `{}`: an input schema must describe an object (\"type\": \"object\"), \
+             not {schema}",
+            self.definition.name
+        );
         self.definition.input_schema = schema;
         self
     }
@@ -264,6 +298,12 @@ impl ToolRegistry {
     pub fn get(&self, name: &str) -> Option<Arc<Tool>> {
         self.0.get(name).map(|r| r.tool.clone())
     }
+}
+
+/// True when `schema` describes a JSON object (`"type": "object"`), which is what MCP
+/// requires of a tool's `inputSchema`.
+pub(super) fn is_object_schema(schema: &Value) -> bool {
+    schema.get("type").and_then(Value::as_str) == Some("object")
 }
 
 /// Reads a required string argument.

@@ -8,7 +8,7 @@ use std::future::Future;
 use serde_json::{Map, Value, json};
 
 use super::RequestContext;
-use super::tools::{Tool, ToolError};
+use super::tools::{Tool, ToolError, is_object_schema};
 use crate::protocol::methods::{CallToolResult, Content, ToolDefinition};
 
 /// What a tool may return: a whole result, its content, or structured output ([`Json`]).
@@ -86,7 +86,15 @@ impl<T: serde::Serialize + schemars::JsonSchema> IntoToolResult for Json<T> {
 ///   logs and asks the client things.
 ///
 /// The builder methods of [`Tool`] add what else it declares: task support, scopes, an
-/// output schema.
+/// output schema, a title and annotations.
+///
+/// # Panics
+///
+/// If the argument type's schema is not an object's (a `String`, a number, a `Vec`, an
+/// enum of plain values; an enum whose variants are all objects is one): MCP passes a
+/// tool's arguments as a JSON object, so such a tool could never be called. The message
+/// says how to wrap the value in a struct. It panics where the tool is made, at
+/// start-up, never while serving.
 ///
 /// ```
 /// use otpmcp::prelude::*;
@@ -128,14 +136,26 @@ where
         .to_owned();
     let input_schema = match takes_nothing {
         true => json!({"type": "object", "properties": {}}),
-        false => schema,
+        false => objects_typed(schema),
     };
+    if !is_object_schema(&input_schema) {
+        // Registration is start-up, and a tool MCP clients could never call is a mistake in
+        // the author's code, not in a request: said at once, with the fix.
+        panic!(
+            "tool `{name}`: its argument type `{}` is not a JSON object (its schema: {}), \
+             and MCP passes a tool's arguments as an object; wrap the value in a struct, \
+             e.g. `#[derive(Deserialize, JsonSchema)] struct Args {{ value: {0} }}`, and \
+             take `Args` (a tool without arguments takes `()`)",
+            std::any::type_name::<A>(),
+            input_schema,
+        );
+    }
     let definition = ToolDefinition {
         name: name.into(),
         description,
         input_schema,
         output_schema: R::output_schema(),
-        tasks: Default::default(),
+        ..Default::default()
     };
     Tool::new(
         definition,
@@ -144,6 +164,26 @@ where
             Box::pin(async move { call?.await?.into_tool_result() })
         }),
     )
+}
+
+/// An enum's schema (`oneOf` or `anyOf`, no `type`) whose every variant is an object
+/// gets `"type": "object"` at its top, as MCP requires of an input schema; any other
+/// schema is returned as it is.
+fn objects_typed(mut schema: Value) -> Value {
+    let all_objects = |key: &str| {
+        schema
+            .get(key)
+            .and_then(Value::as_array)
+            .is_some_and(|variants| variants.iter().all(is_object_schema))
+    };
+    let typed = schema.get("type").is_some();
+    if !typed
+        && (all_objects("oneOf") || all_objects("anyOf"))
+        && let Some(object) = schema.as_object_mut()
+    {
+        object.insert("type".into(), Value::from("object"));
+    }
+    schema
 }
 
 /// The arguments as `A`: taken as they are when `A` is the raw map, null when the tool

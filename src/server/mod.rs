@@ -132,6 +132,7 @@ impl McpServer {
         Self {
             info: Implementation {
                 name: env!("CARGO_PKG_NAME").into(),
+                title: None,
                 version: env!("CARGO_PKG_VERSION").into(),
             },
             instructions: None,
@@ -145,6 +146,20 @@ impl McpServer {
             news: crate::server_news::NewsHub::default(),
             tasks: None,
         }
+    }
+
+    /// Names the server in `serverInfo` (by default this crate's name and version), e.g.
+    /// `McpServer::new(tools).named("weather", env!("CARGO_PKG_VERSION"))`.
+    pub fn named(mut self, name: impl Into<String>, version: impl Into<String>) -> Self {
+        self.info.name = name.into();
+        self.info.version = version.into();
+        self
+    }
+
+    /// The name a host shows people in `serverInfo` (`title`), beside `name`.
+    pub fn title(mut self, title: impl Into<String>) -> Self {
+        self.info.title = Some(title.into());
+        self
     }
 
     /// Who this server is.

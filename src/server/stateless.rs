@@ -174,7 +174,7 @@ impl McpServer {
         if let Some(meta) = meta.as_object_mut() {
             meta.insert(
                 SERVER_INFO.into(),
-                json!({ "name": self.info.name, "version": self.info.version }),
+                serde_json::to_value(&self.info).unwrap_or_default(),
             );
         }
         result

@@ -22,6 +22,9 @@ pub struct InitializeParams {
 pub struct Implementation {
     /// Name.
     pub name: String,
+    /// The name a host shows people, when it differs from `name`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
     /// Version.
     pub version: String,
 }

@@ -31,7 +31,8 @@ pub use skills::{
 };
 pub use tasks::TaskStreamParams;
 pub use tools::{
-    CallToolParams, CallToolResult, ListToolsResult, TaskOptions, TaskSupport, ToolDefinition,
+    CallToolParams, CallToolResult, ListToolsResult, TaskOptions, TaskSupport, ToolAnnotations,
+    ToolDefinition,
 };
 
 use super::Notification;

@@ -37,6 +37,9 @@ pub struct TaskOptions {
 pub struct ToolDefinition {
     /// Unique name.
     pub name: String,
+    /// The name a host shows people, when it differs from `name`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
     /// What it does.
     pub description: String,
     /// JSON Schema of its arguments.
@@ -44,9 +47,69 @@ pub struct ToolDefinition {
     /// JSON Schema of its `structuredContent`, when it returns structured results.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub output_schema: Option<Value>,
+    /// Hints about its behaviour that hosts show when asking to run it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<ToolAnnotations>,
     /// How it runs as a task.
     #[serde(skip)]
     pub tasks: TaskOptions,
+}
+
+/// Hints about what a tool does (MCP `ToolAnnotations`), which hosts use to decide what
+/// to ask before running it. Hints, not guarantees: a client must not trust them from a
+/// server it does not trust. Unset hints are not sent, and the spec's defaults apply:
+/// not read-only, destructive, not idempotent, open world.
+///
+/// ```
+/// use otpmcp::protocol::methods::ToolAnnotations;
+///
+/// let hints = ToolAnnotations::default().read_only(true).open_world(false);
+/// assert_eq!(hints.read_only_hint, Some(true));
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub struct ToolAnnotations {
+    /// `readOnlyHint`: the tool does not change its environment.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub read_only_hint: Option<bool>,
+    /// `destructiveHint`: a tool that changes its environment may destroy or overwrite
+    /// (rather than only add); meaningless when read-only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub destructive_hint: Option<bool>,
+    /// `idempotentHint`: calling it again with the same arguments has no further effect.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idempotent_hint: Option<bool>,
+    /// `openWorldHint`: it reaches entities outside the server (the web, other systems),
+    /// rather than a closed domain of its own.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub open_world_hint: Option<bool>,
+}
+
+impl ToolAnnotations {
+    /// Sets `readOnlyHint`.
+    pub fn read_only(mut self, hint: bool) -> Self {
+        self.read_only_hint = Some(hint);
+        self
+    }
+
+    /// Sets `destructiveHint`.
+    pub fn destructive(mut self, hint: bool) -> Self {
+        self.destructive_hint = Some(hint);
+        self
+    }
+
+    /// Sets `idempotentHint`.
+    pub fn idempotent(mut self, hint: bool) -> Self {
+        self.idempotent_hint = Some(hint);
+        self
+    }
+
+    /// Sets `openWorldHint`.
+    pub fn open_world(mut self, hint: bool) -> Self {
+        self.open_world_hint = Some(hint);
+        self
+    }
 }
 
 /// `tools/list` result.
