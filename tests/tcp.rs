@@ -1,8 +1,9 @@
 //! Accepted connections have Nagle's algorithm off: `axum::serve` leaves it on, and then
 //! every small SSE write can wait ~40 ms for the client's delayed ACK. Checked on the real
 //! binary by reading the option off its accepted socket (no timing involved): a duplicate
-//! of the server's socket taken with pidfd_getfd(2) (Linux >= 5.6), which std lacks, and
-//! which needs ptrace rights over the server (it is not dumpable): root.
+//! of the server's socket taken with pidfd_getfd(2) (Linux >= 5.6), which std lacks. It
+//! needs ptrace rights over the server: its parent of the same user has them (the server
+//! makes itself non-dumpable only with `[exec]` on, which this test leaves off).
 // The two system calls and the file descriptor they return.
 #![allow(unsafe_code)]
 
@@ -59,10 +60,6 @@ fn nodelay_of(pid: u32, port: u16) -> Result<bool, String> {
 }
 
 #[tokio::test]
-#[cfg_attr(
-    not(otpmcp_as_root),
-    ignore = "needs root (ptrace rights over the server); ./scripts/test runs it as root"
-)]
 async fn the_server_disables_nagle_on_accepted_sockets() {
     let binary = common::Binary::start(&[], &[]).await;
     let addr = binary
