@@ -151,10 +151,11 @@ fn proxy(args: impl Iterator<Item = String>) -> ExitCode {
                 return ExitCode::from(2);
             }
         };
+        let stop = stop_signal();
         println!("otpmcp proxy serving MCP at {}", proxy.url);
         proxy
             .serve(async {
-                stop_signal().await;
+                stop.await;
             })
             .await;
         if let Ok(telemetry) = telemetry {
@@ -320,10 +321,11 @@ fn main() -> ExitCode {
                 return ExitCode::FAILURE;
             }
         };
+        let stop = stop_signal();
         println!("otpmcp serving MCP at {}", app.url());
         let code = tokio::select! {
             exit = app.wait() => exit_code(exit),
-            signal = stop_signal() => {
+            signal = stop => {
                 tracing::info!(signal, "stopping");
                 app.shutdown().await;
                 tracing::info!("stopped");
@@ -398,17 +400,23 @@ fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
         })
 }
 
-/// Resolves on SIGINT or SIGTERM.
-async fn stop_signal() -> &'static str {
-    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(s) => s,
-        Err(_) => {
-            let _ = tokio::signal::ctrl_c().await;
-            return "SIGINT";
+/// Resolves on SIGINT or SIGTERM. The handlers are installed by the call, not when the
+/// future is first polled: called before the URL is printed, a signal sent as soon as it
+/// is read stops the server gracefully rather than killing it (the default action).
+fn stop_signal() -> impl Future<Output = &'static str> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let term = signal(SignalKind::terminate());
+    let int = signal(SignalKind::interrupt());
+    async move {
+        match (term, int) {
+            (Ok(mut term), Ok(mut int)) => tokio::select! {
+                _ = int.recv() => "SIGINT",
+                _ = term.recv() => "SIGTERM",
+            },
+            _ => {
+                let _ = tokio::signal::ctrl_c().await;
+                "SIGINT"
+            }
         }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => "SIGINT",
-        _ = term.recv() => "SIGTERM",
     }
 }

@@ -1,15 +1,16 @@
 //! `[auth]`: otpmcp as an OAuth 2.1 resource server. A stand-in authorization server on
-//! loopback serves keys made by openssl (RSA and EC); the tests mint real tokens with them
-//! and check what a request with each gets: the principal a handler sees, 401 and 403
-//! with their challenges, key rotation, sessions and tasks bound to their principal (on
-//! one server and across replicas on Redis), scopes, per-principal caps, introspection.
+//! loopback serves keys made by openssl (RSA and EC, committed in tests/fixtures/keys);
+//! the tests mint real tokens with them and check what a request with each gets: the
+//! principal a handler sees, 401 and 403 with their challenges, key rotation, sessions and
+//! tasks bound to their principal (on one server and across replicas on Redis), scopes,
+//! per-principal caps, introspection.
 
 mod common;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::issuer::{Issuer, jwk_of, make_key, now};
+use common::issuer::{Issuer, fixture_key, jwk_of, now};
 use common::redis::RedisServer;
 use common::stateless::{Stateless, wait_tool};
 use common::{Client, SseReader, TestServer, Transcript, eventually, within};
@@ -246,7 +247,7 @@ async fn expired_early_foreign_forged_and_unsigned_tokens_get_401_invalid_token(
     assert_eq!(try_initialize(&server.url, Some(&lately)).await.0, 200);
 
     // A key with the issuer's kid that the issuer never published.
-    let forger = make_key("rsa-1", Algorithm::RS256);
+    let forger = fixture_key("rsa-forger", "rsa-1");
     let forged = Issuer::sign(&forger, &claims("sub", Some(json!("mallory"))));
     // `alg: none`, and HS256 keyed with public material: a resource server takes neither.
     let b64 = |v: Value| {
@@ -319,7 +320,7 @@ async fn a_rotated_key_is_fetched_again_and_unknown_kids_cannot_hammer_the_issue
 
     // The issuer rotates: a token signed with the new key is accepted once the keys are
     // fetched again (at most every jwks_min_refresh).
-    let next = make_key("rsa-2", Algorithm::RS256);
+    let next = fixture_key("rsa-rotated", "rsa-2");
     issuer.publish(&next);
     let rotated = Issuer::sign(&next, &issuer.claims(AUDIENCE, "alice", "mcp"));
     eventually("the rotated key to be accepted", || async {
@@ -332,7 +333,7 @@ async fn a_rotated_key_is_fetched_again_and_unknown_kids_cannot_hammer_the_issue
     let before = issuer.jwks_fetches();
     let started = Instant::now();
     for n in 0..30 {
-        let stranger = make_key(&format!("unknown-{n}"), Algorithm::ES256);
+        let stranger = fixture_key("ec-stranger", &format!("unknown-{n}"));
         let token = Issuer::sign(&stranger, &issuer.claims(AUDIENCE, "x", "mcp"));
         assert_eq!(try_initialize(&server.url, Some(&token)).await.0, 401);
     }
@@ -940,7 +941,7 @@ async fn a_key_whose_alg_is_unreadable_verifies_no_token() {
     // Issue 22, finding 9: a JWK whose `alg` did not parse was taken as a key for any
     // algorithm.
     let issuer = Issuer::start().await;
-    let odd = make_key("odd-1", Algorithm::RS256);
+    let odd = fixture_key("rsa-odd", "odd-1");
     let mut jwk = serde_json::to_value(jwk_of(&odd)).unwrap_or_default();
     jwk["alg"] = json!("bogus");
     issuer.publish_raw(jwk);

@@ -1,6 +1,8 @@
 //! Connections that send nothing, send a request head a byte at a time, never finish
 //! their body, or come in larger numbers than `server.max_connections`: each is closed or
 //! refused, and a new client is served meanwhile.
+// getrlimit and setrlimit: std has no wrapper.
+#![allow(unsafe_code)]
 
 mod common;
 
@@ -28,8 +30,35 @@ async fn until_closed(conn: &mut TcpStream) -> String {
     String::from_utf8_lossy(&got).into_owned()
 }
 
+/// Raises this process's soft limit on open files to at least `needed` (within its hard
+/// limit, as any user may): a test holding both ends of thousands of connections passes
+/// the 1024 an ordinary user's login starts with.
+fn allow_open_files(needed: u64) {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the struct it is given, which lives across the call.
+    let read = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) };
+    assert_eq!(read, 0, "getrlimit: {}", std::io::Error::last_os_error());
+    if limit.rlim_cur >= needed {
+        return;
+    }
+    assert!(
+        limit.rlim_max >= needed,
+        "this test needs {needed} open files; the hard limit (ulimit -Hn) is {}",
+        limit.rlim_max
+    );
+    limit.rlim_cur = needed;
+    // SAFETY: setrlimit reads the struct it is given, which lives across the call.
+    let set = unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) };
+    assert_eq!(set, 0, "setrlimit: {}", std::io::Error::last_os_error());
+}
+
 #[tokio::test]
 async fn silent_and_slowloris_connections_are_closed_and_new_clients_served() {
+    // Both ends of 2,000 connections are in this process, and the test's own files.
+    allow_open_files(4_500);
     let server = TestServer::start(|c| {
         c.server.header_timeout = NonZeroDuration::from_millis(300);
     })

@@ -261,6 +261,10 @@ fn the_docs_stay_within_their_sizes() {
 
 /// Runs `scripts/capacity --check` (Python 3, standard library only).
 #[test]
+#[cfg_attr(
+    not(otpmcp_python3),
+    ignore = "needs python3 (/usr/bin/python3); ./scripts/test runs it"
+)]
 fn the_capacity_model_is_what_the_performance_figures_give() {
     let script = root().join("scripts/capacity");
     let out = std::process::Command::new(script).arg("--check").output();

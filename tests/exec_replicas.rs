@@ -89,6 +89,10 @@ async fn poll(client: &Client, id: &str, after: &Value) -> Value {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(all(otpmcp_as_root, otpmcp_python3)),
+    ignore = "needs root (PID namespaces, cgroups, other users) and python3; ./scripts/test as root runs it"
+)]
 async fn output_is_polled_from_the_replica_that_does_not_run_it() {
     let redis = RedisServer::start();
     let a = replica(&redis).await;
@@ -130,6 +134,10 @@ async fn output_is_polled_from_the_replica_that_does_not_run_it() {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(all(otpmcp_as_root, otpmcp_python3)),
+    ignore = "needs root (PID namespaces, cgroups, other users) and python3; ./scripts/test as root runs it"
+)]
 async fn a_killed_replicas_execution_dies_with_it_and_is_reported_elsewhere() {
     let redis = RedisServer::start();
     let mut a = replica(&redis).await;

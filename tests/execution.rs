@@ -201,6 +201,10 @@ for i in range(8):
 "#;
 
 #[tokio::test]
+#[cfg_attr(
+    not(all(otpmcp_as_root, otpmcp_python3)),
+    ignore = "needs root (PID namespaces, cgroups, other users) and python3; ./scripts/test as root runs it"
+)]
 async fn output_is_ordered_across_streams_and_kept_apart() {
     let (server, client) = server().await;
     let run = execute(&client, "python", ALTERNATE, json!({})).await;
@@ -264,6 +268,10 @@ async fn output_is_ordered_across_streams_and_kept_apart() {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(all(otpmcp_as_root, otpmcp_python3)),
+    ignore = "needs root (PID namespaces, cgroups, other users) and python3; ./scripts/test as root runs it"
+)]
 async fn a_program_that_ignores_sigterm_is_killed_and_keeps_its_partial_output() {
     let (server, client) = server().await;
     let code = format!(
@@ -286,6 +294,10 @@ async fn a_program_that_ignores_sigterm_is_killed_and_keeps_its_partial_output()
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(all(otpmcp_as_root, otpmcp_python3)),
+    ignore = "needs root (PID namespaces, cgroups, other users) and python3; ./scripts/test as root runs it"
+)]
 async fn a_memory_hog_is_stopped_by_its_limit() {
     let (server, client) = server().await;
     let run = execute(&client, "small", "b = bytearray(1 << 30)", json!({})).await;
@@ -303,6 +315,10 @@ async fn a_memory_hog_is_stopped_by_its_limit() {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(all(otpmcp_as_root, otpmcp_python3)),
+    ignore = "needs root (PID namespaces, cgroups, other users) and python3; ./scripts/test as root runs it"
+)]
 async fn large_binary_output_arrives_whole_in_bounded_chunks() {
     let (server, client) = server().await;
     let size = 3 << 20;
@@ -330,6 +346,10 @@ async fn large_binary_output_arrives_whole_in_bounded_chunks() {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(all(otpmcp_as_root, otpmcp_python3)),
+    ignore = "needs root (PID namespaces, cgroups, other users) and python3; ./scripts/test as root runs it"
+)]
 async fn a_dropped_connection_resumes_mid_execution_with_nothing_lost_or_twice() {
     let (server, client) = server().await;
     let code =
@@ -365,6 +385,10 @@ async fn a_dropped_connection_resumes_mid_execution_with_nothing_lost_or_twice()
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(all(otpmcp_as_root, otpmcp_python3)),
+    ignore = "needs root (PID namespaces, cgroups, other users) and python3; ./scripts/test as root runs it"
+)]
 async fn polling_follows_a_running_execution_and_errors_say_how_to_recover() {
     let (server, client) = server().await;
     let code =
@@ -448,6 +472,10 @@ async fn sleeper(client: &Client) -> (SseReader, Run) {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(all(otpmcp_as_root, otpmcp_python3)),
+    ignore = "needs root (PID namespaces, cgroups, other users) and python3; ./scripts/test as root runs it"
+)]
 async fn cancel_and_list_and_a_deleted_session_kill_the_group() {
     let (server, client) = server().await;
     let (mut reader, mut run) = sleeper(&client).await;
@@ -479,6 +507,10 @@ async fn cancel_and_list_and_a_deleted_session_kill_the_group() {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(all(otpmcp_as_root, otpmcp_python3)),
+    ignore = "needs root (PID namespaces, cgroups, other users) and python3; ./scripts/test as root runs it"
+)]
 async fn bad_calls_get_clear_errors() {
     let (server, client) = server().await;
     let answer = client
@@ -504,6 +536,10 @@ async fn bad_calls_get_clear_errors() {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(otpmcp_python3),
+    ignore = "needs python3 (/usr/bin/python3); ./scripts/test runs it"
+)]
 async fn a_shell_needs_saying_so() {
     let mut config = common::test_config();
     exec_on(&mut config);
@@ -529,6 +565,10 @@ async fn a_shell_needs_saying_so() {
 // Issue 22, finding 2: the isolation keys are checked with the configuration: `cgroup`
 // needs a parent, which must be an absolute path and is refused beside another mode.
 #[test]
+#[cfg_attr(
+    not(otpmcp_python3),
+    ignore = "needs python3 (/usr/bin/python3); ./scripts/test runs it"
+)]
 fn isolation_keys_are_checked_at_start_up() {
     let refused = |tweak: &dyn Fn(&mut Config)| {
         let mut config = common::test_config();
@@ -555,6 +595,10 @@ fn isolation_keys_are_checked_at_start_up() {
 /// A 2026-07-28 client that declares the tasks extension gets a task; the output is
 /// read with get_execution_output, the outcome with tasks/get.
 #[tokio::test]
+#[cfg_attr(
+    not(all(otpmcp_as_root, otpmcp_python3)),
+    ignore = "needs root (PID namespaces, cgroups, other users) and python3; ./scripts/test as root runs it"
+)]
 async fn an_execution_runs_as_a_durable_task() {
     let server = TestServer::start(exec_on).await;
     let client = common::stateless::Stateless::new(&server.url).with_tasks();
@@ -589,6 +633,10 @@ async fn an_execution_runs_as_a_durable_task() {
 /// With `[auth]`, an execution is its principal's: readable and listed from another of
 /// its sessions, unknown to anyone else, who cannot cancel it either.
 #[tokio::test]
+#[cfg_attr(
+    not(all(otpmcp_as_root, otpmcp_python3)),
+    ignore = "needs root (PID namespaces, cgroups, other users) and python3; ./scripts/test as root runs it"
+)]
 async fn with_auth_an_execution_is_its_principals_only() {
     let issuer = common::issuer::Issuer::start().await;
     let audience = "http://mcp.test/mcp";
@@ -845,11 +893,19 @@ async fn descendants_cannot_escape(mode: IsolationMode) {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(all(otpmcp_as_root, otpmcp_python3)),
+    ignore = "needs root (PID namespaces, cgroups, other users) and python3; ./scripts/test as root runs it"
+)]
 async fn in_a_cgroup_descendants_cannot_escape() {
     descendants_cannot_escape(IsolationMode::Cgroup).await;
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(all(otpmcp_as_root, otpmcp_python3)),
+    ignore = "needs root (PID namespaces, cgroups, other users) and python3; ./scripts/test as root runs it"
+)]
 async fn in_a_pid_namespace_descendants_cannot_escape() {
     descendants_cannot_escape(IsolationMode::PidNamespace).await;
 }
@@ -858,6 +914,10 @@ async fn in_a_pid_namespace_descendants_cannot_escape() {
 // setsid outlives the execution), and the server as a child subreaper: what its
 // executions orphan is reparented to it, and reaped, not left a zombie.
 #[tokio::test]
+#[cfg_attr(
+    not(otpmcp_python3),
+    ignore = "needs python3 (/usr/bin/python3); ./scripts/test runs it"
+)]
 async fn with_the_process_group_alone_setsid_escapes_and_orphans_are_reaped() {
     let (server, client) = server_with(IsolationMode::ProcessGroup).await;
     let me = std::process::id() as i32;
@@ -945,11 +1005,19 @@ async fn a_setsid_fork_bomb_leaves_nothing(mode: IsolationMode) {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(all(otpmcp_as_root, otpmcp_python3)),
+    ignore = "needs root (PID namespaces, cgroups, other users) and python3; ./scripts/test as root runs it"
+)]
 async fn in_a_cgroup_a_fork_bomb_leaves_nothing() {
     a_setsid_fork_bomb_leaves_nothing(IsolationMode::Cgroup).await;
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(all(otpmcp_as_root, otpmcp_python3)),
+    ignore = "needs root (PID namespaces, cgroups, other users) and python3; ./scripts/test as root runs it"
+)]
 async fn in_a_pid_namespace_a_fork_bomb_leaves_nothing() {
     a_setsid_fork_bomb_leaves_nothing(IsolationMode::PidNamespace).await;
 }
@@ -957,6 +1025,10 @@ async fn in_a_pid_namespace_a_fork_bomb_leaves_nothing() {
 // Issue 22, finding 2: RLIMIT_FSIZE from `file_bytes` (SIGXFSZ ends a write past it),
 // RLIMIT_CORE = 0 and no new privileges, in the program.
 #[tokio::test]
+#[cfg_attr(
+    not(all(otpmcp_as_root, otpmcp_python3)),
+    ignore = "needs root (PID namespaces, cgroups, other users) and python3; ./scripts/test as root runs it"
+)]
 async fn a_write_past_file_bytes_is_killed_and_the_program_gains_no_privileges() {
     let server = TestServer::start(|c| {
         exec_on(c);
@@ -995,6 +1067,10 @@ async fn a_write_past_file_bytes_is_killed_and_the_program_gains_no_privileges()
 // Issue 22, finding 2: an explicit `cgroup` isolation whose parent is not usable is a
 // start-up error that says why.
 #[tokio::test]
+#[cfg_attr(
+    not(otpmcp_python3),
+    ignore = "needs python3 (/usr/bin/python3); ./scripts/test runs it"
+)]
 async fn an_unusable_cgroup_parent_refuses_to_start() {
     let mut config = common::test_config();
     isolated(IsolationMode::Cgroup)(&mut config);
@@ -1011,6 +1087,10 @@ async fn an_unusable_cgroup_parent_refuses_to_start() {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(all(otpmcp_as_root, otpmcp_python3)),
+    ignore = "needs root (PID namespaces, cgroups, other users) and python3; ./scripts/test as root runs it"
+)]
 async fn executions_past_the_session_and_replica_caps_are_refused_naming_the_cap() {
     let server = TestServer::start(|c| {
         exec_on(c);
@@ -1047,6 +1127,10 @@ async fn executions_past_the_session_and_replica_caps_are_refused_naming_the_cap
 /// What a call gives as `stdin` is the program's standard input, whole, then closed;
 /// more than the program's `max_stdin_bytes` is refused before anything starts.
 #[tokio::test]
+#[cfg_attr(
+    not(all(otpmcp_as_root, otpmcp_python3)),
+    ignore = "needs root (PID namespaces, cgroups, other users) and python3; ./scripts/test as root runs it"
+)]
 async fn stdin_reaches_the_program_whole_and_a_larger_one_is_refused() {
     let server = TestServer::start(|c| {
         exec_on(c);
@@ -1114,6 +1198,10 @@ esac
 // what A received on stdin, wrote to its folder, /tmp and /dev/shm and holds in its
 // environment, through /proc and the shared folders, while A runs: it finds nothing.
 #[tokio::test]
+#[cfg_attr(
+    not(all(otpmcp_as_root, otpmcp_python3)),
+    ignore = "needs root (PID namespaces, cgroups, other users) and python3; ./scripts/test as root runs it"
+)]
 async fn executions_that_share_a_uid_cannot_see_each_other() {
     let server = TestServer::start(|c| {
         exec_on(c);

@@ -37,7 +37,17 @@ fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
         .and_then(|v| v.parse().ok())
 }
 
+// The counters are the process's own (statics), and `cargo test` runs a file's tests as
+// threads of one process: one test runs the three in turn, the one that finds every
+// counter at zero first, so that none sees another's counts.
 #[tokio::test]
+async fn the_exposition_counts_from_zero_then_refusals_then_redis() {
+    the_exposition_counts_operations_sessions_resumes_and_restarts().await;
+    refused_sessions_are_counted_by_reason().await;
+    on_redis_the_round_trips_breaker_and_leases_are_exposed_and_the_dashboard_lists_replicas()
+        .await;
+}
+
 async fn the_exposition_counts_operations_sessions_resumes_and_restarts() {
     let server = TestServer::start(admin_on).await;
     let before = scrape(&server).await;
@@ -223,7 +233,6 @@ async fn the_exposition_counts_operations_sessions_resumes_and_restarts() {
     server.shutdown().await;
 }
 
-#[tokio::test]
 async fn refused_sessions_are_counted_by_reason() {
     let server = TestServer::start(|c| {
         admin_on(c);
@@ -254,7 +263,6 @@ async fn refused_sessions_are_counted_by_reason() {
     server.shutdown().await;
 }
 
-#[tokio::test]
 async fn on_redis_the_round_trips_breaker_and_leases_are_exposed_and_the_dashboard_lists_replicas()
 {
     let redis = common::redis::RedisServer::start();

@@ -17,6 +17,12 @@ use common::{
 use otpmcp::config::{BackendKind, Config, NonZeroDuration};
 use serde_json::json;
 
+/// Under load (beside each other as threads of one process, as `cargo test` runs them,
+/// with builds beside) a resume after the failover got 404 at times, where 503 or the
+/// stream was expected; the cause is not found yet. They run one at a time, which takes
+/// their own load off.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// Timeouts short enough that a failover is noticed within a test's wait: each connection
 /// is checked every 200 ms.
 fn fast(c: &mut Config) {
@@ -49,6 +55,7 @@ fn on_cluster(cluster: &RedisCluster) -> impl FnOnce(&mut Config) {
 
 #[tokio::test]
 async fn a_sentinel_failover_under_load_is_followed_by_every_replica() {
+    let _alone = ONE_AT_A_TIME.lock().await;
     let mut primary = RedisServer::start();
     let replica = RedisServer::start_replica_of(&primary);
     let sentinel = Sentinel::start(&primary, 1);
@@ -94,6 +101,7 @@ async fn a_sentinel_failover_under_load_is_followed_by_every_replica() {
 
 #[tokio::test]
 async fn a_cluster_primary_killed_under_load_is_replaced_by_its_replica() {
+    let _alone = ONE_AT_A_TIME.lock().await;
     let mut cluster = RedisCluster::start_with(1);
     let a = TestServer::start(on_cluster(&cluster)).await;
     let b = TestServer::start(on_cluster(&cluster)).await;
@@ -163,6 +171,7 @@ async fn a_cluster_primary_killed_under_load_is_replaced_by_its_replica() {
 // Several threads: the relay runs on the runtime while the test waits on Redis blocking.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn events_a_failover_lost_are_reported_missing_and_their_ids_never_reused() {
+    let _alone = ONE_AT_A_TIME.lock().await;
     let mut primary = RedisServer::start();
     // The replica copies through a relay the test can silence.
     let link = Relay::start(primary.port).await;

@@ -108,17 +108,17 @@ async fn a_redis_whose_certificate_the_ca_file_did_not_sign_fails_clearly() {
         user: Some(("otpmcp".into(), "never-printed".into())),
         ..Secured::default()
     });
-    let other = Certs::make();
+    let other = Certs::other_ca();
     let mut env = redis.store_env();
     for (key, value) in &mut env {
         if *key == "OTPMCP__STORE__REDIS_CA_FILE" {
-            *value = other.ca.display().to_string();
+            *value = other.display().to_string();
         }
     }
     env.push(("OTPMCP__STORE__CONNECT_TIMEOUT", "5s".into()));
     let (code, log) = exits(&env).await;
     assert_eq!(code, Some(1), "{log}");
-    let ca = format!("store.redis_ca_file = {}", other.ca.display());
+    let ca = format!("store.redis_ca_file = {}", other.display());
     assert!(log.contains(&ca), "names the key and the file: {log}");
     assert!(
         log.contains(&format!("127.0.0.1:{}", redis.port)),

@@ -10,6 +10,7 @@ use serde_json::json;
 
 #[tokio::test]
 async fn pings_arrive_every_keepalive_interval() {
+    let _alone = ONE_AT_A_TIME.lock().await;
     let every = NonZeroDuration::from_millis(100);
     let server = TestServer::start(|c| c.sse.keepalive_interval = every).await;
     let mut client = server.client();
@@ -37,6 +38,7 @@ async fn pings_arrive_every_keepalive_interval() {
 
 #[tokio::test]
 async fn an_idle_stream_is_closed_with_a_retry_hint() {
+    let _alone = ONE_AT_A_TIME.lock().await;
     let server = TestServer::start(|c| {
         c.sse.stream_timeout = NonZeroDuration::from_millis(200);
         c.sse.keepalive_interval = NonZeroDuration::from_secs(30);
@@ -54,6 +56,7 @@ async fn an_idle_stream_is_closed_with_a_retry_hint() {
 
 #[tokio::test]
 async fn a_post_stream_closed_for_idleness_is_resumed_by_polling() {
+    let _alone = ONE_AT_A_TIME.lock().await;
     let server = TestServer::start(|c| {
         c.sse.stream_timeout = NonZeroDuration::from_millis(150);
         c.sse.keepalive_interval = NonZeroDuration::from_secs(30);
@@ -120,6 +123,11 @@ async fn call_without_reading(server: &TestServer) -> (Client, common::SlowSocke
     (client, slow)
 }
 
+/// Some tests here read process-wide counters (slow-consumer cuts, events replayed), which
+/// every test here can move, and `cargo test` runs a file's tests as threads of one
+/// process: each takes this for its whole run. (Nextest runs each in its own process.)
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// Connections cut as too slow so far, in this process.
 fn slow_consumer_cuts() -> u64 {
     use otpmcp::telemetry::metrics::{CONNECTIONS_CUT, Cut};
@@ -145,6 +153,7 @@ async fn read_in_order(mut reader: common::SseReader, count: u64) -> Transcript 
 
 #[tokio::test]
 async fn a_slow_reader_is_cut_off_and_resumes_without_loss() {
+    let _alone = ONE_AT_A_TIME.lock().await;
     // What the socket does not take waits within the byte budget (256 KiB), and the
     // 10 MiB of the call go far past it: the client is cut off.
     let server = bulky_server(|c| c.sse.stream_buffer = nz!(8)).await;
@@ -181,6 +190,7 @@ async fn a_slow_reader_is_cut_off_and_resumes_without_loss() {
 
 #[tokio::test]
 async fn with_replay_disabled_frames_have_no_ids_and_last_event_id_is_ignored() {
+    let _alone = ONE_AT_A_TIME.lock().await;
     let server = TestServer::start(|c| c.sse.enable_replay = false).await;
     let mut client = server.client();
     client.initialize().await;
@@ -213,6 +223,7 @@ async fn with_replay_disabled_frames_have_no_ids_and_last_event_id_is_ignored() 
 
 #[tokio::test]
 async fn with_sse_disabled_requests_get_json_and_get_is_405() {
+    let _alone = ONE_AT_A_TIME.lock().await;
     let server = TestServer::start(|c| c.sse.enabled = false).await;
     let mut client = server.client();
     client.initialize().await;
@@ -235,6 +246,7 @@ async fn with_sse_disabled_requests_get_json_and_get_is_405() {
 
 #[tokio::test]
 async fn a_second_connection_on_the_same_stream_supersedes_the_first() {
+    let _alone = ONE_AT_A_TIME.lock().await;
     let server = TestServer::start(|_| {}).await;
     let mut client = server.client();
     client.initialize().await;
@@ -253,6 +265,7 @@ async fn a_second_connection_on_the_same_stream_supersedes_the_first() {
 
 #[tokio::test]
 async fn a_client_that_stops_reading_is_disconnected_after_write_timeout() {
+    let _alone = ONE_AT_A_TIME.lock().await;
     let write_timeout = NonZeroDuration::from_millis(300);
     // A buffer that holds the whole call, so that the connection is not cut as a slow
     // consumer first (which ends the body cleanly if what was written fits the socket
@@ -277,6 +290,7 @@ async fn a_client_that_stops_reading_is_disconnected_after_write_timeout() {
 
 #[tokio::test]
 async fn clients_before_2025_11_25_get_no_priming_event_and_no_idle_close_before_the_response() {
+    let _alone = ONE_AT_A_TIME.lock().await;
     let server = TestServer::start(|c| {
         c.sse.stream_timeout = NonZeroDuration::from_millis(150);
         c.sse.keepalive_interval = NonZeroDuration::from_secs(30);
@@ -315,6 +329,7 @@ async fn clients_before_2025_11_25_get_no_priming_event_and_no_idle_close_before
 /// not cut as too slow. Before, a replay was queued whole and overflowed the buffer.
 #[tokio::test]
 async fn a_replay_larger_than_the_buffer_is_paced_by_the_reader() {
+    let _alone = ONE_AT_A_TIME.lock().await;
     let server = TestServer::start(|c| {
         c.sse.stream_buffer = nz!(8);
         c.sse.stream_buffer_bytes = nz!(16 * 1024);
@@ -354,6 +369,7 @@ async fn a_replay_larger_than_the_buffer_is_paced_by_the_reader() {
 /// first live event that found the buffer full cut the client as too slow.
 #[tokio::test]
 async fn a_burst_past_the_frame_buffer_waits_for_the_reader() {
+    let _alone = ONE_AT_A_TIME.lock().await;
     let server = bulky_server(|c| {
         c.sse.stream_buffer = nz!(2);
         c.sse.stream_buffer_bytes = nz!(16 << 20);
@@ -377,6 +393,7 @@ async fn a_burst_past_the_frame_buffer_waits_for_the_reader() {
 /// reason, and it cannot become a task; what the client declared is still known.
 #[tokio::test]
 async fn with_sse_disabled_a_handler_learns_what_it_cannot_do() {
+    let _alone = ONE_AT_A_TIME.lock().await;
     use otpmcp::handler::{ClientRequestError, ToolRegistry, tool};
     use otpmcp::protocol::client::Sampling;
     use otpmcp::protocol::methods::LoggingLevel;

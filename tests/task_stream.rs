@@ -606,6 +606,10 @@ async fn a_slow_reader_loses_nothing_on_redis_with_two_replicas() {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(otpmcp_python3),
+    ignore = "needs python3 (/usr/bin/python3); ./scripts/test runs it"
+)]
 async fn execute_as_a_task_streams_its_output_through_cuts() {
     let server = TestServer::start(|c: &mut Config| {
         c.exec.enabled = true;
@@ -801,12 +805,20 @@ async fn slow_readers_of_large_events(backend: Backend, most_each: u64) {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(all(otpmcp_as_root, otpmcp_python3)),
+    ignore = "needs root (PID namespaces, cgroups, other users) and python3; ./scripts/test as root runs it"
+)]
 async fn slow_readers_of_large_events_hold_the_byte_budget_and_resume_exactly_on_memory() {
     // Measured: 11 MB for the four (after the warm-up reader).
     slow_readers_of_large_events(Backend::Memory, 6 * MIB).await;
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(all(otpmcp_as_root, otpmcp_python3)),
+    ignore = "needs root (PID namespaces, cgroups, other users) and python3; ./scripts/test as root runs it"
+)]
 async fn slow_readers_of_large_events_hold_the_byte_budget_and_resume_exactly_on_redis() {
     // Measured: 34 MB for the four: on Redis each event read is a copy, and a reader
     // holds up to three (one with hyper, one queued, one read and waiting for room).

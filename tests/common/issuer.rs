@@ -1,10 +1,10 @@
-//! A stand-in authorization server on loopback: keys made by `openssl` (RSA and EC), its
+//! A stand-in authorization server on loopback: keys made by `openssl` (RSA and EC, the
+//! committed files of tests/fixtures/make, so that the tests need no openssl), its
 //! metadata (RFC 8414), its JWKS, and an introspection endpoint (RFC 7662); and tokens
 //! minted with those keys, for the `[auth]` tests. A test can make its JWKS fail, publish
 //! a key as raw JSON, and hold introspection answers until it lets them go.
 
 use std::collections::HashMap;
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -24,36 +24,20 @@ pub struct Key {
     pub encoding: EncodingKey,
 }
 
-/// Makes a fresh key with the openssl command line (`alg`: RS256 or ES256).
-pub fn make_key(kid: &str, alg: Algorithm) -> Key {
-    // Tests make keys at once: each its own directory.
-    static MADE: AtomicUsize = AtomicUsize::new(0);
-    let dir = std::env::temp_dir().join(format!(
-        "otpmcp-key-{}-{}",
-        std::process::id(),
-        MADE.fetch_add(1, Ordering::SeqCst)
-    ));
-    let _ = std::fs::create_dir_all(&dir);
-    let path = dir.join("key.pem");
-    let args: &[&str] = match alg {
-        Algorithm::RS256 => &["-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048"],
-        _ => &["-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256"],
+/// The key in tests/fixtures/keys/`file`.pem, named `kid`: RS256 for `rsa-*`, ES256 for
+/// `ec-*`. Each file is a different key (the issuer's, a forger's, a rotated one...).
+pub fn fixture_key(file: &str, kid: &str) -> Key {
+    let path = format!(
+        "{}/tests/fixtures/keys/{file}.pem",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let pem = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let (alg, encoding) = if file.starts_with("rsa-") {
+        (Algorithm::RS256, EncodingKey::from_rsa_pem(&pem))
+    } else {
+        (Algorithm::ES256, EncodingKey::from_ec_pem(&pem))
     };
-    let status = Command::new("openssl")
-        .arg("genpkey")
-        .args(args)
-        .arg("-out")
-        .arg(&path)
-        .status()
-        .unwrap_or_else(|e| panic!("openssl (scripts/test installs it): {e}"));
-    assert!(status.success(), "openssl genpkey");
-    let pem = std::fs::read(&path).unwrap_or_default();
-    let _ = std::fs::remove_dir_all(&dir);
-    let encoding = match alg {
-        Algorithm::RS256 => EncodingKey::from_rsa_pem(&pem),
-        _ => EncodingKey::from_ec_pem(&pem),
-    }
-    .unwrap_or_else(|e| panic!("the key openssl made: {e}"));
+    let encoding = encoding.unwrap_or_else(|e| panic!("{path}: {e}"));
     Key {
         kid: kid.to_owned(),
         alg,
@@ -110,8 +94,8 @@ impl Drop for Issuer {
 impl Issuer {
     /// Serves an RSA and an EC key (kids `rsa-1`, `ec-1`).
     pub async fn start() -> Self {
-        let rsa = make_key("rsa-1", Algorithm::RS256);
-        let ec = make_key("ec-1", Algorithm::ES256);
+        let rsa = fixture_key("rsa-issuer", "rsa-1");
+        let ec = fixture_key("ec-issuer", "ec-1");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .unwrap_or_else(|e| panic!("bind: {e}"));

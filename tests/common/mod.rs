@@ -221,11 +221,11 @@ impl Binary {
 
     /// Sends SIGTERM and returns the exit code.
     pub async fn terminate(mut self) -> Option<i32> {
-        let sent = std::process::Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status()
-            .unwrap_or_else(|e| panic!("kill: {e}"));
-        assert!(sent.success());
+        assert!(
+            sigterm(self.child.id()),
+            "kill: {}",
+            std::io::Error::last_os_error()
+        );
         within(
             "the process to exit",
             tokio::task::spawn_blocking(move || self.child.wait()),
@@ -243,6 +243,17 @@ impl Drop for Binary {
     }
 }
 
+/// Sends SIGTERM to `pid` (with kill(2): the `kill` program is procps', which a minimal
+/// system may lack); whether it was sent.
+#[allow(unsafe_code)]
+pub fn sigterm(pid: u32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    // SAFETY: kill takes a pid and a signal number, and touches no memory of ours.
+    unsafe { libc::kill(pid, libc::SIGTERM) == 0 }
+}
+
 /// Stops a child process as an operator would: SIGTERM, then SIGKILL if it has not
 /// exited within five seconds. A clean exit is also what lets an instrumented build
 /// (`scripts/coverage`) write the profile of what the process ran.
@@ -250,9 +261,7 @@ pub fn stop(child: &mut std::process::Child) {
     if !matches!(child.try_wait(), Ok(None)) {
         return;
     }
-    let _ = std::process::Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status();
+    let _ = sigterm(child.id());
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
     // Polls the exit (a blocking wait could not give up); the deadline bounds it.
     while std::time::Instant::now() < deadline {

@@ -23,10 +23,10 @@ pub struct RedisServer {
     secured: Secured,
 }
 
-/// A CA, a server certificate for 127.0.0.1 and localhost, and a client certificate,
-/// made by `openssl` for one test, in a directory removed with it.
+/// A CA, a server certificate for 127.0.0.1 and localhost, and a client certificate:
+/// the files tests/fixtures/make made with `openssl` (committed, so that the tests need no
+/// openssl).
 pub struct Certs {
-    dir: PathBuf,
     pub ca: PathBuf,
     pub server_cert: PathBuf,
     pub server_key: PathBuf,
@@ -34,110 +34,27 @@ pub struct Certs {
     pub client_key: PathBuf,
 }
 
-fn openssl(dir: &Path, args: &[&str]) {
-    let out = Command::new("openssl")
-        .args(args)
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("openssl did not start (is it on PATH?): {e}"));
-    assert!(
-        out.status.success(),
-        "openssl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+fn fixture(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/tls")
+        .join(path)
 }
 
 impl Certs {
+    /// The tests' CA and the certificates it signed.
     pub fn make() -> Arc<Self> {
-        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let dir = std::env::temp_dir().join(format!("otpmcp-certs-{}-{n}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("certs dir: {e}"));
-        let ec = [
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-        ];
-        let ca = [
-            &["req", "-x509"][..],
-            &ec,
-            &["-keyout", "ca.key", "-out", "ca.crt"],
-        ]
-        .concat();
-        openssl(
-            &dir,
-            &[
-                &ca[..],
-                &["-days", "2", "-subj", "/CN=otpmcp test CA"],
-                &["-addext", "basicConstraints=critical,CA:TRUE"],
-                &["-addext", "keyUsage=critical,keyCertSign,cRLSign"],
-            ]
-            .concat(),
-        );
-        for (name, ext) in [
-            (
-                "server",
-                "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth",
-            ),
-            ("client", "extendedKeyUsage=clientAuth"),
-        ] {
-            let ext_file = format!("{name}.ext");
-            let ext = format!("basicConstraints=CA:FALSE\n{ext}\n");
-            std::fs::write(dir.join(&ext_file), ext).unwrap_or_else(|e| panic!("{e}"));
-            let (key, csr, crt) = (
-                format!("{name}.key"),
-                format!("{name}.csr"),
-                format!("{name}.crt"),
-            );
-            let subj = format!("/CN=otpmcp test {name}");
-            openssl(
-                &dir,
-                &[
-                    &["req"][..],
-                    &ec,
-                    &["-keyout", &key, "-out", &csr, "-subj", &subj],
-                ]
-                .concat(),
-            );
-            openssl(
-                &dir,
-                &[
-                    "x509",
-                    "-req",
-                    "-in",
-                    &csr,
-                    "-CA",
-                    "ca.crt",
-                    "-CAkey",
-                    "ca.key",
-                    "-CAcreateserial",
-                    "-days",
-                    "2",
-                    "-out",
-                    &crt,
-                    "-extfile",
-                    &ext_file,
-                ],
-            );
-        }
         Arc::new(Self {
-            ca: dir.join("ca.crt"),
-            server_cert: dir.join("server.crt"),
-            server_key: dir.join("server.key"),
-            client_cert: dir.join("client.crt"),
-            client_key: dir.join("client.key"),
-            dir,
+            ca: fixture("main/ca.crt"),
+            server_cert: fixture("main/server.crt"),
+            server_key: fixture("main/server.key"),
+            client_cert: fixture("main/client.crt"),
+            client_key: fixture("main/client.key"),
         })
     }
-}
 
-impl Drop for Certs {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
+    /// A second CA, which signed none of [`Certs::make`]'s certificates.
+    pub fn other_ca() -> PathBuf {
+        fixture("other/ca.crt")
     }
 }
 
