@@ -221,3 +221,66 @@ async fn a_watch_exits_4_for_a_cancelled_task_and_5_for_an_unknown_one() {
     assert!(stderr.contains("-32602"), "{stderr}");
     assert_eq!(code, Some(5), "{stderr}");
 }
+
+/// With `[auth]` the token comes from `OTPMCP_TOKEN`: without one the server's 401 is
+/// exit 5, as is another principal's token (the task is not found for it); the owner's
+/// token follows the task to its end.
+#[tokio::test]
+async fn a_watch_sends_the_token_from_the_environment() {
+    const AUDIENCE: &str = "http://mcp.test/mcp";
+    let issuer = common::issuer::Issuer::start().await;
+    let mut tools = otpmcp::handler::ToolRegistry::default();
+    tools.register(otpmcp::handler::builtin::stream_events());
+    let issuer_url = issuer.url.clone();
+    let server = common::TestServer::start_with(
+        move |c| {
+            c.auth.enabled = true;
+            c.auth.issuer = issuer_url;
+            c.auth.audience = AUDIENCE.into();
+            c.auth.scopes_supported = vec!["mcp".into()];
+        },
+        otpmcp::McpServer::new(tools),
+    )
+    .await;
+    let alice = issuer.token(AUDIENCE, "alice", "mcp");
+    let bob = issuer.token(AUDIENCE, "bob", "mcp");
+    let id = Stateless::new(&server.url)
+        .with_tasks()
+        .with_token(&alice)
+        .start_task("stream_events", json!({"count": 3, "interval_ms": 1}))
+        .await;
+
+    let (code, lines, stderr) = Watcher::start(&["--url", &server.url, &id], &[])
+        .end()
+        .await;
+    assert!(lines.is_empty(), "{lines:?}");
+    assert!(
+        stderr.contains("401") && stderr.contains("OTPMCP_TOKEN"),
+        "{stderr}"
+    );
+    assert_eq!(code, Some(5), "{stderr}");
+
+    let as_bob = [("OTPMCP_TOKEN", bob.as_str())];
+    let (code, lines, stderr) = Watcher::start(&["--url", &server.url, &id], &as_bob)
+        .end()
+        .await;
+    assert!(lines.is_empty(), "{lines:?}");
+    assert_eq!(code, Some(5), "{stderr}");
+
+    let as_alice = [("OTPMCP_TOKEN", alice.as_str())];
+    let (code, lines, stderr) = Watcher::start(&["--url", &server.url, &id], &as_alice)
+        .end()
+        .await;
+    assert_eq!(
+        lines.first().map(String::as_str),
+        Some("[0] status working")
+    );
+    assert!(
+        lines
+            .last()
+            .is_some_and(|l| l.ends_with("status completed result: streamed 3 events")),
+        "{lines:#?}"
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    server.shutdown().await;
+}

@@ -158,10 +158,10 @@ impl Watch {
                         );
                         return Ok(Ending::Unreachable);
                     }
-                    eprintln!(
-                        "otpmcp: {url}: {why}; resuming after seq {}",
-                        show_seq(seen.last)
-                    );
+                    match seen.last {
+                        Some(seq) => eprintln!("otpmcp: {url}: {why}; resuming after seq {seq}"),
+                        None => eprintln!("otpmcp: {url}: {why}; trying again"),
+                    }
                 }
             }
             next += 1;
@@ -291,23 +291,28 @@ impl Watch {
     /// The task's end: from its last status event, or asked with `tasks/get` when the
     /// stream ended without showing one (its events were no longer retained).
     async fn ending(&self, client: &HttpClient, url: &str, id: u64, seen: &mut Seen) -> Ending {
-        if seen.status.is_none()
-            && let Ok(request) = self.request(url, id, "tasks/get", json!({}))
-        {
-            if let Ok(mut messages) = Messages::open(client, request, self.idle_timeout).await {
-                while let Ok(Some(message)) = messages.next().await {
-                    if let Some(status) = message["result"]["status"].as_str() {
-                        seen.status = Some(status.to_owned());
-                        break;
-                    }
-                }
+        let terminal = |status: Option<&str>| match status {
+            Some("completed") => Some(Ending::Completed),
+            Some("failed") => Some(Ending::Failed),
+            Some("cancelled") => Some(Ending::Cancelled),
+            _ => None,
+        };
+        if let Some(ending) = terminal(seen.status.as_deref()) {
+            return ending;
+        }
+        let Ok(request) = self.request(url, id, "tasks/get", json!({})) else {
+            return Ending::Unreachable;
+        };
+        let Ok(mut messages) = Messages::open(client, request, self.idle_timeout).await else {
+            return Ending::Unreachable;
+        };
+        while let Ok(Some(message)) = messages.next().await {
+            if let Some(ending) = terminal(message["result"]["status"].as_str()) {
+                return ending;
             }
         }
-        match seen.status.as_deref() {
-            Some("completed") => Ending::Completed,
-            Some("cancelled") => Ending::Cancelled,
-            _ => Ending::Failed,
-        }
+        eprintln!("otpmcp: the stream ended but the task's end could not be read");
+        Ending::Unreachable
     }
 }
 
@@ -440,12 +445,12 @@ impl Messages {
                 messages.ready.push_back(answer);
                 Ok(messages)
             }
-            (_, Some(answer)) if answer.get("error").is_some() && !status.is_server_error() => {
-                Err(refusal(&answer["error"]))
-            }
             (401, _) => Err(Cut::Refused(format!(
                 "401 unauthorized: set {TOKEN_VARIABLE} to a bearer token the server accepts"
             ))),
+            (_, Some(answer)) if answer.get("error").is_some() && !status.is_server_error() => {
+                Err(refusal(&answer["error"]))
+            }
             (403, _) => Err(Cut::Refused("403 forbidden: the token lacks a scope".into())),
             (code, _) if status.is_server_error() || code == 429 || code == 408 => {
                 Err(Cut::Retry(format!("HTTP {code}")))
