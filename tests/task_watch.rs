@@ -284,3 +284,45 @@ async fn a_watch_sends_the_token_from_the_environment() {
     assert_eq!(code, Some(0), "{stderr}");
     server.shutdown().await;
 }
+
+fn port_of(url: &str) -> u16 {
+    url.rsplit(':')
+        .next()
+        .and_then(|rest| rest.split('/').next())
+        .and_then(|port| port.parse().ok())
+        .unwrap_or_else(|| panic!("no port in {url}"))
+}
+
+/// The same through one URL, the shipped nginx configuration in front of both replicas:
+/// the task's replica is killed, and every event still comes once, the watch resuming
+/// through nginx on whichever replica answers.
+#[tokio::test]
+#[ignore = "needs nginx; ./scripts/test runs it"]
+async fn a_watch_through_nginx_follows_a_task_through_its_replicas_death() {
+    let redis = RedisServer::start();
+    let mut a = replica(&redis, true).await;
+    let b = replica(&redis, true).await;
+    let nginx = common::nginx::Nginx::start(&[port_of(&a.url), port_of(&b.url)]).await;
+    let id = Stateless::new(&a.url)
+        .with_tasks()
+        .start_task("stream_events", json!({"count": 60, "interval_ms": 20}))
+        .await;
+    let mut watcher = Watcher::start(&["--json", "--url", &nginx.url, &id], &[]);
+    watcher
+        .until("a progress event", |l| l.contains("dev.otpmcp.progress"))
+        .await;
+    kill(&mut a);
+    let (code, lines, stderr) = watcher.end().await;
+    let events = parse(&lines);
+    for (n, event) in events.iter().enumerate() {
+        assert_eq!(
+            event["seq"],
+            json!(n),
+            "gap or duplicate at {n}: {lines:#?}"
+        );
+    }
+    let last = events.last().cloned().unwrap_or_default();
+    assert_eq!(last["payload"]["status"], "completed", "{last}");
+    assert_eq!(code, Some(0), "{stderr}");
+    eprintln!("watcher's stderr: {stderr}");
+}
