@@ -1,8 +1,8 @@
 //! `otpmcp tasks watch` (issue 39, item 4), the real binary against real replicas on a
 //! Redis of the test's own: it follows a task through the death of the replica it reads
 //! from (SIGKILL) and prints every event exactly once; it exits with the task's status
-//! (0 completed, 3 failed, 4 cancelled, 5 refused); a bearer token comes from
-//! `OTPMCP_TOKEN`.
+//! (0 completed, 3 failed, 4 cancelled, 5 refused, 2 bad usage); a bearer token comes
+//! from `OTPMCP_TOKEN`; through nginx, one URL does.
 
 mod common;
 
@@ -189,9 +189,10 @@ async fn a_watch_of_a_task_that_fails_exits_3() {
     assert_eq!(code, Some(3), "{stderr}");
 }
 
-/// A task cancelled while watched: exit 4; an unknown task: exit 5, no line printed.
+/// A task cancelled while watched: exit 4; an unknown task: exit 5, no line printed; no
+/// `--url`: exit 2.
 #[tokio::test]
-async fn a_watch_exits_4_for_a_cancelled_task_and_5_for_an_unknown_one() {
+async fn a_watch_exits_4_for_a_cancelled_task_5_for_an_unknown_one_2_without_a_url() {
     let redis = RedisServer::start();
     let a = replica(&redis, true).await;
     let client = Stateless::new(&a.url).with_tasks();
@@ -220,6 +221,11 @@ async fn a_watch_exits_4_for_a_cancelled_task_and_5_for_an_unknown_one() {
     assert!(lines.is_empty(), "{lines:?}");
     assert!(stderr.contains("-32602"), "{stderr}");
     assert_eq!(code, Some(5), "{stderr}");
+
+    // No URL: bad usage, 2, with the usage text.
+    let (code, _, stderr) = Watcher::start(&[&id], &[]).end().await;
+    assert!(stderr.contains("otpmcp tasks watch --url URL"), "{stderr}");
+    assert_eq!(code, Some(2), "{stderr}");
 }
 
 /// With `[auth]` the token comes from `OTPMCP_TOKEN`: without one the server's 401 is
