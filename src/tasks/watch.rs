@@ -124,6 +124,7 @@ impl Watch {
         let mut backoff = Duration::from_millis(100);
         let mut request_id = 0u64;
         loop {
+            // `client` checked there is a URL.
             let url = &self.urls[next % self.urls.len()];
             request_id += 1;
             let before = seen.last;
@@ -173,6 +174,9 @@ impl Watch {
     }
 
     fn client(&self) -> Result<HttpClient, WatchError> {
+        if self.urls.is_empty() {
+            return Err(WatchError::Url(String::new()));
+        }
         for url in &self.urls {
             let uri: http::Uri = url.parse().map_err(|_| WatchError::Url(url.clone()))?;
             let https = match uri.scheme_str() {
