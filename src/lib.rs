@@ -152,6 +152,8 @@ pub use event_store::redis::ConnectError;
 pub use ids::{SessionId, SessionIdError};
 pub use session::{SessionError, SessionInfo};
 pub use supervisor::Exit;
+/// `otpmcp tasks watch`: follows a task's events (`tasks/stream`) from a terminal.
+pub use tasks::watch;
 pub use telemetry::{TelemetryError, TelemetryGuard, init as init_telemetry};
 
 /// Everything a server author names, in one import: `use otpmcp::prelude::*;`.

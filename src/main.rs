@@ -1,7 +1,6 @@
 //! The `otpmcp` command: `otpmcp [serve] [--config FILE]... [--bind ADDR:PORT]`,
-//! `otpmcp stdio [--config FILE]...`, `otpmcp config check [FILE]...`, `otpmcp config docs`
-//! and `otpmcp proxy`
-//! (docs/proxy.md).
+//! `otpmcp stdio [--config FILE]...`, `otpmcp config check [FILE]...`, `otpmcp config docs`,
+//! `otpmcp proxy` (docs/proxy.md) and `otpmcp tasks watch` (docs/tasks.md).
 //!
 //! Exit codes: 0 after a clean stop (SIGINT/SIGTERM), 1 when the supervision tree gives
 //! up (restart intensity exceeded) or the server cannot start, 2 for bad usage or
@@ -56,7 +55,19 @@ default and meaning, from the doc comments of the config types.
 Records every request, response and SSE event of the sessions it forwards to URL, or
 serves such a recording as an MCP server (docs/proxy.md). --bind defaults to
 127.0.0.1:8090; 127.0.0.1:0 picks a free port. --allowed-host and --allowed-origin
-(repeatable) replace the loopback defaults of the Host and Origin allow-lists.";
+(repeatable) replace the loopback defaults of the Host and Origin allow-lists.
+
+       otpmcp tasks watch --url URL [--url URL]... [--json] [--retry-for DURATION]
+                          [--idle-timeout DURATION] TASK_ID
+Follows a task's events (tasks/stream) and prints each once as it comes, one line
+each (--json: each event's JSON). A cut stream is resumed after the last event
+printed, on the next --url in turn (each replica's, or one balancer's). With [auth],
+the bearer token comes from the environment variable OTPMCP_TOKEN. Gives up after
+--retry-for (default 60s) without reaching a server that streams the task; resumes
+a stream silent for --idle-timeout (default 60s). Exits 0 when the task completed
+(a tool error included), 3 failed, 4 cancelled, 5 the server refused (unknown or
+expired task, token), 6 no server reached, 2 bad usage, 130 on SIGINT or SIGTERM
+(the task goes on).";
 
 /// `otpmcp proxy ...`: its mode, address and allow-lists, or a usage error.
 fn parse_proxy(
@@ -260,9 +271,84 @@ fn config_command(args: impl Iterator<Item = String>) -> ExitCode {
     }
 }
 
+/// `otpmcp tasks watch ...`: what to follow, or a usage error.
+fn parse_watch(mut it: impl Iterator<Item = String>) -> Result<otpmcp::watch::Watch, String> {
+    if it.next().as_deref() != Some("watch") {
+        return Err("tasks: the one subcommand is `watch`".into());
+    }
+    let duration = |flag: &str, value: Option<String>| {
+        let value = value.ok_or(format!("{flag} needs a duration"))?;
+        otpmcp::config::parse_duration(&value).map_err(|e| format!("{flag}: {e}"))
+    };
+    let mut watch = otpmcp::watch::Watch {
+        urls: Vec::new(),
+        task_id: String::new(),
+        token: std::env::var(otpmcp::watch::TOKEN_VARIABLE)
+            .ok()
+            .filter(|t| !t.is_empty()),
+        json: false,
+        retry_for: std::time::Duration::from_secs(60),
+        idle_timeout: std::time::Duration::from_secs(60),
+    };
+    let mut task = None;
+    while let Some(arg) = it.next() {
+        match arg.as_str() {
+            "--url" => watch.urls.push(it.next().ok_or("--url needs a URL")?),
+            "--json" => watch.json = true,
+            "--retry-for" => watch.retry_for = duration("--retry-for", it.next())?,
+            "--idle-timeout" => watch.idle_timeout = duration("--idle-timeout", it.next())?,
+            flag if flag.starts_with('-') => {
+                return Err(format!("tasks watch: unknown argument {flag:?}"));
+            }
+            id if task.is_none() => task = Some(id.to_owned()),
+            extra => return Err(format!("tasks watch: one task id, not also {extra:?}")),
+        }
+    }
+    watch.task_id = task.ok_or("tasks watch: give the task's id")?;
+    if watch.urls.is_empty() {
+        return Err("tasks watch: give the server's --url".into());
+    }
+    if watch.idle_timeout.is_zero() {
+        return Err("tasks watch: --idle-timeout must be more than 0".into());
+    }
+    Ok(watch)
+}
+
+/// Runs `otpmcp tasks watch` until the task ends.
+fn tasks(args: impl Iterator<Item = String>) -> ExitCode {
+    let watch = match parse_watch(args) {
+        Ok(watch) => watch,
+        Err(msg) => {
+            eprintln!("otpmcp: {msg}\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = match runtime() {
+        Ok(rt) => rt,
+        Err(code) => return code,
+    };
+    runtime.block_on(async move {
+        let mut out = std::io::stdout();
+        tokio::select! {
+            ended = watch.run(&mut out) => match ended {
+                Ok(ending) => ExitCode::from(ending.code()),
+                Err(e) => {
+                    eprintln!("otpmcp: {e}");
+                    ExitCode::from(2)
+                }
+            },
+            signal = stop_signal() => {
+                eprintln!("otpmcp: {signal}: stopped watching (the task goes on)");
+                ExitCode::from(130)
+            }
+        }
+    })
+}
+
 fn main() -> ExitCode {
     match std::env::args().nth(1).as_deref() {
         Some("proxy") => return proxy(std::env::args().skip(2)),
+        Some("tasks") => return tasks(std::env::args().skip(2)),
         Some("config") => return config_command(std::env::args().skip(2)),
         _ => {}
     }

@@ -167,6 +167,38 @@ async fn the_stateless_revision_runs_tasks_and_streams_their_events() {
             .is_some_and(|v| v.contains(&json!("2026-07-28"))),
         "{discover}"
     );
+    // `execution.taskSupport` as over HTTP (issue 39): `confirm` may be a task, and is
+    // `required` to a client that declares the extension.
+    let support = |listed: &Value, name: &str| {
+        listed["result"]["tools"]
+            .as_array()
+            .and_then(|tools| tools.iter().find(|t| t["name"] == name))
+            .map(|t| t["execution"]["taskSupport"].clone())
+    };
+    let listed = pipe.ask("tools/list", modern(json!({}))).await;
+    assert_eq!(
+        support(&listed, "confirm"),
+        Some(json!("required")),
+        "{listed}"
+    );
+    assert_eq!(
+        support(&listed, "counted"),
+        Some(json!("required")),
+        "{listed}"
+    );
+    assert_eq!(
+        support(&listed, "panics"),
+        Some(json!("forbidden")),
+        "{listed}"
+    );
+    let listed = pipe
+        .ask("tools/list", modern_with(json!({}), json!({})))
+        .await;
+    assert_eq!(
+        support(&listed, "confirm"),
+        Some(json!("optional")),
+        "{listed}"
+    );
     // A question is an `input_required` round, not a request to the client.
     let plain = modern_with(
         json!({"name": "confirm", "arguments": {}}),

@@ -463,3 +463,108 @@ async fn a_down_scoped_token_no_longer_reaches_its_task() {
     full.until_status(&id, "cancelled").await;
     server.shutdown().await;
 }
+
+/// Each tool's `execution.taskSupport` in a stateless `tools/list`, keyed by name.
+async fn listed_support(client: &Stateless) -> Value {
+    let listed = client.ask("tools/list", json!({})).await;
+    let mut shown = serde_json::Map::new();
+    for tool in listed.result()["tools"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+    {
+        let name = tool["name"].as_str().unwrap_or_default().to_owned();
+        shown.insert(name, tool["execution"]["taskSupport"].clone());
+    }
+    Value::Object(shown)
+}
+
+// Issue 39: `tools/list` says what a call with the same capabilities gets. To a client
+// that declares the extension an `Optional` tool is `required` (each call is a task), so
+// a host that takes its task path only for `required` tools (Copilot CLI) takes it; to
+// one that does not, `optional`. Sessions never make tasks and list no `execution`.
+#[tokio::test]
+async fn tools_list_shows_each_tools_task_support_as_its_calls_get_it() {
+    let mut tools = ToolRegistry::default();
+    tools
+        .register(stream_events())
+        .register(
+            tool("must", |(), _| async { Ok(CallToolResult::text("done")) })
+                .description("Only as a task.")
+                .task_support(TaskSupport::Required),
+        )
+        .register(tool("plain", |(), _| async {
+            Ok(CallToolResult::text("plain"))
+        }));
+    let server = TestServer::start_with(|_| {}, McpServer::new(tools)).await;
+    let events = json!({"count": 2, "interval_ms": 1});
+
+    let plain = Stateless::new(&server.url);
+    let shown = listed_support(&plain).await;
+    assert_eq!(shown["stream_events"], "optional", "{shown}");
+    assert_eq!(shown["must"], "required", "{shown}");
+    assert_eq!(shown["plain"], "forbidden", "{shown}");
+    let call = |client: Stateless, name: &'static str, arguments: Value| async move {
+        client
+            .ask("tools/call", json!({"name": name, "arguments": arguments}))
+            .await
+    };
+    let sync = call(plain.clone(), "stream_events", events.clone()).await;
+    assert_eq!(
+        sync.result()["resultType"],
+        "complete",
+        "{:?}",
+        sync.message
+    );
+    assert_eq!(sync.result()["content"][0]["text"], "streamed 2 events");
+    let refused = call(plain.clone(), "must", json!({})).await;
+    assert_eq!(refused.error_code(), Some(-32021), "{:?}", refused.message);
+    let answered = call(plain.clone(), "plain", json!({})).await;
+    assert_eq!(answered.result()["content"][0]["text"], "plain");
+
+    let tasks = plain.clone().with_tasks();
+    let shown = listed_support(&tasks).await;
+    assert_eq!(shown["stream_events"], "required", "{shown}");
+    assert_eq!(shown["must"], "required", "{shown}");
+    assert_eq!(shown["plain"], "forbidden", "{shown}");
+    for name in ["stream_events", "must"] {
+        let created = call(tasks.clone(), name, events.clone()).await;
+        assert_eq!(
+            created.result()["resultType"],
+            "task",
+            "{:?}",
+            created.message
+        );
+        let id = created.result()["taskId"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let done = tasks.until_status(&id, "completed").await;
+        assert!(done["result"]["content"][0]["text"].is_string(), "{done}");
+    }
+    let answered = call(tasks.clone(), "plain", json!({})).await;
+    assert_eq!(answered.result()["resultType"], "complete");
+    assert_eq!(answered.result()["content"][0]["text"], "plain");
+
+    // A 2025-11-25 session: no `execution` (absent is "forbidden" in that schema), and
+    // every call answered in the request.
+    let mut session = server.client();
+    session.initialize().await;
+    let listed = session.ask("tools/list", json!({})).await;
+    let listed = listed["result"]["tools"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(listed.len(), 3, "{listed:?}");
+    assert!(
+        listed.iter().all(|t| t.get("execution").is_none()),
+        "{listed:?}"
+    );
+    for (name, text) in [("stream_events", "streamed 2 events"), ("must", "done")] {
+        let answer = session
+            .ask("tools/call", json!({"name": name, "arguments": events}))
+            .await;
+        assert_eq!(answer["result"]["content"][0]["text"], text, "{answer}");
+    }
+    server.shutdown().await;
+}

@@ -84,6 +84,14 @@ impl McpServer {
             None if method.may_ask_for_input() => {
                 self.with_inputs(method, request, meta, ctx).await
             }
+            None if method == Method::ToolsList => match self.handle(request, ctx).await {
+                Outgoing::Result { mut result, .. } => {
+                    self.show_task_support(&mut result, meta);
+                    Ok(result)
+                }
+                Outgoing::Error { error, .. } => Err(error),
+                other => return other,
+            },
             None => match self.handle(request, ctx).await {
                 Outgoing::Result { result, .. } => Ok(result),
                 Outgoing::Error { error, .. } => Err(error),

@@ -1,6 +1,6 @@
-//! The tasks extension in the method table: which `tools/call` becomes a task, and
-//! `tasks/get`, `tasks/update`, `tasks/cancel`. The tasks themselves (records, runners,
-//! leases) are [`crate::tasks`]'s.
+//! The tasks extension in the method table: which `tools/call` becomes a task, what
+//! `tools/list` says of it, and `tasks/get`, `tasks/update`, `tasks/cancel`. The tasks
+//! themselves (records, runners, leases) are [`crate::tasks`]'s.
 
 use std::sync::{Arc, Weak};
 
@@ -94,6 +94,28 @@ impl McpServer {
         }
     }
 
+    /// Puts `execution.taskSupport` on each tool of a stateless `tools/list` result, saying
+    /// what a call with the same capabilities gets (see [`listed_task_support`]).
+    pub(super) fn show_task_support(&self, result: &mut Value, meta: &RequestMeta) {
+        let Some(tools) = result.get_mut("tools").and_then(Value::as_array_mut) else {
+            return;
+        };
+        let declares = meta.declares_tasks();
+        for entry in tools {
+            let Some(tool) = entry.as_object_mut() else {
+                continue;
+            };
+            let support = tool
+                .get("name")
+                .and_then(Value::as_str)
+                .and_then(|name| self.tool_routing(name))
+                .map(|routing| routing.tasks.support)
+                .unwrap_or_default();
+            let shown = listed_task_support(support, declares, self.tasks.is_some());
+            tool.insert("execution".into(), json!({ "taskSupport": shown }));
+        }
+    }
+
     /// `tasks/get`, `tasks/update`, `tasks/cancel` (the extension was declared: checked
     /// before). An update to a task running on this replica is acknowledged once its
     /// effect is stored; a cancel, or an update relayed to another replica, once
@@ -131,6 +153,27 @@ impl McpServer {
                 Ok(json!({}))
             }
         }
+    }
+}
+
+/// The `execution.taskSupport` a stateless `tools/list` shows (2025-11-25's field, spelled
+/// as there; hosts read it on 2026-07-28 too): what a `tools/call` declaring the same
+/// capabilities gets. An `Optional` tool, to a client that declares the extension, is
+/// `required`, since each of its calls becomes a task: a host that takes its task path
+/// only for `required` tools (Copilot CLI) then takes it, and one that handles any
+/// answer (Claude Code) is unaffected. `declares`: the listing request declared the
+/// extension; `runs_tasks`: this server runs tasks.
+pub(super) fn listed_task_support(
+    support: TaskSupport,
+    declares: bool,
+    runs_tasks: bool,
+) -> &'static str {
+    match support {
+        TaskSupport::Never => "forbidden",
+        TaskSupport::Optional if !runs_tasks => "forbidden",
+        TaskSupport::Optional if declares => "required",
+        TaskSupport::Optional => "optional",
+        TaskSupport::Required => "required",
     }
 }
 

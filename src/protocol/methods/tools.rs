@@ -5,8 +5,9 @@ use serde_json::{Map, Value};
 
 use super::content::Content;
 
-/// Whether a tool may run as a task (tasks extension). Not on the wire: the server
-/// decides per request, and only for requests that declared the extension.
+/// Whether a tool may run as a task (tasks extension). The server decides per request,
+/// only for requests that declared the extension; a stateless `tools/list` shows the
+/// outcome as `execution.taskSupport` (`server/tasks.rs`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum TaskSupport {
     /// Always answered in the request (the default).

@@ -1,0 +1,576 @@
+//! `otpmcp tasks watch`: an operator's client of `tasks/stream` (SEP-2694). It follows
+//! one task's events from any replica, prints each once as it comes, resumes with
+//! `after` = the last seq printed whenever a stream is cut (a drain, a replica's death,
+//! a proxy's timeout), trying the given URLs in turn, and ends with the task's status.
+//!
+//! The server half is `transport/stateless/task_stream.rs`; the two make the runnable
+//! pair the SEP's reviewers asked for.
+
+use std::io::Write;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use serde_json::{Value, json};
+
+use super::events::{EVENT_METHOD, EXECUTION_OUTPUT, EXECUTION_STARTED, LOG, PROGRESS, STATUS};
+use crate::protocol::meta::{CLIENT_CAPABILITIES, PROTOCOL_VERSION, TASKS_EXTENSION};
+
+/// The environment variable a bearer token is read from (never a flag: flags show in
+/// `ps` and shell history).
+pub const TOKEN_VARIABLE: &str = "OTPMCP_TOKEN";
+
+/// The longest wait between two attempts to reach a server.
+const MOST_BACKOFF: Duration = Duration::from_secs(2);
+/// The most bytes of one SSE event held while it arrives: task events are small; past
+/// it the stream is treated as broken (and resumed).
+const MAX_EVENT: usize = 16 << 20;
+
+/// What to follow and how.
+#[derive(Debug, Clone)]
+pub struct Watch {
+    /// MCP endpoints to try, in turn (one, or each replica's).
+    pub urls: Vec<String>,
+    /// The task.
+    pub task_id: String,
+    /// Sent as `Authorization: Bearer` (from [`TOKEN_VARIABLE`]).
+    pub token: Option<String>,
+    /// Print each event's JSON (the notification's `params`) instead of a summary.
+    pub json: bool,
+    /// Give up after this long without reaching a server that streams the task.
+    pub retry_for: Duration,
+    /// Resume when a stream brings nothing (not even a keep-alive) for this long.
+    pub idle_timeout: Duration,
+}
+
+/// How a watch ended; [`Ending::code`] is the process's exit code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    /// The task completed (its result may still be a tool error, `isError`).
+    Completed,
+    /// The task failed.
+    Failed,
+    /// The task was cancelled.
+    Cancelled,
+    /// The server refused to stream it: unknown or expired task, another principal's,
+    /// no or a bad token, or not a server that runs tasks.
+    Refused,
+    /// No server streamed it within `retry_for`.
+    Unreachable,
+}
+
+impl Ending {
+    /// 0 completed, 3 failed, 4 cancelled, 5 refused, 6 unreachable (2 is bad usage).
+    pub fn code(self) -> u8 {
+        match self {
+            Self::Completed => 0,
+            Self::Failed => 3,
+            Self::Cancelled => 4,
+            Self::Refused => 5,
+            Self::Unreachable => 6,
+        }
+    }
+}
+
+/// Why a watch cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum WatchError {
+    /// A URL that is not an absolute http(s) URL.
+    #[error("bad URL {0:?}")]
+    Url(String),
+    /// A token would go in clear text to another machine.
+    #[error("{0}: a token is sent only over https, or over http to a loopback host")]
+    Insecure(String),
+    /// The TLS client could not be set up.
+    #[error("TLS: {0}")]
+    Tls(String),
+}
+
+/// How one attempt to stream ended, short of the task's end.
+#[derive(Debug)]
+enum Cut {
+    /// Worth resuming: the connection failed, the stream ended without its result, or
+    /// the server was busy or going away.
+    Retry(String),
+    /// The events after the cursor are no longer retained.
+    EventsGone(Option<u64>),
+    /// The server will not stream this task to us.
+    Refused(String),
+}
+
+/// What the watch has seen, across attempts.
+#[derive(Debug, Default)]
+struct Seen {
+    /// The last seq printed: the next attempt's `after`.
+    last: Option<u64>,
+    /// The last status the task's events showed.
+    status: Option<String>,
+}
+
+type HttpClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
+
+impl Watch {
+    /// Follows the task to its end, writing one line per event to `out` and what
+    /// happens to the connection to stderr.
+    pub async fn run(&self, out: &mut impl Write) -> Result<Ending, WatchError> {
+        let client = self.client()?;
+        let mut seen = Seen::default();
+        let mut next = 0usize;
+        let mut failing_since: Option<Instant> = None;
+        let mut backoff = Duration::from_millis(100);
+        let mut request_id = 0u64;
+        loop {
+            // `client` checked there is a URL.
+            let url = &self.urls[next % self.urls.len()];
+            request_id += 1;
+            let before = seen.last;
+            let cut = match self.attempt(&client, url, request_id, &mut seen, out).await {
+                Ok(()) => return Ok(self.ending(&client, url, request_id + 1, &mut seen).await),
+                Err(cut) => cut,
+            };
+            if seen.last != before {
+                failing_since = None;
+                backoff = Duration::from_millis(100);
+            }
+            match cut {
+                Cut::Refused(why) => {
+                    eprintln!("otpmcp: {url}: {why}");
+                    return Ok(Ending::Refused);
+                }
+                Cut::EventsGone(earliest) => {
+                    eprintln!(
+                        "otpmcp: events after seq {} are no longer retained; going on from {}",
+                        show_seq(seen.last),
+                        earliest.map_or("the live ones".to_owned(), |s| format!("seq {s}")),
+                    );
+                    seen.last = earliest.and_then(|s| s.checked_sub(1));
+                    continue;
+                }
+                Cut::Retry(why) => {
+                    let since = *failing_since.get_or_insert_with(Instant::now);
+                    if since.elapsed() >= self.retry_for {
+                        eprintln!(
+                            "otpmcp: {url}: {why}; no server streamed the task for {:?}, giving up",
+                            self.retry_for
+                        );
+                        return Ok(Ending::Unreachable);
+                    }
+                    match seen.last {
+                        Some(seq) => eprintln!("otpmcp: {url}: {why}; resuming after seq {seq}"),
+                        None => eprintln!("otpmcp: {url}: {why}; trying again"),
+                    }
+                }
+            }
+            next += 1;
+            // Pacing between attempts, not synchronisation: a server that is down
+            // should not be asked hundreds of times a second.
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(MOST_BACKOFF);
+        }
+    }
+
+    fn client(&self) -> Result<HttpClient, WatchError> {
+        if self.urls.is_empty() {
+            return Err(WatchError::Url(String::new()));
+        }
+        for url in &self.urls {
+            let uri: http::Uri = url.parse().map_err(|_| WatchError::Url(url.clone()))?;
+            let https = match uri.scheme_str() {
+                Some(s) if s.eq_ignore_ascii_case("https") => true,
+                Some(s) if s.eq_ignore_ascii_case("http") => false,
+                _ => return Err(WatchError::Url(url.clone())),
+            };
+            let host = uri.host().ok_or_else(|| WatchError::Url(url.clone()))?;
+            if self.token.is_some() && !https && !crate::config::is_loopback_host(host) {
+                return Err(WatchError::Insecure(url.clone()));
+            }
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let builder = match hyper_rustls::HttpsConnectorBuilder::new()
+            .with_provider_and_native_roots(provider.clone())
+        {
+            Ok(builder) => builder,
+            // No system roots: http still works, https fails with a clear error.
+            Err(_) => {
+                let config = rustls::ClientConfig::builder_with_provider(provider)
+                    .with_safe_default_protocol_versions()
+                    .map_err(|e| WatchError::Tls(e.to_string()))?
+                    .with_root_certificates(rustls::RootCertStore::empty())
+                    .with_no_client_auth();
+                hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(config)
+            }
+        };
+        let connector = builder.https_or_http().enable_http1().build();
+        Ok(Client::builder(TokioExecutor::new()).build(connector))
+    }
+
+    /// A POST of `method` as the stateless revision wants it.
+    fn request(
+        &self,
+        url: &str,
+        id: u64,
+        method: &str,
+        mut params: Value,
+    ) -> Result<http::Request<Full<Bytes>>, Cut> {
+        params["taskId"] = Value::String(self.task_id.clone());
+        params["_meta"] = json!({
+            PROTOCOL_VERSION: "2026-07-28",
+            CLIENT_CAPABILITIES: { "extensions": { TASKS_EXTENSION: {} } },
+        });
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let mut request = http::Request::post(url)
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .header(http::header::ACCEPT, "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", method)
+            .header("mcp-name", self.task_id.as_str());
+        if let Some(token) = &self.token {
+            request = request.header(http::header::AUTHORIZATION, format!("Bearer {token}"));
+        }
+        request
+            .body(Full::new(Bytes::from(body.to_string())))
+            .map_err(|e| Cut::Refused(format!("cannot make the request: {e}")))
+    }
+
+    /// One `tasks/stream`: prints the events it brings; `Ok` once its result came.
+    async fn attempt(
+        &self,
+        client: &HttpClient,
+        url: &str,
+        id: u64,
+        seen: &mut Seen,
+        out: &mut impl Write,
+    ) -> Result<(), Cut> {
+        let params = match seen.last {
+            Some(after) => json!({ "after": after }),
+            None => json!({}),
+        };
+        let request = self.request(url, id, "tasks/stream", params)?;
+        let mut messages = Messages::open(client, request, self.idle_timeout).await?;
+        while let Some(message) = messages.next().await? {
+            if message.get("method").and_then(Value::as_str) == Some(EVENT_METHOD) {
+                self.show(&message["params"], seen, out);
+                continue;
+            }
+            if message.get("id").and_then(Value::as_u64) != Some(id) {
+                continue;
+            }
+            return match message.get("error") {
+                Some(error) => Err(refusal(error)),
+                None => Ok(()),
+            };
+        }
+        Err(Cut::Retry("the stream ended before the task did".into()))
+    }
+
+    /// Prints `event` unless it was printed already.
+    fn show(&self, event: &Value, seen: &mut Seen, out: &mut impl Write) {
+        let Some(seq) = event.get("seq").and_then(Value::as_u64) else {
+            return;
+        };
+        if seen.last.is_some_and(|last| seq <= last) {
+            return;
+        }
+        if event.get("type").and_then(Value::as_str) == Some(STATUS)
+            && let Some(status) = event["payload"]["status"].as_str()
+        {
+            seen.status = Some(status.to_owned());
+        }
+        let line = if self.json {
+            event.to_string()
+        } else {
+            describe(event)
+        };
+        // A closed stdout (the reader went away) is not the task's business: the watch
+        // goes on to its end and exit code.
+        let _ = writeln!(out, "{line}");
+        let _ = out.flush();
+        seen.last = Some(seq);
+    }
+
+    /// The task's end: from its last status event, or asked with `tasks/get` when the
+    /// stream ended without showing one (its events were no longer retained).
+    async fn ending(&self, client: &HttpClient, url: &str, id: u64, seen: &mut Seen) -> Ending {
+        let terminal = |status: Option<&str>| match status {
+            Some("completed") => Some(Ending::Completed),
+            Some("failed") => Some(Ending::Failed),
+            Some("cancelled") => Some(Ending::Cancelled),
+            _ => None,
+        };
+        if let Some(ending) = terminal(seen.status.as_deref()) {
+            return ending;
+        }
+        let Ok(request) = self.request(url, id, "tasks/get", json!({})) else {
+            return Ending::Unreachable;
+        };
+        let Ok(mut messages) = Messages::open(client, request, self.idle_timeout).await else {
+            return Ending::Unreachable;
+        };
+        while let Ok(Some(message)) = messages.next().await {
+            if let Some(ending) = terminal(message["result"]["status"].as_str()) {
+                return ending;
+            }
+        }
+        eprintln!("otpmcp: the stream ended but the task's end could not be read");
+        Ending::Unreachable
+    }
+}
+
+fn show_seq(seq: Option<u64>) -> String {
+    seq.map_or("(none)".to_owned(), |s| s.to_string())
+}
+
+/// A JSON-RPC error answering `tasks/stream`.
+fn refusal(error: &Value) -> Cut {
+    let code = error["code"].as_i64().unwrap_or_default();
+    let message = error["message"].as_str().unwrap_or("an error").to_owned();
+    match code {
+        -32010 => Cut::EventsGone(error["data"]["earliestSeq"].as_u64()),
+        // Busy or failing on the server's side: another attempt may do.
+        -32603 => Cut::Retry(format!("{message} ({code})")),
+        _ => Cut::Refused(format!("{message} ({code})")),
+    }
+}
+
+/// One line for a person: `[seq] what happened`, control characters escaped so that
+/// every event stays on its line.
+pub fn describe(event: &Value) -> String {
+    let payload = &event["payload"];
+    let text = |v: &Value| match v {
+        Value::String(s) => s.clone(),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    };
+    let what = match event["type"].as_str().unwrap_or_default() {
+        STATUS => {
+            let mut line = format!("status {}", text(&payload["status"]));
+            if let Some(message) = payload["statusMessage"].as_str() {
+                line.push_str(&format!(": {message}"));
+            }
+            if let Some(result) = payload.get("result") {
+                let texts: Vec<String> = result["content"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|c| c["text"].as_str().map(str::to_owned))
+                    .collect();
+                let error = if result["isError"] == Value::Bool(true) { " (tool error)" } else { "" };
+                line.push_str(&format!(" result{error}: {}", texts.join(" ")));
+            }
+            if let Some(error) = payload.get("error") {
+                line.push_str(&format!(" error {}: {}", text(&error["code"]), text(&error["message"])));
+            }
+            line
+        }
+        PROGRESS => {
+            let mut line = format!("progress {}", text(&payload["progress"]));
+            if !payload["total"].is_null() {
+                line.push_str(&format!("/{}", text(&payload["total"])));
+            }
+            if let Some(message) = payload["message"].as_str() {
+                line.push_str(&format!(" {message}"));
+            }
+            line
+        }
+        LOG => format!(
+            "log {} {}: {}",
+            text(&payload["level"]),
+            text(&payload["logger"]),
+            text(&payload["data"])
+        ),
+        EXECUTION_STARTED => format!("started {}", text(&payload["program"])),
+        EXECUTION_OUTPUT => match payload["text"].as_str() {
+            Some(t) => format!("{}: {t}", text(&payload["stream"])),
+            None => format!(
+                "{}: ({} bytes of base64)",
+                text(&payload["stream"]),
+                text(&payload["base64"]).len()
+            ),
+        },
+        other => format!("{other} {payload}"),
+    };
+    format!("[{}] {}", text(&event["seq"]), what.escape_debug())
+}
+
+/// The JSON-RPC messages of one answer, JSON or SSE, as they arrive.
+struct Messages {
+    body: Option<hyper::body::Incoming>,
+    /// Bytes of an event not yet whole.
+    pending: BytesMut,
+    /// A JSON answer, or the events already split off.
+    ready: std::collections::VecDeque<Value>,
+    idle: Duration,
+}
+
+impl Messages {
+    /// Sends `request`; an HTTP error that the server explains is turned into its cut.
+    async fn open(
+        client: &HttpClient,
+        request: http::Request<Full<Bytes>>,
+        idle: Duration,
+    ) -> Result<Self, Cut> {
+        let response = tokio::time::timeout(idle, client.request(request))
+            .await
+            .map_err(|_| Cut::Retry(format!("no answer within {idle:?}")))?
+            .map_err(|e| Cut::Retry(format!("cannot connect: {}", error_chain(&e))))?;
+        let status = response.status();
+        let sse = response
+            .headers()
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        let mut messages = Self {
+            body: Some(response.into_body()),
+            pending: BytesMut::new(),
+            ready: Default::default(),
+            idle,
+        };
+        if sse && status.is_success() {
+            return Ok(messages);
+        }
+        // A JSON answer (an error, or a result): read whole, bounded.
+        let body = messages.body.take();
+        let bytes = match body {
+            Some(body) => tokio::time::timeout(idle, http_body_util::Limited::new(body, MAX_EVENT).collect())
+                .await
+                .ok()
+                .and_then(Result::ok)
+                .map(|b| b.to_bytes())
+                .unwrap_or_default(),
+            None => Bytes::new(),
+        };
+        let answer: Option<Value> = serde_json::from_slice(&bytes).ok();
+        match (status.as_u16(), answer) {
+            (200..=299, Some(answer)) => {
+                messages.ready.push_back(answer);
+                Ok(messages)
+            }
+            (401, _) => Err(Cut::Refused(format!(
+                "401 unauthorized: set {TOKEN_VARIABLE} to a bearer token the server accepts"
+            ))),
+            (_, Some(answer)) if answer.get("error").is_some() && !status.is_server_error() => {
+                Err(refusal(&answer["error"]))
+            }
+            (403, _) => Err(Cut::Refused("403 forbidden: the token lacks a scope".into())),
+            (code, _) if status.is_server_error() || code == 429 || code == 408 => {
+                Err(Cut::Retry(format!("HTTP {code}")))
+            }
+            (code, _) => Err(Cut::Refused(format!("HTTP {code}"))),
+        }
+    }
+
+    /// The next message; `None` when the answer ended.
+    async fn next(&mut self) -> Result<Option<Value>, Cut> {
+        loop {
+            if let Some(message) = self.ready.pop_front() {
+                return Ok(Some(message));
+            }
+            let Some(body) = self.body.as_mut() else {
+                return Ok(None);
+            };
+            let frame = match tokio::time::timeout(self.idle, body.frame()).await {
+                Err(_) => return Err(Cut::Retry(format!("nothing came for {:?}", self.idle))),
+                Ok(None) => {
+                    self.body = None;
+                    continue;
+                }
+                Ok(Some(Err(e))) => {
+                    return Err(Cut::Retry(format!("the stream broke: {}", error_chain(&e))));
+                }
+                Ok(Some(Ok(frame))) => frame,
+            };
+            if let Ok(data) = frame.into_data() {
+                self.pending.extend_from_slice(&data);
+                self.split()?;
+            }
+        }
+    }
+
+    /// Moves each whole SSE event in `pending` to `ready` (its `data:` lines, as JSON).
+    fn split(&mut self) -> Result<(), Cut> {
+        while let Some(end) = event_end(&self.pending) {
+            let block = self.pending.split_to(end);
+            let text = String::from_utf8_lossy(&block);
+            let data: Vec<&str> = text
+                .lines()
+                .filter_map(|l| l.strip_prefix("data:"))
+                .map(|d| d.strip_prefix(' ').unwrap_or(d))
+                .collect();
+            if data.is_empty() {
+                continue;
+            }
+            if let Ok(message) = serde_json::from_str(&data.join("\n")) {
+                self.ready.push_back(message);
+            }
+        }
+        if self.pending.len() > MAX_EVENT {
+            return Err(Cut::Retry(format!("an event larger than {MAX_EVENT} bytes")));
+        }
+        Ok(())
+    }
+}
+
+/// Where the first SSE event of `bytes` ends (past its blank line), if it is whole.
+fn event_end(bytes: &[u8]) -> Option<usize> {
+    let mut i = 0;
+    while i + 1 < bytes.len() {
+        match (bytes[i], bytes[i + 1]) {
+            (b'\n', b'\n') => return Some(i + 2),
+            (b'\r', b'\n') if bytes.get(i + 2..i + 4) == Some(b"\r\n") => return Some(i + 4),
+            _ => i += 1,
+        }
+    }
+    None
+}
+
+/// An error with its causes, which hyper keeps apart ("client error (Connect)" alone
+/// says little).
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        text.push_str(&format!(": {cause}"));
+        source = cause.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_split_on_blank_lines_of_either_ending() {
+        assert_eq!(event_end(b"data: 1\n\ndata: 2"), Some(9));
+        assert_eq!(event_end(b"data: 1\r\n\r\n"), Some(11));
+        assert_eq!(event_end(b"data: 1\n"), None);
+    }
+
+    #[test]
+    fn a_line_per_event_whatever_its_text() {
+        let event = json!({"seq": 4, "type": EXECUTION_OUTPUT,
+            "payload": {"stream": "stdout", "text": "two\nlines"}});
+        assert_eq!(describe(&event), "[4] stdout: two\\nlines");
+        let done = json!({"seq": 9, "type": STATUS, "payload": {"status": "completed",
+            "result": {"content": [{"type": "text", "text": "streamed 3 events"}]}}});
+        assert_eq!(describe(&done), "[9] status completed result: streamed 3 events");
+    }
+
+    #[test]
+    fn exit_codes_are_distinct() {
+        let all = [
+            Ending::Completed,
+            Ending::Failed,
+            Ending::Cancelled,
+            Ending::Refused,
+            Ending::Unreachable,
+        ];
+        let codes: std::collections::BTreeSet<u8> = all.iter().map(|e| e.code()).collect();
+        assert_eq!(codes.len(), all.len());
+        assert!(!codes.contains(&2), "2 is bad usage");
+    }
+}
