@@ -7,7 +7,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::redis::RedisServer;
+use common::redis::{RedisServer, binary_on};
 use common::stateless::{Stateless, confirm_tool, wait_tool};
 use common::{Binary, TestServer};
 use otpmcp::McpServer;
@@ -110,25 +110,6 @@ async fn a_listen_stream_on_one_replica_hears_another_replicas_changes_and_tasks
     assert_eq!(task["params"]["status"], "cancelled");
     a.shutdown().await;
     b.shutdown().await;
-}
-
-/// The binary (default tools: `stream_events` may run as a task and run again) with the
-/// shipped Redis overlay and a short lease.
-async fn binary_on(redis: &RedisServer, rerun_lost: bool) -> Binary {
-    let url = redis.url();
-    let rerun = rerun_lost.to_string();
-    Binary::start(
-        &[
-            "--config",
-            concat!(env!("CARGO_MANIFEST_DIR"), "/config/redis.toml"),
-        ],
-        &[
-            ("OTPMCP__STORE__REDIS_URL", url.as_str()),
-            ("OTPMCP__STORE__LEASE_TTL", "1s"),
-            ("OTPMCP__TASKS__RERUN_LOST", rerun.as_str()),
-        ],
-    )
-    .await
 }
 
 /// Starts a long `stream_events` task on `a`, kills `a` with SIGKILL once the task is

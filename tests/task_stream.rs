@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 use common::issuer::Issuer;
-use common::redis::RedisServer;
+use common::redis::{RedisServer, binary_on};
 use common::stateless::{Stateless, TASKS, wait_tool};
 use common::{Binary, MIB, SseReader, TestServer, nz, rss, within};
 use otpmcp::McpServer;
@@ -486,24 +486,6 @@ async fn a_principals_task_cap_holds_across_replicas() {
     }
     bob.ask("tasks/cancel", json!({"taskId": his})).await;
     servers.shutdown().await;
-}
-
-/// The binary (default tools) on `redis` with a short lease.
-async fn binary_on(redis: &RedisServer, rerun_lost: bool) -> Binary {
-    let url = redis.url();
-    let rerun = rerun_lost.to_string();
-    Binary::start(
-        &[
-            "--config",
-            concat!(env!("CARGO_MANIFEST_DIR"), "/config/redis.toml"),
-        ],
-        &[
-            ("OTPMCP__STORE__REDIS_URL", url.as_str()),
-            ("OTPMCP__STORE__LEASE_TTL", "1s"),
-            ("OTPMCP__TASKS__RERUN_LOST", rerun.as_str()),
-        ],
-    )
-    .await
 }
 
 /// Starts `stream_events` on `a`, streams it from `b`, kills `a` with SIGKILL once a few

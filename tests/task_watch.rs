@@ -9,30 +9,11 @@ mod common;
 use std::io::BufRead;
 use std::process::{Command, Stdio};
 
-use common::redis::RedisServer;
+use common::redis::{RedisServer, binary_on};
 use common::stateless::Stateless;
 use common::{Binary, within};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
-
-/// The binary (default tools: `stream_events` may run as a task and run again) on Redis,
-/// with a short lease.
-async fn replica(redis: &RedisServer, rerun_lost: bool) -> Binary {
-    let url = redis.url();
-    let rerun = rerun_lost.to_string();
-    Binary::start(
-        &[
-            "--config",
-            concat!(env!("CARGO_MANIFEST_DIR"), "/config/redis.toml"),
-        ],
-        &[
-            ("OTPMCP__STORE__REDIS_URL", url.as_str()),
-            ("OTPMCP__STORE__LEASE_TTL", "1s"),
-            ("OTPMCP__TASKS__RERUN_LOST", rerun.as_str()),
-        ],
-    )
-    .await
-}
 
 /// A running `otpmcp tasks watch`: its stdout lines as they come, its stderr at the end.
 struct Watcher {
@@ -125,8 +106,8 @@ fn kill(replica: &mut Binary) {
 #[tokio::test]
 async fn a_watch_follows_a_task_through_its_replicas_death_exactly_once() {
     let redis = RedisServer::start();
-    let mut a = replica(&redis, true).await;
-    let b = replica(&redis, true).await;
+    let mut a = binary_on(&redis, true).await;
+    let b = binary_on(&redis, true).await;
     let on_a = Stateless::new(&a.url).with_tasks();
     let id = on_a
         .start_task("stream_events", json!({"count": 60, "interval_ms": 20}))
@@ -139,15 +120,11 @@ async fn a_watch_follows_a_task_through_its_replicas_death_exactly_once() {
         .await;
     kill(&mut a);
     let (code, lines, stderr) = watcher.end().await;
-    let events = parse(&lines);
-    for (n, event) in events.iter().enumerate() {
-        assert_eq!(
-            event["seq"],
-            json!(n),
-            "gap or duplicate at {n}: {lines:#?}"
-        );
-        assert_eq!(event["taskId"], json!(id));
-    }
+    let events = exactly_once(&lines);
+    assert!(
+        events.iter().all(|e| e["taskId"] == json!(id)),
+        "{lines:#?}"
+    );
     assert!(
         events.iter().any(|e| e["payload"]["statusMessage"]
             .as_str()
@@ -169,8 +146,8 @@ async fn a_watch_follows_a_task_through_its_replicas_death_exactly_once() {
 #[tokio::test]
 async fn a_watch_of_a_task_that_fails_exits_3() {
     let redis = RedisServer::start();
-    let mut a = replica(&redis, false).await;
-    let b = replica(&redis, false).await;
+    let mut a = binary_on(&redis, false).await;
+    let b = binary_on(&redis, false).await;
     let id = Stateless::new(&a.url)
         .with_tasks()
         .start_task("stream_events", json!({"count": 500, "interval_ms": 20}))
@@ -194,7 +171,7 @@ async fn a_watch_of_a_task_that_fails_exits_3() {
 #[tokio::test]
 async fn a_watch_exits_4_for_a_cancelled_task_5_for_an_unknown_one_2_without_a_url() {
     let redis = RedisServer::start();
-    let a = replica(&redis, true).await;
+    let a = binary_on(&redis, true).await;
     let client = Stateless::new(&a.url).with_tasks();
     let id = client
         .start_task("stream_events", json!({"count": 1000, "interval_ms": 20}))
@@ -306,8 +283,8 @@ fn port_of(url: &str) -> u16 {
 #[ignore = "needs nginx; ./scripts/test runs it"]
 async fn a_watch_through_nginx_follows_a_task_through_its_replicas_death() {
     let redis = RedisServer::start();
-    let mut a = replica(&redis, true).await;
-    let b = replica(&redis, true).await;
+    let mut a = binary_on(&redis, true).await;
+    let b = binary_on(&redis, true).await;
     let nginx = common::nginx::Nginx::start(&[port_of(&a.url), port_of(&b.url)]).await;
     let id = Stateless::new(&a.url)
         .with_tasks()
@@ -319,7 +296,17 @@ async fn a_watch_through_nginx_follows_a_task_through_its_replicas_death() {
         .await;
     kill(&mut a);
     let (code, lines, stderr) = watcher.end().await;
-    let events = parse(&lines);
+    let events = exactly_once(&lines);
+    let last = events.last().cloned().unwrap_or_default();
+    assert_eq!(last["payload"]["status"], "completed", "{last}");
+    assert_eq!(code, Some(0), "{stderr}");
+    eprintln!("watcher's stderr: {stderr}");
+}
+
+/// The watcher's `--json` lines as events, checked to number 0, 1, 2, … without a gap
+/// or a repeat.
+fn exactly_once(lines: &[String]) -> Vec<Value> {
+    let events = parse(lines);
     for (n, event) in events.iter().enumerate() {
         assert_eq!(
             event["seq"],
@@ -327,8 +314,5 @@ async fn a_watch_through_nginx_follows_a_task_through_its_replicas_death() {
             "gap or duplicate at {n}: {lines:#?}"
         );
     }
-    let last = events.last().cloned().unwrap_or_default();
-    assert_eq!(last["payload"]["status"], "completed", "{last}");
-    assert_eq!(code, Some(0), "{stderr}");
-    eprintln!("watcher's stderr: {stderr}");
+    events
 }

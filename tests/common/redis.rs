@@ -644,3 +644,22 @@ impl Sentinel {
         said.lines().nth(4)?.trim().parse().ok()
     }
 }
+
+/// The binary (default tools: `stream_events` may run as a task and run again) with the
+/// shipped Redis overlay on `redis`, a short lease, and `tasks.rerun_lost`.
+pub async fn binary_on(redis: &RedisServer, rerun_lost: bool) -> super::Binary {
+    let url = redis.url();
+    let rerun = rerun_lost.to_string();
+    super::Binary::start(
+        &[
+            "--config",
+            concat!(env!("CARGO_MANIFEST_DIR"), "/config/redis.toml"),
+        ],
+        &[
+            ("OTPMCP__STORE__REDIS_URL", url.as_str()),
+            ("OTPMCP__STORE__LEASE_TTL", "1s"),
+            ("OTPMCP__TASKS__RERUN_LOST", rerun.as_str()),
+        ],
+    )
+    .await
+}
