@@ -164,10 +164,24 @@ impl StreamWriter {
     }
 
     /// Sends every append in flight again, in order, to the store's next incarnation.
+    /// If there is none (the store stopped for good, as at shutdown), the appends not
+    /// sent again are given up: their answers are finished, and tokio panics when a
+    /// finished receiver is polled again.
     async fn resend(&mut self) -> Result<(), StoreCallError> {
-        for in_flight in &mut self.in_flight {
-            in_flight.answer = self.store.send_append(self.key, &in_flight.event).await?;
-            in_flight.resent = true;
+        for sent in 0..self.in_flight.len() {
+            let Some(in_flight) = self.in_flight.get_mut(sent) else {
+                break;
+            };
+            match self.store.send_append(self.key, &in_flight.event).await {
+                Ok(answer) => {
+                    in_flight.answer = answer;
+                    in_flight.resent = true;
+                }
+                Err(e) => {
+                    self.in_flight.truncate(sent);
+                    return Err(e.into());
+                }
+            }
         }
         Ok(())
     }
@@ -243,5 +257,34 @@ mod tests {
         assert!(w.flush().await.is_ok());
         assert_eq!(w.stored(), 40, "every event stored once");
         actor.stop(None);
+    }
+
+    /// The store stops for good (shutdown) with an append in flight: its answer is
+    /// dropped and there is no next incarnation to send it to. The flush fails, once, and
+    /// never polls the finished answer again (tokio panicked there: seen in the upgrade
+    /// test, in 0.1.0's replicas at shutdown).
+    #[tokio::test]
+    async fn a_store_gone_for_good_fails_the_flush_without_a_panic() {
+        let (writer, reader) = slot::<StoreMsg>("event store");
+        let (actor, running) = Actor::spawn(None, Forgetful, ())
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        writer.publish(Some(actor.clone()));
+        let store = EventStoreHandle::new([reader]);
+        let key = StreamKey::new(SessionId::random(), StreamNo(1));
+        let mut w = StreamWriter::new(store, key);
+        w.write(Bytes::from_static(b"x"))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        // Handled and forgotten, or dropped with the mailbox: either way no answer.
+        actor.stop(None);
+        running.await.unwrap_or_else(|e| panic!("{e}"));
+        drop(writer);
+        assert!(w.flush().await.is_err(), "the store is gone");
+        assert!(w.flush().await.is_ok(), "nothing is left in flight");
+        assert!(
+            w.write(Bytes::from_static(b"y")).await.is_err(),
+            "a later write fails too, without a panic"
+        );
     }
 }
