@@ -174,14 +174,14 @@ pub mod prelude {
     pub use crate::config::Config;
     pub use crate::handler::{
         ClientRequestError, IntoToolResult, Json, PromptError, PromptRegistry, RequestContext,
-        ResourceError, ResourceRegistry, Tool, ToolError, ToolRegistry, tool,
+        ResourceError, ResourceRegistry, Tool, ToolError, ToolRegistry, prompt, tool,
     };
     pub use crate::protocol::client::{
         ElicitAction, ElicitResult, Elicitation, ListRoots, Root, Sampling, SamplingResult,
     };
     pub use crate::protocol::methods::{
-        CallToolResult, Content, GetPromptResult, ListKind, LoggingLevel, PromptArgument,
-        PromptDefinition, PromptMessage, ResourceContents, ResourceDefinition,
+        CallToolResult, Content, GetPromptResult, Icon, IconTheme, ListKind, LoggingLevel,
+        PromptArgument, PromptDefinition, PromptMessage, ResourceContents, ResourceDefinition,
         ResourceTemplateDefinition, Role, TaskSupport, ToolAnnotations,
     };
     pub use crate::server::McpServer;

@@ -314,7 +314,11 @@ fn a_tool_whose_arguments_are_not_an_object_is_refused() {
     );
 }
 
-/// Issue 38, item 5: a tool's title and behaviour hints, and the server's own name, title
+/// A one-pixel SVG, as a `data:` URI keeps an icon offline.
+const SUN: &str =
+    "data:image/svg+xml;base64,PHN2ZyB4bWxucz0iaHR0cDovL3d3dy53My5vcmcvMjAwMC9zdmciLz4=";
+
+/// Issue 38, item 5: a tool's title, behaviour hints and icons, and the server's own name, title
 /// and version, as MCP 2025-11-25 spells them.
 #[tokio::test]
 async fn titles_annotations_and_server_info_are_listed() {
@@ -329,18 +333,30 @@ async fn titles_annotations_and_server_info_are_listed() {
                         .destructive(false)
                         .idempotent(true)
                         .open_world(true),
+                )
+                .icon(Icon::new(SUN).mime_type("image/svg+xml").size("any"))
+                .icon(
+                    Icon::new("https://example.com/sun-48.png")
+                        .size("48x48")
+                        .theme(IconTheme::Dark),
                 ),
         )
         .register(tool("plain", |(), _| async { Ok("") }));
     let server = McpServer::new(tools)
         .named("weather", "2.3.1")
-        .title("Weather Service");
+        .title("Weather Service")
+        .icon(Icon::new(SUN));
     let server = TestServer::start_with(|_| {}, server).await;
     let mut client = server.client();
     let init = client.initialize().await;
     assert_eq!(
         init["result"]["serverInfo"],
-        json!({"name": "weather", "title": "Weather Service", "version": "2.3.1"}),
+        json!({
+            "name": "weather",
+            "title": "Weather Service",
+            "version": "2.3.1",
+            "icons": [{"src": SUN}],
+        }),
         "{init}"
     );
     let list = client.ask("tools/list", json!({})).await;
@@ -356,10 +372,99 @@ async fn titles_annotations_and_server_info_are_listed() {
         }),
         "{list}"
     );
+    assert_eq!(
+        forecast["icons"],
+        json!([
+            {"src": SUN, "mimeType": "image/svg+xml", "sizes": ["any"]},
+            {"src": "https://example.com/sun-48.png", "sizes": ["48x48"], "theme": "dark"},
+        ]),
+        "{list}"
+    );
     let plain = &list["result"]["tools"][1];
     assert!(
-        plain.get("title").is_none() && plain.get("annotations").is_none(),
+        plain.get("title").is_none()
+            && plain.get("annotations").is_none()
+            && plain.get("icons").is_none(),
         "nothing declared, nothing sent: {plain}"
     );
+    server.shutdown().await;
+}
+
+/// Arguments of the `trip` prompt.
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct Trip {
+    /// Where to.
+    city: String,
+    /// How many days (a number, written as MCP passes every prompt argument: a string).
+    days: Option<String>,
+}
+
+/// Issue 38, item 5: a prompt's arguments from a type, as a tool's are, over HTTP: listed
+/// with their descriptions and whether they are required, decoded before the prompt runs,
+/// a missing one refused with -32602.
+#[tokio::test]
+async fn typed_prompt_arguments_are_listed_and_decoded() {
+    let mut prompts = PromptRegistry::default();
+    prompts.register(
+        prompt("trip", |args: Trip, _ctx| async move {
+            let days: u32 = match args.days.as_deref() {
+                Some(days) => days
+                    .parse()
+                    .map_err(|e| PromptError::InvalidParams(format!("days: {e}")))?,
+                None => 2,
+            };
+            Ok(format!("Plan {days} days in {}.", args.city))
+        })
+        .description("Plans a trip."),
+    );
+    let server = McpServer::new(ToolRegistry::default()).with_prompts(prompts);
+    let server = TestServer::start_with(|_| {}, server).await;
+    let mut client = server.client();
+    client.initialize().await;
+    let list = client.ask("prompts/list", json!({})).await;
+    assert_eq!(
+        list["result"]["prompts"],
+        json!([{
+            "name": "trip",
+            "description": "Plans a trip.",
+            "arguments": [
+                {
+                    "name": "city",
+                    "description": "Where to.",
+                    "required": true,
+                },
+                {
+                    "name": "days",
+                    "description": "How many days (a number, written as MCP passes every prompt argument: a string).",
+                    "required": false,
+                },
+            ],
+        }]),
+        "{list}"
+    );
+    let got = client
+        .ask(
+            "prompts/get",
+            json!({"name": "trip", "arguments": {"city": "Lyon", "days": "3"}}),
+        )
+        .await;
+    assert_eq!(
+        got["result"]["messages"][0]["content"]["text"], "Plan 3 days in Lyon.",
+        "{got}"
+    );
+    let missing = client
+        .ask(
+            "prompts/get",
+            json!({"name": "trip", "arguments": {"days": "3"}}),
+        )
+        .await;
+    assert_eq!(missing["error"]["code"], -32602, "{missing}");
+    let bad = client
+        .ask(
+            "prompts/get",
+            json!({"name": "trip", "arguments": {"city": "Lyon", "days": "many"}}),
+        )
+        .await;
+    assert_eq!(bad["error"]["code"], -32602, "{bad}");
     server.shutdown().await;
 }

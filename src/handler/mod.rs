@@ -34,7 +34,7 @@ use crate::protocol::client::{
 use crate::protocol::methods::{ListKind, LogThreshold, LoggingLevel, ServerRequest};
 
 pub(crate) use outbox::{Note, Outbox};
-pub use prompts::{PromptError, PromptRegistry};
+pub use prompts::{IntoPromptResult, Prompt, PromptError, PromptRegistry, prompt};
 pub use resources::{ResourceError, ResourceRegistry};
 pub use skills::{SkillsBuilder, SkillsDirectory, SkillsError, SkillsLimits};
 pub use tools::{Tool, ToolError, ToolRegistry, optional_u64, required_str};

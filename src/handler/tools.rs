@@ -10,7 +10,7 @@ use super::{BoxFuture, ClientRequestError, RequestContext};
 use crate::auth::Principal;
 use crate::protocol::meta::{HeaderParam, header_params};
 use crate::protocol::methods::{
-    CallToolResult, TaskOptions, TaskSupport, ToolAnnotations, ToolDefinition,
+    CallToolResult, Icon, TaskOptions, TaskSupport, ToolAnnotations, ToolDefinition,
 };
 
 /// Why a tool call failed.
@@ -136,6 +136,12 @@ impl Tool {
     /// open world ([`ToolAnnotations`]).
     pub fn annotations(mut self, annotations: ToolAnnotations) -> Self {
         self.definition.annotations = Some(annotations);
+        self
+    }
+
+    /// One more picture a host may show beside the tool ([`Icon`]).
+    pub fn icon(mut self, icon: Icon) -> Self {
+        self.definition.icons.push(icon);
         self
     }
 

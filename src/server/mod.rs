@@ -24,7 +24,7 @@ use crate::handler::{
 };
 use crate::protocol::methods::{
     CallToolParams, CallToolResult, CompleteParams, CompletionArgument, CompletionRef,
-    GetPromptParams, Implementation, InitializeParams, InitializeResult, ListKind, LoggingLevel,
+    GetPromptParams, Icon, Implementation, InitializeParams, InitializeResult, ListKind, LoggingLevel,
     Method, ReadResourceResult, ResourceParams, SetLevelParams,
 };
 use crate::protocol::version::ProtocolVersion;
@@ -134,6 +134,7 @@ impl McpServer {
                 name: env!("CARGO_PKG_NAME").into(),
                 title: None,
                 version: env!("CARGO_PKG_VERSION").into(),
+                icons: Vec::new(),
             },
             instructions: None,
             tools: Live::new(tools),
@@ -162,9 +163,20 @@ impl McpServer {
         self
     }
 
+    /// One more picture a host may show beside the server, in `serverInfo` (`icons`).
+    pub fn icon(mut self, icon: Icon) -> Self {
+        self.info.icons.push(icon);
+        self
+    }
+
     /// Who this server is.
     pub fn info(&self) -> &Implementation {
         &self.info
+    }
+
+    /// [`McpServer::info`] as the JSON a `serverInfo` field carries.
+    pub(crate) fn info_json(&self) -> Value {
+        serde_json::to_value(&self.info).unwrap_or(Value::Null)
     }
 
     /// True when the server offers list `kind` (tools always; resources and prompts when

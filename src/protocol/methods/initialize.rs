@@ -3,6 +3,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::Icon;
+
 /// `initialize` params.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -27,6 +29,9 @@ pub struct Implementation {
     pub title: Option<String>,
     /// Version.
     pub version: String,
+    /// Pictures a host may show beside the server.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub icons: Vec<Icon>,
 }
 
 /// `initialize` result.

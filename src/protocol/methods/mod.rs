@@ -3,6 +3,7 @@
 
 mod completion;
 mod content;
+mod icon;
 mod initialize;
 mod logging;
 mod prompts;
@@ -16,6 +17,7 @@ use serde_json::{Map, Value};
 
 pub use completion::{CompleteParams, CompletionArgument, CompletionRef};
 pub use content::{Content, ResourceContents};
+pub use icon::{Icon, IconTheme};
 pub use initialize::{Implementation, InitializeParams, InitializeResult};
 pub(crate) use logging::log_notification;
 pub use logging::{LogThreshold, LoggingLevel, SetLevelParams};

@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::Icon;
 use super::content::Content;
 
 /// Whether a tool may run as a task (tasks extension). The server decides per request,
@@ -51,6 +52,9 @@ pub struct ToolDefinition {
     /// Hints about its behaviour that hosts show when asking to run it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub annotations: Option<ToolAnnotations>,
+    /// Pictures a host may show beside it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub icons: Vec<Icon>,
     /// How it runs as a task.
     #[serde(skip)]
     pub tasks: TaskOptions,

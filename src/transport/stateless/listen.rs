@@ -208,14 +208,13 @@ pub(super) fn serve(
     let tag = serde_json::to_value(&request.id).unwrap_or(Value::Null);
     let ack = sse::message(None, &filter.acknowledgement(&tag));
     let ticks = super::keepalive(inner.config.sse.keepalive_interval.get());
-    let info = inner.server.info();
     let listening = Listening {
         pending: Some(ack),
         next: Some(recv(news)),
         filter,
         tag,
         id: request.id,
-        server_info: json!({ "name": info.name, "version": info.version }),
+        server_info: inner.server.info_json(),
         shutdown: Box::pin(inner.shutdown.clone().cancelled_owned()),
         keepalive: ticks,
         done: false,

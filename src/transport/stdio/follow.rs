@@ -32,8 +32,7 @@ pub(super) fn listen(
     let mut news = server.news().subscribe();
     let id = request.id.clone();
     let tag = serde_json::to_value(&id).unwrap_or(Value::Null);
-    let info = server.info();
-    let server_info = json!({ "name": info.name, "version": info.version });
+    let server_info = server.info_json();
     Ok(Box::pin(async move {
         let ended = |id: RequestId| Outgoing::Error {
             id: Some(id),
