@@ -8,6 +8,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use super::registry::Registry;
+use super::typed::ArgumentType;
 use super::{BoxFuture, RequestContext};
 use crate::auth::Principal;
 use crate::protocol::methods::{
@@ -233,13 +234,11 @@ where
     F: Fn(A, RequestContext) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<R, PromptError>> + Send + 'static,
 {
-    let schema = schemars::schema_for!(A).to_value();
-    let takes_nothing = schema.get("type").and_then(Value::as_str) == Some("null");
-    let description = schema
-        .get("description")
-        .and_then(Value::as_str)
-        .unwrap_or(name)
-        .to_owned();
+    let ArgumentType {
+        schema,
+        takes_nothing,
+        description,
+    } = ArgumentType::of::<A>(name);
     let arguments = match takes_nothing {
         true => Vec::new(),
         false => arguments_of(name, std::any::type_name::<A>(), &schema),

@@ -126,14 +126,11 @@ where
     F: Fn(A, RequestContext) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<R, ToolError>> + Send + 'static,
 {
-    let schema = schemars::schema_for!(A).to_value();
-    // `()` (or a unit struct) is made from null: a tool without arguments.
-    let takes_nothing = schema.get("type").and_then(Value::as_str) == Some("null");
-    let description = schema
-        .get("description")
-        .and_then(Value::as_str)
-        .unwrap_or(name)
-        .to_owned();
+    let ArgumentType {
+        schema,
+        takes_nothing,
+        description,
+    } = ArgumentType::of::<A>(name);
     let input_schema = match takes_nothing {
         true => json!({"type": "object", "properties": {}}),
         false => objects_typed(schema),
@@ -164,6 +161,33 @@ where
             Box::pin(async move { call?.await?.into_tool_result() })
         }),
     )
+}
+
+/// What a handler's argument type says of itself: for a tool's and a prompt's arguments.
+pub(super) struct ArgumentType {
+    /// Its JSON Schema.
+    pub(super) schema: Value,
+    /// `()` (or a unit struct), made from null: the handler takes no arguments.
+    pub(super) takes_nothing: bool,
+    /// Its doc comment, or else the handler's `name`.
+    pub(super) description: String,
+}
+
+impl ArgumentType {
+    pub(super) fn of<A: schemars::JsonSchema>(name: &str) -> Self {
+        let schema = schemars::schema_for!(A).to_value();
+        let takes_nothing = schema.get("type").and_then(Value::as_str) == Some("null");
+        let description = schema
+            .get("description")
+            .and_then(Value::as_str)
+            .unwrap_or(name)
+            .to_owned();
+        Self {
+            schema,
+            takes_nothing,
+            description,
+        }
+    }
 }
 
 /// An enum's schema (`oneOf` or `anyOf`, no `type`) whose every variant is an object

@@ -237,18 +237,29 @@ mod tests {
         }
     }
 
-    /// The answers are dropped before the writer looks (`try_recv` finds them closed):
-    /// it sends them again and never polls a closed answer, which would panic.
-    #[tokio::test]
-    async fn answers_dropped_before_the_writer_looks_are_sent_again() {
+    /// A writer of a new stream to a [`Forgetful`] store, that store, its task, and the
+    /// slot's publishing side (dropped: no next incarnation).
+    async fn forgetful_writer() -> (
+        StreamWriter,
+        ActorRef<StoreMsg>,
+        tokio::task::JoinHandle<()>,
+        crate::rt::slot::SlotWriter<StoreMsg>,
+    ) {
         let (writer, reader) = slot::<StoreMsg>("event store");
-        let (actor, _) = Actor::spawn(None, Forgetful, ())
+        let (actor, running) = Actor::spawn(None, Forgetful, ())
             .await
             .unwrap_or_else(|e| panic!("{e}"));
         writer.publish(Some(actor.clone()));
         let store = EventStoreHandle::new([reader]);
         let key = StreamKey::new(SessionId::random(), StreamNo(1));
-        let mut w = StreamWriter::new(store, key);
+        (StreamWriter::new(store, key), actor, running, writer)
+    }
+
+    /// The answers are dropped before the writer looks (`try_recv` finds them closed):
+    /// it sends them again and never polls a closed answer, which would panic.
+    #[tokio::test]
+    async fn answers_dropped_before_the_writer_looks_are_sent_again() {
+        let (mut w, actor, _running, _slot) = forgetful_writer().await;
         for i in 0..40u8 {
             w.write(Bytes::from(vec![i])).await.unwrap_or_else(|e| panic!("{e}"));
             // Let the store drop the answer before the next write looks at it.
@@ -265,14 +276,7 @@ mod tests {
     /// test, in 0.1.0's replicas at shutdown).
     #[tokio::test]
     async fn a_store_gone_for_good_fails_the_flush_without_a_panic() {
-        let (writer, reader) = slot::<StoreMsg>("event store");
-        let (actor, running) = Actor::spawn(None, Forgetful, ())
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
-        writer.publish(Some(actor.clone()));
-        let store = EventStoreHandle::new([reader]);
-        let key = StreamKey::new(SessionId::random(), StreamNo(1));
-        let mut w = StreamWriter::new(store, key);
+        let (mut w, actor, running, writer) = forgetful_writer().await;
         w.write(Bytes::from_static(b"x"))
             .await
             .unwrap_or_else(|e| panic!("{e}"));
