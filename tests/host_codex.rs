@@ -48,20 +48,31 @@ async fn add(home: &Home, args: &[&str], transport: &str) {
     assert_eq!(ours["enabled"], true, "{ours}");
 }
 
-/// `codex exec` in `home` with the stand-in as its model, in `mode`; returns what the
-/// stand-in received.
-async fn exec(home: &Home, model: &Responses, mode: Mode) -> Vec<Value> {
+/// `codex exec` in `home` with the stand-in as its model, in `mode`, with `env` added;
+/// returns what the stand-in received.
+async fn exec(home: &Home, model: &Responses, mode: Mode, env: &[(&str, &str)]) -> Vec<Value> {
     let provider = format!(
         "model_providers.standin={{name=\"stand-in\", base_url=\"{}\", wire_api=\"responses\"}}",
         model.url
     );
     let mut cmd = home.command(&codex());
-    cmd.args(["exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox"])
-        .args(["-c", &provider, "-c", "model_provider=\"standin\"", "-m", "gpt-5"]);
+    cmd.args([
+        "exec",
+        "--skip-git-repo-check",
+        "--dangerously-bypass-approvals-and-sandbox",
+    ])
+    .args([
+        "-c",
+        &provider,
+        "-c",
+        "model_provider=\"standin\"",
+        "-m",
+        "gpt-5",
+    ]);
     if mode == Mode::Revision2026 {
         cmd.args(["--enable", "mcp_2026_07_28"]);
     }
-    cmd.arg("Call the otpmcp tool.");
+    cmd.envs(env.iter().copied()).arg("Call the otpmcp tool.");
     let out = run_host(cmd).await;
     let requests = model.requests();
     assert!(
@@ -77,7 +88,10 @@ async fn exec(home: &Home, model: &Responses, mode: Mode) -> Vec<Value> {
 fn listed(requests: &[Value], expected: &[&str]) {
     let offered = offered_tools(&requests[0], "otpmcp");
     for name in expected {
-        assert!(offered.iter().any(|o| o == name), "{name} not offered: {offered:?}");
+        assert!(
+            offered.iter().any(|o| o == name),
+            "{name} not offered: {offered:?}"
+        );
     }
 }
 
@@ -88,8 +102,21 @@ async fn over_http(mode: Mode) -> Stamped {
     let server = TestServer::start_with(|_| {}, stamping_server(calls.clone())).await;
     let home = Home::new("codex");
     add(&home, &["--url", &server.url], "streamable_http").await;
+    let call = stamp_once(&home, &calls, mode, &[]).await;
+    server.shutdown().await;
+    call
+}
+
+/// `codex exec` (in `mode`, with `env`) calls `stamp`; the one call `calls` recorded is
+/// the one whose stamp came back to the model.
+async fn stamp_once(
+    home: &Home,
+    calls: &Mutex<Vec<Stamped>>,
+    mode: Mode,
+    env: &[(&str, &str)],
+) -> Stamped {
     let model = Responses::start(call_then_finish("otpmcp", "stamp", json!({}))).await;
-    let requests = exec(&home, &model, mode).await;
+    let requests = exec(home, &model, mode, env).await;
     listed(&requests, &["echo", "stream_events", "stamp"]);
     let calls = calls.lock().unwrap_or_else(|p| p.into_inner()).clone();
     assert_eq!(calls.len(), 1, "one call of stamp arrived: {calls:?}");
@@ -100,7 +127,6 @@ async fn over_http(mode: Mode) -> Stamped {
         calls[0].stamp
     );
     assert!(!calls[0].task, "Codex never declares tasks");
-    server.shutdown().await;
     calls[0].clone()
 }
 
@@ -111,7 +137,7 @@ async fn over_stdio(mode: Mode) {
     let count = random_count();
     let arguments = json!({"count": count, "interval_ms": 0});
     let model = Responses::start(call_then_finish("otpmcp", "stream_events", arguments)).await;
-    let requests = exec(&home, &model, mode).await;
+    let requests = exec(&home, &model, mode, &[]).await;
     listed(&requests, &["echo", "stream_events"]);
     let came_back = requests.iter().flat_map(outputs).collect::<Vec<_>>();
     let expected = format!("streamed {count} events");
@@ -125,7 +151,10 @@ async fn over_stdio(mode: Mode) {
 #[ignore = "needs Codex (scripts/setup-clients); ./scripts/test runs it"]
 async fn codex_lists_and_calls_otpmcp_over_http_in_a_2025_session() {
     let call = over_http(Mode::Default).await;
-    assert!(call.session.is_some(), "by default Codex opens a session: {call:?}");
+    assert!(
+        call.session.is_some(),
+        "by default Codex opens a session: {call:?}"
+    );
 }
 
 #[tokio::test]
@@ -148,4 +177,88 @@ async fn codex_lists_and_calls_otpmcp_over_stdio() {
 #[ignore = "needs Codex (scripts/setup-clients); ./scripts/test runs it"]
 async fn codex_in_its_2026_mode_lists_and_calls_otpmcp_over_stdio() {
     over_stdio(Mode::Revision2026).await;
+}
+
+/// With `[auth]` on: the paths Codex probes, in its order (the endpoint, then RFC 9728's,
+/// RFC 8414's and OpenID's well-known paths), answer as docs/hosts.md says; `codex mcp
+/// add` follows otpmcp's metadata to the authorization server and starts its OAuth login
+/// there (which fails at client registration: the stand-in issuer offers none); and with
+/// `--bearer-token-env-var`, Codex calls a tool with the token.
+#[tokio::test]
+#[ignore = "needs Codex (scripts/setup-clients); ./scripts/test runs it"]
+async fn with_auth_on_codex_finds_the_authorization_server_and_calls_with_a_bearer_token() {
+    let issuer = common::issuer::Issuer::start().await;
+    // The audience is the URL Codex uses, so the metadata names this very resource.
+    let port = common::redis::free_port();
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let (issuer_url, audience) = (issuer.url.clone(), url.clone());
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let tweak = move |c: &mut otpmcp::config::Config| {
+        c.server.bind = ([127, 0, 0, 1], port).into();
+        c.auth.enabled = true;
+        c.auth.issuer = issuer_url;
+        c.auth.audience = audience;
+        c.auth.scopes_supported = vec!["mcp".into()];
+    };
+    let server = TestServer::start_with(tweak, stamping_server(calls.clone())).await;
+    let base = format!("http://127.0.0.1:{port}");
+    let metadata = json!({
+        "resource": url, "authorization_servers": [issuer.url],
+        "scopes_supported": ["mcp"], "bearer_methods_supported": ["header"],
+    });
+    let http = reqwest::Client::new();
+    for (path, status) in [
+        ("/mcp", 401),
+        ("/.well-known/oauth-protected-resource/mcp", 200),
+        ("/mcp/.well-known/oauth-protected-resource", 404),
+        ("/.well-known/oauth-protected-resource", 200),
+        ("/.well-known/oauth-authorization-server/mcp", 404),
+        ("/.well-known/openid-configuration/mcp", 404),
+        ("/mcp/.well-known/openid-configuration", 404),
+        ("/.well-known/oauth-authorization-server", 404),
+    ] {
+        let resp = http
+            .get(format!("{base}{path}"))
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("GET {path}: {e}"));
+        assert_eq!(resp.status().as_u16(), status, "{path}");
+        if path == "/mcp" {
+            let challenge = resp.headers().get("www-authenticate");
+            let expected = format!(
+                "Bearer resource_metadata=\"{base}/.well-known/oauth-protected-resource/mcp\""
+            );
+            assert_eq!(
+                challenge.and_then(|v| v.to_str().ok()),
+                Some(expected.as_str())
+            );
+        } else if status == 200 {
+            let body: Value =
+                serde_json::from_str(&resp.text().await.unwrap_or_default()).unwrap_or_default();
+            assert_eq!(body, metadata, "{path}");
+        }
+    }
+
+    let home = Home::new("codex");
+    let mut cmd = home.command(&codex());
+    cmd.args(["mcp", "add", "otpmcp", "--url", &url]);
+    let out = tokio::time::timeout(common::hosts::HOST_LIMIT, cmd.output())
+        .await
+        .ok()
+        .and_then(|r| r.ok())
+        .unwrap_or_else(|| panic!("codex mcp add did not finish"));
+    let said = printed(&out);
+    assert!(
+        said.contains("Detected OAuth support")
+            && said.contains("Dynamic client registration not supported"),
+        "codex mcp add: {said}"
+    );
+
+    let home = Home::new("codex");
+    let args = ["--url", &url, "--bearer-token-env-var", "OTPMCP_TOKEN"];
+    add(&home, &args, "streamable_http").await;
+    let token = issuer.token(&url, "alice", "mcp");
+    let call = stamp_once(&home, &calls, Mode::Default, &[("OTPMCP_TOKEN", &token)]).await;
+    assert!(call.session.is_some(), "{call:?}");
+    server.shutdown().await;
 }

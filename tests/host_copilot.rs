@@ -34,7 +34,9 @@ async fn add(home: &Home, args: &[&str], kind: &str) {
     let out = run_host(cmd).await;
     let listed = String::from_utf8_lossy(&out.stdout);
     assert!(
-        listed.lines().any(|l| l.trim() == format!("otpmcp ({kind})")),
+        listed
+            .lines()
+            .any(|l| l.trim() == format!("otpmcp ({kind})")),
         "copilot mcp list: {listed}"
     );
 }
@@ -109,7 +111,12 @@ async fn over_http(tasks: bool) {
     let calls = Arc::new(Mutex::new(Vec::new()));
     let server = TestServer::start_with(|_| {}, stamping_server(calls.clone())).await;
     let home = Home::new("copilot");
-    add(&home, &["--transport", "http", "otpmcp", &server.url], "http").await;
+    add(
+        &home,
+        &["--transport", "http", "otpmcp", &server.url],
+        "http",
+    )
+    .await;
     let model = Responses::start(script("stamp", json!({}))).await;
     let requests = prompt(&home, &model, tasks).await;
     let calls = calls.lock().unwrap_or_else(|p| p.into_inner()).clone();
@@ -120,8 +127,14 @@ async fn over_http(tasks: bool) {
         "the model was handed {came_back:?}, not otpmcp's {}",
         calls[0].stamp
     );
-    assert_eq!(calls[0].task, tasks, "a task exactly in task mode: {calls:?}");
-    assert!(calls[0].session.is_none(), "Copilot speaks 2026-07-28: {calls:?}");
+    assert_eq!(
+        calls[0].task, tasks,
+        "a task exactly in task mode: {calls:?}"
+    );
+    assert!(
+        calls[0].session.is_none(),
+        "Copilot speaks 2026-07-28: {calls:?}"
+    );
     if tasks {
         assert!(
             came_back.iter().any(|o| background_agent(o).is_some()),

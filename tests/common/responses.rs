@@ -78,7 +78,12 @@ impl Responses {
     }
 }
 
-async fn answer(State(shared): State<Arc<Shared>>, method: Method, uri: Uri, body: Bytes) -> Response {
+async fn answer(
+    State(shared): State<Arc<Shared>>,
+    method: Method,
+    uri: Uri,
+    body: Bytes,
+) -> Response {
     if method != Method::POST || !uri.path().ends_with("/responses") {
         return status(StatusCode::NOT_FOUND);
     }
@@ -155,11 +160,14 @@ pub fn offered_call(request: &Value, server: &str, tool: &str, arguments: Value)
     tools.iter().find_map(|t| {
         if t["type"] == "namespace" && t["name"] == namespace.as_str() {
             let inner = t["tools"].as_array()?;
-            inner.iter().any(|f| f["name"] == tool).then(|| Reply::Call {
-                name: tool.to_owned(),
-                namespace: Some(namespace.clone()),
-                arguments: arguments.clone(),
-            })
+            inner
+                .iter()
+                .any(|f| f["name"] == tool)
+                .then(|| Reply::Call {
+                    name: tool.to_owned(),
+                    namespace: Some(namespace.clone()),
+                    arguments: arguments.clone(),
+                })
         } else if t["name"] == flat.as_str() {
             Some(Reply::Call {
                 name: flat.clone(),
