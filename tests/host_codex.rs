@@ -11,7 +11,7 @@
 mod common;
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use common::TestServer;
 use common::hosts::{Home, Stamped, otpmcp_bin, printed, random_count, run_host, stamping_server};
@@ -99,7 +99,10 @@ fn listed(requests: &[Value], expected: &[&str]) {
 /// call's session says which revision Codex spoke.
 async fn over_http(mode: Mode) -> Stamped {
     let calls = Arc::new(Mutex::new(Vec::new()));
-    let server = TestServer::start_with(|_| {}, stamping_server(calls.clone())).await;
+    let sessions = Arc::new(OnceLock::new());
+    let stamping = stamping_server(calls.clone(), sessions.clone());
+    let server = TestServer::start_with(|_| {}, stamping).await;
+    let _ = sessions.set(server.app.sessions().clone());
     let home = Home::new("codex");
     add(&home, &["--url", &server.url], "streamable_http").await;
     let call = stamp_once(&home, &calls, mode, &[]).await;
@@ -155,6 +158,7 @@ async fn codex_lists_and_calls_otpmcp_over_http_in_a_2025_session() {
         call.session.is_some(),
         "by default Codex opens a session: {call:?}"
     );
+    assert_eq!(call.revision.as_deref(), Some("2025-06-18"), "{call:?}");
 }
 
 #[tokio::test]
@@ -200,7 +204,8 @@ async fn with_auth_on_codex_finds_the_authorization_server_and_calls_with_a_bear
         c.auth.audience = audience;
         c.auth.scopes_supported = vec!["mcp".into()];
     };
-    let server = TestServer::start_with(tweak, stamping_server(calls.clone())).await;
+    let stamping = stamping_server(calls.clone(), Arc::default());
+    let server = TestServer::start_with(tweak, stamping).await;
     let base = format!("http://127.0.0.1:{port}");
     let metadata = json!({
         "resource": url, "authorization_servers": [issuer.url],

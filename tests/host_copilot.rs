@@ -109,7 +109,8 @@ fn handed(requests: &[Value]) -> Vec<String> {
 /// the model.
 async fn over_http(tasks: bool) {
     let calls = Arc::new(Mutex::new(Vec::new()));
-    let server = TestServer::start_with(|_| {}, stamping_server(calls.clone())).await;
+    let server =
+        TestServer::start_with(|_| {}, stamping_server(calls.clone(), Arc::default())).await;
     let home = Home::new("copilot");
     add(
         &home,

@@ -5,14 +5,14 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use otpmcp::McpServer;
 use otpmcp::handler::builtin::{echo, stream_events};
 use otpmcp::handler::{ToolRegistry, tool};
 use otpmcp::protocol::methods::{CallToolResult, TaskSupport};
-use otpmcp::session::SessionId;
+use otpmcp::session::{SessionHandle, SessionId};
 
 /// The longest a host may take for one command: starting it, its MCP servers and a
 /// turn or two of the stand-in model take a few seconds; a task's polling more.
@@ -105,20 +105,31 @@ pub struct Stamped {
     /// The call's session: `Some` for a 2025 session, `None` for a stateless 2026-07-28
     /// request (or a task).
     pub session: Option<SessionId>,
+    /// The session's revision, where otpmcp's session manager was given to
+    /// [`stamping_server`].
+    pub revision: Option<String>,
     /// Whether the call became a task.
     pub task: bool,
 }
 
 /// The default server's tools plus `stamp`, which returns a fresh random stamp and
-/// records it in `calls`. It may run as a task (`Optional`), and becomes one itself so
-/// that it knows whether it did.
-pub fn stamping_server(calls: Arc<Mutex<Vec<Stamped>>>) -> McpServer {
+/// records it in `calls`, with its session's revision once `sessions` is set (to the
+/// started server's `App::sessions`). It may run as a task (`Optional`), and becomes one
+/// itself so that it knows whether it did.
+pub fn stamping_server(
+    calls: Arc<Mutex<Vec<Stamped>>>,
+    sessions: Arc<OnceLock<SessionHandle>>,
+) -> McpServer {
     let mut tools = ToolRegistry::default();
     tools.register(echo()).register(stream_events()).register(
         tool("stamp", move |(), ctx| {
-            let calls = calls.clone();
+            let (calls, sessions) = (calls.clone(), sessions.clone());
             async move {
                 let task = ctx.start_task().await.unwrap_or(false);
+                let revision = match (ctx.session(), sessions.get()) {
+                    (Some(id), Some(sessions)) => sessions.info(id).await.ok(),
+                    _ => None,
+                };
                 let stamp = format!("stamp-{}", uuid::Uuid::new_v4().simple());
                 calls
                     .lock()
@@ -126,6 +137,7 @@ pub fn stamping_server(calls: Arc<Mutex<Vec<Stamped>>>) -> McpServer {
                     .push(Stamped {
                         stamp: stamp.clone(),
                         session: ctx.session(),
+                        revision: revision.map(|info| info.protocol_version.to_string()),
                         task,
                     });
                 Ok(CallToolResult::text(stamp))
