@@ -205,6 +205,12 @@ async fn metadata(State(shared): State<Arc<Shared>>) -> axum::response::Response
         "issuer": shared.issuer,
         "jwks_uri": format!("{}/jwks", shared.issuer),
         "introspection_endpoint": format!("{}/introspect", shared.issuer),
+        // What a host's OAuth discovery looks for (RFC 8414's required fields); nothing
+        // here serves them.
+        "authorization_endpoint": format!("{}/authorize", shared.issuer),
+        "token_endpoint": format!("{}/token", shared.issuer),
+        "response_types_supported": ["code"],
+        "code_challenge_methods_supported": ["S256"],
     }))
 }
 

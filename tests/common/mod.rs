@@ -17,11 +17,13 @@ use otpmcp::session::SessionId;
 use otpmcp::{App, McpServer};
 use serde_json::{Value, json};
 
+pub mod hosts;
 pub mod issuer;
 pub mod nginx;
 pub mod outage;
 pub mod redis;
 pub mod relay;
+pub mod responses;
 pub mod rolling;
 pub mod stateless;
 pub mod stdio;
