@@ -1,19 +1,42 @@
 //! # otpmcp
 //!
-//! An MCP (Model Context Protocol) server runtime built the Erlang/OTP way: supervised
-//! actors that talk only by messages, and SSE streams that survive disconnects. A client
-//! that reconnects with `Last-Event-ID` gets exactly the events it missed — no gaps, no
-//! duplicates — within the retention windows set in `sys.toml`.
+//! An MCP (Model Context Protocol) server runtime. You write tools, resources and
+//! prompts as plain async functions; otpmcp serves them on Streamable HTTP (both
+//! protocol eras: sessions with resumable SSE streams, and stateless requests with
+//! durable tasks) or on stdio, under a supervision tree.
 //!
-//! ## A server in one screen
+//! ## Start here
+//!
+//! - **The guide**, `docs/guide.md` in the repository and in this crate's package: from
+//!   `cargo new` to a tested server, then tools, the request context, asking the client,
+//!   tasks, resources, prompts and completion, one section each.
+//! - **[`prelude`]**: every name the guide uses, in one `use otpmcp::prelude::*;`.
+//! - **`Cargo.toml`**: besides `otpmcp`, a server's crate names these (schemars because
+//!   `#[derive(JsonSchema)]` writes `::schemars` paths into your code):
+//!
+//!   ```toml
+//!   tokio = { version = "1", features = ["macros", "rt-multi-thread", "signal"] }
+//!   serde = { version = "1", features = ["derive"] }
+//!   schemars = "1"
+//!   ```
+//! - **A working server**: one tool with typed arguments, served on a free port.
 //!
 //! ```
 //! use otpmcp::prelude::*;
 //!
+//! /// Adds two integers: the doc comment is the tool's description, the fields its schema.
+//! #[derive(serde::Deserialize, JsonSchema)]
+//! struct Add {
+//!     a: i64,
+//!     b: i64,
+//! }
+//!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let mut tools = ToolRegistry::default();
-//! tools.register(tool("hello", |(), _ctx| async { Ok("Hello!") }).description("Says hello."));
+//! tools
+//!     .register(tool("add", |args: Add, _ctx| async move { Ok((args.a + args.b).to_string()) }))
+//!     .register(tool("hello", |(), _ctx| async { Ok("Hello!") }).description("Says hello."));
 //!
 //! let mut config = Config::default(); // what sys.toml would say, all defaults
 //! config.server.bind = "127.0.0.1:0".parse()?; // any free port
@@ -24,17 +47,27 @@
 //! # }
 //! ```
 //!
-//! The public API is what a server author needs: [`McpServer`] and the [`handler`] API
+//! ## The API
+//!
+//! What a server author needs: [`McpServer`] and the [`handler`] API
 //! ([`tool`](handler::tool), [`RequestContext`](handler::RequestContext),
 //! [`ToolError`](handler::ToolError), prompts and resources, [`Json`](handler::Json)),
 //! the [`protocol`] types they answer with, [`Config`] and its [`config`] sections,
-//! [`start`], [`start_with`] and the running [`App`], and [`prelude`] to import them in
-//! one line. The runtime's internals (actors, slots, the store, sessions, streams, the
-//! transport, the cluster, the supervisor) are private to the crate; the `testing`
-//! feature, which only the crate's own tests turn on, shows them to tests/, benches/ and
-//! examples/.
+//! [`start_with`] (HTTP) or [`serve_stdio`] and the running [`App`], and [`prelude`] to
+//! import them in one line. [`proxy`] is `otpmcp proxy`, the record/replay proxy.
 //!
-//! ## Supervision tree
+//! The rest of this page is about the inside: the runtime's internals (actors, slots,
+//! the store, sessions, streams, the transport, the cluster, the supervisor) are private
+//! to the crate; the `testing` feature, which only the crate's own tests turn on, shows
+//! them to tests/, benches/ and examples/.
+//!
+//! ## Inside: the runtime built the Erlang/OTP way
+//!
+//! Supervised actors that talk only by messages, and SSE streams that survive
+//! disconnects: a client that reconnects with `Last-Event-ID` gets exactly the events it
+//! missed (no gaps, no duplicates) within the retention windows set in `sys.toml`.
+//!
+//! ### Supervision tree
 //!
 //! ```text
 //! RootSupervisor            one_for_one, restart intensity from [supervisor]; escalates past it;
@@ -54,7 +87,7 @@
 //! Handlers are not actors: each request's handler runs on its connection's task, or in a
 //! task of its own once it has to wait, and reaches the actors through their handles.
 //!
-//! ## Flows in brief
+//! ### Flows in brief
 //! - **Request**: POST → session manager (validate, hold the session, number a new stream)
 //!   → the handler is polled once. If it answers at once, its response is stored and sent,
 //!   after the priming event (2025-11-25 clients), as the whole body. Otherwise a stream
@@ -158,6 +191,14 @@ pub use telemetry::{TelemetryError, TelemetryGuard, init as init_telemetry};
 
 /// Everything a server author names, in one import: `use otpmcp::prelude::*;`.
 ///
+/// Every name docs/guide.md uses is here, each shown below with its summary: the
+/// server and how to start it, the handler API (tools, resources, prompts, the request
+/// context, errors), the MCP types handlers answer with, and the questions a handler
+/// asks the client. Besides otpmcp, a crate that uses it names `tokio` (with the
+/// `macros`, `rt-multi-thread` features), `serde` (with `derive`) and `schemars = "1"`:
+/// `#[derive(JsonSchema)]` writes `::schemars` paths, which resolve only in a crate that
+/// depends on schemars itself.
+///
 /// ```no_run
 /// use otpmcp::prelude::*;
 ///
@@ -170,21 +211,35 @@ pub use telemetry::{TelemetryError, TelemetryGuard, init as init_telemetry};
 /// # }
 /// ```
 pub mod prelude {
-    pub use crate::app::{App, serve_stdio, start, start_with};
+    // Inlined, so that this page lists each item with its summary rather than bare
+    // `pub use` lines.
+    #[doc(inline)]
+    pub use crate::app::{App, StartError, serve_stdio, serve_stdio_until, start, start_with};
+    #[doc(inline)]
     pub use crate::config::Config;
+    #[doc(inline)]
     pub use crate::handler::{
-        ClientRequestError, IntoToolResult, Json, PromptError, PromptRegistry, RequestContext,
-        ResourceError, ResourceRegistry, Tool, ToolError, ToolRegistry, prompt, tool,
+        ClientRequestError, IntoToolResult, Json, NotifyError, PromptError, PromptRegistry,
+        RequestContext, ResourceError, ResourceRegistry, SkillsDirectory, SkillsError, Tool,
+        ToolError, ToolRegistry, prompt, tool,
     };
+    #[doc(inline)]
     pub use crate::protocol::client::{
-        ElicitAction, ElicitResult, Elicitation, ListRoots, Root, Sampling, SamplingResult,
+        ClientRequest, ElicitAction, ElicitResult, Elicitation, ListRoots, Root, Sampling,
+        SamplingResult,
     };
+    #[doc(inline)]
     pub use crate::protocol::methods::{
-        CallToolResult, Content, GetPromptResult, Icon, IconTheme, ListKind, LoggingLevel,
-        PromptArgument, PromptDefinition, PromptMessage, ResourceContents, ResourceDefinition,
-        ResourceTemplateDefinition, Role, TaskSupport, ToolAnnotations,
+        CallToolResult, CompletionArgument, CompletionRef, Content, GetPromptResult, Icon,
+        IconTheme, ListKind, LoggingLevel, PromptArgument, PromptDefinition, PromptMessage,
+        ResourceContents, ResourceDefinition, ResourceTemplateDefinition, Role, TaskSupport,
+        ToolAnnotations,
     };
+    #[doc(inline)]
     pub use crate::server::McpServer;
+    #[doc(inline)]
+    pub use crate::supervisor::Exit;
+    #[doc(inline)]
     pub use schemars::JsonSchema;
 }
 pub use config::Config;

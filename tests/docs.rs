@@ -54,29 +54,56 @@ fn repository_path(span: &str) -> Option<&str> {
     (plain && ROOTS.iter().any(|r| path.starts_with(r))).then_some(path)
 }
 
-/// The Rust blocks (```` ```rust ````) of a markdown text, each as its lines joined.
-fn rust_blocks(text: &str) -> Vec<String> {
+/// A fenced block of a markdown text: its language (`rust`, `toml`), the file it is
+/// (the rest of the info string: ```` ```rust src/main.rs ````, which GitHub shows as a
+/// plain Rust block), and its lines joined.
+#[derive(Debug, PartialEq)]
+struct Block {
+    lang: String,
+    file: Option<String>,
+    code: String,
+}
+
+/// The fenced blocks (```` ``` ````) of a markdown text.
+fn blocks(text: &str) -> Vec<Block> {
     let mut blocks = Vec::new();
-    let mut open: Option<Vec<&str>> = None;
+    let mut open: Option<(String, Option<String>, Vec<&str>)> = None;
     for line in text.lines() {
-        match (&mut open, line.trim_end()) {
-            (None, "```rust") => open = Some(Vec::new()),
-            (Some(block), "```") => {
-                blocks.push(block.join("\n"));
-                open = None;
+        let fence = line.trim_end().strip_prefix("```");
+        match (&mut open, fence) {
+            (None, Some(info)) => {
+                let mut words = info.split_whitespace();
+                let lang = words.next().unwrap_or_default().to_owned();
+                open = Some((lang, words.next().map(str::to_owned), Vec::new()));
             }
-            (Some(block), _) => block.push(line),
-            (None, _) => {}
+            (Some(_), Some("")) => {
+                if let Some((lang, file, lines)) = open.take() {
+                    let code = lines.join("\n");
+                    blocks.push(Block { lang, file, code });
+                }
+            }
+            (Some((_, _, lines)), _) => lines.push(line),
+            (None, None) => {}
         }
     }
     blocks
 }
 
-/// docs/guide.md shows only code that compiles: each of its Rust blocks is a piece of an
-/// example or a test (`examples/guide.rs`, `tests/guide.rs`), which the build checks
-/// and the tests run.
+/// The Rust blocks of a markdown text.
+fn rust_blocks(text: &str) -> Vec<String> {
+    blocks(text)
+        .into_iter()
+        .filter(|b| b.lang == "rust")
+        .map(|b| b.code)
+        .collect()
+}
+
+/// docs/guide.md shows only code that runs: each of its Rust blocks is a piece of an
+/// example or a test (`examples/guide.rs`, `tests/guide.rs`), which the tests run. That
+/// the blocks build as a reader's own crate, with nothing but what the guide says to
+/// write, is `the_guide_and_readme_build_as_fresh_crates`.
 #[test]
-fn every_rust_block_of_the_guide_is_compiled_code() {
+fn every_rust_block_of_the_guide_is_run_by_a_test() {
     let mut files = Vec::new();
     for dir in ["examples", "tests"] {
         files_under(&root().join(dir), &root(), &mut files);
@@ -91,8 +118,127 @@ fn every_rust_block_of_the_guide_is_compiled_code() {
     for block in blocks {
         assert!(
             sources.iter().any(|s| s.contains(&block)),
-            "docs/guide.md shows code no example or test compiles:\n{block}"
+            "docs/guide.md shows code no example or test has:\n{block}"
         );
+    }
+}
+
+/// A reader's crate made from a document: the files its blocks name, as `cargo new`
+/// and the document's instructions leave them, with each Rust block that names no file
+/// (a piece of the reader's code) in an example of its own under only
+/// `use otpmcp::prelude::*;`, as the guide promises it needs.
+fn fresh_crate(doc: &str, name: &str) -> Vec<(String, String)> {
+    let mut files: Vec<(String, String)> = Vec::new();
+    let mut pieces = 0;
+    for block in blocks(&read(doc)) {
+        let (file, code) = match (block.file, block.lang.as_str()) {
+            (Some(file), _) if file == "Cargo.toml" => {
+                let (path, checkout) = (r#"path = "../otpmcp""#, root());
+                assert!(
+                    block.code.contains(path),
+                    "{doc}: its Cargo.toml block points at otpmcp with `{path}`"
+                );
+                let here = format!("path = {:?}", checkout.display().to_string());
+                // What `cargo new` writes, the block, and the reader's crate as a
+                // workspace of its own (it lies inside this one's target/).
+                let package = format!(
+                    "[package]\nname = \"{name}\"\nversion = \"0.1.0\"\nedition = \"2024\"\n\n"
+                );
+                let manifest = block.code.replace(path, &here);
+                (file, format!("{package}{manifest}\n\n[workspace]\n"))
+            }
+            (Some(file), _) => (file, block.code),
+            (None, "rust") => {
+                pieces += 1;
+                let file = format!("examples/piece_{pieces}.rs");
+                let prelude = "use otpmcp::prelude::*;";
+                let import = if block.code.contains(prelude) {
+                    ""
+                } else {
+                    prelude
+                };
+                let code = format!(
+                    "#![allow(dead_code)]\n{import}\n\n{}\n\nfn main() {{}}",
+                    block.code
+                );
+                (file, code)
+            }
+            (None, _) => continue,
+        };
+        match files.iter_mut().find(|(f, _)| *f == file) {
+            Some((_, text)) => text.push_str(&format!("\n{code}")),
+            None => files.push((file, code)),
+        }
+    }
+    for wanted in ["Cargo.toml", "src/main.rs"] {
+        assert!(
+            files.iter().any(|(f, _)| f == wanted),
+            "{doc} has a block for `{wanted}` (```` ```lang {wanted} ````)"
+        );
+    }
+    files
+}
+
+/// Writes the crate's files under `dir`, only those that changed (so a second run
+/// rebuilds nothing), and removes those it no longer has.
+fn write_crate(dir: &Path, files: &[(String, String)]) {
+    for sub in ["src", "examples", "tests", "benches"] {
+        let mut old = Vec::new();
+        files_under(&dir.join(sub), dir, &mut old);
+        for path in old {
+            let name = path.to_string_lossy().into_owned();
+            if dir.join(&path).is_file() && !files.iter().any(|(f, _)| *f == name) {
+                std::fs::remove_file(dir.join(&path)).unwrap_or_else(|e| panic!("{name}: {e}"));
+            }
+        }
+    }
+    // Resolved offline, the versions this checkout locks (and has downloaded).
+    let lock = ("Cargo.lock".to_owned(), read("Cargo.lock"));
+    for (file, text) in files.iter().chain([&lock]) {
+        let path = dir.join(file);
+        if std::fs::read_to_string(&path).is_ok_and(|old| old == *text) {
+            continue;
+        }
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).unwrap_or_else(|e| panic!("{file}: {e}"));
+        }
+        std::fs::write(&path, text).unwrap_or_else(|e| panic!("{file}: {e}"));
+    }
+}
+
+/// docs/guide.md and README.md build as written: a reader's crate made from each
+/// (`fresh_crate`) builds offline, all its targets, without a warning. The crates and
+/// their target folder are kept in `target/fresh-crates/`, so a second run builds only
+/// the two small crates. Cold, it builds otpmcp and its dependencies once more, as a
+/// reader's build does (without the test features, under the guide's `[profile.dev]`).
+#[test]
+#[ignore = "builds two crates (minutes, cold); ./scripts/test runs it"]
+fn the_guide_and_readme_build_as_fresh_crates() {
+    let base = root().join("target/fresh-crates");
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    for (doc, name) in [("docs/guide.md", "hello-mcp"), ("README.md", "readme-mcp")] {
+        let dir = base.join(name);
+        write_crate(&dir, &fresh_crate(doc, name));
+        let started = std::time::Instant::now();
+        let out = std::process::Command::new(&cargo)
+            .args(["build", "--offline", "--all-targets", "--target-dir"])
+            .arg(base.join("target"))
+            .current_dir(&dir)
+            // This test's own build settings are not the reader's.
+            .env_remove("CARGO_TARGET_DIR")
+            .env_remove("RUSTFLAGS")
+            .env_remove("CARGO_ENCODED_RUSTFLAGS")
+            .output()
+            .unwrap_or_else(|e| panic!("cargo runs: {e}"));
+        let log = String::from_utf8_lossy(&out.stderr);
+        eprintln!("{doc}: cargo build in {:?}", started.elapsed());
+        assert!(
+            out.status.success(),
+            "{doc} does not build as written (the crate is {}):\n{log}",
+            dir.display()
+        );
+        let warnings: Vec<&str> = log.lines().filter(|l| l.starts_with("warning")).collect();
+        assert!(warnings.is_empty(), "{doc} builds with warnings:\n{log}");
     }
 }
 
@@ -279,6 +425,21 @@ fn the_readers_find_spans_paths_and_anchors() {
     assert_eq!(
         code_spans("a `src/x.rs` and `y`\n```text\nin `z` here\n```"),
         ["src/x.rs", "y", "z"]
+    );
+    assert_eq!(
+        blocks("a\n```rust src/main.rs\nfn main() {}\n```\n```toml\nx = 1\n```\n"),
+        [
+            Block {
+                lang: "rust".into(),
+                file: Some("src/main.rs".into()),
+                code: "fn main() {}".into()
+            },
+            Block {
+                lang: "toml".into(),
+                file: None,
+                code: "x = 1".into()
+            }
+        ]
     );
     assert_eq!(repository_path("src/session/"), Some("src/session/"));
     assert_eq!(repository_path("src/a.rs b"), None);

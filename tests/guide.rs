@@ -7,9 +7,6 @@
 #[path = "../examples/guide.rs"]
 mod guide;
 
-use otpmcp::prelude::*;
-use otpmcp::protocol::methods::CompletionRef;
-
 #[derive(serde::Deserialize, JsonSchema)]
 struct Pair {
     /// The dividend.
@@ -96,6 +93,7 @@ async fn the_guides_tools_answer() -> Result<(), Box<dyn std::error::Error>> {
 }
 
 // The guide's "Testing your server": a test of examples/guide.rs's server, over HTTP.
+use otpmcp::prelude::*;
 use serde_json::{Value, json};
 
 /// One stateless (2026-07-28) request to `app`: its revision and the client's

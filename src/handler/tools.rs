@@ -78,7 +78,7 @@ pub(super) type Handler = Box<
         + Sync,
 >;
 
-/// A tool: its definition and its handler. Made by [`super::typed::tool`] and adjusted
+/// A tool: its definition and its handler. Made by [`tool`](super::typed::tool) and adjusted
 /// by the methods below before it is registered.
 pub struct Tool {
     definition: ToolDefinition,

@@ -172,7 +172,8 @@ struct File {
     digest: String,
 }
 
-/// A directory of skills, read once into memory and served by [`crate::McpServer::with_skills`].
+/// A directory of skills, read once into memory and served by
+/// [`McpServer::with_skills`](crate::McpServer::with_skills).
 #[derive(Debug, Default)]
 pub struct SkillsDirectory {
     files: BTreeMap<SkillPath, File>,
