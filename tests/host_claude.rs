@@ -117,6 +117,33 @@ impl Host {
     }
 }
 
+impl Host {
+    /// `claude mcp add otpmcp URL` (HTTP).
+    async fn add_http(&self, url: &str) {
+        self.run(&["mcp", "add", "--transport", "http", "otpmcp", url], None)
+            .await;
+    }
+
+    /// `claude mcp add otpmcp -- otpmcp stdio`, with otpmcp's admin listener (for its
+    /// metrics) on `admin` set through Claude Code's `-e`.
+    async fn add_stdio(&self, admin: &str) {
+        let bind = format!("OTPMCP__ADMIN__BIND={admin}");
+        let args = [
+            "mcp",
+            "add",
+            "otpmcp",
+            "-e",
+            "OTPMCP__ADMIN__ENABLED=true",
+            "-e",
+            &bind,
+            "--",
+            OTPMCP,
+            "stdio",
+        ];
+        self.run(&args, None).await;
+    }
+}
+
 impl Drop for Host {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.home);
@@ -207,11 +234,7 @@ async fn claude_code_adds_otpmcp_over_http_and_stdio_and_both_connect() {
     let admin = admin_addr();
     let server = otpmcp_http(&admin).await;
     let host = Host::new("list");
-    host.run(
-        &["mcp", "add", "--transport", "http", "otpmcp", &server.url],
-        None,
-    )
-    .await;
+    host.add_http(&server.url).await;
     host.run(&["mcp", "add", "otpmcp-stdio", "--", OTPMCP, "stdio"], None)
         .await;
     let list = host.run(&["mcp", "list"], None).await;
@@ -236,11 +259,7 @@ async fn claude_code_calls_a_tool_over_http() {
     let admin = admin_addr();
     let server = otpmcp_http(&admin).await;
     let host = Host::new("http");
-    host.run(
-        &["mcp", "add", "--transport", "http", "otpmcp", &server.url],
-        None,
-    )
-    .await;
+    host.add_http(&server.url).await;
     let nonce = format!("otpmcp-echo-{}", std::process::id());
     let model = StandIn::start("mcp__otpmcp__echo", json!({"text": nonce})).await;
     let args = [
@@ -265,23 +284,7 @@ async fn claude_code_calls_a_tool_over_http() {
 async fn claude_code_calls_a_tool_over_stdio() {
     let admin = admin_addr();
     let host = Host::new("stdio");
-    let env_admin = format!("OTPMCP__ADMIN__BIND={admin}");
-    host.run(
-        &[
-            "mcp",
-            "add",
-            "otpmcp",
-            "-e",
-            "OTPMCP__ADMIN__ENABLED=true",
-            "-e",
-            &env_admin,
-            "--",
-            OTPMCP,
-            "stdio",
-        ],
-        None,
-    )
-    .await;
+    host.add_stdio(&admin).await;
     let model = StandIn::start(
         "mcp__otpmcp__stream_events",
         json!({"count": 3, "interval_ms": 10}),
@@ -298,7 +301,8 @@ async fn claude_code_calls_a_tool_over_stdio() {
         .command(&claude(), &args, Some(&model))
         .spawn()
         .unwrap_or_else(|e| panic!("claude: {e}"));
-    // The tool's own text: only otpmcp's `stream_events` writes it.
+    // The tool's own text: only otpmcp's `stream_events` writes it. Its result, not a
+    // task: `claude -p` does not declare the tasks extension.
     let result = model.tool_result(LIMIT).await;
     assert_eq!(result.as_deref(), Some("streamed 3 events"));
     let (calls, _) = operations(&admin, "tools/call", Some("stream_events")).await;
@@ -306,10 +310,12 @@ async fn claude_code_calls_a_tool_over_stdio() {
     // opened. (Over stdio otpmcp labels its operations' revision `_OTHER`.)
     let (discovered, _) = operations(&admin, "server/discover", None).await;
     let (initialized, _) = operations(&admin, "initialize", None).await;
+    let (polls, _) = operations(&admin, "tasks/get", None).await;
     model.release();
     assert_eq!(calls, 1, "tools/call stream_events as otpmcp counted it");
     assert!(discovered >= 1, "no server/discover reached otpmcp");
     assert_eq!(initialized, 0, "Claude Code opened a session");
+    assert_eq!(polls, 0, "a task was made");
     let out = finish(child, &args).await;
     assert_eq!(out.trim(), "done", "the stand-in's final text");
 }
@@ -321,15 +327,48 @@ async fn claude_code_calls_a_tool_over_stdio() {
 /// automatic mode asks a server-side classifier the stand-in cannot stand in for).
 #[tokio::test]
 #[ignore = "needs Claude Code (scripts/setup-clients); ./scripts/test runs it"]
-async fn claude_code_interactive_runs_stream_events_as_a_task_and_polls_it() {
+async fn claude_code_interactive_runs_stream_events_as_a_task_over_http() {
     let admin = admin_addr();
     let server = otpmcp_http(&admin).await;
-    let host = Host::new("tasks");
-    host.run(
-        &["mcp", "add", "--transport", "http", "otpmcp", &server.url],
-        None,
-    )
-    .await;
+    let host = Host::new("tasks-http");
+    host.add_http(&server.url).await;
+    let (task_id, stop) = interactive_task(&host, &admin).await;
+    let (_, versions) = operations(&admin, "tasks/get", None).await;
+    assert_eq!(versions, ["2026-07-28"]);
+    // otpmcp has the task, completed with the tool's result.
+    let task = Stateless::new(&server.url)
+        .with_tasks()
+        .task(&task_id)
+        .await;
+    let task = task.result();
+    assert_eq!(task["status"], "completed", "{task}");
+    assert_eq!(
+        task["result"]["content"][0]["text"], "streamed 5 events",
+        "{task}"
+    );
+    stop.await;
+}
+
+/// Over stdio the server lives as long as the interactive session: the test reads its
+/// metrics before ending the session. (The task itself lives in that process, which only
+/// Claude Code can ask; its result reached the model in the notification.)
+#[tokio::test]
+#[ignore = "needs Claude Code (scripts/setup-clients); ./scripts/test runs it"]
+async fn claude_code_interactive_runs_stream_events_as_a_task_over_stdio() {
+    let admin = admin_addr();
+    let host = Host::new("tasks-stdio");
+    host.add_stdio(&admin).await;
+    let (_, stop) = interactive_task(&host, &admin).await;
+    stop.await;
+}
+
+/// Runs Claude Code interactively in `host` (its server `otpmcp` added, with metrics on
+/// `admin`) to call `stream_events`, which must come back as a task that Claude Code
+/// polls to its end. Returns otpmcp's task id, and what ends the session.
+async fn interactive_task(
+    host: &Host,
+    admin: &str,
+) -> (String, impl std::future::Future<Output = ()>) {
     let model = StandIn::start(
         "mcp__otpmcp__stream_events",
         json!({"count": 5, "interval_ms": 100}),
@@ -385,32 +424,23 @@ async fn claude_code_interactive_runs_stream_events_as_a_task_and_polls_it() {
     assert!(ended.contains("<status>completed</status>"), "{ended}");
     assert!(ended.contains("streamed 5 events"), "{ended}");
 
-    // On otpmcp's side: the call, Claude Code's polls, and the task itself, completed with
-    // the tool's result.
-    let (calls, _) = operations(&admin, "tools/call", Some("stream_events")).await;
+    // On otpmcp's side: the call, and Claude Code's polls.
+    let (calls, _) = operations(admin, "tools/call", Some("stream_events")).await;
     assert_eq!(calls, 1, "tools/call stream_events as otpmcp counted it");
-    let (polls, versions) = operations(&admin, "tasks/get", None).await;
+    let (polls, _) = operations(admin, "tasks/get", None).await;
     assert!(polls >= 1, "Claude Code polled with tasks/get");
-    assert_eq!(versions, ["2026-07-28"]);
-    let task = Stateless::new(&server.url)
-        .with_tasks()
-        .task(&task_id)
-        .await;
-    let task = task.result();
-    assert_eq!(task["status"], "completed", "{task}");
-    assert_eq!(
-        task["result"]["content"][0]["text"], "streamed 5 events",
-        "{task}"
-    );
-    // Ending stdin stops Claude Code (SIGTERM through the terminal's helper).
-    drop(child.stdin.take());
-    let exited = tokio::time::timeout(LIMIT, child.wait()).await;
-    assert!(
-        exited.is_ok(),
-        "Claude Code did not stop; the screen:\n{}",
-        shown()
-    );
-    let _ = reader.await;
+    let stop = async move {
+        // Ending stdin stops Claude Code (SIGTERM through the terminal's helper).
+        drop(child.stdin.take());
+        let exited = tokio::time::timeout(LIMIT, child.wait()).await;
+        assert!(
+            exited.is_ok(),
+            "Claude Code did not stop; the screen:\n{}",
+            plain(&screen.lock().unwrap_or_else(|e| e.into_inner()))
+        );
+        let _ = reader.await;
+    };
+    (task_id, stop)
 }
 
 /// The first run of 32 hex digits in `text`: otpmcp's task ids.
