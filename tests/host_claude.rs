@@ -5,8 +5,8 @@
 //! only fake: a loopback stand-in of the Messages API (tests/common/anthropic.rs) that
 //! has Claude Code call the tool. Each test checks on otpmcp's side that the call
 //! arrived: otpmcp's own metrics (`/metrics` on its admin listener, which a stdio server
-//! runs too) count the `tools/call` of that tool, and the task test asks otpmcp for the
-//! task with `tasks/get`.
+//! runs too) count the `tools/call` of that tool and the `tasks/get` polls, and over HTTP
+//! the test asks otpmcp for the task itself with `tasks/get`.
 
 mod common;
 
