@@ -17,6 +17,7 @@ use otpmcp::session::SessionId;
 use otpmcp::{App, McpServer};
 use serde_json::{Value, json};
 
+pub mod anthropic;
 pub mod hosts;
 pub mod issuer;
 pub mod nginx;
