@@ -31,6 +31,8 @@
 //! extension), `results.rs` (what calls return), `wire.rs` (the HTTP client and the
 //! JSON-or-SSE reader, shared with `watch.rs`, the operator's `otpmcp tasks watch`).
 
+mod calls;
+mod error;
 mod http;
 mod results;
 mod stdio;
@@ -46,14 +48,12 @@ use std::time::Duration;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-use crate::app::StartError;
 use crate::config::Config;
-use crate::protocol::meta::{
-    CLIENT_CAPABILITIES, HeaderParam, LOG_LEVEL, PROTOCOL_VERSION, header_params,
-};
+use crate::protocol::meta::{CLIENT_CAPABILITIES, HeaderParam, LOG_LEVEL, PROTOCOL_VERSION};
 use crate::protocol::methods::LoggingLevel;
 use crate::server::McpServer;
 use crate::supervisor::Exit;
+pub use error::ClientError;
 pub use results::{
     ListedArgument, ListedPrompt, ListedResource, ListedTemplate, ListedTool, LogMessage, Message,
     Progress, Prompt, Response, Task, TaskEvents, ToolResult,
@@ -76,108 +76,6 @@ impl Era {
         match self {
             Self::Sessions => "2025-11-25",
             Self::Stateless => "2026-07-28",
-        }
-    }
-}
-
-/// Why a client call failed.
-#[derive(Debug, thiserror::Error)]
-pub enum ClientError {
-    /// Not an absolute http(s) URL.
-    #[error("bad URL {0:?}")]
-    Url(String),
-    /// A token would go in clear text to another machine.
-    #[error("{0}: a token is sent only over https, or over http to a loopback host")]
-    Insecure(String),
-    /// The TLS client could not be set up.
-    #[error("TLS: {0}")]
-    Tls(String),
-    /// The server could not be reached, or its answer broke off.
-    #[error("{method}: {detail}")]
-    Transport {
-        /// The request's method.
-        method: String,
-        /// What happened.
-        detail: String,
-    },
-    /// No answer within the client's timeout.
-    #[error("{method}: no answer within {timeout:?}")]
-    Timeout {
-        /// The request's method.
-        method: String,
-        /// The timeout.
-        timeout: Duration,
-    },
-    /// An HTTP error without a JSON-RPC error in its body.
-    #[error("{method}: HTTP {status}: {body}")]
-    Http {
-        /// The request's method.
-        method: String,
-        /// The HTTP status.
-        status: u16,
-        /// The body, as text.
-        body: String,
-    },
-    /// The server answered with a JSON-RPC error.
-    #[error("{method}: error {code}: {message}")]
-    Rpc {
-        /// The request's method.
-        method: String,
-        /// The error's code (-32602 invalid params, -32020 header mismatch, …).
-        code: i64,
-        /// Its message.
-        message: String,
-        /// Its data.
-        data: Option<Value>,
-    },
-    /// The answer ended without a response to the request.
-    #[error("{method}: the answer ended without a response")]
-    NoResponse {
-        /// The request's method.
-        method: String,
-    },
-    /// The answer was not what the method returns.
-    #[error("{method}: unexpected answer: {detail}")]
-    Malformed {
-        /// The request's method.
-        method: String,
-        /// What was wrong.
-        detail: String,
-    },
-    /// `initialize` over HTTP did not give a session id.
-    #[error("initialize: the answer has no Mcp-Session-Id")]
-    NoSession,
-    /// The call needs what this client's revision lacks (tasks need 2026-07-28).
-    #[error("{0}")]
-    Unsupported(&'static str),
-    /// A tool call that was meant to become a task did not.
-    #[error("{tool}: the call did not become a task: {answer}")]
-    NotATask {
-        /// The tool.
-        tool: String,
-        /// Its answer.
-        answer: Value,
-    },
-    /// The stdio server's output ended.
-    #[error("{method}: the server's output ended")]
-    Closed {
-        /// The request's method.
-        method: String,
-    },
-    /// The in-process stdio server did not start or stopped with an error.
-    #[error("the stdio server: {0}")]
-    Start(#[from] StartError),
-    /// Following a task's events could not start.
-    #[error(transparent)]
-    Watch(#[from] watch::WatchError),
-}
-
-impl ClientError {
-    /// The JSON-RPC error code, for [`ClientError::Rpc`].
-    pub fn code(&self) -> Option<i64> {
-        match self {
-            Self::Rpc { code, .. } => Some(*code),
-            _ => None,
         }
     }
 }
@@ -471,106 +369,6 @@ impl Client {
             }
         }
         headers
-    }
-
-    /// Every page of list `method`'s `key` items.
-    async fn list<T: DeserializeOwned>(
-        &self,
-        method: &str,
-        key: &str,
-    ) -> Result<Vec<T>, ClientError> {
-        let mut items = Vec::new();
-        let mut cursor: Option<String> = None;
-        loop {
-            let params = match &cursor {
-                Some(c) => json!({ "cursor": c }),
-                None => json!({}),
-            };
-            let page = self.request(method, params).await?.result;
-            let batch: Vec<T> = parse(method, page[key].clone())?;
-            items.extend(batch);
-            match page["nextCursor"].as_str() {
-                Some(next) if cursor.as_deref() != Some(next) => cursor = Some(next.to_owned()),
-                _ => return Ok(items),
-            }
-        }
-    }
-
-    /// `tools/list`, every page.
-    pub async fn list_tools(&self) -> Result<Vec<ListedTool>, ClientError> {
-        let tools: Vec<ListedTool> = self.list("tools/list", "tools").await?;
-        if let Ok(mut known) = self.header_params.lock() {
-            for tool in &tools {
-                known.insert(tool.name.clone(), header_params(&tool.input_schema));
-            }
-        }
-        Ok(tools)
-    }
-
-    /// `resources/list`, every page.
-    pub async fn list_resources(&self) -> Result<Vec<ListedResource>, ClientError> {
-        self.list("resources/list", "resources").await
-    }
-
-    /// `resources/templates/list`, every page.
-    pub async fn list_resource_templates(&self) -> Result<Vec<ListedTemplate>, ClientError> {
-        self.list("resources/templates/list", "resourceTemplates")
-            .await
-    }
-
-    /// `prompts/list`, every page.
-    pub async fn list_prompts(&self) -> Result<Vec<ListedPrompt>, ClientError> {
-        self.list("prompts/list", "prompts").await
-    }
-
-    /// `resources/read`: the resource's contents.
-    pub async fn read_resource(
-        &self,
-        uri: &str,
-    ) -> Result<Vec<crate::protocol::methods::ResourceContents>, ClientError> {
-        let method = "resources/read";
-        let result = self.request(method, json!({ "uri": uri })).await?.result;
-        Ok(parse::<results::ReadResult>(method, result)?.contents)
-    }
-
-    /// `prompts/get` with `arguments` (an object of strings).
-    pub async fn get_prompt(&self, name: &str, arguments: Value) -> Result<Prompt, ClientError> {
-        let method = "prompts/get";
-        let params = json!({"name": name, "arguments": arguments});
-        parse(method, self.request(method, params).await?.result)
-    }
-
-    /// `tools/call`. A tool's failure (`isError`) is an `Ok` result with `is_error` set;
-    /// a protocol error (unknown tool, -32021 …) is [`ClientError::Rpc`].
-    pub async fn call_tool(&self, name: &str, arguments: Value) -> Result<ToolResult, ClientError> {
-        self.call(name, json!({"name": name, "arguments": arguments}))
-            .await
-    }
-
-    /// [`Client::call_tool`] with a `progressToken`, so that the tool's progress
-    /// notifications come (the answer is then an SSE stream): they are in the result's
-    /// `progress`, its log notifications in `logs`.
-    pub async fn call_tool_with_progress(
-        &self,
-        name: &str,
-        arguments: Value,
-    ) -> Result<ToolResult, ClientError> {
-        let token = format!("progress-{}", self.next_id.load(Ordering::Relaxed));
-        let params =
-            json!({"name": name, "arguments": arguments, "_meta": {"progressToken": token}});
-        self.call(name, params).await
-    }
-
-    async fn call(&self, name: &str, params: Value) -> Result<ToolResult, ClientError> {
-        let method = "tools/call";
-        let response = self.request(method, params).await?;
-        if response.result["resultType"] == "task" {
-            // A client that declared the tasks extension: the result is the task's.
-            let task = tasks::task_id(name, &response.result)?;
-            return self.task_result(&task).await;
-        }
-        let result: ToolResult = parse(method, response.result)?;
-        Ok(result.with_notifications(&response.notifications))
     }
 
     /// Ends the client: over HTTP in 2025-11-25, DELETEs the session; over stdio, closes
