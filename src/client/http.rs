@@ -8,7 +8,7 @@ use bytes::Bytes;
 use http_body_util::Full;
 use serde_json::{Value, json};
 
-use super::wire::{HttpClient, Messages, WireError, http_client};
+use super::wire::{HttpClient, Messages, UrlProblem, WireError, check_url, http_client};
 use super::{ClientError, Era, Exchange};
 
 /// A server's MCP endpoint over HTTP.
@@ -26,15 +26,10 @@ impl HttpLink {
         token: Option<String>,
         timeout: Duration,
     ) -> Result<Self, ClientError> {
-        let uri: http::Uri = url.parse().map_err(|_| ClientError::Url(url.clone()))?;
-        let https = match uri.scheme_str() {
-            Some(s) if s.eq_ignore_ascii_case("https") => true,
-            Some(s) if s.eq_ignore_ascii_case("http") => false,
-            _ => return Err(ClientError::Url(url)),
-        };
-        let host = uri.host().ok_or_else(|| ClientError::Url(url.clone()))?;
-        if token.is_some() && !https && !crate::config::is_loopback_host(host) {
-            return Err(ClientError::Insecure(url));
+        match check_url(&url, token.is_some()) {
+            Ok(()) => {}
+            Err(UrlProblem::Bad) => return Err(ClientError::Url(url)),
+            Err(UrlProblem::Insecure) => return Err(ClientError::Insecure(url)),
         }
         Ok(Self {
             client: http_client().map_err(ClientError::Tls)?,

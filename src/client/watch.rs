@@ -13,7 +13,7 @@ use bytes::Bytes;
 use http_body_util::Full;
 use serde_json::{Value, json};
 
-use super::wire::{HttpClient, Messages, WireError, http_client};
+use super::wire::{HttpClient, Messages, UrlProblem, WireError, check_url, http_client};
 
 use crate::protocol::meta::{CLIENT_CAPABILITIES, PROTOCOL_VERSION, TASKS_EXTENSION};
 use crate::tasks::events::{
@@ -193,16 +193,10 @@ impl Watch {
             return Err(WatchError::Url(String::new()));
         }
         for url in &self.urls {
-            let uri: http::Uri = url.parse().map_err(|_| WatchError::Url(url.clone()))?;
-            let https = match uri.scheme_str() {
-                Some(s) if s.eq_ignore_ascii_case("https") => true,
-                Some(s) if s.eq_ignore_ascii_case("http") => false,
-                _ => return Err(WatchError::Url(url.clone())),
-            };
-            let host = uri.host().ok_or_else(|| WatchError::Url(url.clone()))?;
-            if self.token.is_some() && !https && !crate::config::is_loopback_host(host) {
-                return Err(WatchError::Insecure(url.clone()));
-            }
+            check_url(url, self.token.is_some()).map_err(|problem| match problem {
+                UrlProblem::Bad => WatchError::Url(url.clone()),
+                UrlProblem::Insecure => WatchError::Insecure(url.clone()),
+            })?;
         }
         http_client().map_err(WatchError::Tls)
     }
