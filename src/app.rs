@@ -119,7 +119,9 @@ pub async fn serve_stdio_until(
     serve_io(config, server, input, output, stop).await
 }
 
-/// [`serve_stdio_until`] on any pair of byte streams (the crate's tests use pipes).
+/// [`serve_stdio_until`] on any pair of byte streams: the server reads newline-delimited
+/// JSON-RPC from `input` and writes to `output`. A test serves over in-memory pipes
+/// (`tokio::io::duplex`) this way; [`crate::client::Client::stdio`] does it for you.
 pub async fn serve_io(
     config: Config,
     server: McpServer,

@@ -131,6 +131,8 @@
 //! - `supervisor`: the root supervisor: start order, restarts, escalation, stop order.
 //! - `admin`: the admin listener (`/healthz`, `/readyz`, `/metrics`, `/dashboard`).
 //! - `app`: `start(Config)` and the running [`App`]; the stop order.
+//! - [`client`]: the MCP client for a server author's tests (both eras, stdio), and
+//!   `otpmcp tasks watch`'s follower.
 //! - [`proxy`]: `otpmcp proxy`, which records and replays any MCP server's sessions.
 //! - `fuzzing`: the fuzz targets' bodies (hidden from the docs).
 //! - [`prelude`]: the names a server author imports; part of the crate root, in no layer.
@@ -171,6 +173,7 @@ internal! {
     mod transport;
 }
 
+pub mod client;
 pub mod config;
 #[doc(hidden)]
 pub mod fuzzing;
@@ -178,15 +181,15 @@ pub mod handler;
 pub mod protocol;
 pub mod proxy;
 
-pub use app::{App, StartError, serve_stdio, serve_stdio_until, start, start_with};
+pub use app::{App, StartError, serve_io, serve_stdio, serve_stdio_until, start, start_with};
 pub use auth::verifier::SetupError;
 pub use auth::{HandedPrincipal, Principal};
+/// `otpmcp tasks watch`: follows a task's events (`tasks/stream`) from a terminal.
+pub use client::watch;
 pub use event_store::redis::ConnectError;
 pub use ids::{SessionId, SessionIdError};
 pub use session::{SessionError, SessionInfo};
 pub use supervisor::Exit;
-/// `otpmcp tasks watch`: follows a task's events (`tasks/stream`) from a terminal.
-pub use tasks::watch;
 pub use telemetry::{TelemetryError, TelemetryGuard, init as init_telemetry};
 
 /// Everything a server author names, in one import: `use otpmcp::prelude::*;`.

@@ -37,6 +37,7 @@ const LAYERS: &[&[&str]] = &[
     &["supervisor"],
     &["admin"],
     &["app"],
+    &["client"],
     &["proxy"],
     &["fuzzing"],
 ];

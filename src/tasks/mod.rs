@@ -21,7 +21,6 @@ pub mod record;
 mod registry;
 mod runner;
 mod signal;
-pub mod watch;
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;

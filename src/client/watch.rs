@@ -7,18 +7,18 @@
 //! pair the SEP's reviewers asked for.
 
 use std::io::Write;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::{Bytes, BytesMut};
-use http_body_util::{BodyExt, Full};
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
+use bytes::Bytes;
+use http_body_util::Full;
 use serde_json::{Value, json};
 
-use super::events::{EVENT_METHOD, EXECUTION_OUTPUT, EXECUTION_STARTED, LOG, PROGRESS, STATUS};
+use super::wire::{HttpClient, Messages, UrlProblem, WireError, check_url, http_client};
+
 use crate::protocol::meta::{CLIENT_CAPABILITIES, PROTOCOL_VERSION, TASKS_EXTENSION};
+use crate::tasks::events::{
+    EVENT_METHOD, EXECUTION_OUTPUT, EXECUTION_STARTED, LOG, PROGRESS, STATUS,
+};
 
 /// The environment variable a bearer token is read from (never a flag: flags show in
 /// `ps` and shell history).
@@ -26,9 +26,6 @@ pub const TOKEN_VARIABLE: &str = "OTPMCP_TOKEN";
 
 /// The longest wait between two attempts to reach a server.
 const MOST_BACKOFF: Duration = Duration::from_secs(2);
-/// The most bytes of one SSE event held while it arrives: task events are small; past
-/// it the stream is treated as broken (and resumed).
-const MAX_EVENT: usize = 16 << 20;
 
 /// What to follow and how.
 #[derive(Debug, Clone)]
@@ -111,12 +108,27 @@ struct Seen {
     status: Option<String>,
 }
 
-type HttpClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
-
 impl Watch {
     /// Follows the task to its end, writing one line per event to `out` and what
     /// happens to the connection to stderr.
     pub async fn run(&self, out: &mut impl Write) -> Result<Ending, WatchError> {
+        self.follow(|event| {
+            let line = if self.json {
+                event.to_string()
+            } else {
+                describe(event)
+            };
+            // A closed stdout (the reader went away) is not the task's business: the
+            // watch goes on to its end and exit code.
+            let _ = writeln!(out, "{line}");
+            let _ = out.flush();
+        })
+        .await
+    }
+
+    /// Follows the task to its end, handing each event (the notification's `params`) to
+    /// `on_event` once, in order, and writing what happens to the connection to stderr.
+    pub async fn follow(&self, mut on_event: impl FnMut(&Value)) -> Result<Ending, WatchError> {
         let client = self.client()?;
         let mut seen = Seen::default();
         let mut next = 0usize;
@@ -128,7 +140,10 @@ impl Watch {
             let url = &self.urls[next % self.urls.len()];
             request_id += 1;
             let before = seen.last;
-            let cut = match self.attempt(&client, url, request_id, &mut seen, out).await {
+            let cut = match self
+                .attempt(&client, url, request_id, &mut seen, &mut on_event)
+                .await
+            {
                 Ok(()) => return Ok(self.ending(&client, url, request_id + 1, &mut seen).await),
                 Err(cut) => cut,
             };
@@ -178,34 +193,12 @@ impl Watch {
             return Err(WatchError::Url(String::new()));
         }
         for url in &self.urls {
-            let uri: http::Uri = url.parse().map_err(|_| WatchError::Url(url.clone()))?;
-            let https = match uri.scheme_str() {
-                Some(s) if s.eq_ignore_ascii_case("https") => true,
-                Some(s) if s.eq_ignore_ascii_case("http") => false,
-                _ => return Err(WatchError::Url(url.clone())),
-            };
-            let host = uri.host().ok_or_else(|| WatchError::Url(url.clone()))?;
-            if self.token.is_some() && !https && !crate::config::is_loopback_host(host) {
-                return Err(WatchError::Insecure(url.clone()));
-            }
+            check_url(url, self.token.is_some()).map_err(|problem| match problem {
+                UrlProblem::Bad => WatchError::Url(url.clone()),
+                UrlProblem::Insecure => WatchError::Insecure(url.clone()),
+            })?;
         }
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let builder = match hyper_rustls::HttpsConnectorBuilder::new()
-            .with_provider_and_native_roots(provider.clone())
-        {
-            Ok(builder) => builder,
-            // No system roots: http still works, https fails with a clear error.
-            Err(_) => {
-                let config = rustls::ClientConfig::builder_with_provider(provider)
-                    .with_safe_default_protocol_versions()
-                    .map_err(|e| WatchError::Tls(e.to_string()))?
-                    .with_root_certificates(rustls::RootCertStore::empty())
-                    .with_no_client_auth();
-                hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(config)
-            }
-        };
-        let connector = builder.https_or_http().enable_http1().build();
-        Ok(Client::builder(TokioExecutor::new()).build(connector))
+        http_client().map_err(WatchError::Tls)
     }
 
     /// A POST of `method` as the stateless revision wants it.
@@ -243,17 +236,17 @@ impl Watch {
         url: &str,
         id: u64,
         seen: &mut Seen,
-        out: &mut impl Write,
+        on_event: &mut impl FnMut(&Value),
     ) -> Result<(), Cut> {
         let params = match seen.last {
             Some(after) => json!({ "after": after }),
             None => json!({}),
         };
         let request = self.request(url, id, "tasks/stream", params)?;
-        let mut messages = Messages::open(client, request, self.idle_timeout).await?;
-        while let Some(message) = messages.next().await? {
+        let mut messages = open(client, request, self.idle_timeout).await?;
+        while let Some(message) = messages.next().await.map_err(retry)? {
             if message.get("method").and_then(Value::as_str) == Some(EVENT_METHOD) {
-                self.show(&message["params"], seen, out);
+                show(&message["params"], seen, on_event);
                 continue;
             }
             if message.get("id").and_then(Value::as_u64) != Some(id) {
@@ -265,31 +258,6 @@ impl Watch {
             };
         }
         Err(Cut::Retry("the stream ended before the task did".into()))
-    }
-
-    /// Prints `event` unless it was printed already.
-    fn show(&self, event: &Value, seen: &mut Seen, out: &mut impl Write) {
-        let Some(seq) = event.get("seq").and_then(Value::as_u64) else {
-            return;
-        };
-        if seen.last.is_some_and(|last| seq <= last) {
-            return;
-        }
-        if event.get("type").and_then(Value::as_str) == Some(STATUS)
-            && let Some(status) = event["payload"]["status"].as_str()
-        {
-            seen.status = Some(status.to_owned());
-        }
-        let line = if self.json {
-            event.to_string()
-        } else {
-            describe(event)
-        };
-        // A closed stdout (the reader went away) is not the task's business: the watch
-        // goes on to its end and exit code.
-        let _ = writeln!(out, "{line}");
-        let _ = out.flush();
-        seen.last = Some(seq);
     }
 
     /// The task's end: from its last status event, or asked with `tasks/get` when the
@@ -307,7 +275,7 @@ impl Watch {
         let Ok(request) = self.request(url, id, "tasks/get", json!({})) else {
             return Ending::Unreachable;
         };
-        let Ok(mut messages) = Messages::open(client, request, self.idle_timeout).await else {
+        let Ok(mut messages) = open(client, request, self.idle_timeout).await else {
             return Ending::Unreachable;
         };
         while let Ok(Some(message)) = messages.next().await {
@@ -318,6 +286,23 @@ impl Watch {
         eprintln!("otpmcp: the stream ended but the task's end could not be read");
         Ending::Unreachable
     }
+}
+
+/// Hands `event` on unless it was handed on already.
+fn show(event: &Value, seen: &mut Seen, on_event: &mut impl FnMut(&Value)) {
+    let Some(seq) = event.get("seq").and_then(Value::as_u64) else {
+        return;
+    };
+    if seen.last.is_some_and(|last| seq <= last) {
+        return;
+    }
+    if event.get("type").and_then(Value::as_str) == Some(STATUS)
+        && let Some(status) = event["payload"]["status"].as_str()
+    {
+        seen.status = Some(status.to_owned());
+    }
+    on_event(event);
+    seen.last = Some(seq);
 }
 
 fn show_seq(seq: Option<u64>) -> String {
@@ -358,11 +343,19 @@ pub fn describe(event: &Value) -> String {
                     .flatten()
                     .filter_map(|c| c["text"].as_str().map(str::to_owned))
                     .collect();
-                let error = if result["isError"] == Value::Bool(true) { " (tool error)" } else { "" };
+                let error = if result["isError"] == Value::Bool(true) {
+                    " (tool error)"
+                } else {
+                    ""
+                };
                 line.push_str(&format!(" result{error}: {}", texts.join(" ")));
             }
             if let Some(error) = payload.get("error") {
-                line.push_str(&format!(" error {}: {}", text(&error["code"]), text(&error["message"])));
+                line.push_str(&format!(
+                    " error {}: {}",
+                    text(&error["code"]),
+                    text(&error["message"])
+                ));
             }
             line
         }
@@ -396,159 +389,43 @@ pub fn describe(event: &Value) -> String {
     format!("[{}] {}", text(&event["seq"]), what.escape_debug())
 }
 
-/// The JSON-RPC messages of one answer, JSON or SSE, as they arrive.
-struct Messages {
-    body: Option<hyper::body::Incoming>,
-    /// Bytes of an event not yet whole.
-    pending: BytesMut,
-    /// A JSON answer, or the events already split off.
-    ready: std::collections::VecDeque<Value>,
+/// A stream cut short by `e`: worth resuming.
+fn retry(e: WireError) -> Cut {
+    Cut::Retry(e.to_string())
+}
+
+/// Sends `request`; an HTTP error that the server explains is turned into its cut.
+async fn open(
+    client: &HttpClient,
+    request: http::Request<Full<Bytes>>,
     idle: Duration,
-}
-
-impl Messages {
-    /// Sends `request`; an HTTP error that the server explains is turned into its cut.
-    async fn open(
-        client: &HttpClient,
-        request: http::Request<Full<Bytes>>,
-        idle: Duration,
-    ) -> Result<Self, Cut> {
-        let response = tokio::time::timeout(idle, client.request(request))
-            .await
-            .map_err(|_| Cut::Retry(format!("no answer within {idle:?}")))?
-            .map_err(|e| Cut::Retry(format!("cannot connect: {}", error_chain(&e))))?;
-        let status = response.status();
-        let sse = response
-            .headers()
-            .get(http::header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.starts_with("text/event-stream"));
-        let mut messages = Self {
-            body: Some(response.into_body()),
-            pending: BytesMut::new(),
-            ready: Default::default(),
-            idle,
-        };
-        if sse && status.is_success() {
-            return Ok(messages);
-        }
-        // A JSON answer (an error, or a result): read whole, bounded.
-        let body = messages.body.take();
-        let bytes = match body {
-            Some(body) => tokio::time::timeout(idle, http_body_util::Limited::new(body, MAX_EVENT).collect())
-                .await
-                .ok()
-                .and_then(Result::ok)
-                .map(|b| b.to_bytes())
-                .unwrap_or_default(),
-            None => Bytes::new(),
-        };
-        let answer: Option<Value> = serde_json::from_slice(&bytes).ok();
-        match (status.as_u16(), answer) {
-            (200..=299, Some(answer)) => {
-                messages.ready.push_back(answer);
-                Ok(messages)
-            }
-            (401, _) => Err(Cut::Refused(format!(
-                "401 unauthorized: set {TOKEN_VARIABLE} to a bearer token the server accepts"
-            ))),
-            (_, Some(answer)) if answer.get("error").is_some() && !status.is_server_error() => {
-                Err(refusal(&answer["error"]))
-            }
-            (403, _) => Err(Cut::Refused("403 forbidden: the token lacks a scope".into())),
-            (code, _) if status.is_server_error() || code == 429 || code == 408 => {
-                Err(Cut::Retry(format!("HTTP {code}")))
-            }
-            (code, _) => Err(Cut::Refused(format!("HTTP {code}"))),
-        }
+) -> Result<Messages, Cut> {
+    let messages = Messages::open(client, request, idle).await.map_err(retry)?;
+    if messages.is_stream() {
+        return Ok(messages);
     }
-
-    /// The next message; `None` when the answer ended.
-    async fn next(&mut self) -> Result<Option<Value>, Cut> {
-        loop {
-            if let Some(message) = self.ready.pop_front() {
-                return Ok(Some(message));
-            }
-            let Some(body) = self.body.as_mut() else {
-                return Ok(None);
-            };
-            let frame = match tokio::time::timeout(self.idle, body.frame()).await {
-                Err(_) => return Err(Cut::Retry(format!("nothing came for {:?}", self.idle))),
-                Ok(None) => {
-                    self.body = None;
-                    continue;
-                }
-                Ok(Some(Err(e))) => {
-                    return Err(Cut::Retry(format!("the stream broke: {}", error_chain(&e))));
-                }
-                Ok(Some(Ok(frame))) => frame,
-            };
-            if let Ok(data) = frame.into_data() {
-                self.pending.extend_from_slice(&data);
-                self.split()?;
-            }
+    let status = messages.status();
+    match (status.as_u16(), messages.first()) {
+        (200..=299, Some(_)) => Ok(messages),
+        (401, _) => Err(Cut::Refused(format!(
+            "401 unauthorized: set {TOKEN_VARIABLE} to a bearer token the server accepts"
+        ))),
+        (_, Some(answer)) if answer.get("error").is_some() && !status.is_server_error() => {
+            Err(refusal(&answer["error"]))
         }
-    }
-
-    /// Moves each whole SSE event in `pending` to `ready` (its `data:` lines, as JSON).
-    fn split(&mut self) -> Result<(), Cut> {
-        while let Some(end) = event_end(&self.pending) {
-            let block = self.pending.split_to(end);
-            let text = String::from_utf8_lossy(&block);
-            let data: Vec<&str> = text
-                .lines()
-                .filter_map(|l| l.strip_prefix("data:"))
-                .map(|d| d.strip_prefix(' ').unwrap_or(d))
-                .collect();
-            if data.is_empty() {
-                continue;
-            }
-            if let Ok(message) = serde_json::from_str(&data.join("\n")) {
-                self.ready.push_back(message);
-            }
+        (403, _) => Err(Cut::Refused(
+            "403 forbidden: the token lacks a scope".into(),
+        )),
+        (code, _) if status.is_server_error() || code == 429 || code == 408 => {
+            Err(Cut::Retry(format!("HTTP {code}")))
         }
-        if self.pending.len() > MAX_EVENT {
-            return Err(Cut::Retry(format!("an event larger than {MAX_EVENT} bytes")));
-        }
-        Ok(())
+        (code, _) => Err(Cut::Refused(format!("HTTP {code}"))),
     }
-}
-
-/// Where the first SSE event of `bytes` ends (past its blank line), if it is whole.
-fn event_end(bytes: &[u8]) -> Option<usize> {
-    let mut i = 0;
-    while i + 1 < bytes.len() {
-        match (bytes[i], bytes[i + 1]) {
-            (b'\n', b'\n') => return Some(i + 2),
-            (b'\r', b'\n') if bytes.get(i + 2..i + 4) == Some(b"\r\n") => return Some(i + 4),
-            _ => i += 1,
-        }
-    }
-    None
-}
-
-/// An error with its causes, which hyper keeps apart ("client error (Connect)" alone
-/// says little).
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(cause) = source {
-        text.push_str(&format!(": {cause}"));
-        source = cause.source();
-    }
-    text
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn events_split_on_blank_lines_of_either_ending() {
-        assert_eq!(event_end(b"data: 1\n\ndata: 2"), Some(9));
-        assert_eq!(event_end(b"data: 1\r\n\r\n"), Some(11));
-        assert_eq!(event_end(b"data: 1\n"), None);
-    }
 
     #[test]
     fn a_line_per_event_whatever_its_text() {
@@ -557,7 +434,10 @@ mod tests {
         assert_eq!(describe(&event), "[4] stdout: two\\nlines");
         let done = json!({"seq": 9, "type": STATUS, "payload": {"status": "completed",
             "result": {"content": [{"type": "text", "text": "streamed 3 events"}]}}});
-        assert_eq!(describe(&done), "[9] status completed result: streamed 3 events");
+        assert_eq!(
+            describe(&done),
+            "[9] status completed result: streamed 3 events"
+        );
     }
 
     #[test]
