@@ -99,7 +99,7 @@ fn rust_blocks(text: &str) -> Vec<String> {
 }
 
 /// docs/guide.md shows only code that runs: each of its Rust blocks is a piece of an
-/// example or a test (`examples/guide.rs`, `tests/guide.rs`), which the tests run. That
+/// example or a test (`examples/guide/`, `tests/guide.rs`), which the tests run. That
 /// the blocks build as a reader's own crate, with nothing but what the guide says to
 /// write, is `the_guide_and_readme_build_as_fresh_crates`.
 #[test]

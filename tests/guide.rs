@@ -1,6 +1,6 @@
 //! docs/guide.md's snippets, compiled and run: tests/docs.rs checks that every Rust block
 //! of the guide is a piece of this file or of an example. The guide's server is
-//! examples/guide.rs itself, tested in tests/guide_testing.rs.
+//! examples/guide/ itself, tested in tests/guide_testing.rs.
 
 #![allow(dead_code)]
 

@@ -1,10 +1,10 @@
 //! docs/guide.md's "Testing your server", compiled and run: the guide's server
-//! (examples/guide.rs) stands for a user's `src/lib.rs`, named as their crate would be,
+//! (examples/guide/hello_mcp.rs) stands for a user's `src/lib.rs`, named as their crate would be,
 //! and the rest of this file is the guide's `tests/server.rs` (tests/docs.rs checks that
 //! the block is this file's text).
 
 #[allow(dead_code, unreachable_pub)]
-#[path = "../examples/guide.rs"]
+#[path = "../examples/guide/hello_mcp.rs"]
 mod hello_mcp;
 
 use otpmcp::client::Client;

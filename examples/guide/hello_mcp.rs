@@ -1,5 +1,5 @@
-//! The server of docs/guide.md. Run: `cargo run --example guide` (port 8080 by default),
-//! or `cargo run --example guide -- --stdio` to serve it on stdin and stdout.
+//! The server of docs/guide.md, as a crate's `src/lib.rs`: its tools, resources and
+//! prompts, for `src/main.rs` to serve and `tests/` to test.
 
 use std::time::Duration;
 
@@ -47,7 +47,7 @@ async fn greet((): (), ctx: RequestContext) -> Result<String, ToolError> {
 }
 
 /// The server: two tools, a resource and a prompt.
-pub(crate) fn server() -> McpServer {
+pub fn server() -> McpServer {
     let mut tools = ToolRegistry::default();
     tools
         .register(
@@ -101,22 +101,4 @@ pub(crate) fn server() -> McpServer {
         .with_resources(resources)
         .with_prompts(prompts)
         .with_instructions("Call `count` with a progressToken to watch it stream.")
-}
-
-#[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    if std::env::args().any(|arg| arg == "--stdio") {
-        // OTPMCP__ vars only: a client starts this inside a workspace whose ./sys.toml
-        // the user may not have written.
-        let config = Config::load_overlays(&[])?;
-        // Until stdin closes; nothing but MCP may be printed to stdout.
-        serve_stdio(config, server()).await?;
-        return Ok(());
-    }
-    let config = Config::load(&std::env::current_dir()?, &[])?; // ./sys.toml, OTPMCP__ vars
-    let app = start_with(config, server()).await?;
-    println!("serving MCP at {}", app.url());
-    tokio::signal::ctrl_c().await?;
-    app.shutdown().await;
-    Ok(())
 }
