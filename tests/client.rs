@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use otpmcp::client::{Client, ClientError, Ending, Era};
+use otpmcp::client::{Client, ClientError, Ending, Era, Unreachable};
 use otpmcp::prelude::*;
 use serde_json::{Value, json};
 
@@ -303,13 +303,19 @@ async fn failures_are_errors_not_panics() -> Result<(), Box<dyn std::error::Erro
         "{gone:?}"
     );
     let bad = Client::http("not a url").connect().await;
-    assert!(matches!(bad, Err(ClientError::Url(_))), "{bad:?}");
+    assert!(
+        matches!(bad, Err(ClientError::Unreachable(Unreachable::Url(_)))),
+        "{bad:?}"
+    );
     let insecure = Client::http("http://example.com/mcp")
         .token("t")
         .connect()
         .await;
     assert!(
-        matches!(insecure, Err(ClientError::Insecure(_))),
+        matches!(
+            insecure,
+            Err(ClientError::Unreachable(Unreachable::Insecure(_)))
+        ),
         "{insecure:?}"
     );
     Ok(())

@@ -5,20 +5,15 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::watch;
+use super::wire::Unreachable;
 use crate::app::StartError;
 
 /// Why a client call failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
-    /// Not an absolute http(s) URL.
-    #[error("bad URL {0:?}")]
-    Url(String),
-    /// A token would go in clear text to another machine.
-    #[error("{0}: a token is sent only over https, or over http to a loopback host")]
-    Insecure(String),
-    /// The TLS client could not be set up.
-    #[error("TLS: {0}")]
-    Tls(String),
+    /// A bad URL, one a token would leak over, or no TLS client: nothing was sent.
+    #[error(transparent)]
+    Unreachable(#[from] Unreachable),
     /// The server could not be reached, or its answer broke off.
     #[error("{method}: {detail}")]
     Transport {

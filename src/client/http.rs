@@ -8,7 +8,7 @@ use bytes::Bytes;
 use http_body_util::Full;
 use serde_json::{Value, json};
 
-use super::wire::{HttpClient, Messages, UrlProblem, WireError, check_url, http_client};
+use super::wire::{HttpClient, Messages, WireError, check_url, http_client};
 use super::{ClientError, Era, Exchange};
 
 /// A server's MCP endpoint over HTTP.
@@ -26,13 +26,9 @@ impl HttpLink {
         token: Option<String>,
         timeout: Duration,
     ) -> Result<Self, ClientError> {
-        match check_url(&url, token.is_some()) {
-            Ok(()) => {}
-            Err(UrlProblem::Bad) => return Err(ClientError::Url(url)),
-            Err(UrlProblem::Insecure) => return Err(ClientError::Insecure(url)),
-        }
+        check_url(&url, token.is_some())?;
         Ok(Self {
-            client: http_client().map_err(ClientError::Tls)?,
+            client: http_client()?,
             url,
             token,
             session: None,

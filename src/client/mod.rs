@@ -59,6 +59,7 @@ pub use results::{
     Progress, Prompt, Response, Task, TaskEvents, ToolResult,
 };
 pub use watch::Ending;
+pub use wire::Unreachable;
 
 /// Which revision of the protocol the client speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

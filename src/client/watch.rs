@@ -13,7 +13,7 @@ use bytes::Bytes;
 use http_body_util::Full;
 use serde_json::{Value, json};
 
-use super::wire::{HttpClient, Messages, UrlProblem, WireError, check_url, http_client};
+use super::wire::{HttpClient, Messages, Unreachable, WireError, check_url, http_client};
 
 use crate::protocol::meta::{CLIENT_CAPABILITIES, PROTOCOL_VERSION, TASKS_EXTENSION};
 use crate::tasks::events::{
@@ -76,15 +76,9 @@ impl Ending {
 /// Why a watch cannot start.
 #[derive(Debug, thiserror::Error)]
 pub enum WatchError {
-    /// A URL that is not an absolute http(s) URL.
-    #[error("bad URL {0:?}")]
-    Url(String),
-    /// A token would go in clear text to another machine.
-    #[error("{0}: a token is sent only over https, or over http to a loopback host")]
-    Insecure(String),
-    /// The TLS client could not be set up.
-    #[error("TLS: {0}")]
-    Tls(String),
+    /// No URL, a bad one, one a token would leak over, or no TLS client.
+    #[error(transparent)]
+    Unreachable(#[from] Unreachable),
 }
 
 /// How one attempt to stream ended, short of the task's end.
@@ -190,15 +184,12 @@ impl Watch {
 
     fn client(&self) -> Result<HttpClient, WatchError> {
         if self.urls.is_empty() {
-            return Err(WatchError::Url(String::new()));
+            return Err(Unreachable::Url(String::new()).into());
         }
         for url in &self.urls {
-            check_url(url, self.token.is_some()).map_err(|problem| match problem {
-                UrlProblem::Bad => WatchError::Url(url.clone()),
-                UrlProblem::Insecure => WatchError::Insecure(url.clone()),
-            })?;
+            check_url(url, self.token.is_some())?;
         }
-        http_client().map_err(WatchError::Tls)
+        Ok(http_client()?)
     }
 
     /// A POST of `method` as the stateless revision wants it.

@@ -36,34 +36,40 @@ pub(crate) enum WireError {
     TooLarge,
 }
 
-/// What is wrong with an endpoint's URL.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum UrlProblem {
+/// Why a client cannot speak to an endpoint at all: found before anything is sent.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unreachable {
     /// Not an absolute http(s) URL.
-    Bad,
+    #[error("bad URL {0:?}")]
+    Url(String),
     /// A token would go in clear text to another machine.
-    Insecure,
+    #[error("{0}: a token is sent only over https, or over http to a loopback host")]
+    Insecure(String),
+    /// The TLS client could not be set up.
+    #[error("TLS: {0}")]
+    Tls(String),
 }
 
 /// Checks that `url` is an absolute http(s) URL, and, when a bearer token goes with it,
 /// that the token cannot leak: https, or http to a loopback host.
-pub(crate) fn check_url(url: &str, with_token: bool) -> Result<(), UrlProblem> {
-    let uri: http::Uri = url.parse().map_err(|_| UrlProblem::Bad)?;
+pub(crate) fn check_url(url: &str, with_token: bool) -> Result<(), Unreachable> {
+    let bad = || Unreachable::Url(url.to_owned());
+    let uri: http::Uri = url.parse().map_err(|_| bad())?;
     let https = match uri.scheme_str() {
         Some(s) if s.eq_ignore_ascii_case("https") => true,
         Some(s) if s.eq_ignore_ascii_case("http") => false,
-        _ => return Err(UrlProblem::Bad),
+        _ => return Err(bad()),
     };
-    let host = uri.host().ok_or(UrlProblem::Bad)?;
+    let host = uri.host().ok_or_else(bad)?;
     if with_token && !https && !crate::config::is_loopback_host(host) {
-        return Err(UrlProblem::Insecure);
+        return Err(Unreachable::Insecure(url.to_owned()));
     }
     Ok(())
 }
 
 /// An http and https client (the system's root certificates, or none if it has none:
 /// then http still works and https fails with a clear error).
-pub(crate) fn http_client() -> Result<HttpClient, String> {
+pub(crate) fn http_client() -> Result<HttpClient, Unreachable> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = match hyper_rustls::HttpsConnectorBuilder::new()
         .with_provider_and_native_roots(provider.clone())
@@ -72,7 +78,7 @@ pub(crate) fn http_client() -> Result<HttpClient, String> {
         Err(_) => {
             let config = rustls::ClientConfig::builder_with_provider(provider)
                 .with_safe_default_protocol_versions()
-                .map_err(|e| e.to_string())?
+                .map_err(|e| Unreachable::Tls(e.to_string()))?
                 .with_root_certificates(rustls::RootCertStore::empty())
                 .with_no_client_auth();
             hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(config)
