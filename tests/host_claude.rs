@@ -31,14 +31,7 @@ const API_KEY: &str = "sk-ant-otpmcp-test-key-0000";
 const OTPMCP: &str = env!("CARGO_BIN_EXE_otpmcp");
 
 fn claude() -> PathBuf {
-    let path =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join(".cache/claude-code/node_modules/.bin/claude");
-    assert!(
-        path.exists(),
-        "{} is missing: run ./scripts/setup-clients (./scripts/test does)",
-        path.display()
-    );
-    path
+    common::hosts::cached("claude-code/node_modules/.bin/claude")
 }
 
 /// A throwaway `HOME` for Claude Code, with a project folder `work` to run it in and its

