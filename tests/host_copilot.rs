@@ -150,13 +150,19 @@ async fn over_http(tasks: bool) {
 async fn over_stdio(tasks: bool) {
     let home = Home::new("copilot");
     add(&home, &["otpmcp", "--", otpmcp_bin(), "stdio"], "local").await;
+    stream_events(&home, tasks).await;
+}
+
+/// Copilot, with otpmcp added to `home`, calls `stream_events` with a count picked at
+/// random, and `streamed N events` comes back (in task mode, through its task path).
+async fn stream_events(home: &Home, tasks: bool) {
     let count = random_count();
     let model = Responses::start(script(
         "stream_events",
         json!({"count": count, "interval_ms": 0}),
     ))
     .await;
-    let requests = prompt(&home, &model, tasks).await;
+    let requests = prompt(home, &model, tasks).await;
     let came_back = handed(&requests);
     let expected = format!("streamed {count} events");
     assert!(
@@ -193,4 +199,21 @@ async fn copilot_in_task_mode_runs_a_task_on_otpmcp_to_its_result_over_http() {
 #[ignore = "needs Copilot CLI (scripts/setup-clients); ./scripts/test runs it"]
 async fn copilot_in_task_mode_runs_stream_events_to_its_result_over_stdio() {
     over_stdio(true).await;
+}
+
+/// Issue 39's case over HTTP: the binary's own `stream_events` (an `Optional` tool) in
+/// task mode, run by Copilot on its task path to its result.
+#[tokio::test]
+#[ignore = "needs Copilot CLI (scripts/setup-clients); ./scripts/test runs it"]
+async fn copilot_in_task_mode_runs_stream_events_to_its_result_over_http() {
+    let server = TestServer::start(|_| {}).await;
+    let home = Home::new("copilot");
+    add(
+        &home,
+        &["--transport", "http", "otpmcp", &server.url],
+        "http",
+    )
+    .await;
+    stream_events(&home, true).await;
+    server.shutdown().await;
 }
