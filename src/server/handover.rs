@@ -2,14 +2,10 @@
 //! from its start when the replica running it shuts down (a planned restart): only for a
 //! tool declared re-runnable. The transport keeps it with the request's lease entry.
 
-use std::sync::Arc;
-
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::McpServer;
-use crate::auth::{HandedPrincipal, Principal};
-use crate::protocol::methods::Method;
+use crate::auth::HandedPrincipal;
 use crate::protocol::{Request, RequestId};
 
 /// The note a handed-on call's client sees on its stream before the new run's events.
@@ -32,24 +28,5 @@ impl Handover {
     /// The request to run again, with its original id.
     pub fn request(&self, id: RequestId) -> Request {
         Request::new(id, "tools/call", Some(self.params.clone()))
-    }
-}
-
-impl McpServer {
-    /// What another replica needs to run `request` again, if it is a call of a tool
-    /// declared re-runnable; `None` for anything else.
-    pub(crate) fn handover(
-        &self,
-        request: &Request,
-        principal: Option<&Arc<Principal>>,
-    ) -> Option<Handover> {
-        if request.kind != Method::ToolsCall {
-            return None;
-        }
-        let name = request.name()?;
-        self.tool_rerunnable(name).then(|| Handover {
-            params: request.params.clone().unwrap_or(Value::Null),
-            principal: principal.map(|p| HandedPrincipal::from(p.as_ref())),
-        })
     }
 }

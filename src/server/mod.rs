@@ -6,6 +6,7 @@
 //! 2025-11-25 session, [`McpServer::handle_stateless`] (in [`stateless`]) a 2026-07-28
 //! request, with the same handlers.
 
+mod exchange;
 mod handover;
 mod inputs;
 mod paging;
@@ -24,12 +25,13 @@ use crate::handler::{
 };
 use crate::protocol::methods::{
     CallToolParams, CallToolResult, CompleteParams, CompletionArgument, CompletionRef,
-    GetPromptParams, Icon, Implementation, InitializeParams, InitializeResult, ListKind, LoggingLevel,
+    GetPromptParams, Icon, Implementation, InitializeParams, InitializeResult, ListKind,
     Method, ReadResourceResult, ResourceParams, SetLevelParams,
 };
 use crate::protocol::version::ProtocolVersion;
 use crate::protocol::{ErrorObject, Outgoing, Request, Target};
-use crate::session::NewSession;
+use crate::session::{NewSession, SessionEffect};
+pub(crate) use exchange::{Call, Exchange, Label, Opening, Reply, Told, guarded};
 pub use handover::{HANDED_ON_NOTE, Handover};
 use paging::page_value;
 
@@ -41,17 +43,6 @@ pub const RESOURCE_NOT_FOUND: i64 = -32002;
 
 /// Largest `capabilities` plus `clientInfo` (serialized) accepted at `initialize`.
 pub const MAX_CLIENT_DESCRIPTION: usize = 64 * 1024;
-
-/// A change to session state a request makes ([`McpServer::session_effect`]).
-#[derive(Debug, Clone, PartialEq)]
-pub enum SessionEffect {
-    /// `logging/setLevel`: the session's log level.
-    LogLevel(LoggingLevel),
-    /// `resources/subscribe` to a resource this server serves.
-    Subscribe(String),
-    /// `resources/unsubscribe`.
-    Unsubscribe(String),
-}
 
 /// An MCP server: identity plus the tools it offers.
 #[derive(Clone)]
@@ -212,37 +203,6 @@ impl McpServer {
     /// What a call to tool `name` needs checked, if there is such a tool.
     pub(crate) fn tool_routing(&self, name: &str) -> Option<crate::handler::tools::ToolRouting> {
         self.tools.get().routing(name).cloned()
-    }
-
-    /// Whether tool `name` is declared re-runnable (without copying its routing: this is
-    /// asked of every session call).
-    pub(crate) fn tool_rerunnable(&self, name: &str) -> bool {
-        self.tools
-            .get()
-            .routing(name)
-            .is_some_and(|r| r.tasks.rerunnable)
-    }
-
-    /// When `name` is a tool (`tools/call`) or prompt (`prompts/get`) this server has: its
-    /// name and its operation's span name. Only those name a span or a metric series, so
-    /// clients cannot mint new ones.
-    pub(crate) fn target(
-        &self,
-        method: crate::protocol::methods::Method,
-        name: &str,
-    ) -> Option<(Arc<str>, Arc<str>)> {
-        use crate::protocol::methods::Method;
-        match method {
-            Method::ToolsCall => {
-                let tools = self.tools.get();
-                let routing = tools.routing(name)?;
-                Some((routing.name.clone(), routing.span_name.clone()))
-            }
-            Method::PromptsGet if self.prompts.get().contains(name) => {
-                Some((name.into(), format!("prompts/get {name}").into()))
-            }
-            _ => None,
-        }
     }
 
     /// Where changes are announced to `subscriptions/listen` streams.

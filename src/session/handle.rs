@@ -8,7 +8,7 @@ use tokio::sync::oneshot;
 use super::{
     ClientOutcome, NewSession, SessionError, SessionHold, SessionId, SessionInfo, SessionMsg,
 };
-use super::{SessionNews, Touched};
+use super::{SessionEffect, SessionNews, Touched};
 use crate::auth::Owner;
 use crate::event_store::{EventStoreHandle, StoreCallError, StoreError};
 use crate::ids::{StreamKey, StreamNo};
@@ -180,6 +180,15 @@ impl SessionHandle {
                 CALL_TIMEOUT,
             )
             .await?
+    }
+
+    /// Applies `effect` to session `id` (a request's change to its session's state).
+    pub async fn apply(&self, id: SessionId, effect: SessionEffect) -> Result<(), SessionError> {
+        match effect {
+            SessionEffect::LogLevel(level) => self.set_log_level(id, level).await,
+            SessionEffect::Subscribe(uri) => self.set_subscription(id, uri, true).await,
+            SessionEffect::Unsubscribe(uri) => self.set_subscription(id, uri, false).await,
+        }
     }
 
     /// `notifications/cancelled` from the client: stops the request if it still runs.

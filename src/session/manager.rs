@@ -261,8 +261,9 @@ async fn handle(msg: SessionMsg, state: &mut SessionManagerState) {
                     record.log_level.set(level);
                 }
                 match subscription {
+                    // Capped where it was subscribed.
                     Some((uri, true)) => {
-                        record.subscriptions.insert(uri);
+                        let _ = record.subscriptions.add(uri);
                     }
                     Some((uri, false)) => {
                         record.subscriptions.remove(&uri);

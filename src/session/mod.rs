@@ -16,6 +16,7 @@
 mod admission;
 mod changes;
 pub mod directory;
+pub mod effect;
 pub mod handle;
 pub mod hold;
 pub mod manager;
@@ -32,6 +33,7 @@ use serde_json::Value;
 
 pub use crate::ids::SessionId;
 pub use directory::Directory;
+pub use effect::{LocalSession, SessionEffect};
 pub use handle::SessionHandle;
 pub use hold::SessionHold;
 pub use manager::{SessionArgs, SessionManager, SessionMsg};

@@ -75,7 +75,7 @@ pub struct SessionRecord {
     /// Least severe log level the client wants (`logging/setLevel`); `None`: all.
     pub log_level: std::sync::Arc<crate::protocol::methods::LogThreshold>,
     /// Resource URIs the client subscribed to (`resources/subscribe`).
-    pub subscriptions: std::collections::HashSet<String>,
+    pub subscriptions: super::effect::Subscriptions,
     /// Last time its TTL in the shared directory was renewed.
     pub refreshed: Instant,
 }

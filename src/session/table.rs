@@ -15,8 +15,6 @@ use super::record::{ClientOutcome, NewSession, SessionRecord};
 use crate::ids::{IdMap, STREAM_BITS, StreamNo};
 use crate::protocol::RequestId;
 
-/// Most resource subscriptions one session may hold.
-pub const MAX_SUBSCRIPTIONS: usize = 1024;
 
 /// What [`SessionTable::touch`] gives a request.
 #[derive(Debug)]
@@ -260,14 +258,13 @@ impl SessionTable {
     }
 
     /// `resources/subscribe` (idempotent); refused with [`TouchError::Busy`] beyond
-    /// [`MAX_SUBSCRIPTIONS`].
+    /// [`MAX_SUBSCRIPTIONS`](super::effect::MAX_SUBSCRIPTIONS).
     pub fn subscribe(&mut self, id: SessionId, uri: &str) -> Result<(), TouchError> {
         let record = self.sessions.get_mut(&id).ok_or(TouchError::NotFound)?;
-        if !record.subscriptions.contains(uri) && record.subscriptions.len() >= MAX_SUBSCRIPTIONS {
-            return Err(TouchError::Busy);
-        }
-        record.subscriptions.insert(uri.to_owned());
-        Ok(())
+        record
+            .subscriptions
+            .add(uri.to_owned())
+            .map_err(|_| TouchError::Busy)
     }
 
     /// `resources/unsubscribe` (idempotent).
@@ -292,7 +289,7 @@ impl SessionTable {
         let mut uris: Vec<&str> = self
             .sessions
             .values()
-            .flat_map(|record| record.subscriptions.iter().map(String::as_str))
+            .flat_map(|record| record.subscriptions.iter())
             .collect();
         uris.sort_unstable();
         uris.dedup();
@@ -396,6 +393,7 @@ fn ended(record: &SessionRecord) {
 
 #[cfg(test)]
 mod tests {
+    use crate::session::effect::MAX_SUBSCRIPTIONS;
     use super::*;
     use crate::protocol::version::ProtocolVersion;
     use serde_json::Value;

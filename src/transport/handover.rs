@@ -14,11 +14,10 @@ use super::AppState;
 use super::outbox::StreamReady;
 use super::streamed::{Ended, guarded, see_through, stream_outbox};
 use crate::auth::HandedPrincipal;
-use crate::handler::RequestContext;
 use crate::ids::StreamKey;
 use crate::protocol::RequestId;
 use crate::protocol::methods::LoggingLevel;
-use crate::server::{HANDED_ON_NOTE, Handover, McpServer};
+use crate::server::{HANDED_ON_NOTE, Handover};
 
 /// Starts the call on `key` (request `id`) again from `handover`; false if it cannot run
 /// here (this replica is stopping, or the call's session ended).
@@ -63,8 +62,9 @@ pub(super) async fn run_again(
     let ready = StreamReady::default();
     let _ = ready.set(());
     let outbox = stream_outbox(&state, key, touched.protocol_version, ready);
-    let request = handover.request(id);
-    let ctx = RequestContext::new(McpServer::progress_token(&request), Some(outbox.clone()))
+    let call = inner.server.call(handover.request(id));
+    let ctx = call
+        .context(Some(outbox.clone()))
         .with_session(key.session)
         .with_principal(handover.principal.map(|p| Arc::new(p.into_principal())))
         .with_log_level(touched.log_level)
@@ -79,7 +79,7 @@ pub(super) async fn run_again(
     {
         tracing::debug!(error = %e, "the note of a handed-on call was not stored");
     }
-    let work = guarded(&state, request, ctx, touched.cancel, None);
+    let work = guarded(call, ctx, touched.cancel, None);
     let span = tracing::info_span!("transport.handed_on_call", mcp.session.id = %key.session, stream = key.stream.0);
     tokio::spawn(see_through(state.clone(), work, outbox, ended).instrument(span));
     true

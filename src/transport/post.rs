@@ -23,9 +23,8 @@ use super::serve::ClientAddr;
 use super::session_request::{Caller, apply_session_effects};
 use super::{AppState, reject, session_rejection};
 use crate::auth::{Owner, Principal};
-use crate::handler::RequestContext;
-use crate::protocol::methods::{Method, notifications};
-use crate::protocol::{self, ErrorObject, Incoming, Notification, Outgoing, Request};
+use crate::protocol::{self, ErrorObject, Incoming, Outgoing};
+use crate::server::{Call, Exchange, Opening, Told, guarded};
 use crate::session::SessionId;
 use crate::telemetry::operation::{Operation, Outcome};
 
@@ -58,20 +57,21 @@ pub(crate) async fn handle(
     }
     // Worked out once: a hash of issuer and subject.
     let owner = principal.as_ref().map(|p| p.owner());
-    let Some(op) = super::trace::operation(&inner.server, inner.local, &headers, &message) else {
+    let exchange = inner.server.exchange(message);
+    let Some(op) = super::trace::operation(inner.local, &headers, &exchange) else {
         // A client's answer to one of our requests: part of that request's trace.
         let span = tracing::debug_span!("mcp.client_response", mcp.session.id = Empty);
-        return respond(&state, &headers, message, owner)
+        return respond(&state, &headers, exchange, owner)
             .instrument(span)
             .await
             .unwrap_or_else(reject);
     };
     // A request of a principal counts against its running requests for as long as its
     // answer is being sent, and must carry the scopes its target declares.
-    let slot = match (&message, &inner.gate, &principal, owner) {
-        (Incoming::Request(request), Some(gate), Some(principal), Some(owner)) => {
+    let slot = match (&exchange, &inner.gate, &principal, owner) {
+        (Exchange::Call(call), Some(gate), Some(principal), Some(owner)) => {
             let checked = gate
-                .authorize(principal, &inner.server.required_scopes(request))
+                .authorize(principal, call.scopes())
                 .and_then(|()| gate.start_request(owner));
             match checked {
                 Ok(slot) => slot,
@@ -92,15 +92,15 @@ pub(crate) async fn handle(
     let span = op.span().clone();
     let mut op = Some(op);
     async move {
-        let result = if super::stateless::is_stateless(&headers, &message) {
-            Ok(super::stateless::serve(&state, &headers, message, principal, client, &mut op).await)
+        let result = if super::stateless::is_stateless(&headers, &exchange) {
+            Ok(super::stateless::serve(&state, &headers, exchange, principal, client, &mut op).await)
         } else {
             let caller = Caller {
                 client,
                 principal,
                 owner,
             };
-            serve(&state, &headers, caller, message, &mut op).await
+            serve(&state, &headers, caller, exchange, &mut op).await
         };
         match result {
             Ok(response) => {
@@ -185,11 +185,11 @@ fn check_progress_token(message: &Incoming, max: usize) -> Result<(), Rejection>
 async fn respond(
     state: &AppState,
     headers: &HeaderMap,
-    message: Incoming,
+    exchange: Exchange,
     caller: Option<Owner>,
 ) -> Result<Response, Rejection> {
     let inner = &state.inner;
-    let Incoming::Response { id, outcome } = message else {
+    let Exchange::Answer { id, outcome } = exchange else {
         return Err(Rejection::Unavailable("not a response".into()));
     };
     extract::protocol_version(headers)?;
@@ -216,16 +216,16 @@ async fn serve(
     state: &AppState,
     headers: &HeaderMap,
     caller: Caller,
-    message: Incoming,
+    exchange: Exchange,
     op: &mut Option<Operation>,
 ) -> Result<Response, Rejection> {
     let inner = &state.inner;
     extract::protocol_version(headers)?;
     let span = tracing::Span::current();
 
-    let request = match message {
-        Incoming::Request(request) => request,
-        Incoming::Notification(note) => {
+    let call = match exchange {
+        Exchange::Call(call) => call,
+        Exchange::Told(told) => {
             let session = extract::required_session_id(headers)?;
             span.record("mcp.session.id", tracing::field::display(session));
             let touched = inner
@@ -236,32 +236,36 @@ async fn serve(
             if let Some(op) = op {
                 op.set_version(touched.protocol_version.as_str());
             }
-            on_notification(state, session, note).await;
+            if let Told::Cancel(request, _) = told
+                && let Err(e) = inner.sessions.cancel_request(session, request).await
+            {
+                tracing::warn!(%session, error = %e, "could not deliver a cancellation");
+            }
             return Ok(StatusCode::ACCEPTED.into_response());
         }
-        Incoming::Response { .. } => return respond(state, headers, message, caller.owner).await,
+        Exchange::Answer { .. } => return respond(state, headers, exchange, caller.owner).await,
     };
 
-    if request.kind == Method::Initialize {
-        return initialize(state, request, caller, op).await;
+    if call.opening() == Opening::Opens {
+        return initialize(state, call, caller, op).await;
     }
 
     let session = extract::required_session_id(headers)?;
     span.record("mcp.session.id", tracing::field::display(session));
-    let server = inner.server.clone();
 
     if !inner.config.sse.enabled {
         let (touched, hold) = inner
             .sessions
-            .hold(session, caller.owner, false, Some(request.id.clone()))
+            .hold(session, caller.owner, false, Some(call.id().clone()))
             .await
             .map_err(session_rejection)?;
         if let Some(op) = op {
             op.set_version(touched.protocol_version.as_str());
         }
-        apply_session_effects(state, session, &request).await?;
-        let id = request.id.clone();
-        let ctx = RequestContext::default()
+        apply_session_effects(state, session, &call).await?;
+        let id = call.id().clone();
+        let ctx = call
+            .context(None)
             .with_session(session)
             .with_principal(caller.principal)
             .with_log_level(touched.log_level.clone())
@@ -269,7 +273,7 @@ async fn serve(
         // A JSON answer cannot be withheld (the HTTP request waits for it), so a cancelled
         // request gets an error that says so.
         let answer = tokio::select! {
-            answer = super::streamed::run_guarded(&server, request, ctx) => answer,
+            answer = guarded(id.clone(), Box::pin(call.run(ctx))) => answer,
             () = touched.cancel.cancelled() => Outgoing::Error {
                 id: Some(id),
                 error: ErrorObject::internal(
@@ -284,18 +288,18 @@ async fn serve(
         return Ok(json_response(answer.to_bytes(), None));
     }
 
-    super::streamed::serve(state, session, caller, request, op).await
+    super::streamed::serve(state, session, caller, call, op).await
 }
 
 async fn initialize(
     state: &AppState,
-    request: Request,
+    call: Call,
     caller: Caller,
     op: &mut Option<Operation>,
 ) -> Result<Response, Rejection> {
     let inner = &state.inner;
-    let id = request.id.clone();
-    let (result, mut new_session) = match inner.server.initialize(request) {
+    let id = call.id().clone();
+    let (result, mut new_session) = match call.initialize() {
         Ok(pair) => pair,
         Err(error) => {
             let answer = Outgoing::Error {
@@ -323,40 +327,11 @@ async fn initialize(
             .record("mcp.session.id", tracing::field::display(session));
         op.set_version(version);
     }
-    let answer = match serde_json::to_value(&result) {
-        Ok(result) => Outgoing::Result {
-            id,
-            result,
-        },
-        Err(e) => Outgoing::Error {
-            id: Some(id),
-            error: ErrorObject::internal(e.to_string()),
-        },
-    };
+    let answer = Outgoing::Result { id, result };
     if let Some(op) = op.take() {
         op.answered(&answer);
     }
     Ok(json_response(answer.to_bytes(), Some(session)))
-}
-
-async fn on_notification(state: &AppState, session: SessionId, note: Notification) {
-    match note.method.as_str() {
-        notifications::INITIALIZED => tracing::debug!(%session, "client initialized"),
-        notifications::CANCELLED => {
-            let request = note.cancelled_request();
-            match request {
-                Some(request) => {
-                    if let Err(e) = state.inner.sessions.cancel_request(session, request).await {
-                        tracing::warn!(%session, error = %e, "could not deliver a cancellation");
-                    }
-                }
-                None => {
-                    tracing::debug!(%session, "notifications/cancelled without a usable requestId")
-                }
-            }
-        }
-        other => tracing::debug!(%session, method = other, "notification ignored"),
-    }
 }
 
 fn json_response(body: Bytes, session: Option<SessionId>) -> Response {

@@ -10,10 +10,9 @@
 //! `Last-Event-ID`. Either way every message is stored before it is sent.
 
 use std::future::Future;
-use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::Poll;
 
 use axum::response::Response;
 use bytes::BytesMut;
@@ -25,11 +24,11 @@ use super::rejection::Rejection;
 use super::session_request::{Caller, apply_session_effects};
 use super::{AppState, InFlight, Opening, session_rejection, sse_response};
 use crate::event_store::{StoreCallError, StoreError, StreamWriter};
-use crate::handler::{BoxFuture, RequestContext};
+use crate::handler::RequestContext;
 use crate::ids::{SessionId, StreamKey};
 use crate::protocol::version::ProtocolVersion;
-use crate::protocol::{ErrorObject, Outgoing, Request, RequestId};
-use crate::server::McpServer;
+use crate::protocol::{Outgoing, RequestId};
+use crate::server::{self, Call};
 use crate::session::SessionHold;
 use crate::stream::sse;
 use crate::telemetry::operation::Operation;
@@ -43,14 +42,14 @@ pub(super) async fn serve(
     state: &AppState,
     session: SessionId,
     caller: Caller,
-    request: Request,
+    call: Call,
     op: &mut Option<Operation>,
 ) -> Result<Response, Rejection> {
     let inner = &state.inner;
     let span = tracing::Span::current();
     let (touched, hold) = inner
         .sessions
-        .hold(session, caller.owner, true, Some(request.id.clone()))
+        .hold(session, caller.owner, true, Some(call.id().clone()))
         .await
         .map_err(session_rejection)?;
     if let Some(op) = op {
@@ -61,9 +60,9 @@ pub(super) async fn serve(
     };
     let key = StreamKey::new(session, stream);
     span.record("stream", stream.0);
-    let request_id = request.id.clone();
+    let request_id = call.id().clone();
     let mut ended = Ended::new(key, hold, inner.running.start());
-    if let Err(e) = apply_session_effects(state, session, &request).await {
+    if let Err(e) = apply_session_effects(state, session, &call).await {
         ended.finish().await;
         return Err(e);
     }
@@ -73,7 +72,7 @@ pub(super) async fn serve(
         .config
         .store
         .hand_over_calls
-        .then(|| inner.server.handover(&request, caller.principal.as_ref()))
+        .then(|| call.handover(caller.principal.as_ref()))
         .flatten();
     // An introspection answer may name no `exp`: it is trusted for
     // `auth.introspection_cache`, and a run again of its call no longer than that.
@@ -86,12 +85,13 @@ pub(super) async fn serve(
     let ready = StreamReady::default();
     let outbox = stream_outbox(state, key, touched.protocol_version, ready.clone());
     let sent = outbox.clone();
-    let ctx = RequestContext::new(McpServer::progress_token(&request), Some(outbox))
+    let ctx = call
+        .context(Some(outbox))
         .with_session(session)
         .with_principal(caller.principal)
         .with_log_level(touched.log_level.clone())
         .with_client_capabilities(touched.client_capabilities.clone());
-    let mut work = guarded(state, request, ctx, touched.cancel, op.take());
+    let mut work = guarded(call, ctx, touched.cancel, op.take());
     let version = touched.protocol_version;
     // A request answered on its first poll needs no lease entry: its client learns of its
     // stream only from the body that carries the stored answer (with Redis that saves
@@ -154,18 +154,18 @@ pub(super) fn stream_outbox(
     })
 }
 
-/// The handler's run of `request`, ended early by `cancel`; `op` is told its answer.
+/// The handler's run of `call`, a panic contained, ended early by `cancel`; `op` is
+/// told its answer.
 pub(super) fn guarded(
-    state: &AppState,
-    request: Request,
+    call: Call,
     ctx: RequestContext,
     cancel: tokio_util::sync::CancellationToken,
     op: Option<Operation>,
 ) -> Work {
-    let server = state.inner.server.clone();
     Box::pin(async move {
+        let id = call.id().clone();
         let answer = tokio::select! {
-            answer = run_guarded(&server, request, ctx) => Some(answer),
+            answer = server::guarded(id, Box::pin(call.run(ctx))) => Some(answer),
             // The client cancelled the request (no response is sent, as the spec asks), or
             // the session ended (DELETE, expiry, shutdown) and nobody could receive one.
             () = cancel.cancelled() => None,
@@ -381,40 +381,4 @@ async fn answer_inline(
         }
     }
     Ok(sse_response(axum::body::Body::from(body.freeze())))
-}
-
-/// Runs the handler, turning a panic into an internal-error response: a buggy tool must
-/// not leave its client waiting forever for an answer that will never be stored.
-pub(super) async fn run_guarded(
-    server: &McpServer,
-    request: Request,
-    ctx: RequestContext,
-) -> Outgoing {
-    let id = request.id.clone();
-    match CatchUnwind(Box::pin(server.handle(request, ctx))).await {
-        Ok(answer) => answer,
-        Err(()) => {
-            tracing::error!(request_id = %id, "handler panicked");
-            Outgoing::Error {
-                id: Some(id),
-                error: ErrorObject::internal("the handler failed unexpectedly"),
-            }
-        }
-    }
-}
-
-/// A handler's future with its panic contained: `Err(())` if it panicked.
-pub(super) struct CatchUnwind<'a>(pub(super) BoxFuture<'a, Outgoing>);
-
-impl Future for CatchUnwind<'_> {
-    type Output = Result<Outgoing, ()>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let inner = &mut self.0;
-        match std::panic::catch_unwind(AssertUnwindSafe(|| inner.as_mut().poll(cx))) {
-            Ok(Poll::Ready(answer)) => Poll::Ready(Ok(answer)),
-            Ok(Poll::Pending) => Poll::Pending,
-            Err(_) => Poll::Ready(Err(())),
-        }
-    }
 }

@@ -19,43 +19,22 @@ use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 
 use super::extract::PROTOCOL_VERSION;
 use super::rejection::Rejection;
-use crate::protocol::methods::Method;
 use crate::protocol::version::ProtocolVersion;
-use crate::protocol::{Incoming, Request};
-use crate::server::McpServer;
-use crate::telemetry::durations::Target;
+use crate::server::{Exchange, Label};
 use crate::telemetry::operation::{Operation, Start};
 
-/// The operation of an incoming request or notification (`None` for a client's response,
+/// The operation of an incoming request or notification (`None` for a client's answer,
 /// which belongs to the server's own request).
 pub(super) fn operation(
-    server: &McpServer,
     local: Option<SocketAddr>,
     headers: &HeaderMap,
-    message: &Incoming,
+    exchange: &Exchange,
 ) -> Option<Operation> {
-    // Notifications are no method we route: `Unknown`, named below by convention.
-    let (method, parsed, meta, request) = match message {
-        Incoming::Request(r) => (r.method.as_str(), r.kind, r.meta(), Some(r)),
-        Incoming::Notification(n) => (n.method.as_str(), Method::Unknown, n.meta(), None),
-        Incoming::Response { .. } => return None,
-    };
-    let request_id = request.map(|r| &r.id);
-    // Notifications are not methods we route, but the conventions name them all.
-    let known = parsed.name().or_else(|| {
-        method
-            .starts_with("notifications/")
-            .then(|| known_notification(method))
-            .flatten()
-    });
-    let name = request.and_then(Request::name);
-    let (target, span_name) = match name.and_then(|name| server.target(parsed, name)) {
-        Some((name, span_name)) if parsed == Method::ToolsCall => {
-            (Target::Tool(name), Some(span_name))
-        }
-        Some((name, span_name)) => (Target::Prompt(name), Some(span_name)),
-        None => (Target::None, None),
-    };
+    let Label {
+        known,
+        target,
+        span_name,
+    } = exchange.label()?;
     let version = headers
         .get(PROTOCOL_VERSION)
         .and_then(|v| v.to_str().ok())
@@ -65,14 +44,14 @@ pub(super) fn operation(
         known,
         target,
         span_name,
-        request_id,
+        request_id: exchange.request_id(),
         version,
         local,
     });
     // A span the filter turned off has no parent to find.
     if !op.span().is_disabled() {
         let http = from_headers(headers);
-        match from_meta(meta) {
+        match from_meta(exchange.meta()) {
             Some(meta) => {
                 let link = http
                     .as_ref()
@@ -87,25 +66,10 @@ pub(super) fn operation(
             }
         }
     }
-    if parsed == Method::ResourcesRead
-        && let Some(uri) = request.and_then(Request::uri)
-    {
+    if let Some(uri) = exchange.resource() {
         op.span().record("mcp.resource.uri", uri);
     }
     Some(op)
-}
-
-/// The conventions' notification names (the only ones that name a span or series).
-fn known_notification(method: &str) -> Option<&'static str> {
-    [
-        "notifications/cancelled",
-        "notifications/initialized",
-        "notifications/message",
-        "notifications/progress",
-        "notifications/roots/list_changed",
-    ]
-    .into_iter()
-    .find(|n| *n == method)
 }
 
 /// The HTTP server span of a request that carries no MCP message (GET, DELETE), or whose

@@ -52,6 +52,20 @@ pub mod notifications {
     pub const MESSAGE: &str = "notifications/message";
     /// A subscribed resource changed.
     pub const RESOURCE_UPDATED: &str = "notifications/resources/updated";
+
+    /// `method` if it is a notification the OpenTelemetry MCP conventions name (only
+    /// those name a span or a metric series).
+    pub fn known(method: &str) -> Option<&'static str> {
+        [
+            CANCELLED,
+            INITIALIZED,
+            MESSAGE,
+            PROGRESS,
+            "notifications/roots/list_changed",
+        ]
+        .into_iter()
+        .find(|n| *n == method)
+    }
 }
 
 /// Which list changed, for `notifications/<kind>/list_changed`.

@@ -34,14 +34,15 @@ use crate::handler::{BoxFuture, ClientRequestError, Note, NotifyError, Outbox, R
 use crate::protocol::meta::{self, RequestMeta};
 use crate::protocol::methods::{ListKind, Method, ServerRequest};
 use crate::protocol::version::ProtocolVersion;
-use crate::protocol::{ErrorObject, Incoming, Outgoing, Request};
+use crate::protocol::{ErrorObject, Outgoing, Request};
+use crate::server::{Call, Exchange, Reply};
 use crate::telemetry::operation::{Operation, Outcome};
 use body::Answering;
 
 /// True when a POST is a stateless request: its `MCP-Protocol-Version` names the
 /// stateless revision (or one we do not know, which only that revision's error answers),
 /// or it has no such header and no session but names its revision in `params._meta`.
-pub(super) fn is_stateless(headers: &HeaderMap, message: &Incoming) -> bool {
+pub(super) fn is_stateless(headers: &HeaderMap, exchange: &Exchange) -> bool {
     match headers.get(PROTOCOL_VERSION).map(|v| v.to_str()) {
         Some(Ok(text)) => text
             .trim()
@@ -50,7 +51,7 @@ pub(super) fn is_stateless(headers: &HeaderMap, message: &Incoming) -> bool {
         Some(Err(_)) => true,
         None => {
             !headers.contains_key(SESSION_ID)
-                && matches!(message, Incoming::Request(r) if meta::names_version(r))
+                && matches!(exchange, Exchange::Call(c) if meta::names_version(c.request()))
         }
     }
 }
@@ -59,17 +60,17 @@ pub(super) fn is_stateless(headers: &HeaderMap, message: &Incoming) -> bool {
 pub(super) async fn serve(
     state: &AppState,
     headers: &HeaderMap,
-    message: Incoming,
+    exchange: Exchange,
     principal: Option<Arc<Principal>>,
     client: Option<std::net::IpAddr>,
     op: &mut Option<Operation>,
 ) -> Response {
-    let request = match message {
-        Incoming::Request(request) => request,
+    let call = match exchange {
+        Exchange::Call(call) => call,
         // Nothing to answer: the stateless revision's only client notification is a
         // cancellation, which over HTTP is closing the response stream.
-        Incoming::Notification(_) => return StatusCode::ACCEPTED.into_response(),
-        Incoming::Response { id, .. } => {
+        Exchange::Told(_) => return StatusCode::ACCEPTED.into_response(),
+        Exchange::Answer { id, .. } => {
             let error = ErrorObject::new(
                 ErrorObject::INVALID_REQUEST,
                 "Invalid request: a stateless server sends no requests, so there is nothing to answer",
@@ -77,11 +78,11 @@ pub(super) async fn serve(
             return error_response(Some(id), error, StatusCode::BAD_REQUEST);
         }
     };
-    let meta = match check(headers, &request, &state.inner.server) {
+    let meta = match check(headers, call.request(), &state.inner.server) {
         Ok(meta) => meta,
         Err((error, status)) => {
             let answer = Outgoing::Error {
-                id: Some(request.id),
+                id: Some(call.id().clone()),
                 error,
             };
             if let Some(op) = op.take() {
@@ -90,10 +91,11 @@ pub(super) async fn serve(
             return json_response(answer.to_bytes(), status);
         }
     };
-    if request.kind == Method::Listen {
+    let reply = call.reply();
+    if reply == Reply::Listen {
         // Its operation ends with the acknowledgement (the stream lives on), or with the
         // refusal.
-        let response = listen::serve(state, request, meta, principal.as_deref());
+        let response = listen::serve(state, call.into_request(), meta, principal.as_deref());
         if let Some(op) = op.take() {
             match response.status() {
                 StatusCode::OK => op.finish(Outcome::Ok),
@@ -105,15 +107,16 @@ pub(super) async fn serve(
         }
         return response;
     }
-    if request.kind == Method::TasksStream {
+    if reply == Reply::TaskStream {
         // Its operation ends when the stream is answered or refused.
-        let response = task_stream::serve(state, request, &meta, principal.as_deref()).await;
+        let response =
+            task_stream::serve(state, call.into_request(), &meta, principal.as_deref()).await;
         if let Some(op) = op.take() {
             op.finish(Outcome::Ok);
         }
         return response;
     }
-    answer(state, request, meta, principal, client, op.take()).await
+    answer(state, call, meta, principal, client, op.take()).await
 }
 
 /// The checks before a handler sees the request, in the order the spec's errors need:
@@ -173,7 +176,7 @@ const JSON_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
 /// runs inside that stream's body, so a client that closes it cancels the request.
 async fn answer(
     state: &AppState,
-    request: Request,
+    call: Call,
     meta: RequestMeta,
     principal: Option<Arc<Principal>>,
     client: Option<std::net::IpAddr>,
@@ -190,11 +193,10 @@ async fn answer(
         .with_client(client)
         .with_client_capabilities(meta.client_capabilities.clone())
         .with_request_log_level(meta.log_level);
-    let server = inner.server.clone();
     // The operation ends with the answer, or as cancelled when the client closes the
     // stream (which drops this).
     let work: BoxFuture<'static, Outgoing> = Box::pin(async move {
-        let answer = server.handle_stateless(request, &meta, ctx).await;
+        let answer = call.run_stateless(&meta, ctx).await;
         if let Some(op) = op {
             op.answered(&answer);
         }

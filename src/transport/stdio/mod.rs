@@ -20,7 +20,7 @@ mod follow;
 mod lines;
 mod outbox;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::http::HeaderMap;
@@ -32,18 +32,15 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use super::outbox::Announcer;
-use super::streamed::CatchUnwind;
 use crate::config::Config;
-use crate::handler::{BoxFuture, RequestContext};
+use crate::handler::BoxFuture;
 use crate::protocol::envelope::parse;
 use crate::protocol::meta::{self, RequestMeta};
-use crate::protocol::methods::{ListKind, LogThreshold, Method};
 use crate::protocol::version::ProtocolVersion;
-use crate::protocol::{ErrorObject, Incoming, Notification, Outgoing, Request, RequestId};
-use crate::server::{McpServer, SessionEffect};
-use crate::server_news::{Heard, ServerNews};
-use crate::session::SessionHandle;
-use crate::session::table::MAX_SUBSCRIPTIONS;
+use crate::protocol::{ErrorObject, Outgoing, Request, RequestId};
+use crate::server::{Call, Exchange, McpServer, Opening, Reply, Told, guarded};
+use crate::server_news::Heard;
+use crate::session::{LocalSession, SessionHandle};
 use crate::telemetry::operation::{Operation, Outcome};
 use lines::Line;
 pub(crate) use lines::standard_streams;
@@ -115,14 +112,6 @@ pub(crate) async fn serve(
     }
 }
 
-/// The session a 2025-11-25 client's `initialize` opened.
-struct Session {
-    capabilities: Arc<Value>,
-    log: Arc<LogThreshold>,
-    lists: Vec<ListKind>,
-    subscriptions: HashSet<String>,
-}
-
 /// The connection's state, owned by the loop in [`Connection::run`].
 struct Connection {
     server: Arc<McpServer>,
@@ -131,7 +120,8 @@ struct Connection {
     /// Toward stdout (bounded: a client that does not read stalls the writers).
     out: mpsc::Sender<Bytes>,
     asker: Asker,
-    session: Option<Session>,
+    /// The session a 2025-11-25 client's `initialize` opened.
+    session: Option<LocalSession>,
     /// Requests running, by id, each with its cancellation.
     running: HashMap<RequestId, CancellationToken>,
     /// Questions to the client awaiting its answer.
@@ -248,16 +238,21 @@ impl Connection {
                 return self.send(answer).await;
             }
         };
-        let op = super::trace::operation(&self.server, None, &HeaderMap::new(), &message);
-        match message {
-            Incoming::Request(request) => self.on_request(request, op).await,
-            Incoming::Notification(note) => {
-                self.on_notification(&note);
+        let exchange = self.server.exchange(message);
+        let op = super::trace::operation(None, &HeaderMap::new(), &exchange);
+        match exchange {
+            Exchange::Call(call) => self.on_request(call, op).await,
+            Exchange::Told(told) => {
+                if let Told::Cancel(id, _) = told
+                    && let Some(cancel) = self.running.get(&id)
+                {
+                    cancel.cancel();
+                }
                 if let Some(op) = op {
                     op.finish(Outcome::Ok);
                 }
             }
-            Incoming::Response { id, outcome } => match self.asked.remove(&id) {
+            Exchange::Answer { id, outcome } => match self.asked.remove(&id) {
                 Some(reply) => {
                     let _ = reply.send(outcome);
                 }
@@ -266,42 +261,28 @@ impl Connection {
         }
     }
 
-    fn on_notification(&mut self, note: &Notification) {
-        if note.method == "notifications/cancelled"
-            && let Some(id) = note.cancelled_request()
-            && let Some(cancel) = self.running.get(&id)
-        {
-            cancel.cancel();
+    async fn on_request(&mut self, call: Call, op: Option<Operation>) {
+        if meta::names_version(call.request()) {
+            return self.stateless(call, op).await;
         }
-    }
-
-    async fn on_request(&mut self, request: Request, op: Option<Operation>) {
-        if meta::names_version(&request) {
-            return self.stateless(request, op).await;
-        }
-        let id = request.id.clone();
-        match (request.kind, &self.session) {
-            (Method::Initialize, None) => {
-                let answer = self.server.initialize(request).and_then(|(result, new)| {
-                    self.session = Some(Session {
-                        capabilities: new.client_capabilities,
-                        log: Arc::default(),
-                        lists: new.lists,
-                        subscriptions: HashSet::new(),
-                    });
-                    serde_json::to_value(result).map_err(|e| ErrorObject::internal(e.to_string()))
+        let id = call.id().clone();
+        match (call.opening(), &self.session) {
+            (Opening::Opens, None) => {
+                let answer = call.initialize().map(|(result, new)| {
+                    self.session = Some(LocalSession::open(new));
+                    result
                 });
                 self.answer(id, answer, op).await
             }
-            (Method::Initialize, Some(_)) => {
+            (Opening::Opens, Some(_)) => {
                 let error = ErrorObject::new(
                     ErrorObject::INVALID_REQUEST,
                     "Invalid request: the session is already initialized",
                 );
                 self.answer(id, Err(error), op).await
             }
-            (Method::Ping, _) | (_, Some(_)) => self.session_request(request, op).await,
-            (_, None) => {
+            (Opening::Free, _) | (_, Some(_)) => self.session_request(call, op).await,
+            (Opening::Within, None) => {
                 let error = ErrorObject::new(
                     ErrorObject::INVALID_REQUEST,
                     "Invalid request: send initialize first, or name protocol revision 2026-07-28 in params._meta",
@@ -312,56 +293,34 @@ impl Connection {
     }
 
     /// A request of the session `initialize` opened (or a `ping`).
-    async fn session_request(&mut self, request: Request, op: Option<Operation>) {
-        if let Err(error) = self.apply_effect(&request) {
-            return self.answer(request.id, Err(error), op).await;
+    async fn session_request(&mut self, call: Call, op: Option<Operation>) {
+        // Applied before the handler answers, as over HTTP.
+        if let (Some(effect), Some(session)) = (call.effect(), &mut self.session)
+            && let Err(full) = session.apply(effect.clone())
+        {
+            let error = ErrorObject::invalid_params(format!("Invalid params: {full}"));
+            return self.answer(call.id().clone(), Err(error), op).await;
         }
         let outbox = StdioOutbox {
             out: self.out.clone(),
             asker: Some(self.asker.clone()),
             announce: self.announce.clone(),
         };
-        let mut ctx = RequestContext::new(McpServer::progress_token(&request), Some(Arc::new(outbox)));
+        let mut ctx = call.context(Some(Arc::new(outbox)));
         if let Some(session) = &self.session {
             ctx = ctx
                 .with_client_capabilities(session.capabilities.clone())
                 .with_log_level(session.log.clone());
         }
-        let server = self.server.clone();
-        let id = request.id.clone();
-        let work = Box::pin(async move { server.handle(request, ctx).await });
-        self.spawn(id, work, op).await;
-    }
-
-    /// Applies the change to session state `request` makes, as the HTTP transport does
-    /// before the handler answers.
-    fn apply_effect(&mut self, request: &Request) -> Result<(), ErrorObject> {
-        let (Some(effect), Some(session)) = (self.server.session_effect(request), &mut self.session)
-        else {
-            return Ok(());
-        };
-        match effect {
-            SessionEffect::LogLevel(level) => session.log.set(level),
-            SessionEffect::Subscribe(uri) => {
-                if !session.subscriptions.contains(&uri) && session.subscriptions.len() >= MAX_SUBSCRIPTIONS {
-                    return Err(ErrorObject::invalid_params(format!(
-                        "Invalid params: at most {MAX_SUBSCRIPTIONS} subscriptions per session"
-                    )));
-                }
-                session.subscriptions.insert(uri);
-            }
-            SessionEffect::Unsubscribe(uri) => {
-                session.subscriptions.remove(&uri);
-            }
-        }
-        Ok(())
+        let id = call.id().clone();
+        self.spawn(id, Box::pin(call.run(ctx)), op).await;
     }
 
     /// A 2026-07-28 request: its `_meta` says who the client is and what it can do.
-    async fn stateless(&mut self, request: Request, op: Option<Operation>) {
-        let meta = match RequestMeta::read(&request) {
+    async fn stateless(&mut self, call: Call, op: Option<Operation>) {
+        let meta = match RequestMeta::read(call.request()) {
             Ok(meta) => meta,
-            Err(error) => return self.answer(request.id, Err(error), op).await,
+            Err(error) => return self.answer(call.id().clone(), Err(error), op).await,
         };
         if !meta
             .protocol_version
@@ -369,31 +328,33 @@ impl Connection {
             .is_ok_and(ProtocolVersion::is_stateless)
         {
             let error = ErrorObject::unsupported_version(&meta.protocol_version);
-            return self.answer(request.id, Err(error), op).await;
+            return self.answer(call.id().clone(), Err(error), op).await;
         }
         let (out, closing) = (self.out.clone(), self.closing.clone());
-        let id = request.id.clone();
-        let work = match request.kind {
-            Method::Listen => match follow::listen(&self.server, &request, &meta, out, closing) {
-                Ok(work) => work,
-                Err(error) => return self.answer(request.id, Err(error), op).await,
-            },
-            Method::TasksStream => {
+        let id = call.id().clone();
+        let work = match call.reply() {
+            Reply::Listen => {
+                match follow::listen(&self.server, call.request(), &meta, out, closing) {
+                    Ok(work) => work,
+                    Err(error) => return self.answer(id, Err(error), op).await,
+                }
+            }
+            Reply::TaskStream => {
                 let budget = self.config.sse.stream_buffer_bytes.get();
                 let server = self.server.clone();
-                follow::task_stream(server, request, &meta, out, budget, closing)
+                follow::task_stream(server, call.into_request(), &meta, out, budget, closing)
             }
-            _ => {
+            Reply::Answer => {
                 let outbox = StdioOutbox {
                     out,
                     asker: None,
                     announce: self.announce.clone(),
                 };
-                let ctx = RequestContext::new(meta.progress_token.clone(), Some(Arc::new(outbox)))
+                let ctx = call
+                    .context(Some(Arc::new(outbox)))
                     .with_client_capabilities(meta.client_capabilities.clone())
                     .with_request_log_level(meta.log_level);
-                let server = self.server.clone();
-                Box::pin(async move { server.handle_stateless(request, &meta, ctx).await })
+                Box::pin(async move { call.run_stateless(&meta, ctx).await })
             }
         };
         self.spawn(id, work, op).await;
@@ -420,13 +381,7 @@ impl Connection {
         let out = self.out.clone();
         self.work.spawn(async move {
             let answer = tokio::select! {
-                answer = CatchUnwind(work) => Some(answer.unwrap_or_else(|()| {
-                    tracing::error!(request_id = %id, "handler panicked");
-                    Outgoing::Error {
-                        id: Some(id.clone()),
-                        error: ErrorObject::internal("the handler failed unexpectedly"),
-                    }
-                })),
+                answer = guarded(id.clone(), work) => Some(answer),
                 () = cancel.cancelled() => None,
             };
             // Dropped unanswered, the operation ends as cancelled.
@@ -486,20 +441,9 @@ impl Connection {
         let Some(session) = &self.session else {
             return;
         };
-        let notification = match heard.news {
-            ServerNews::ListChanged { list } if session.lists.contains(&list) => Notification {
-                method: list.notification().into(),
-                params: None,
-            },
-            ServerNews::ResourceUpdated { uri } if session.subscriptions.contains(&uri) => {
-                Notification {
-                    method: "notifications/resources/updated".into(),
-                    params: Some(serde_json::json!({ "uri": uri })),
-                }
-            }
-            _ => return,
-        };
-        self.send(Outgoing::Notification(notification)).await;
+        if let Some(notification) = session.told(&heard.news) {
+            self.send(Outgoing::Notification(notification)).await;
+        }
     }
 }
 
