@@ -42,6 +42,18 @@ pub fn names_version(request: &Request) -> bool {
 }
 
 impl RequestMeta {
+    /// Refuses a revision this server does not serve statelessly (-32022).
+    pub fn check_revision(&self) -> Result<(), ErrorObject> {
+        if self
+            .protocol_version
+            .parse::<crate::protocol::version::ProtocolVersion>()
+            .is_ok_and(crate::protocol::version::ProtocolVersion::is_stateless)
+        {
+            return Ok(());
+        }
+        Err(ErrorObject::unsupported_version(&self.protocol_version))
+    }
+
     /// Reads `params._meta`. A missing `_meta`, revision or capabilities object, or a log
     /// level we do not know, is -32602.
     pub fn read(request: &Request) -> Result<Self, ErrorObject> {

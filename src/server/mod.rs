@@ -9,9 +9,11 @@
 mod exchange;
 mod handover;
 mod inputs;
+mod listen;
 mod paging;
 mod skills;
 pub mod stateless;
+mod task_stream;
 mod tasks;
 
 use serde_json::Value;
@@ -33,6 +35,8 @@ use crate::protocol::{ErrorObject, Outgoing, Request, Target};
 use crate::session::{NewSession, SessionEffect};
 pub(crate) use exchange::{Call, Exchange, Label, Opening, Reply, Told, guarded};
 pub use handover::{HANDED_ON_NOTE, Handover};
+pub(crate) use listen::Listen;
+pub(crate) use task_stream::TaskStream;
 use paging::page_value;
 
 /// Longest resource URI accepted in a subscription.

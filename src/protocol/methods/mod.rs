@@ -52,6 +52,10 @@ pub mod notifications {
     pub const MESSAGE: &str = "notifications/message";
     /// A subscribed resource changed.
     pub const RESOURCE_UPDATED: &str = "notifications/resources/updated";
+    /// What a `subscriptions/listen` request will be told of (2026-07-28).
+    pub const SUBSCRIPTIONS_ACKNOWLEDGED: &str = "notifications/subscriptions/acknowledged";
+    /// A task changed, to a listener that named it (2026-07-28).
+    pub const TASKS: &str = "notifications/tasks";
 
     /// `method` if it is a notification the OpenTelemetry MCP conventions name (only
     /// those name a span or a metric series).

@@ -14,8 +14,6 @@ mod task_readers;
 mod task_stream;
 
 pub(crate) use task_readers::TaskReaders;
-pub(super) use listen::{Filter, listen_result};
-pub(super) use task_stream::{event_envelope, push_event};
 
 use std::sync::Arc;
 
@@ -147,15 +145,7 @@ fn check(
         }
         Some(_) => {}
     }
-    if !meta
-        .protocol_version
-        .parse::<ProtocolVersion>()
-        .is_ok_and(ProtocolVersion::is_stateless)
-    {
-        return Err(bad(ErrorObject::unsupported_version(
-            &meta.protocol_version,
-        )));
-    }
+    meta.check_revision().map_err(bad)?;
     headers::check_standard(headers, request).map_err(bad)?;
     if request.kind == Method::ToolsCall {
         let routing = request.name().and_then(|name| server.tool_routing(name));

@@ -15,22 +15,20 @@
 //! after `server.write_timeout` ([`crate::transport::stall`]).
 
 use axum::body::Body;
-use axum::http::StatusCode;
 use axum::response::Response;
 use bytes::Bytes;
-use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::task_readers::Reader;
-use super::{AppState, error_response};
+use super::AppState;
 use crate::auth::Principal;
-use crate::protocol::meta::{RequestMeta, TASKS_EXTENSION};
-use crate::protocol::methods::TaskStreamParams;
-use crate::protocol::{ErrorObject, Outgoing, Request, RequestId};
+use crate::protocol::meta::RequestMeta;
+use crate::protocol::{Outgoing, Request};
+use crate::server::TaskStream;
 use crate::stream::budget::{ByteBudget, Reserved};
 use crate::stream::{SseBody, sse};
 use crate::tasks::Followed;
-use crate::tasks::events::{EVENT_METHOD, TaskEvent};
+use crate::tasks::events::TaskEvent;
 use crate::telemetry::metrics::{CONNECTIONS_CUT, Cut, STREAMS_OPEN, StreamKind};
 
 /// Frames queued toward the socket, within the byte budget: the follower waits while
@@ -45,36 +43,28 @@ pub(super) async fn serve(
     principal: Option<&Principal>,
 ) -> Response {
     let inner = &state.inner;
-    let Some(tasks) = inner.server.tasks() else {
-        let error = ErrorObject::method_not_found(&request.method);
-        return error_response(Some(request.id), error, StatusCode::NOT_FOUND);
-    };
-    if !meta.declares_tasks() {
-        let error =
-            ErrorObject::missing_capability(json!({ "extensions": { TASKS_EXTENSION: {} } }));
-        return error_response(Some(request.id), error, StatusCode::BAD_REQUEST);
-    }
-    let params = match TaskStreamParams::read(&request) {
-        Ok(params) => params,
-        Err(error) => return error_response(Some(request.id), error, StatusCode::OK),
-    };
     let budget = ByteBudget::new(inner.config.sse.stream_buffer_bytes.get());
-    let followed = match tasks
-        .follow(&params.task_id, principal, params.after, budget)
+    let stream = match inner
+        .server
+        .task_stream(&request, meta, principal, budget)
         .await
     {
-        Ok(followed) => followed,
-        Err(e) => return error_response(Some(request.id), e.into(), StatusCode::OK),
+        Ok(stream) => stream,
+        Err(error) => {
+            let answer = Outgoing::Error {
+                id: Some(request.id),
+                error,
+            };
+            let status = super::status_of(&answer);
+            return super::json_response(answer.to_bytes(), status);
+        }
     };
     let readers = inner.task_readers.clone();
-    let reader = readers.join(&params.task_id).await;
+    let reader = readers.join(stream.task_id()).await;
     let (tx, rx) = mpsc::channel(FRAMES);
     let pump = Pump {
-        followed,
         frames: tx,
-        task_json: Value::String(params.task_id.clone()).to_string(),
-        envelope: event_envelope(),
-        id: request.id,
+        stream,
         keepalive: inner.config.sse.keepalive_interval.get(),
         retry: inner.config.sse.retry_timeout,
         shutdown: inner.shutdown.clone(),
@@ -86,34 +76,11 @@ pub(super) async fn serve(
     super::super::sse_response(Body::new(SseBody::weighed(rx)))
 }
 
-/// `notifications/tasks/event` up to its params, for [`push_event`].
-pub(in crate::transport) fn event_envelope() -> String {
-    format!(r#"{{"jsonrpc":"2.0","method":"{EVENT_METHOD}","params":"#)
-}
-
-/// Appends `event` of the task whose id is `task_json` (a JSON string) as one
-/// `notifications/tasks/event` message, its stored bytes spliced in as they are.
-pub(in crate::transport) fn push_event(
-    out: &mut Vec<u8>,
-    envelope: &str,
-    task_json: &str,
-    event: &TaskEvent,
-) {
-    out.extend_from_slice(envelope.as_bytes());
-    event.write_params(task_json, out);
-    out.push(b'}');
-}
-
 /// Turns what the follower hands over into SSE frames, with keep-alive comments.
 struct Pump {
-    followed: mpsc::Receiver<Followed>,
     /// Frames with their weight in the byte budget (none for the server's own comments).
     frames: mpsc::Sender<(Bytes, Option<Reserved>)>,
-    /// The task id as a JSON string.
-    task_json: String,
-    /// A `notifications/tasks/event` message up to its params.
-    envelope: String,
-    id: RequestId,
+    stream: TaskStream,
     keepalive: std::time::Duration,
     /// `sse.retry_timeout`: the `retry:` hint of a stream cut on purpose.
     retry: std::time::Duration,
@@ -132,16 +99,12 @@ impl Pump {
         let mut ticks = super::keepalive(self.keepalive);
         loop {
             let frame = tokio::select! {
-                next = self.followed.recv() => match next {
+                next = self.stream.followed.recv() => match next {
                     Some(Followed::Events(events, held)) => {
                         (self.frames_of(&events), Some(held))
                     }
                     Some(Followed::End) => {
-                        let answer = Outgoing::Result {
-                            id: self.id.clone(),
-                            result: json!({ "resultType": "complete" }),
-                        };
-                        let end = sse::message(None, &answer.to_bytes());
+                        let end = sse::message(None, &self.stream.end().to_bytes());
                         let _ = self.frames.send((end, None)).await;
                         return;
                     }
@@ -166,12 +129,12 @@ impl Pump {
     /// One `notifications/tasks/event` frame per event, in one buffer (a replayed page is
     /// one write), with the stored bytes spliced in as they are.
     fn frames_of(&self, events: &[TaskEvent]) -> Bytes {
-        let each = self.envelope.len() + 2 * self.task_json.len() + 128;
+        let each = self.stream.overhead();
         let bytes: usize = events.iter().map(|e| e.len() + each).sum();
         let mut out = Vec::with_capacity(bytes);
         for event in events {
             sse::push_message(&mut out, |data| {
-                push_event(data, &self.envelope, &self.task_json, event);
+                self.stream.push_event(data, event);
             });
         }
         Bytes::from(out)

@@ -36,11 +36,11 @@ use crate::config::Config;
 use crate::handler::BoxFuture;
 use crate::protocol::envelope::parse;
 use crate::protocol::meta::{self, RequestMeta};
-use crate::protocol::version::ProtocolVersion;
 use crate::protocol::{ErrorObject, Outgoing, Request, RequestId};
 use crate::server::{Call, Exchange, McpServer, Opening, Reply, Told, guarded};
 use crate::server_news::Heard;
 use crate::session::{LocalSession, SessionHandle};
+use crate::stream::budget::ByteBudget;
 use crate::telemetry::operation::{Operation, Outcome};
 use lines::Line;
 pub(crate) use lines::standard_streams;
@@ -318,31 +318,32 @@ impl Connection {
 
     /// A 2026-07-28 request: its `_meta` says who the client is and what it can do.
     async fn stateless(&mut self, call: Call, op: Option<Operation>) {
-        let meta = match RequestMeta::read(call.request()) {
+        let meta = match RequestMeta::read(call.request())
+            .and_then(|meta| meta.check_revision().map(|()| meta))
+        {
             Ok(meta) => meta,
             Err(error) => return self.answer(call.id().clone(), Err(error), op).await,
         };
-        if !meta
-            .protocol_version
-            .parse::<ProtocolVersion>()
-            .is_ok_and(ProtocolVersion::is_stateless)
-        {
-            let error = ErrorObject::unsupported_version(&meta.protocol_version);
-            return self.answer(call.id().clone(), Err(error), op).await;
-        }
         let (out, closing) = (self.out.clone(), self.closing.clone());
         let id = call.id().clone();
         let work = match call.reply() {
-            Reply::Listen => {
-                match follow::listen(&self.server, call.request(), &meta, out, closing) {
-                    Ok(work) => work,
-                    Err(error) => return self.answer(id, Err(error), op).await,
-                }
-            }
+            Reply::Listen => match self.server.listen(call.request(), &meta, None) {
+                Ok(listen) => follow::listen(listen, out, closing),
+                Err(error) => return self.answer(id, Err(error), op).await,
+            },
             Reply::TaskStream => {
-                let budget = self.config.sse.stream_buffer_bytes.get();
+                let budget = ByteBudget::new(self.config.sse.stream_buffer_bytes.get());
                 let server = self.server.clone();
-                follow::task_stream(server, call.into_request(), &meta, out, budget, closing)
+                let request = call.into_request();
+                Box::pin(async move {
+                    match server.task_stream(&request, &meta, None, budget).await {
+                        Ok(stream) => follow::task_stream(stream, out, closing).await,
+                        Err(error) => Outgoing::Error {
+                            id: Some(request.id),
+                            error,
+                        },
+                    }
+                })
             }
             Reply::Answer => {
                 let outbox = StdioOutbox {
