@@ -19,7 +19,7 @@ use serde_json::Value;
 use super::{Handover, McpServer};
 use crate::auth::{HandedPrincipal, Principal};
 use crate::handler::{BoxFuture, Outbox, RequestContext};
-use crate::protocol::meta::RequestMeta;
+use crate::protocol::meta::{HeaderParam, RequestMeta};
 use crate::protocol::methods::{Method, notifications};
 use crate::protocol::{ErrorObject, Incoming, Notification, Outgoing, Request, RequestId};
 use crate::session::{NewSession, SessionEffect};
@@ -71,6 +71,8 @@ pub(crate) struct Call {
     scopes: Arc<[String]>,
     effect: Option<SessionEffect>,
     rerunnable: bool,
+    /// The arguments a tool's `Mcp-Param-*` headers mirror, when it has any.
+    header_params: Option<Arc<[HeaderParam]>>,
 }
 
 /// What a notification asks of the transport.
@@ -100,6 +102,7 @@ impl McpServer {
             span_name: None,
         };
         let mut rerunnable = false;
+        let mut header_params = None;
         let scopes = match request.kind {
             Method::ToolsCall => {
                 let tools = self.tools.get();
@@ -108,6 +111,8 @@ impl McpServer {
                         label.target = Target::Tool(routing.name.clone());
                         label.span_name = Some(routing.span_name.clone());
                         rerunnable = routing.tasks.rerunnable;
+                        header_params = (!routing.header_params.is_empty())
+                            .then(|| routing.header_params.clone());
                         tools.scopes(&routing.name)
                     }
                     None => Arc::new([]),
@@ -132,6 +137,7 @@ impl McpServer {
             scopes,
             effect,
             rerunnable,
+            header_params,
         }
     }
 }
@@ -208,6 +214,11 @@ impl Call {
     /// The scopes its target declares (`[auth]`).
     pub(crate) fn scopes(&self) -> &[String] {
         &self.scopes
+    }
+
+    /// The arguments its tool's `Mcp-Param-*` headers must mirror (2026-07-28).
+    pub(crate) fn header_params(&self) -> Option<&[HeaderParam]> {
+        self.header_params.as_deref()
     }
 
     /// How it relates to a session of the session era.

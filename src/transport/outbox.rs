@@ -1,11 +1,14 @@
-//! A streamed request's outbox: stores its notifications and requests on its stream, and
-//! waits for the client's answers, which arrive by POST through the session manager.
+//! Requests' outboxes. A session's streamed request ([`StreamOutbox`]) stores its
+//! notifications and requests on its stream and waits for the client's answers, which
+//! arrive by POST through the session manager; a request whose notes go live down a pipe
+//! ([`PipeOutbox`]: a stateless response stream, stdout) stores nothing.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
 use serde_json::Value;
-use tokio::sync::SetOnce;
+use tokio::sync::{SetOnce, mpsc};
 
 use crate::event_store::{EventStoreHandle, StreamWriter};
 use crate::handler::{BoxFuture, ClientRequestError, Note, NotifyError, Outbox};
@@ -162,5 +165,59 @@ impl Outbox for StreamOutbox {
             self.flush().await;
             self.store.disconnect(self.key).await.unwrap_or(false)
         })
+    }
+}
+
+/// Carries a request's questions to the client, where its connection can (stdio's
+/// session).
+pub(super) trait Asking: Send + Sync {
+    /// Sends `request` to the client; resolves with its answer.
+    fn ask(&self, request: ServerRequest) -> BoxFuture<'_, Result<Value, ClientRequestError>>;
+}
+
+/// Where the notes of a request answered live go: down a bounded pipe to its client.
+pub(super) struct PipeOutbox {
+    pub(super) notes: mpsc::Sender<Bytes>,
+    /// Who carries its questions; `None`: it cannot ask (a 2026-07-28 request's
+    /// questions end its round with `input_required` instead).
+    pub(super) asker: Option<Arc<dyn Asking>>,
+    /// What a closed pipe means, for the handler's error.
+    pub(super) closed: &'static str,
+    pub(super) announce: Announcer,
+}
+
+impl Outbox for PipeOutbox {
+    fn notify(&self, note: Note) -> BoxFuture<'_, Result<(), NotifyError>> {
+        Box::pin(async move {
+            // Bounded: a handler that sends faster than the client reads waits here.
+            self.notes
+                .send(note_payload(note))
+                .await
+                .map_err(|_| NotifyError(self.closed.into()))
+        })
+    }
+
+    fn request(&self, request: ServerRequest) -> BoxFuture<'_, Result<Value, ClientRequestError>> {
+        match &self.asker {
+            Some(asker) => asker.ask(request),
+            None => Box::pin(async {
+                Err(ClientRequestError::Unavailable(
+                    "this request cannot ask the client anything (only tools/call, prompts/get and resources/read can)".into(),
+                ))
+            }),
+        }
+    }
+
+    fn list_changed(&self, kind: ListKind) -> BoxFuture<'_, Result<usize, NotifyError>> {
+        Box::pin(self.announce.list_changed(kind))
+    }
+
+    fn close_connection(&self) -> BoxFuture<'_, bool> {
+        // Nothing to poll back to.
+        Box::pin(async { false })
+    }
+
+    fn resource_updated(&self, uri: String) -> BoxFuture<'_, Result<usize, NotifyError>> {
+        Box::pin(self.announce.resource_updated(uri))
     }
 }

@@ -21,18 +21,16 @@ use axum::body::Body;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
-use serde_json::Value;
 use tokio::sync::mpsc;
 
 use super::AppState;
 use super::extract::{PROTOCOL_VERSION, SESSION_ID};
-use super::outbox::{Announcer, note_payload};
+use super::outbox::PipeOutbox;
 use crate::auth::Principal;
-use crate::handler::{BoxFuture, ClientRequestError, Note, NotifyError, Outbox, RequestContext};
+use crate::handler::{BoxFuture, RequestContext};
 use crate::protocol::meta::{self, RequestMeta};
-use crate::protocol::methods::{ListKind, Method, ServerRequest};
 use crate::protocol::version::ProtocolVersion;
-use crate::protocol::{ErrorObject, Outgoing, Request};
+use crate::protocol::{ErrorObject, Outgoing};
 use crate::server::{Call, Exchange, Reply};
 use crate::telemetry::operation::{Operation, Outcome};
 use body::Answering;
@@ -76,7 +74,7 @@ pub(super) async fn serve(
             return error_response(Some(id), error, StatusCode::BAD_REQUEST);
         }
     };
-    let meta = match check(headers, call.request(), &state.inner.server) {
+    let meta = match check(headers, &call) {
         Ok(meta) => meta,
         Err((error, status)) => {
             let answer = Outgoing::Error {
@@ -120,11 +118,8 @@ pub(super) async fn serve(
 /// The checks before a handler sees the request, in the order the spec's errors need:
 /// `_meta` (-32602), the version header against `_meta` (-32020), the version (-32022),
 /// then the routing headers (-32020).
-fn check(
-    headers: &HeaderMap,
-    request: &Request,
-    server: &crate::server::McpServer,
-) -> Result<RequestMeta, (ErrorObject, StatusCode)> {
+fn check(headers: &HeaderMap, call: &Call) -> Result<RequestMeta, (ErrorObject, StatusCode)> {
+    let request = call.request();
     let bad = |error| (error, StatusCode::BAD_REQUEST);
     let meta = RequestMeta::read(request).map_err(bad)?;
     let header = headers
@@ -147,12 +142,8 @@ fn check(
     }
     meta.check_revision().map_err(bad)?;
     headers::check_standard(headers, request).map_err(bad)?;
-    if request.kind == Method::ToolsCall {
-        let routing = request.name().and_then(|name| server.tool_routing(name));
-        if let Some(routing) = routing.filter(|r| !r.header_params.is_empty()) {
-            headers::check_params(headers, &routing.header_params, request.arguments())
-                .map_err(bad)?;
-        }
+    if let Some(mirrored) = call.header_params() {
+        headers::check_params(headers, mirrored, request.arguments()).map_err(bad)?;
     }
     Ok(meta)
 }
@@ -174,8 +165,10 @@ async fn answer(
 ) -> Response {
     let inner = &state.inner;
     let (tx, notes) = mpsc::channel(inner.config.sse.stream_buffer.get());
-    let outbox = Arc::new(NoteOutbox {
+    let outbox = Arc::new(PipeOutbox {
         notes: tx,
+        asker: None,
+        closed: "the client closed the response stream",
         announce: state.announcer(),
     });
     let ctx = RequestContext::new(meta.progress_token.clone(), Some(outbox))
@@ -241,44 +234,4 @@ fn json_response(body: Bytes, status: StatusCode) -> Response {
         HeaderValue::from_static("application/json"),
     );
     response
-}
-
-/// A stateless request's outbox: notes go onto its response stream, and resource updates
-/// to every listener and session. It cannot wait for the client (the multi round-trip
-/// inputs answer questions instead, where the method allows them).
-struct NoteOutbox {
-    notes: mpsc::Sender<Bytes>,
-    announce: Announcer,
-}
-
-impl Outbox for NoteOutbox {
-    fn notify(&self, note: Note) -> BoxFuture<'_, Result<(), NotifyError>> {
-        Box::pin(async move {
-            // Bounded: a handler that sends faster than the client reads waits here.
-            self.notes
-                .send(note_payload(note))
-                .await
-                .map_err(|_| NotifyError("the client closed the response stream".into()))
-        })
-    }
-
-    fn request(&self, _: ServerRequest) -> BoxFuture<'_, Result<Value, ClientRequestError>> {
-        Box::pin(async {
-            Err(ClientRequestError::Unavailable(
-                "this request cannot ask the client anything (only tools/call, prompts/get and resources/read can)".into(),
-            ))
-        })
-    }
-
-    fn list_changed(&self, kind: ListKind) -> BoxFuture<'_, Result<usize, NotifyError>> {
-        Box::pin(self.announce.list_changed(kind))
-    }
-
-    fn close_connection(&self) -> BoxFuture<'_, bool> {
-        Box::pin(async { false })
-    }
-
-    fn resource_updated(&self, uri: String) -> BoxFuture<'_, Result<usize, NotifyError>> {
-        Box::pin(self.announce.resource_updated(uri))
-    }
 }

@@ -31,7 +31,10 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use super::outbox::Announcer;
+use super::outbox::{Announcer, Asking, PipeOutbox};
+
+/// What a note's handler is told when stdout is gone.
+const STDOUT_CLOSED: &str = "the client closed stdout";
 use crate::config::Config;
 use crate::handler::BoxFuture;
 use crate::protocol::envelope::parse;
@@ -44,7 +47,7 @@ use crate::stream::budget::ByteBudget;
 use crate::telemetry::operation::{Operation, Outcome};
 use lines::Line;
 pub(crate) use lines::standard_streams;
-use outbox::{Asker, Command, StdioOutbox};
+use outbox::{Asker, Command};
 
 /// Lines read ahead of dispatch.
 const LINES_AHEAD: usize = 16;
@@ -89,7 +92,10 @@ pub(crate) async fn serve(
     let mut connection = Connection {
         news: Some(parts.server.news().subscribe()),
         server: parts.server,
-        asker: Asker::new(command_tx, config.server.client_request_timeout.get()),
+        asker: Arc::new(Asker::new(
+            command_tx,
+            config.server.client_request_timeout.get(),
+        )),
         config,
         announce,
         out,
@@ -119,7 +125,7 @@ struct Connection {
     announce: Announcer,
     /// Toward stdout (bounded: a client that does not read stalls the writers).
     out: mpsc::Sender<Bytes>,
-    asker: Asker,
+    asker: Arc<dyn Asking>,
     /// The session a 2025-11-25 client's `initialize` opened.
     session: Option<LocalSession>,
     /// Requests running, by id, each with its cancellation.
@@ -301,9 +307,10 @@ impl Connection {
             let error = ErrorObject::invalid_params(format!("Invalid params: {full}"));
             return self.answer(call.id().clone(), Err(error), op).await;
         }
-        let outbox = StdioOutbox {
-            out: self.out.clone(),
+        let outbox = PipeOutbox {
+            notes: self.out.clone(),
             asker: Some(self.asker.clone()),
+            closed: STDOUT_CLOSED,
             announce: self.announce.clone(),
         };
         let mut ctx = call.context(Some(Arc::new(outbox)));
@@ -346,9 +353,10 @@ impl Connection {
                 })
             }
             Reply::Answer => {
-                let outbox = StdioOutbox {
-                    out,
+                let outbox = PipeOutbox {
+                    notes: out,
                     asker: None,
+                    closed: STDOUT_CLOSED,
                     announce: self.announce.clone(),
                 };
                 let ctx = call

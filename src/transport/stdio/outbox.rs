@@ -1,17 +1,16 @@
-//! A stdio request's outbox: its notes go straight to stdout (nothing is stored: a stdio
-//! connection cannot be resumed), and a session's questions to the client go through the
-//! connection, which numbers them and routes the answers back.
+//! A stdio session's questions to the client: they go through the connection, which
+//! numbers them and routes the answers back. (Notes go straight to stdout: nothing is
+//! stored, a stdio connection cannot be resumed.)
 
 use std::time::Duration;
 
-use bytes::Bytes;
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
-use super::super::outbox::{Announcer, note_payload};
-use crate::handler::{BoxFuture, ClientRequestError, Note, NotifyError, Outbox};
+use super::super::outbox::Asking;
+use crate::handler::{BoxFuture, ClientRequestError};
 use crate::protocol::ErrorObject;
-use crate::protocol::methods::{ListKind, ServerRequest};
+use crate::protocol::methods::ServerRequest;
 
 /// What running requests ask of the connection that owns the client's answers.
 #[derive(Debug)]
@@ -37,8 +36,7 @@ impl Asker {
         Self { commands, timeout }
     }
 
-    /// Sends `request` to the client; resolves with its answer.
-    async fn ask(&self, request: ServerRequest) -> Result<Value, ClientRequestError> {
+    async fn ask_client(&self, request: ServerRequest) -> Result<Value, ClientRequestError> {
         let gone = || ClientRequestError::Unavailable("the client's input is closed".into());
         let (reply, answer) = oneshot::channel();
         self.commands
@@ -54,46 +52,8 @@ impl Asker {
     }
 }
 
-/// One request's outbox. `asker` is `None` for a 2026-07-28 request, which never waits
-/// for the client (its questions end the round with `input_required` instead).
-pub(super) struct StdioOutbox {
-    pub(super) out: mpsc::Sender<Bytes>,
-    pub(super) asker: Option<Asker>,
-    pub(super) announce: Announcer,
-}
-
-impl Outbox for StdioOutbox {
-    fn notify(&self, note: Note) -> BoxFuture<'_, Result<(), NotifyError>> {
-        Box::pin(async move {
-            // Bounded: a handler that writes faster than the client reads waits here.
-            self.out
-                .send(note_payload(note))
-                .await
-                .map_err(|_| NotifyError("the client closed stdout".into()))
-        })
-    }
-
-    fn request(&self, request: ServerRequest) -> BoxFuture<'_, Result<Value, ClientRequestError>> {
-        Box::pin(async move {
-            match &self.asker {
-                Some(asker) => asker.ask(request).await,
-                None => Err(ClientRequestError::Unavailable(
-                    "this request cannot ask the client anything (only tools/call, prompts/get and resources/read can)".into(),
-                )),
-            }
-        })
-    }
-
-    fn close_connection(&self) -> BoxFuture<'_, bool> {
-        // Nothing to poll back to: stdio is one connection for the process's life.
-        Box::pin(async { false })
-    }
-
-    fn resource_updated(&self, uri: String) -> BoxFuture<'_, Result<usize, NotifyError>> {
-        Box::pin(self.announce.resource_updated(uri))
-    }
-
-    fn list_changed(&self, kind: ListKind) -> BoxFuture<'_, Result<usize, NotifyError>> {
-        Box::pin(self.announce.list_changed(kind))
+impl Asking for Asker {
+    fn ask(&self, request: ServerRequest) -> BoxFuture<'_, Result<Value, ClientRequestError>> {
+        Box::pin(self.ask_client(request))
     }
 }
