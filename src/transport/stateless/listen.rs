@@ -24,7 +24,7 @@ use super::{AppState, error_response};
 use crate::auth::Principal;
 use crate::handler::BoxFuture;
 use crate::protocol::meta::RequestMeta;
-use crate::protocol::{ErrorObject, Outgoing, Request};
+use crate::protocol::{ErrorObject, Request};
 use crate::server::Listen;
 use crate::server_news::Heard;
 use crate::stream::sse;
@@ -39,14 +39,7 @@ pub(super) fn serve(
     let inner = &state.inner;
     let mut listen = match inner.server.listen(&request, &meta, principal) {
         Ok(listen) => listen,
-        Err(error) => {
-            let answer = Outgoing::Error {
-                id: Some(request.id),
-                error,
-            };
-            let status = super::status_of(&answer);
-            return super::json_response(answer.to_bytes(), status);
-        }
+        Err(error) => return super::refused(request.id, error),
     };
     let Some(counted) = Counted::admit(
         &inner.listening,

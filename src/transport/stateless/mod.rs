@@ -219,6 +219,16 @@ fn status_of(answer: &Outgoing) -> StatusCode {
     }
 }
 
+/// The JSON answer to a request refused with `error`, with the status this revision gives
+/// it.
+fn refused(id: crate::protocol::RequestId, error: ErrorObject) -> Response {
+    let answer = Outgoing::Error {
+        id: Some(id),
+        error,
+    };
+    json_response(answer.to_bytes(), status_of(&answer))
+}
+
 fn error_response(
     id: Option<crate::protocol::RequestId>,
     error: ErrorObject,

@@ -23,7 +23,7 @@ use super::task_readers::Reader;
 use super::AppState;
 use crate::auth::Principal;
 use crate::protocol::meta::RequestMeta;
-use crate::protocol::{Outgoing, Request};
+use crate::protocol::Request;
 use crate::server::TaskStream;
 use crate::stream::budget::{ByteBudget, Reserved};
 use crate::stream::{SseBody, sse};
@@ -50,14 +50,7 @@ pub(super) async fn serve(
         .await
     {
         Ok(stream) => stream,
-        Err(error) => {
-            let answer = Outgoing::Error {
-                id: Some(request.id),
-                error,
-            };
-            let status = super::status_of(&answer);
-            return super::json_response(answer.to_bytes(), status);
-        }
+        Err(error) => return super::refused(request.id, error),
     };
     let readers = inner.task_readers.clone();
     let reader = readers.join(stream.task_id()).await;
