@@ -20,13 +20,14 @@ pub(super) use task_stream::{event_envelope, push_event};
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
 use super::AppState;
+use super::endpoint::json_response;
 use super::extract::{PROTOCOL_VERSION, SESSION_ID};
 use super::outbox::{Announcer, note_payload};
 use crate::auth::Principal;
@@ -240,15 +241,6 @@ fn error_response(
     status: StatusCode,
 ) -> Response {
     json_response(Outgoing::Error { id, error }.to_bytes(), status)
-}
-
-fn json_response(body: Bytes, status: StatusCode) -> Response {
-    let mut response = (status, body).into_response();
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    response
 }
 
 /// A stateless request's outbox: notes go onto its response stream, and resource updates
