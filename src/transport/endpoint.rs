@@ -207,3 +207,53 @@ pub(super) fn sse_response(body: Body) -> Response {
     headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
     response
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parts(pairs: &[(&'static str, &'static str)]) -> Parts {
+        let mut request = axum::http::Request::new(());
+        *request.headers_mut() = extract::header_map(pairs);
+        request.into_parts().0
+    }
+
+    #[tokio::test]
+    async fn the_session_header_is_required_and_must_be_one_of_ours() {
+        let missing = Session::from_request_parts(&mut parts(&[]), &()).await;
+        assert_eq!(missing.err(), Some(Rejection::MissingSession));
+        let foreign =
+            Session::from_request_parts(&mut parts(&[("mcp-session-id", "nope")]), &()).await;
+        assert_eq!(foreign.err(), Some(Rejection::UnknownSession));
+    }
+
+    #[tokio::test]
+    async fn the_version_header_is_optional_but_must_be_known() {
+        let absent = Version::from_request_parts(&mut parts(&[]), &()).await;
+        assert!(matches!(absent, Ok(Version(None))));
+        let known = Version::from_request_parts(
+            &mut parts(&[("mcp-protocol-version", "2025-06-18")]),
+            &(),
+        )
+        .await;
+        assert!(matches!(
+            known,
+            Ok(Version(Some(ProtocolVersion::V2025_06_18)))
+        ));
+        let unknown = Version::from_request_parts(
+            &mut parts(&[("mcp-protocol-version", "1999-01-01")]),
+            &(),
+        )
+        .await;
+        assert!(matches!(unknown, Err(Rejection::UnsupportedVersion(_))));
+    }
+
+    #[tokio::test]
+    async fn a_body_past_its_declared_limit_is_refused_unread() {
+        let headers = extract::header_map(&[("content-length", "100")]);
+        let refused = read_body(&headers, Body::from("x".repeat(100)), 10).await;
+        assert_eq!(refused, Err(Rejection::PayloadTooLarge(10)));
+        let read = read_body(&HeaderMap::new(), Body::from("{}"), 10).await;
+        assert_eq!(read, Ok(Bytes::from_static(b"{}")));
+    }
+}
