@@ -7,7 +7,6 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::NewSession;
 use crate::protocol::Notification;
 use crate::protocol::methods::{ListKind, LogThreshold, LoggingLevel, notifications};
 use crate::server_news::ServerNews;
@@ -82,12 +81,13 @@ pub struct LocalSession {
 }
 
 impl LocalSession {
-    /// The session `initialize` described.
-    pub fn open(new: NewSession) -> Self {
+    /// The session `initialize` described: the client's `capabilities`, and the lists
+    /// the server announced.
+    pub fn open(capabilities: Arc<Value>, lists: Vec<ListKind>) -> Self {
         Self {
-            capabilities: new.client_capabilities,
+            capabilities,
             log: Arc::default(),
-            lists: new.lists,
+            lists,
             subscriptions: Subscriptions::default(),
         }
     }

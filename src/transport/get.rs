@@ -14,65 +14,44 @@
 //!   the resume get 410).
 
 use crate::telemetry::metrics::{REPLAYS, ReplayResult};
-use axum::Extension;
-use axum::extract::RawQuery;
-use axum::extract::State;
-use axum::http::HeaderMap;
+use axum::extract::{FromRequestParts, Request, State};
+use axum::http::request::Parts;
 use axum::response::Response;
-use tracing::Instrument;
 
+use super::endpoint::{Session, Version, answer_in};
 use super::extract::{self, LastEventId};
 use super::rejection::Rejection;
-use super::serve::ClientAddr;
-use super::{AppState, Opening, StreamOpenError, reject, session_rejection};
+use super::session_request::Caller;
+use super::{AppState, Opening, StreamOpenError, session_rejection};
 use crate::event_store::{StoreError, StreamKey, StreamNo};
 
 /// Handles GET on the MCP endpoint.
-pub(crate) async fn handle(
-    State(state): State<AppState>,
-    client: Option<Extension<ClientAddr>>,
-    RawQuery(query): RawQuery,
-    headers: HeaderMap,
-) -> Response {
-    let span = super::trace::http_span("GET", &headers);
-    let stream_span = span.clone();
-    let client = client.map(|Extension(ClientAddr(addr))| addr);
-    async move {
-        match open(&state, query.as_deref(), &headers, client, stream_span).await {
-            Ok(response) => response,
-            Err(r) => reject(r),
-        }
-    }
-    .instrument(span)
-    .await
+pub(crate) async fn handle(State(state): State<AppState>, request: Request) -> Response {
+    let (mut parts, _) = request.into_parts();
+    let span = super::trace::http_span("GET", &parts.headers);
+    answer_in(span.clone(), open(&state, &mut parts, span)).await
 }
 
 async fn open(
     state: &AppState,
-    query: Option<&str>,
-    headers: &HeaderMap,
-    client: Option<std::net::IpAddr>,
+    parts: &mut Parts,
     span: tracing::Span,
 ) -> Result<Response, Rejection> {
     let inner = &state.inner;
-    inner.guard.check(headers)?;
     // The events of a session are its owner's: another principal's resume is refused by
     // the session check below, as if the session did not exist.
-    let caller = state
-        .authenticate(query, headers, client)
-        .await?
-        .map(|p| p.owner());
+    let caller = Caller::from_request_parts(parts, state).await?.owner;
     if !inner.config.sse.enabled {
         return Err(Rejection::StreamsDisabled);
     }
-    if !extract::accepts(headers).sse {
+    if !extract::accepts(&parts.headers).sse {
         return Err(Rejection::NotAcceptable(
             "GET requires Accept: text/event-stream",
         ));
     }
-    let session = extract::required_session_id(headers)?;
-    span.record("mcp.session.id", tracing::field::display(session));
-    extract::protocol_version(headers)?;
+    let Session(session) = Session::from_request_parts(parts, state).await?;
+    Version::from_request_parts(parts, state).await?;
+    let headers = &parts.headers;
     let standalone = StreamKey::new(session, StreamNo::STANDALONE);
     let requested = if inner.config.sse.enable_replay {
         extract::last_event_id(headers)

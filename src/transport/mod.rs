@@ -4,6 +4,7 @@
 
 pub mod auth;
 pub mod delete;
+mod endpoint;
 pub mod extract;
 mod failures;
 mod forwarded;
@@ -27,7 +28,6 @@ use crate::telemetry::metrics::StreamKind;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get as route;
 use ractor::{Actor, ActorCell};
@@ -39,6 +39,7 @@ use crate::rt::slot::Slot;
 use crate::server::McpServer;
 use crate::session::{SessionHandle, SessionHold};
 use crate::stream::{SseBody, StreamActor, StreamArgs, StreamSettings, StreamStartError};
+use endpoint::sse_response;
 use guard::Guard;
 use listener::ListenerMsg;
 use rejection::Rejection;
@@ -407,20 +408,6 @@ pub(crate) fn session_rejection(e: crate::session::SessionError) -> Rejection {
         SessionError::Unreachable(e) => Rejection::Unavailable(e.to_string()),
         SessionError::Shared => Rejection::Unavailable(e.to_string()),
     }
-}
-
-/// The SSE response around a stream body.
-fn sse_response(body: axum::body::Body) -> Response {
-    let mut response = body.into_response();
-    let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/event-stream"),
-    );
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    // Tell nginx-style proxies not to buffer the stream.
-    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
-    response
 }
 
 /// The router serving the MCP endpoint at `sse.path`.

@@ -6,85 +6,57 @@
 //!   otherwise the answer is one JSON body.
 
 use axum::body::{Body, Bytes};
-use std::net::IpAddr;
-use std::sync::Arc;
 
-use axum::Extension;
-use axum::extract::RawQuery;
-use axum::extract::State;
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::extract::{FromRequestParts, Request as HttpRequest, State};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use tracing::Instrument;
 use tracing::field::Empty;
 
-use super::extract::{self, SESSION_ID};
+use super::endpoint::{Message, answer_in, with_session};
+use super::extract;
 use super::rejection::Rejection;
-use super::serve::ClientAddr;
 use super::session_request::{Caller, apply_session_effects};
 use super::{AppState, reject, session_rejection};
-use crate::auth::{Owner, Principal};
-use crate::protocol::{self, ErrorObject, Incoming, Outgoing};
+use crate::auth::Owner;
+use crate::protocol::{ErrorObject, Incoming, Outgoing};
 use crate::server::{Call, Exchange, Opening, Told, guarded};
 use crate::session::SessionId;
 use crate::telemetry::operation::{Operation, Outcome};
 
 /// Handles POST on the MCP endpoint.
-pub(crate) async fn handle(
-    State(state): State<AppState>,
-    client: Option<Extension<ClientAddr>>,
-    RawQuery(query): RawQuery,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    let client = client.map(|Extension(ClientAddr(addr))| addr);
-    let (message, principal) = match admit(&state, query.as_deref(), &headers, client, body).await {
+pub(crate) async fn handle(State(state): State<AppState>, request: HttpRequest) -> Response {
+    let (mut parts, body) = request.into_parts();
+    let (caller, message) = match admit(&state, &mut parts, body).await {
         Ok(admitted) => admitted,
-        Err(r) => {
-            let span = super::trace::http_span("POST", &headers);
-            let _entered = span.enter();
-            return reject(r);
-        }
+        Err(r) => return refused(&parts.headers, r),
     };
+    let headers = parts.headers;
     let inner = &state.inner;
     // A drain refuses new requests; answers and notifications (a cancellation, a reply a
     // running handler waits for) still arrive.
     if matches!(message, Incoming::Request(_))
         && let Err(r) = state.admit()
     {
-        let span = super::trace::http_span("POST", &headers);
-        let _entered = span.enter();
-        return reject(r);
+        return refused(&headers, r);
     }
-    // Worked out once: a hash of issuer and subject.
-    let owner = principal.as_ref().map(|p| p.owner());
     let exchange = inner.server.exchange(message);
     let Some(op) = super::trace::operation(inner.local, &headers, &exchange) else {
         // A client's answer to one of our requests: part of that request's trace.
         let span = tracing::debug_span!("mcp.client_response", mcp.session.id = Empty);
-        return respond(&state, &headers, exchange, owner)
-            .instrument(span)
-            .await
-            .unwrap_or_else(reject);
+        return answer_in(span, respond(&state, &headers, exchange, caller.owner)).await;
     };
     // A request of a principal counts against its running requests for as long as its
     // answer is being sent, and must carry the scopes its target declares.
-    let slot = match (&exchange, &inner.gate, &principal, owner) {
+    let slot = match (&exchange, &inner.gate, &caller.principal, caller.owner) {
         (Exchange::Call(call), Some(gate), Some(principal), Some(owner)) => {
             let checked = gate
                 .authorize(principal, call.scopes())
                 .and_then(|()| gate.start_request(owner));
             match checked {
                 Ok(slot) => slot,
-                Err(r) => {
-                    let message = r.to_string();
-                    let status = r.status().as_u16();
-                    let response = op.span().in_scope(|| reject(r));
-                    op.finish(Outcome::Rejected {
-                        status,
-                        message: &message,
-                    });
-                    return response;
-                }
+                Err(r) => return finish_refused(op, r),
             }
         }
         _ => None,
@@ -93,35 +65,22 @@ pub(crate) async fn handle(
     let mut op = Some(op);
     async move {
         let result = if super::stateless::is_stateless(&headers, &exchange) {
+            let Caller {
+                client, principal, ..
+            } = caller;
             Ok(super::stateless::serve(&state, &headers, exchange, principal, client, &mut op).await)
         } else {
-            let caller = Caller {
-                client,
-                principal,
-                owner,
-            };
             serve(&state, &headers, caller, exchange, &mut op).await
         };
-        match result {
-            Ok(response) => {
+        match (result, op) {
+            (Ok(response), op) => {
                 if let Some(op) = op {
                     op.finish(Outcome::Ok);
                 }
                 super::auth::hold_until_sent(response, slot)
             }
-            Err(r) => {
-                if let Some(op) = op {
-                    let message = r.to_string();
-                    let status = r.status().as_u16();
-                    let response = reject(r);
-                    op.finish(Outcome::Rejected {
-                        status,
-                        message: &message,
-                    });
-                    return response;
-                }
-                reject(r)
-            }
+            (Err(r), Some(op)) => finish_refused(op, r),
+            (Err(r), None) => reject(r),
         }
     }
     .instrument(span)
@@ -129,56 +88,35 @@ pub(crate) async fn handle(
 }
 
 /// The checks every POST passes before its body is read as a JSON-RPC message, the
-/// bearer token first among them; the message and its principal.
+/// bearer token first among them; the caller and the message.
 async fn admit(
     state: &AppState,
-    query: Option<&str>,
-    headers: &HeaderMap,
-    client: Option<IpAddr>,
+    parts: &mut Parts,
     body: Body,
-) -> Result<(Incoming, Option<Arc<Principal>>), Rejection> {
-    let inner = &state.inner;
-    inner.guard.check(headers)?;
-    let principal = state.authenticate(query, headers, client).await?;
-    if !extract::is_json_content(headers) {
-        return Err(Rejection::UnsupportedMediaType);
-    }
-    let accepts = extract::accepts(headers);
-    if !(accepts.json && accepts.sse) {
-        return Err(Rejection::NotAcceptable(
-            "POST requires Accept listing both application/json and text/event-stream",
-        ));
-    }
-    let server = &inner.config.server;
-    let body = tokio::time::timeout(
-        server.body_timeout.get(),
-        read_body(headers, body, server.max_body_bytes),
-    )
-    .await
-    .map_err(|_| Rejection::BodyTimeout)??;
-    let message = protocol::parse(&body).map_err(Rejection::JsonRpc)?;
-    check_progress_token(&message, server.max_progress_token_bytes)?;
-    Ok((message, principal))
+) -> Result<(Caller, Incoming), Rejection> {
+    let caller = Caller::from_request_parts(parts, state).await?;
+    let Message(message) = Message::read(&parts.headers, body, state).await?;
+    Ok((caller, message))
 }
 
-/// Refuses a request whose `progressToken` is longer than `max` bytes: the token is copied
-/// into every progress notification, so a long one multiplies into memory held for the
-/// stream (a 1 MB token once took 270 MB).
-fn check_progress_token(message: &Incoming, max: usize) -> Result<(), Rejection> {
-    let Incoming::Request(request) = message else {
-        return Ok(());
-    };
-    let token = request.progress_token().and_then(|t| t.as_str());
-    match token {
-        Some(token) if token.len() > max => Err(Rejection::JsonRpc(protocol::ParseFailure {
-            id: Some(request.id.clone()),
-            error: ErrorObject::invalid_params(format!(
-                "progressToken is {} bytes; at most {max} are accepted (server.max_progress_token_bytes)",
-                token.len()
-            )),
-        })),
-        _ => Ok(()),
-    }
+/// A POST refused before it has an operation: answered on an HTTP span of its own.
+fn refused(headers: &HeaderMap, r: Rejection) -> Response {
+    let span = super::trace::http_span("POST", headers);
+    let _entered = span.enter();
+    reject(r)
+}
+
+/// A POST refused once its operation began: answered on the operation's span, which ends
+/// as rejected.
+fn finish_refused(op: Operation, r: Rejection) -> Response {
+    let message = r.to_string();
+    let status = r.status().as_u16();
+    let response = op.span().in_scope(|| reject(r));
+    op.finish(Outcome::Rejected {
+        status,
+        message: &message,
+    });
+    response
 }
 
 /// A client's response to a request of ours (sampling, elicitation, roots).
@@ -334,30 +272,11 @@ async fn initialize(
     Ok(json_response(answer.to_bytes(), Some(session)))
 }
 
+/// A JSON answer, naming the session it created if any.
 fn json_response(body: Bytes, session: Option<SessionId>) -> Response {
-    let mut response = (StatusCode::OK, body).into_response();
-    let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    if let Some(session) = session
-        && let Ok(value) = HeaderValue::from_str(&session.to_string())
-    {
-        headers.insert(SESSION_ID, value);
+    let response = super::endpoint::json_response(body, StatusCode::OK);
+    match session {
+        Some(session) => with_session(response, session),
+        None => response,
     }
-    response
-}
-
-async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> Result<Bytes, Rejection> {
-    let declared = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > limit as u64) {
-        return Err(Rejection::PayloadTooLarge(limit));
-    }
-    axum::body::to_bytes(body, limit)
-        .await
-        .map_err(|_| Rejection::PayloadTooLarge(limit))
 }

@@ -18,12 +18,12 @@ pub(crate) use task_readers::TaskReaders;
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use bytes::Bytes;
 use tokio::sync::mpsc;
 
 use super::AppState;
+use super::endpoint::json_response;
 use super::extract::{PROTOCOL_VERSION, SESSION_ID};
 use super::outbox::PipeOutbox;
 use crate::auth::Principal;
@@ -235,13 +235,4 @@ fn error_response(
     status: StatusCode,
 ) -> Response {
     json_response(Outgoing::Error { id, error }.to_bytes(), status)
-}
-
-fn json_response(body: Bytes, status: StatusCode) -> Response {
-    let mut response = (status, body).into_response();
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    response
 }

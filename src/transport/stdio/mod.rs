@@ -275,7 +275,7 @@ impl Connection {
         match (call.opening(), &self.session) {
             (Opening::Opens, None) => {
                 let answer = call.initialize().map(|(result, new)| {
-                    self.session = Some(LocalSession::open(new));
+                    self.session = Some(LocalSession::open(new.client_capabilities, new.lists));
                     result
                 });
                 self.answer(id, answer, op).await
