@@ -15,7 +15,7 @@ use criterion::{BenchmarkId, Criterion};
 use otpmcp::cluster::Router;
 use otpmcp::config::{BackendKind, StoreConfig};
 use otpmcp::event_store::redis::{RedisLink, connect};
-use otpmcp::event_store::{Backend, EventStoreHandle, Feed, RedisStore, StoreMsg};
+use otpmcp::event_store::{EventStoreHandle, Feed, RedisStore, StoreMsg};
 use otpmcp::ids::{SessionId, StreamKey, StreamNo};
 use otpmcp::rt::slot::slot;
 use otpmcp::session::SessionHandle;
@@ -111,7 +111,7 @@ async fn replica(url: &str) -> (EventStoreHandle, RedisLink) {
     .await
     .unwrap_or_else(|e| panic!("{e}"));
     let store = RedisStore::new(link.clone(), Duration::from_secs(3600));
-    support::spawn_shard(Backend::Redis(Box::new(store)), writer, handle.clone()).await;
+    support::spawn_shard(store, writer, handle.clone()).await;
     (handle, link)
 }
 

@@ -16,8 +16,8 @@ use otpmcp::config::{BackendKind, StoreConfig};
 use otpmcp::event_store::memory::SharedBudget;
 use otpmcp::event_store::redis::{RedisLink, connect};
 use otpmcp::event_store::{
-    Backend, EventStore, MemoryStore, NewEvent, Quota, RedisStore, Replay, ReplayOutcome,
-    Retention, StoreError, StreamKey, StreamNo,
+    EventStore, MemoryStore, NewEvent, Quota, RedisStore, Replay, ReplayOutcome, Retention,
+    StoreError, StreamKey, StreamNo,
 };
 use otpmcp::session::SessionId;
 
@@ -36,20 +36,55 @@ fn retention(max_events: usize) -> Retention {
     }
 }
 
-/// Makes stores of one backend kind.
-enum Maker {
-    Memory,
-    Redis(RedisServer),
+/// Makes stores of one backend kind. A trait, not an enum of stores: each scenario is
+/// instantiated per store type, as the server's shard actors are (static dispatch).
+trait Maker {
+    type Store: EventStore;
+
+    /// The store can lose events a client already got (a Redis failover).
+    fn lossy(&self) -> bool;
+
+    async fn store(&self, retention: Retention) -> Self::Store;
+
+    /// Two stores over the same data: two replicas' connections to the same Redis, or
+    /// (memory) two shards sharing one budget.
+    async fn pair(&self, retention: Retention) -> (Self::Store, Self::Store) {
+        (self.store(retention).await, self.store(retention).await)
+    }
+}
+
+/// The in-memory store.
+struct Memory;
+
+impl Maker for Memory {
+    type Store = MemoryStore;
+
+    fn lossy(&self) -> bool {
+        false
+    }
+
+    async fn store(&self, retention: Retention) -> MemoryStore {
+        let mut store = MemoryStore::default();
+        store.set_retention(retention);
+        store
+    }
+
+    async fn pair(&self, retention: Retention) -> (MemoryStore, MemoryStore) {
+        let budget = Arc::new(SharedBudget::new(2));
+        let shard = |n| MemoryStore::shard(retention, budget.clone(), n);
+        (shard(0), shard(1))
+    }
+}
+
+/// The Redis store, on a redis-server or a cluster of the test's own.
+enum Redis {
+    Server(RedisServer),
     Cluster(RedisCluster),
 }
 
-impl Maker {
-    fn memory() -> Self {
-        Self::Memory
-    }
-
-    fn redis() -> Self {
-        Self::Redis(RedisServer::start())
+impl Redis {
+    fn server() -> Self {
+        Self::Server(RedisServer::start())
     }
 
     fn cluster() -> Self {
@@ -58,8 +93,8 @@ impl Maker {
 
     /// `rediss://otpmcp:…@`: TLS only (no plain port), the test's CA in
     /// `store.redis_ca_file`, mutual TLS, and an ACL user (the default user off).
-    fn redis_tls() -> Self {
-        Self::Redis(RedisServer::start_secured(Secured {
+    fn tls() -> Self {
+        Self::Server(RedisServer::start_secured(Secured {
             tls: Some(Certs::make()),
             client_auth: true,
             user: Some(("otpmcp".into(), "contract-pass".into())),
@@ -67,40 +102,29 @@ impl Maker {
     }
 
     /// `redis://otpmcp:…@`: an ACL user (the default user off), without TLS.
-    fn redis_acl() -> Self {
-        Self::Redis(RedisServer::start_secured(Secured {
+    fn acl() -> Self {
+        Self::Server(RedisServer::start_secured(Secured {
             user: Some(("otpmcp".into(), "contract-pass".into())),
             ..Secured::default()
         }))
     }
+}
 
-    async fn store(&self, retention: Retention) -> Backend {
-        let mut store = match self {
-            Self::Memory => Backend::Memory(MemoryStore::default()),
-            Self::Redis(server) => Backend::Redis(Box::new(RedisStore::new(
-                link(server).await,
-                Duration::from_secs(600),
-            ))),
-            Self::Cluster(cluster) => Backend::Redis(Box::new(RedisStore::new(
-                cluster_link(cluster).await,
-                Duration::from_secs(600),
-            ))),
-        };
-        store.set_retention(retention);
-        store
+impl Maker for Redis {
+    type Store = RedisStore;
+
+    fn lossy(&self) -> bool {
+        true
     }
 
-    /// Two stores over the same data: two shards sharing one budget (memory), or two
-    /// replicas' connections to the same Redis.
-    async fn pair(&self, retention: Retention) -> (Backend, Backend) {
-        match self {
-            Self::Memory => {
-                let budget = Arc::new(SharedBudget::new(2));
-                let shard = |n| Backend::Memory(MemoryStore::shard(retention, budget.clone(), n));
-                (shard(0), shard(1))
-            }
-            _ => (self.store(retention).await, self.store(retention).await),
-        }
+    async fn store(&self, retention: Retention) -> RedisStore {
+        let link = match self {
+            Self::Server(server) => link(server).await,
+            Self::Cluster(cluster) => cluster_link(cluster).await,
+        };
+        let mut store = RedisStore::new(link, Duration::from_secs(600));
+        store.set_retention(retention);
+        store
     }
 }
 
@@ -146,7 +170,7 @@ fn payloads(r: &Replay) -> Vec<String> {
         .collect()
 }
 
-async fn fill(store: &mut Backend, key: StreamKey, range: std::ops::RangeInclusive<u32>) {
+async fn fill(store: &mut impl EventStore, key: StreamKey, range: std::ops::RangeInclusive<u32>) {
     for i in range {
         let appended = store
             .append(
@@ -160,14 +184,14 @@ async fn fill(store: &mut Backend, key: StreamKey, range: std::ops::RangeInclusi
     }
 }
 
-async fn replay(store: &mut Backend, key: StreamKey, after: Option<u64>) -> Replay {
+async fn replay(store: &mut impl EventStore, key: StreamKey, after: Option<u64>) -> Replay {
     store
         .replay_after(key, after)
         .await
         .unwrap_or_else(|e| panic!("replay after {after:?}: {e}"))
 }
 
-async fn a_resent_append_is_stored_once(maker: Maker) {
+async fn a_resent_append_is_stored_once(maker: impl Maker) {
     let mut store = maker.store(retention(100)).await;
     let key = StreamKey::new(SessionId::random(), StreamNo(1));
     store.open_session(key.session).await;
@@ -184,7 +208,7 @@ async fn a_resent_append_is_stored_once(maker: Maker) {
 /// Appends `events` (payload, last, nonce) as one run where the backend commits runs
 /// (Redis), one by one elsewhere: the contract is that both give the same results.
 async fn append_run(
-    store: &mut Backend,
+    store: &mut impl EventStore,
     key: StreamKey,
     events: &[(&str, bool, u64)],
 ) -> Vec<Result<(u64, bool), StoreError>> {
@@ -217,8 +241,8 @@ async fn append_run(
 /// client already got) the stream goes on after that position, so no id is issued
 /// twice; in memory such an id was never issued, and stays refused. Never on a completed
 /// stream.
-async fn a_position_past_the_end_is_adopted_only_where_events_can_be_lost(maker: Maker) {
-    let lossy = !matches!(maker, Maker::Memory);
+async fn a_position_past_the_end_is_adopted_only_where_events_can_be_lost(maker: impl Maker) {
+    let lossy = maker.lossy();
     let mut store = maker.store(retention(100)).await;
     let key = StreamKey::new(SessionId::random(), StreamNo(1));
     store.open_session(key.session).await;
@@ -247,7 +271,7 @@ async fn a_position_past_the_end_is_adopted_only_where_events_can_be_lost(maker:
     );
 }
 
-async fn a_run_of_appends_is_stored_as_if_one_by_one(maker: Maker) {
+async fn a_run_of_appends_is_stored_as_if_one_by_one(maker: impl Maker) {
     let mut store = maker.store(retention(3)).await;
     let key = StreamKey::new(SessionId::random(), StreamNo(1));
     store.open_session(key.session).await;
@@ -293,7 +317,7 @@ async fn a_run_of_appends_is_stored_as_if_one_by_one(maker: Maker) {
     );
 }
 
-async fn replays_exactly_the_events_after_the_position(maker: Maker) {
+async fn replays_exactly_the_events_after_the_position(maker: impl Maker) {
     let mut store = maker.store(retention(100)).await;
     let key = StreamKey::new(SessionId::random(), StreamNo(1));
     store.open_session(key.session).await;
@@ -322,7 +346,7 @@ async fn replays_exactly_the_events_after_the_position(maker: Maker) {
     assert_eq!(store.positions(key.session).await, [(StreamNo(1), 10)]);
 }
 
-async fn a_replay_is_read_a_page_at_a_time(maker: Maker) {
+async fn a_replay_is_read_a_page_at_a_time(maker: impl Maker) {
     let mut store = maker.store(retention(100)).await;
     let key = StreamKey::new(SessionId::random(), StreamNo(1));
     store.open_session(key.session).await;
@@ -349,7 +373,7 @@ async fn a_replay_is_read_a_page_at_a_time(maker: Maker) {
     assert!(empty.is_ok_and(|r| r.events.is_empty() && r.position == 0));
 }
 
-async fn streams_and_sessions_are_isolated(maker: Maker) {
+async fn streams_and_sessions_are_isolated(maker: impl Maker) {
     let mut store = maker.store(retention(100)).await;
     let s = SessionId::random();
     let a = StreamKey::new(s, StreamNo(1));
@@ -370,7 +394,7 @@ async fn streams_and_sessions_are_isolated(maker: Maker) {
     assert_eq!(payloads(&replay(&mut store, other, Some(0)).await), ["e6"]);
 }
 
-async fn the_session_cap_evicts_oldest_first_and_reports_the_gap(maker: Maker) {
+async fn the_session_cap_evicts_oldest_first_and_reports_the_gap(maker: impl Maker) {
     let mut store = maker.store(retention(4)).await;
     let s = SessionId::random();
     let a = StreamKey::new(s, StreamNo(1));
@@ -393,7 +417,7 @@ async fn the_session_cap_evicts_oldest_first_and_reports_the_gap(maker: Maker) {
     );
 }
 
-async fn the_byte_budget_evicts_oldest_first_but_keeps_the_newest(maker: Maker) {
+async fn the_byte_budget_evicts_oldest_first_but_keeps_the_newest(maker: impl Maker) {
     let mut store = maker
         .store(Retention {
             max_session_bytes: 10,
@@ -427,7 +451,7 @@ async fn the_byte_budget_evicts_oldest_first_but_keeps_the_newest(maker: Maker) 
     );
 }
 
-async fn events_expire_after_the_ttl_and_the_window_bounds_old_positions(maker: Maker) {
+async fn events_expire_after_the_ttl_and_the_window_bounds_old_positions(maker: impl Maker) {
     let mut store = maker
         .store(Retention {
             // Wide enough that a loaded machine still replays e3 before it expires and
@@ -457,7 +481,7 @@ async fn events_expire_after_the_ttl_and_the_window_bounds_old_positions(maker: 
     .await;
 }
 
-async fn a_completed_stream_refuses_appends_and_vanishes_once_expired(maker: Maker) {
+async fn a_completed_stream_refuses_appends_and_vanishes_once_expired(maker: impl Maker) {
     let mut store = maker
         .store(Retention {
             event_ttl: Duration::from_secs(1),
@@ -485,7 +509,7 @@ async fn a_completed_stream_refuses_appends_and_vanishes_once_expired(maker: Mak
     .await;
 }
 
-async fn a_cancelled_stream_is_complete_without_a_final_event(maker: Maker) {
+async fn a_cancelled_stream_is_complete_without_a_final_event(maker: impl Maker) {
     let mut store = maker.store(retention(100)).await;
     let key = StreamKey::new(SessionId::random(), StreamNo(2));
     store.open_session(key.session).await;
@@ -500,7 +524,7 @@ async fn a_cancelled_stream_is_complete_without_a_final_event(maker: Maker) {
     );
 }
 
-async fn streams_of_unknown_or_forgotten_sessions_are_refused(maker: Maker) {
+async fn streams_of_unknown_or_forgotten_sessions_are_refused(maker: impl Maker) {
     let mut store = maker.store(retention(100)).await;
     let key = StreamKey::new(SessionId::random(), StreamNo(1));
     assert_eq!(
@@ -532,7 +556,7 @@ async fn streams_of_unknown_or_forgotten_sessions_are_refused(maker: Maker) {
     assert!(store.positions(key.session).await.is_empty());
 }
 
-async fn with_replay_disabled_nothing_is_kept(maker: Maker) {
+async fn with_replay_disabled_nothing_is_kept(maker: impl Maker) {
     let mut store = maker
         .store(Retention {
             enabled: false,
@@ -548,7 +572,7 @@ async fn with_replay_disabled_nothing_is_kept(maker: Maker) {
     assert_eq!(r.position, 3);
 }
 
-async fn ten_thousand_events_replay_in_order(maker: Maker) {
+async fn ten_thousand_events_replay_in_order(maker: impl Maker) {
     let mut store = maker.store(retention(20_000)).await;
     let key = StreamKey::new(SessionId::random(), StreamNo(1));
     store.open_session(key.session).await;
@@ -564,7 +588,7 @@ async fn ten_thousand_events_replay_in_order(maker: Maker) {
 }
 
 /// A task record is kept for its time, replaced whole by the next write, and gone after.
-async fn task_records_are_replaced_and_expire(maker: Maker) {
+async fn task_records_are_replaced_and_expire(maker: impl Maker) {
     let mut store = maker.store(retention(100)).await;
     assert_eq!(store.get_record("t1").await, Ok(None));
     let put = store
@@ -598,7 +622,7 @@ async fn task_records_are_replaced_and_expire(maker: Maker) {
 /// `tasks.max_per_principal`: a principal holds at most its quota of live records,
 /// counted across shards (memory) and replicas (Redis); another principal is untouched by
 /// it; a rewrite is not a new record; a deleted or expired record gives its place back.
-async fn a_principal_holds_at_most_its_quota_of_records(maker: Maker) {
+async fn a_principal_holds_at_most_its_quota_of_records(maker: impl Maker) {
     let limits = Retention {
         max_tasks: 100,
         ..retention(100)
@@ -654,7 +678,7 @@ async fn a_principal_holds_at_most_its_quota_of_records(maker: Maker) {
 /// The in-memory store keeps at most `max_tasks` records; Redis is bounded by its memory.
 #[tokio::test]
 async fn the_memory_store_bounds_its_task_records() {
-    let mut store = Maker::memory().store(retention(100)).await;
+    let mut store = Memory.store(retention(100)).await;
     let ttl = Duration::from_secs(60);
     for id in ["a", "b", "c"] {
         assert_eq!(
@@ -679,7 +703,7 @@ macro_rules! contract {
             $(
                 #[tokio::test]
                 async fn $scenario() {
-                    super::$scenario(super::Maker::memory()).await;
+                    super::$scenario(super::Memory).await;
                 }
             )*
         }
@@ -687,7 +711,7 @@ macro_rules! contract {
             $(
                 #[tokio::test]
                 async fn $scenario() {
-                    super::$scenario(super::Maker::redis()).await;
+                    super::$scenario(super::Redis::server()).await;
                 }
             )*
         }
@@ -695,7 +719,7 @@ macro_rules! contract {
             $(
                 #[tokio::test]
                 async fn $scenario() {
-                    super::$scenario(super::Maker::cluster()).await;
+                    super::$scenario(super::Redis::cluster()).await;
                 }
             )*
         }
@@ -703,7 +727,7 @@ macro_rules! contract {
             $(
                 #[tokio::test]
                 async fn $scenario() {
-                    super::$scenario(super::Maker::redis_tls()).await;
+                    super::$scenario(super::Redis::tls()).await;
                 }
             )*
         }
@@ -711,7 +735,7 @@ macro_rules! contract {
             $(
                 #[tokio::test]
                 async fn $scenario() {
-                    super::$scenario(super::Maker::redis_acl()).await;
+                    super::$scenario(super::Redis::acl()).await;
                 }
             )*
         }
@@ -741,7 +765,7 @@ contract!(
 /// and a re-sent append is recognised whichever replica sees it.
 #[tokio::test]
 async fn replicas_share_one_ordered_stream() {
-    let maker = Maker::redis();
+    let maker = Redis::server();
     let mut a = maker.store(retention(100)).await;
     let mut b = maker.store(retention(100)).await;
     let key = StreamKey::new(SessionId::random(), StreamNo(1));

@@ -9,7 +9,7 @@ use std::time::Duration;
 use otpmcp::event_store::actor::{StoreArgs, StoreTables};
 use otpmcp::event_store::feed::Subscriber;
 use otpmcp::event_store::{
-    EventStore, EventStoreActor, EventStoreHandle, Feed, Retention, StoreMsg,
+    EventStore, EventStoreActor, EventStoreHandle, Feed, Retention, ShardConfig, StoreMsg,
 };
 use otpmcp::ids::StreamKey;
 use otpmcp::rt::heir::lend;
@@ -40,8 +40,7 @@ pub(crate) async fn spawn_shard<B: EventStore>(
 ) {
     let (tables, heir) = lend(StoreTables::new(backend));
     std::mem::forget(heir);
-    let args = StoreArgs {
-        tables,
+    let config = ShardConfig {
         retention: Retention {
             enabled: true,
             event_ttl: Duration::from_secs(3600),
@@ -54,6 +53,7 @@ pub(crate) async fn spawn_shard<B: EventStore>(
         retry_interval: Duration::from_secs(1),
         shards,
     };
+    let args = StoreArgs { tables, config };
     let Ok((actor, _)) = Actor::spawn(None, EventStoreActor::<B>::default(), args).await else {
         panic!("the store did not start");
     };

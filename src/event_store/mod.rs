@@ -3,9 +3,10 @@
 //! missed.
 //!
 //! [`EventStore`] is the backend contract, met by [`MemoryStore`] (this process) and
-//! [`RedisStore`] (shared by replicas), chosen by [`Backend`]; [`actor`] wraps a backend in
-//! the supervised actor that enforces retention, runs the periodic sweep and forwards each
-//! stored event (its own, or another replica's) to the connection following its stream.
+//! [`RedisStore`] (shared by replicas), chosen once at start-up ([`Shards`]); [`actor`]
+//! wraps a backend (a type parameter: static dispatch) in the supervised actor that
+//! enforces retention, runs the periodic sweep and forwards each stored event (its own,
+//! or another replica's) to the connection following its stream.
 //!
 //! # Contract
 //! - An event gets its id only once it is stored ([`EventStore::append`] returns it); the
@@ -40,8 +41,10 @@ use std::time::Duration;
 use bytes::Bytes;
 
 pub use crate::ids::{EventId, EventIdError, StreamKey, StreamNo};
-pub use actor::{EventStoreActor, EventStoreHandle, StoreCallError, StoreMsg, StreamWriter};
-pub use backend::Backend;
+pub use actor::{
+    EventStoreActor, EventStoreHandle, ShardConfig, StoreCallError, StoreMsg, StreamWriter,
+};
+pub use backend::Shards;
 pub use feed::{Feed, FeedEnd};
 pub use memory::MemoryStore;
 pub use redis::RedisStore;

@@ -17,10 +17,8 @@ use tracing::Instrument;
 
 use crate::cluster::{Heirs, LeaseKeeper, Leases, Stops};
 use crate::config::Config;
-use crate::event_store::actor::{StoreArgs, StoreTables};
-use crate::event_store::memory::SharedBudget;
 use crate::event_store::redis::RedisLink;
-use crate::event_store::{Backend, EventStoreActor, EventStoreHandle, Retention, StoreMsg};
+use crate::event_store::{EventStoreHandle, Retention, ShardConfig, Shards, StoreMsg};
 use crate::rt::heir::{Heir, lend};
 use crate::rt::intensity::Intensity;
 use crate::rt::slot::{Slot, SlotWriter};
@@ -129,13 +127,12 @@ pub struct SupervisorState {
     gate: Option<Arc<crate::transport::auth::Gate>>,
     store_writers: Vec<SlotWriter<StoreMsg>>,
     store: EventStoreHandle,
-    /// What the in-memory shards hold together; outlives their restarts.
-    budget: Arc<SharedBudget>,
+    /// Each shard's tables, of the backend `[store] backend` chose; outlive restarts.
+    store_shards: Shards,
     session_writer: SlotWriter<SessionMsg>,
     session_slot: Slot<SessionMsg>,
     listener_writer: SlotWriter<ListenerMsg>,
     listener_slot: Slot<ListenerMsg>,
-    store_heirs: Vec<Option<Heir<StoreTables<Backend>>>>,
     redis: Option<RedisLink>,
     /// Renews this replica's lease and answers lapsed replicas' requests (Redis only);
     /// started before the listener, dropped (stopped) when the tree stops.
@@ -167,17 +164,6 @@ impl SupervisorState {
         self.store.clone()
     }
 
-    fn new_tables(&self, shard: usize) -> StoreTables<Backend> {
-        let backend = Backend::new(
-            self.redis.clone(),
-            self.config.server.session_timeout.get(),
-            &self.budget,
-            shard,
-        );
-        StoreTables::new(backend)
-            .with_max_per_stream(self.config.sse.max_connections_per_stream.get())
-    }
-
     fn leases(&self) -> Option<Leases> {
         let link = self.redis.clone()?;
         Some(Leases::new(link, self.config.store.lease_ttl.get()))
@@ -191,19 +177,12 @@ impl SupervisorState {
         &mut self,
         child: Child,
         supervisor: ActorCell,
-        store: Option<StoreTables<Backend>>,
         sessions: Option<SessionTable>,
     ) -> Result<(), ActorProcessingErr> {
         let sse = &self.config.sse;
         let cell = match child {
             Child::EventStore(shard) => {
-                let tables = store.unwrap_or_else(|| self.new_tables(shard));
-                let (tables, heir) = lend(tables);
-                if let Some(slot) = self.store_heirs.get_mut(shard) {
-                    *slot = Some(heir);
-                }
-                let args = StoreArgs {
-                    tables,
+                let config = ShardConfig {
                     retention: Retention {
                         enabled: sse.enable_replay,
                         event_ttl: sse.event_ttl.get(),
@@ -221,13 +200,7 @@ impl SupervisorState {
                     retry_interval: self.config.store.retry_interval.get(),
                     shards: self.store_handle(),
                 };
-                let (actor, _) = Actor::spawn_linked(
-                    None,
-                    EventStoreActor::<Backend>::default(),
-                    args,
-                    supervisor,
-                )
-                .await?;
+                let actor = self.store_shards.start(shard, config, supervisor).await?;
                 if let Some(writer) = self.store_writers.get(shard) {
                     writer.publish(Some(actor.clone()));
                 }
@@ -311,17 +284,14 @@ impl SupervisorState {
                 s.max_window
             ));
         }
-        let (mut store, mut sessions) = (None, None);
+        let mut sessions = None;
         match child {
             Child::EventStore(shard) => {
-                if let Some(heir) = self.store_heirs.get_mut(shard).and_then(Option::take) {
-                    store = heir.reclaim(RECLAIM_WAIT).await;
-                    if store.is_none() {
-                        tracing::error!(
-                            shard,
-                            "event store shard's data was not returned; starting empty"
-                        );
-                    }
+                if !self.store_shards.reclaim(shard, RECLAIM_WAIT).await {
+                    tracing::error!(
+                        shard,
+                        "event store shard's data was not returned; starting empty"
+                    );
                 }
             }
             Child::SessionManager => {
@@ -334,7 +304,7 @@ impl SupervisorState {
             }
             Child::HttpListener => {}
         }
-        self.start(child, supervisor, store, sessions)
+        self.start(child, supervisor, sessions)
             .await
             .map_err(|e| format!("{} could not restart: {e}", child.label()))
     }
@@ -394,6 +364,12 @@ impl Actor for RootSupervisor {
         let s = &args.config.supervisor;
         let shards = args.store_slots.len();
         let (store_writers, store_slots): (Vec<_>, Vec<_>) = args.store_slots.into_iter().unzip();
+        let store_shards = Shards::new(
+            args.redis.clone(),
+            args.config.server.session_timeout.get(),
+            args.config.sse.max_connections_per_stream.get(),
+            shards,
+        );
         let mut state = SupervisorState {
             intensity: Intensity::new(s.max_restarts, s.max_window.get()),
             since: Vec::new(),
@@ -406,12 +382,11 @@ impl Actor for RootSupervisor {
             gate: args.gate,
             store_writers,
             store: EventStoreHandle::new(store_slots),
-            budget: Arc::new(SharedBudget::new(shards)),
+            store_shards,
             session_writer: args.session_slot.0,
             session_slot: args.session_slot.1,
             listener_writer: args.listener_slot.0,
             listener_slot: args.listener_slot.1,
-            store_heirs: (0..shards).map(|_| None).collect(),
             session_heir: None,
             redis: args.redis,
             keeper: None,
@@ -423,7 +398,7 @@ impl Actor for RootSupervisor {
         };
         let shards = (0..shards).map(Child::EventStore);
         for child in shards.chain([Child::SessionManager]) {
-            state.start(child, myself.get_cell(), None, None).await?;
+            state.start(child, myself.get_cell(), None).await?;
         }
         // Hold the lease before this replica takes any request.
         if let Some(leases) = state.leases() {
@@ -437,7 +412,7 @@ impl Actor for RootSupervisor {
         }
         if state.socket.is_some() {
             state
-                .start(Child::HttpListener, myself.get_cell(), None, None)
+                .start(Child::HttpListener, myself.get_cell(), None)
                 .await?;
         }
         Ok(state)

@@ -216,6 +216,13 @@ impl<B> Default for EventStoreActor<B> {
 pub struct StoreArgs<B: EventStore> {
     /// The tables, lent by the supervisor.
     pub tables: Lent<StoreTables<B>>,
+    /// The rest, the same whatever the backend.
+    pub config: ShardConfig,
+}
+
+/// What a shard's actor starts with besides its tables.
+#[derive(Debug, Clone)]
+pub struct ShardConfig {
     /// Retention limits.
     pub retention: Retention,
     /// Sweep period (`cleanup_interval`).
@@ -247,9 +254,9 @@ impl<B: EventStore> Actor for EventStoreActor<B> {
         args: StoreArgs<B>,
     ) -> Result<Self::State, ActorProcessingErr> {
         let mut tables = args.tables;
-        tables.backend.set_retention(args.retention);
+        tables.backend.set_retention(args.config.retention);
         // The sweep is a message, so it is serialized with appends and shows in traces.
-        let sweep = myself.send_interval(args.cleanup_interval, || StoreMsg::Sweep);
+        let sweep = myself.send_interval(args.config.cleanup_interval, || StoreMsg::Sweep);
         if tables.backend.is_shared() {
             // Pushes queued for a previous incarnation died with its mailbox: read back
             // what the followed streams missed meanwhile.
@@ -258,8 +265,8 @@ impl<B: EventStore> Actor for EventStoreActor<B> {
         Ok(StoreState {
             tables,
             sweep,
-            catch_up: CatchUp::new(args.retry_interval),
-            shards: args.shards,
+            catch_up: CatchUp::new(args.config.retry_interval),
+            shards: args.config.shards,
             runs: Runs::default(),
         })
     }
