@@ -19,7 +19,7 @@ use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 
 use super::extract::PROTOCOL_VERSION;
 use super::rejection::Rejection;
-use crate::protocol::methods::Method;
+use crate::protocol::methods::{Method, NotificationKind};
 use crate::protocol::version::ProtocolVersion;
 use crate::protocol::{Incoming, Request};
 use crate::server::McpServer;
@@ -42,12 +42,9 @@ pub(super) fn operation(
     };
     let request_id = request.map(|r| &r.id);
     // Notifications are not methods we route, but the conventions name them all.
-    let known = parsed.name().or_else(|| {
-        method
-            .starts_with("notifications/")
-            .then(|| known_notification(method))
-            .flatten()
-    });
+    let known = parsed
+        .name()
+        .or_else(|| NotificationKind::parse(method).map(NotificationKind::name));
     let name = request.and_then(Request::name);
     let (target, span_name) = match name.and_then(|name| server.target(parsed, name)) {
         Some((name, span_name)) if parsed == Method::ToolsCall => {
@@ -93,19 +90,6 @@ pub(super) fn operation(
         op.span().record("mcp.resource.uri", uri);
     }
     Some(op)
-}
-
-/// The conventions' notification names (the only ones that name a span or series).
-fn known_notification(method: &str) -> Option<&'static str> {
-    [
-        "notifications/cancelled",
-        "notifications/initialized",
-        "notifications/message",
-        "notifications/progress",
-        "notifications/roots/list_changed",
-    ]
-    .into_iter()
-    .find(|n| *n == method)
 }
 
 /// The HTTP server span of a request that carries no MCP message (GET, DELETE), or whose

@@ -38,18 +38,20 @@ pub use tools::{
 };
 
 use super::Notification;
-pub use super::method::Method;
+pub use super::method::{Eras, Method, MethodSpec, NameParam, NotificationKind, Routing};
 
-/// Client notification names we act on.
+/// Notification names we send or act on (those of [`NotificationKind`] written there).
 pub mod notifications {
+    use super::NotificationKind;
+
     /// Sent by the client after `initialize`.
-    pub const INITIALIZED: &str = "notifications/initialized";
+    pub const INITIALIZED: &str = NotificationKind::Initialized.name();
     /// Progress of a request.
-    pub const PROGRESS: &str = "notifications/progress";
+    pub const PROGRESS: &str = NotificationKind::Progress.name();
     /// The client gave up on a request.
-    pub const CANCELLED: &str = "notifications/cancelled";
+    pub const CANCELLED: &str = NotificationKind::Cancelled.name();
     /// A log message from the server.
-    pub const MESSAGE: &str = "notifications/message";
+    pub const MESSAGE: &str = NotificationKind::Message.name();
     /// A subscribed resource changed.
     pub const RESOURCE_UPDATED: &str = "notifications/resources/updated";
 }
