@@ -807,3 +807,266 @@ fn the_docs_readers_read_blocks_and_maps() {
         ]
     );
 }
+
+/// A file's text outside its unit tests: each `#[cfg(test)]` item left out (rustfmt's
+/// layout: the attribute, then an item ending on its line, or opening a block that closes
+/// at the item's indentation), other lines kept blank so line numbers stay.
+fn outside_tests(text: &str) -> String {
+    let mut out = String::new();
+    let mut lines = text.lines();
+    while let Some(line) = lines.next() {
+        if line.trim() != "#[cfg(test)]" {
+            out.push_str(line);
+            out.push('\n');
+            continue;
+        }
+        out.push('\n');
+        let Some(item) = lines.next() else { break };
+        out.push('\n');
+        if item.trim_end().ends_with('{') {
+            let indent = item.len() - item.trim_start().len();
+            let close = format!("{}}}", " ".repeat(indent));
+            for inner in lines.by_ref() {
+                out.push('\n');
+                if inner.trim_end() == close {
+                    break;
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The string literals of some code (contents as written, escapes not read) with their
+/// line numbers, and the code with comments dropped and literals emptied.
+fn literals(code: &str) -> (Vec<(usize, String)>, String) {
+    let chars: Vec<char> = code.chars().collect();
+    let mut found = Vec::new();
+    let mut rest = String::new();
+    let mut line = 1;
+    let mut at = 0;
+    let ident = |c: Option<&char>| c.is_some_and(|c| c.is_alphanumeric() || *c == '_');
+    while at < chars.len() {
+        let c = chars[at];
+        let next = chars.get(at + 1).copied();
+        if c == '/' && next == Some('/') {
+            while at < chars.len() && chars[at] != '\n' {
+                at += 1;
+            }
+            continue;
+        }
+        if c == '/' && next == Some('*') {
+            at += 2;
+            while at < chars.len() && !(chars[at] == '*' && chars.get(at + 1) == Some(&'/')) {
+                if chars[at] == '\n' {
+                    line += 1;
+                    rest.push('\n');
+                }
+                at += 1;
+            }
+            at += 2;
+            continue;
+        }
+        // A char literal (`'"'`, `'\''`); a lifetime is a quote with no closing one.
+        if c == '\'' {
+            let close = if next == Some('\\') {
+                chars[at + 2..]
+                    .iter()
+                    .position(|c| *c == '\'')
+                    .map(|p| at + 2 + p)
+            } else {
+                (chars.get(at + 2) == Some(&'\'')).then_some(at + 2)
+            };
+            if let Some(close) = close {
+                rest.push_str("' '");
+                at = close + 1;
+                continue;
+            }
+        }
+        // `r"…"`, `r#"…"#`: no escapes; the closing quote has as many `#`.
+        let raw = c == 'r' && !ident(at.checked_sub(1).and_then(|p| chars.get(p)));
+        let hashes = if raw {
+            chars[at + 1..].iter().take_while(|c| **c == '#').count()
+        } else {
+            0
+        };
+        if raw && chars.get(at + 1 + hashes) == Some(&'"') {
+            let start = at + 2 + hashes;
+            let closing: Vec<char> = std::iter::once('"')
+                .chain(std::iter::repeat_n('#', hashes))
+                .collect();
+            let mut end = start;
+            while end < chars.len() && !chars[end..].starts_with(&closing) {
+                end += 1;
+            }
+            let text: String = chars[start..end.min(chars.len())].iter().collect();
+            found.push((line, text.clone()));
+            line += text.matches('\n').count();
+            rest.push_str(&"\n".repeat(text.matches('\n').count()));
+            rest.push_str("\"\"");
+            at = end + closing.len();
+            continue;
+        }
+        if c == '"' {
+            let start = at + 1;
+            let mut end = start;
+            while end < chars.len() && chars[end] != '"' {
+                end += if chars[end] == '\\' { 2 } else { 1 };
+            }
+            let text: String = chars[start..end.min(chars.len())].iter().collect();
+            found.push((line, text.clone()));
+            line += text.matches('\n').count();
+            rest.push_str(&"\n".repeat(text.matches('\n').count()));
+            rest.push_str("\"\"");
+            at = end + 1;
+            continue;
+        }
+        if c == '\n' {
+            line += 1;
+        }
+        rest.push(c);
+        at += 1;
+    }
+    (found, rest)
+}
+
+/// Where some code names an MCP method: `Method::…` (ours: `http::Method::GET` is not), a
+/// notification's variant or constant (`NotificationKind::Cancelled`,
+/// `notifications::CANCELLED`), or a string literal equal to a method's or a known
+/// notification's name.
+fn names_of_methods(code: &str) -> Vec<(usize, String)> {
+    use otpmcp::protocol::methods::{Method, NotificationKind};
+    let known: Vec<&str> = Method::ALL
+        .iter()
+        .filter_map(|m| m.name())
+        .chain(NotificationKind::ALL.iter().map(|n| n.name()))
+        .collect();
+    let (found, rest) = literals(code);
+    let mut out: Vec<(usize, String)> = found
+        .into_iter()
+        .filter(|(_, text)| known.contains(&text.as_str()))
+        .map(|(line, text)| (line, format!("{text:?}")))
+        .collect();
+    for (n, line) in rest.lines().enumerate() {
+        for (head, any) in [
+            ("Method::", true),
+            ("NotificationKind::", false),
+            ("notifications::", false),
+        ] {
+            let mut from = 0;
+            while let Some(at) = line[from..].find(head) {
+                let at = from + at;
+                from = at + head.len();
+                let before = line[..at].chars().last();
+                if before.is_some_and(|c| c.is_alphanumeric() || c == '_')
+                    || line[..at].ends_with("http::")
+                {
+                    continue;
+                }
+                // `Method::` is the method type whatever follows; of the others, only a
+                // variant or a constant names one notification (`NotificationKind::parse` does not).
+                if !any && !line[from..].starts_with(|c: char| c.is_ascii_uppercase()) {
+                    continue;
+                }
+                let path: String = line[at..]
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':')
+                    .collect();
+                out.push((n + 1, path));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+fn relative(file: &Path) -> String {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    file.strip_prefix(root)
+        .unwrap_or(file)
+        .display()
+        .to_string()
+}
+
+/// Architecture invariant: the transport knows bytes and connections, the server knows
+/// methods. Outside its unit tests no file of `transport/` writes `Method::…` or a
+/// method's name; what a transport must know of a method it reads from its spec.
+#[test]
+fn no_transport_file_names_a_method() {
+    let mut files = Vec::new();
+    rust_files(&src().join("transport"), &mut files);
+    files.sort();
+    let mut named = Vec::new();
+    for file in &files {
+        let place = relative(file);
+        let text = std::fs::read_to_string(file).unwrap_or_default();
+        named.extend(
+            names_of_methods(&outside_tests(&text))
+                .into_iter()
+                .map(|(line, what)| format!("{place}:{line}: {what}")),
+        );
+    }
+    assert!(
+        named.is_empty(),
+        "transport/ names methods (read the method's spec, or move the decision to server/):\n{}",
+        named.join("\n")
+    );
+}
+
+/// Architecture invariant: each transport drives the server by itself; stdio does not
+/// borrow from the stateless HTTP folder, nor that one from stdio.
+#[test]
+fn no_transport_folder_imports_another() {
+    let modules = Modules::read();
+    let folder = |m: &ModPath| -> Option<&'static str> {
+        match m.as_slice() {
+            [t, f, ..] if t == "transport" && f == "stdio" => Some("stdio"),
+            [t, f, ..] if t == "transport" && f == "stateless" => Some("stateless"),
+            _ => None,
+        }
+    };
+    let mut crossing = Vec::new();
+    for (from, to, witness) in modules.imports() {
+        let (Some(a), Some(b)) = (folder(&from), folder(&to)) else {
+            continue;
+        };
+        if a == b {
+            continue;
+        }
+        let place = modules
+            .files
+            .get(&from)
+            .map(|f| relative(f))
+            .unwrap_or_default();
+        let line = format!("{place}:{}: {}", witness.line, witness.text);
+        if !crossing.contains(&line) {
+            crossing.push(line);
+        }
+    }
+    assert!(
+        crossing.is_empty(),
+        "one transport imports another:\n{}",
+        crossing.join("\n")
+    );
+}
+
+#[test]
+fn the_method_scanner_reads_literals_and_skips_tests() {
+    let code = "use a::b; // \"tools/call\"\nlet c = '\"'; let s = \"ping\";\n/* \"tools/list\" */ let r = r#\"initialize\"#;\nhttp::Method::GET; methods::Method::ToolsCall; x(\"notifications/cancelled\", \"tools/\");\nNotificationKind::parse(m); NotificationKind::Cancelled; notifications::INITIALIZED;\n";
+    assert_eq!(
+        names_of_methods(code),
+        [
+            (2, "\"ping\"".to_owned()),
+            (3, "\"initialize\"".to_owned()),
+            (4, "\"notifications/cancelled\"".to_owned()),
+            (4, "Method::ToolsCall".to_owned()),
+            (5, "NotificationKind::Cancelled".to_owned()),
+            (5, "notifications::INITIALIZED".to_owned()),
+        ]
+    );
+    let text = "fn f() {}\n#[cfg(test)]\nfn g() {\n    \"ping\";\n}\n#[cfg(test)]\nmod tests {\n    fn h() {\n    }\n    const P: &str = \"ping\";\n}\nconst Q: &str = \"ping\";\n";
+    assert_eq!(
+        names_of_methods(&outside_tests(text)),
+        [(12, "\"ping\"".to_owned())]
+    );
+}

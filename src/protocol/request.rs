@@ -7,7 +7,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::method::Method;
+use super::method::{Method, NameParam, NotificationKind};
 use super::{ErrorObject, RequestId, request_state};
 
 /// A request: expects a response with the same id.
@@ -59,6 +59,12 @@ impl Request {
     /// `params.taskId` (`tasks/*`).
     pub fn task_id(&self) -> Option<&str> {
         self.param_str("taskId")
+    }
+
+    /// The param that names what the request is about, as its method's spec says
+    /// ([`super::method::Routing`]): `params.name`, `params.uri` or `params.taskId`.
+    pub fn named(&self, param: NameParam) -> Option<&str> {
+        self.param_str(param.key())
     }
 
     /// `params.arguments` (`tools/call`).
@@ -192,6 +198,11 @@ pub struct Notification {
 }
 
 impl Notification {
+    /// The notification, when it is one we know by name.
+    pub fn kind(&self) -> Option<NotificationKind> {
+        NotificationKind::parse(&self.method)
+    }
+
     /// `params._meta`, when it is an object.
     pub fn meta(&self) -> Option<&serde_json::Map<String, Value>> {
         meta_of(self.params.as_ref())

@@ -20,7 +20,7 @@ use super::{Handover, McpServer};
 use crate::auth::{HandedPrincipal, Principal};
 use crate::handler::{BoxFuture, Outbox, RequestContext};
 use crate::protocol::meta::{HeaderParam, RequestMeta};
-use crate::protocol::methods::{Method, notifications};
+use crate::protocol::methods::{Method, NotificationKind};
 use crate::protocol::{ErrorObject, Incoming, Notification, Outgoing, Request, RequestId};
 use crate::session::{NewSession, SessionEffect};
 use crate::telemetry::durations::Target;
@@ -148,7 +148,7 @@ impl Exchange {
         match self {
             Self::Call(call) => Some(call.label.clone()),
             Self::Told(told) => Some(Label {
-                known: notifications::known(&told.notification().method),
+                known: told.notification().kind().map(NotificationKind::name),
                 target: Target::None,
                 span_name: None,
             }),
@@ -184,7 +184,7 @@ impl Exchange {
 
 impl Told {
     fn read(note: Notification) -> Self {
-        if note.method == notifications::CANCELLED
+        if note.kind() == Some(NotificationKind::Cancelled)
             && let Some(id) = note.cancelled_request()
         {
             return Self::Cancel(id, note);

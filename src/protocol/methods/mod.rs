@@ -38,38 +38,26 @@ pub use tools::{
 };
 
 use super::Notification;
-pub use super::method::Method;
+pub use super::method::{Eras, Method, MethodSpec, NameParam, NotificationKind, Routing};
 
-/// Client notification names we act on.
+/// Notification names we send or act on (those of [`NotificationKind`] written there).
 pub mod notifications {
+    use super::NotificationKind;
+
     /// Sent by the client after `initialize`.
-    pub const INITIALIZED: &str = "notifications/initialized";
+    pub const INITIALIZED: &str = NotificationKind::Initialized.name();
     /// Progress of a request.
-    pub const PROGRESS: &str = "notifications/progress";
+    pub const PROGRESS: &str = NotificationKind::Progress.name();
     /// The client gave up on a request.
-    pub const CANCELLED: &str = "notifications/cancelled";
+    pub const CANCELLED: &str = NotificationKind::Cancelled.name();
     /// A log message from the server.
-    pub const MESSAGE: &str = "notifications/message";
+    pub const MESSAGE: &str = NotificationKind::Message.name();
     /// A subscribed resource changed.
     pub const RESOURCE_UPDATED: &str = "notifications/resources/updated";
     /// What a `subscriptions/listen` request will be told of (2026-07-28).
     pub const SUBSCRIPTIONS_ACKNOWLEDGED: &str = "notifications/subscriptions/acknowledged";
     /// A task changed, to a listener that named it (2026-07-28).
     pub const TASKS: &str = "notifications/tasks";
-
-    /// `method` if it is a notification the OpenTelemetry MCP conventions name (only
-    /// those name a span or a metric series).
-    pub fn known(method: &str) -> Option<&'static str> {
-        [
-            CANCELLED,
-            INITIALIZED,
-            MESSAGE,
-            PROGRESS,
-            "notifications/roots/list_changed",
-        ]
-        .into_iter()
-        .find(|n| *n == method)
-    }
 }
 
 /// Which list changed, for `notifications/<kind>/list_changed`.

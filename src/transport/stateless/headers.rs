@@ -11,7 +11,6 @@ use serde_json::Value;
 use crate::protocol::ErrorObject;
 use crate::protocol::Request;
 use crate::protocol::meta::HeaderParam;
-use crate::protocol::methods::Method;
 
 /// `Mcp-Method`.
 pub const MCP_METHOD: &str = "mcp-method";
@@ -20,8 +19,8 @@ pub const MCP_NAME: &str = "mcp-name";
 /// Prefix of the headers that mirror tool arguments.
 pub const MCP_PARAM_PREFIX: &str = "mcp-param-";
 
-/// Checks `Mcp-Method` against `request`'s method and, for the methods that name
-/// something, `Mcp-Name` against its params.
+/// Checks `Mcp-Method` against `request`'s method and, for the methods whose spec routes
+/// them by a param ([`crate::protocol::methods::Routing`]), `Mcp-Name` against it.
 pub fn check_standard(headers: &HeaderMap, request: &Request) -> Result<(), ErrorObject> {
     let method = request.method.as_str();
     match header_value(headers, MCP_METHOD)? {
@@ -37,24 +36,16 @@ pub fn check_standard(headers: &HeaderMap, request: &Request) -> Result<(), Erro
         }
         Some(_) => {}
     }
-    // The tasks methods may go without `Mcp-Name`: the clients people have omit it there
-    // (fastmcp-tasks 4.1.4, the MCP Inspector's issue #1917; the TypeScript SDK fixed the
-    // same bug in its pull request #2613), FastMCP's own server accepts it, and the task id
-    // routes nothing a proxy needs before the body. A header that is there must still match.
-    let (field, body, required) = match request.kind {
-        Method::ToolsCall | Method::PromptsGet => ("name", request.name(), true),
-        Method::ResourcesRead => ("uri", request.uri(), true),
-        Method::TasksGet | Method::TasksUpdate | Method::TasksCancel | Method::TasksStream => {
-            ("taskId", request.task_id(), false)
-        }
-        _ => return Ok(()),
+    let Some(routing) = request.kind.spec().routed_by else {
+        return Ok(());
     };
-    let Some(body) = body else {
+    let field = routing.param.key();
+    let Some(body) = request.named(routing.param) else {
         // The body is wrong, not the header: the method's own validation says how.
         return Ok(());
     };
     match decoded(header_value(headers, MCP_NAME)?)? {
-        None if !required => Ok(()),
+        None if !routing.required => Ok(()),
         None => Err(ErrorObject::header_mismatch(format!(
             "the Mcp-Name header is required for {method}"
         ))),
