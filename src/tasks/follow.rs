@@ -37,7 +37,7 @@ use crate::event_store::{
 };
 use crate::event_store::format;
 use crate::protocol::ErrorObject;
-use crate::stream::budget::{ByteBudget, Reserved};
+use crate::rt::budget::{ByteBudget, Reserved};
 
 /// How often a follower reads the store when the feed brings nothing: [`LIVE_REREAD`]
 /// while it has one (a safety net), this when it lost it.

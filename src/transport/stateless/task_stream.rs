@@ -27,7 +27,7 @@ use crate::auth::Principal;
 use crate::protocol::meta::{RequestMeta, TASKS_EXTENSION};
 use crate::protocol::methods::TaskStreamParams;
 use crate::protocol::{ErrorObject, Outgoing, Request, RequestId};
-use crate::stream::budget::{ByteBudget, Reserved};
+use crate::rt::budget::{ByteBudget, Reserved};
 use crate::stream::{SseBody, sse};
 use crate::tasks::Followed;
 use crate::tasks::events::{EVENT_METHOD, TaskEvent};

@@ -15,7 +15,7 @@ use crate::protocol::meta::{RequestMeta, TASKS_EXTENSION};
 use crate::protocol::methods::TaskStreamParams;
 use crate::protocol::{ErrorObject, Outgoing, Request, RequestId};
 use crate::server::McpServer;
-use crate::stream::budget::ByteBudget;
+use crate::rt::budget::ByteBudget;
 use crate::tasks::Followed;
 
 /// `subscriptions/listen`: the acknowledgement, then each change asked for, until the
