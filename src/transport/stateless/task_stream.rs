@@ -60,19 +60,19 @@ pub(super) async fn serve(
     };
     let budget = ByteBudget::new(inner.config.sse.stream_buffer_bytes.get());
     let followed = match tasks
-        .follow(&params.task_id, principal, params.after, budget)
+        .follow(params.task_id, principal, params.after, budget)
         .await
     {
         Ok(followed) => followed,
         Err(e) => return error_response(Some(request.id), e.into(), StatusCode::OK),
     };
     let readers = inner.task_readers.clone();
-    let reader = readers.join(&params.task_id).await;
+    let reader = readers.join(params.task_id).await;
     let (tx, rx) = mpsc::channel(FRAMES);
     let pump = Pump {
         followed,
         frames: tx,
-        task_json: Value::String(params.task_id.clone()).to_string(),
+        task_json: Value::String(params.task_id.to_string()).to_string(),
         envelope: event_envelope(),
         id: request.id,
         keepalive: inner.config.sse.keepalive_interval.get(),

@@ -104,13 +104,13 @@ pub(super) fn task_stream(
             Err(error) => return fail(error),
         };
         let budget = ByteBudget::new(budget_bytes);
-        let mut followed = match tasks.follow(&params.task_id, None, params.after, budget).await
+        let mut followed = match tasks.follow(params.task_id, None, params.after, budget).await
         {
             Ok(followed) => followed,
             Err(e) => return fail(e.into()),
         };
         let envelope = event_envelope();
-        let task_json = Value::String(params.task_id.clone()).to_string();
+        let task_json = Value::String(params.task_id.to_string()).to_string();
         let cut = |why: &str| {
             fail(ErrorObject::internal(format!(
                 "{why}; send tasks/stream again with after = the last seq received"
