@@ -26,11 +26,11 @@ impl TaskStreamParams {
                 ErrorObject::invalid_params("Invalid params: after must be a non-negative integer")
             })?),
         };
-        // Parsed after `after`'s check, which came first when a malformed id was only
-        // found unknown by the store.
+        // After `after`'s check, which came first when only the store found a malformed
+        // id unknown; its error is an unknown task's.
         let task_id = task_id
-            .parse()
-            .map_err(|e: crate::ids::TaskIdError| ErrorObject::invalid_params(e.to_string()))?;
+            .parse::<TaskId>()
+            .map_err(|e| ErrorObject::invalid_params(e.to_string()))?;
         Ok(Self { task_id, after })
     }
 }
