@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::broadcast;
 
+use crate::ids::TaskId;
 use crate::protocol::methods::ListKind;
 
 /// One change.
@@ -25,7 +26,7 @@ pub enum ServerNews {
     /// A task changed: the task as `tasks/get` would return it (without `resultType`).
     Task {
         /// The task's id.
-        task_id: String,
+        task_id: TaskId,
         /// The detailed task.
         task: Value,
         /// Who may see it (`[auth]`): its record's principal.

@@ -345,6 +345,11 @@ async fn a_cursor_at_or_beyond_the_end_and_unknown_tasks(backend: Backend) {
         let stream = client.ask("tasks/stream", json!({"taskId": unknown})).await;
         assert_eq!(stream.error_code(), Some(-32602));
         assert_eq!(stream.error_code(), get.error_code());
+        // A malformed id, refused before the store is asked, reads as an unknown one.
+        assert_eq!(
+            stream.message["error"]["message"],
+            format!("Task not found: {unknown}")
+        );
     }
     // Mcp-Name may be left out, but one that is there names the task.
     let wrong = client

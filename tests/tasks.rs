@@ -193,6 +193,8 @@ async fn task_methods_refuse_with_the_specs_codes() {
         )
         .await;
     assert_eq!(update.error_code(), Some(-32602));
+    // A malformed id, refused before the store is asked, reads as an unknown one.
+    assert_eq!(update.message["error"]["message"], "Task not found: nope");
     for method in ["tasks/list", "tasks/result"] {
         let answer = client.ask(method, json!({"taskId": "x"})).await;
         assert_eq!(

@@ -116,7 +116,7 @@ impl Router {
                     // Never waits here (the connection's task): the registry hop runs apart.
                     let tasks = self.tasks.clone();
                     tokio::spawn(async move {
-                        if let Err(e) = tasks.local(&m.task_id, m.signal).await {
+                        if let Err(e) = tasks.local(m.task_id, m.signal).await {
                             tracing::warn!(error = %e, "a task signal from another replica was dropped");
                         }
                     });

@@ -7,6 +7,7 @@ use tokio_util::task::AbortOnDropHandle;
 
 use super::leases::{Lapsed, Leases, STOPPED_NOTICE, TASK_FIELD, orphan};
 use crate::event_store::{EventStoreHandle, StoreCallError, StoreError};
+use crate::ids::TaskId;
 use crate::tasks::TaskHandle;
 use crate::telemetry::metrics;
 use crate::transport::Handovers;
@@ -119,7 +120,10 @@ async fn reap(leases: &Leases, heirs: &Heirs, lapsed: Lapsed) {
                 settled_all = false;
                 continue;
             }
-            tasks.orphaned(id, replica, stopped).await;
+            // An entry that names no task (never written so) has nothing to end.
+            if let Ok(id) = id.parse::<TaskId>() {
+                tasks.orphaned(id, replica, stopped).await;
+            }
             metrics::REQUESTS_REAPED.inc();
             settled_all &= leases.settle(replica, &field).await;
             continue;

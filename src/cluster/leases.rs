@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 use crate::event_store::format::{self, CURRENT_FORMAT};
 use crate::event_store::redis::RedisLink;
 use crate::handler::BoxFuture;
-use crate::ids::{SessionId, StreamKey, StreamNo};
+use crate::ids::{SessionId, StreamKey, StreamNo, TaskId};
 use crate::protocol::{ErrorObject, Outgoing, RequestId};
 use crate::server::Handover;
 use crate::transport::{InFlight, InFlightError};
@@ -308,7 +308,7 @@ pub struct Lapsed {
 pub(super) const TASK_FIELD: &str = "task:";
 
 /// The in-flight entry of task `id`.
-pub(super) fn task_field(id: &str) -> String {
+pub(super) fn task_field(id: TaskId) -> String {
     format!("{TASK_FIELD}{id}")
 }
 

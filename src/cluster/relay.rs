@@ -10,6 +10,7 @@ use tokio_util::task::AbortOnDropHandle;
 use crate::event_store::format;
 use crate::event_store::redis::RedisLink;
 use crate::handler::BoxFuture;
+use crate::ids::TaskId;
 use crate::server_news::{NewsHub, ServerNews};
 use crate::tasks::{TaskLeases, TaskSignal, TaskSignals};
 
@@ -26,7 +27,7 @@ pub struct NewsMessage {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TaskMessage {
     /// The task.
-    pub task_id: String,
+    pub task_id: TaskId,
     /// What to tell it.
     pub signal: TaskSignal,
 }
@@ -45,15 +46,15 @@ impl TaskBus {
 }
 
 impl TaskSignals for TaskBus {
-    fn send<'a>(
-        &'a self,
+    fn send(
+        &self,
         owner: u64,
-        id: &'a str,
+        id: TaskId,
         signal: TaskSignal,
-    ) -> BoxFuture<'a, Result<(), String>> {
+    ) -> BoxFuture<'_, Result<(), String>> {
         Box::pin(async move {
             let message = TaskMessage {
-                task_id: id.to_owned(),
+                task_id: id,
                 signal,
             };
             let body = format::to_vec(self.link.format.get(), &message).map_err(|e| e.to_string())?;
@@ -66,7 +67,7 @@ impl TaskSignals for TaskBus {
 }
 
 impl TaskLeases for super::Leases {
-    fn begin<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), String>> {
+    fn begin(&self, id: TaskId) -> BoxFuture<'_, Result<(), String>> {
         Box::pin(async move {
             self.hold(&super::leases::task_field(id))
                 .await
@@ -74,7 +75,7 @@ impl TaskLeases for super::Leases {
         })
     }
 
-    fn end<'a>(&'a self, id: &'a str) -> BoxFuture<'a, ()> {
+    fn end(&self, id: TaskId) -> BoxFuture<'_, ()> {
         Box::pin(self.drop_field(super::leases::task_field(id)))
     }
 }

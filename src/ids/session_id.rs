@@ -17,6 +17,12 @@ impl SessionId {
         Self(uuid::Uuid::new_v4().as_u128())
     }
 
+    /// The session whose 128 bits are `bits` (a task's log lives in the namespace its
+    /// id spells).
+    pub(super) fn from_bits(bits: u128) -> Self {
+        Self(bits)
+    }
+
     /// The 32-bit tag that event ids of this session carry, so an event id from another
     /// session is recognised as foreign instead of being resolved against this one.
     pub fn tag(self) -> u32 {

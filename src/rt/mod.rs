@@ -1,10 +1,12 @@
 //! Runtime pieces the actors are built from, below every actor module: data lent by a
 //! supervisor to its child ([`heir`]), the slot through which handles reach the current
-//! incarnation of an actor ([`slot`]) and the restart-intensity window ([`intensity`]). A
+//! incarnation of an actor ([`slot`]), the restart-intensity window ([`intensity`]) and a
+//! byte budget shared along a chain of queues ([`budget`]). A
 //! task that ends with its owner is `tokio_util`'s `AbortOnDropHandle`.
 //!
 //! Nothing here knows any actor's messages; it imports nothing else of the crate.
 
+pub mod budget;
 pub mod heir;
 pub mod intensity;
 pub mod slot;

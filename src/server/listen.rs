@@ -210,7 +210,7 @@ impl Filter {
                 task_id,
                 task,
                 owner,
-            } => (self.tasks.contains(task_id) && *owner == self.owner).then(|| {
+            } => (self.tasks.contains(task_id.as_str()) && *owner == self.owner).then(|| {
                 let params = task.as_object().cloned().unwrap_or_default();
                 (notifications::TASKS, params)
             }),

@@ -8,10 +8,11 @@ use tokio::sync::mpsc;
 
 use super::McpServer;
 use crate::auth::Principal;
+use crate::ids::TaskId;
 use crate::protocol::meta::{RequestMeta, TASKS_EXTENSION};
 use crate::protocol::methods::TaskStreamParams;
 use crate::protocol::{ErrorObject, Outgoing, Request, RequestId};
-use crate::stream::budget::ByteBudget;
+use crate::rt::budget::ByteBudget;
 use crate::tasks::Followed;
 use crate::tasks::events::{EVENT_METHOD, TaskEvent};
 
@@ -20,7 +21,7 @@ pub(crate) struct TaskStream {
     /// What the task's log hands over, in order; closed without [`Followed::End`] when
     /// the stream stopped early (the client resumes with `after`).
     pub(crate) followed: mpsc::Receiver<Followed>,
-    task_id: String,
+    task_id: TaskId,
     /// The task id as a JSON string.
     task_json: String,
     /// A `notifications/tasks/event` message up to its params.
@@ -48,12 +49,12 @@ impl McpServer {
         }
         let params = TaskStreamParams::read(request)?;
         let followed = tasks
-            .follow(&params.task_id, principal, params.after, budget)
+            .follow(params.task_id, principal, params.after, budget)
             .await
             .map_err(ErrorObject::from)?;
         Ok(TaskStream {
             followed,
-            task_json: Value::String(params.task_id.clone()).to_string(),
+            task_json: Value::String(params.task_id.to_string()).to_string(),
             task_id: params.task_id,
             envelope: format!(r#"{{"jsonrpc":"2.0","method":"{EVENT_METHOD}","params":"#),
             id: request.id.clone(),
@@ -63,8 +64,8 @@ impl McpServer {
 
 impl TaskStream {
     /// The task followed.
-    pub(crate) fn task_id(&self) -> &str {
-        &self.task_id
+    pub(crate) fn task_id(&self) -> TaskId {
+        self.task_id
     }
 
     /// About how many bytes [`TaskStream::push_event`] adds beside the event itself.

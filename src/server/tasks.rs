@@ -14,7 +14,8 @@ use crate::protocol::meta::{RequestMeta, TASKS_EXTENSION};
 use crate::protocol::methods::{Method, TaskSupport};
 use crate::protocol::{ErrorObject, Outgoing, Request, RequestId};
 use crate::tasks::record::TaskWork;
-use crate::tasks::{Creator, Rerun, TaskHandle, TaskOutbox, TaskSignal};
+use crate::ids::TaskId;
+use crate::tasks::{Creator, Rerun, TaskError, TaskHandle, TaskOutbox, TaskSignal};
 
 /// How a `tools/call` may become a task.
 pub(super) struct TaskPlan {
@@ -128,14 +129,17 @@ impl McpServer {
         let Some(tasks) = &self.tasks else {
             return Err(ErrorObject::method_not_found("tasks/*"));
         };
-        let id = request.task_id().ok_or_else(|| {
+        let text = request.task_id().ok_or_else(|| {
             ErrorObject::invalid_params("Invalid params: taskId must be a string")
         })?;
+        // A malformed id is an unknown task, answered where the store would have said so
+        // (after `inputResponses`' check).
+        let id = text.parse::<TaskId>().map_err(TaskError::from);
         // Another principal's task, or one whose tool's scopes the token no longer holds,
         // is not found, like an unknown one (checked where the record is read).
         let principal = principal.map(|p| &**p);
         match request.kind {
-            Method::TasksGet => Ok(tasks.get(id, principal).await?.wire()),
+            Method::TasksGet => Ok(tasks.get(id?, principal).await?.wire()),
             Method::TasksUpdate => {
                 let Some(Value::Object(answers)) = request.input_responses() else {
                     return Err(ErrorObject::invalid_params(
@@ -144,12 +148,12 @@ impl McpServer {
                 };
                 let answers = answers.clone();
                 tasks
-                    .signal(id, principal, TaskSignal::Respond { answers })
+                    .signal(id?, principal, TaskSignal::Respond { answers })
                     .await?;
                 Ok(json!({}))
             }
             _ => {
-                tasks.signal(id, principal, TaskSignal::Cancel).await?;
+                tasks.signal(id?, principal, TaskSignal::Cancel).await?;
                 Ok(json!({}))
             }
         }

@@ -10,7 +10,7 @@ use ractor::ActorRef;
 use tokio::sync::mpsc;
 
 use super::StreamMsg;
-use super::budget::Reserved;
+use crate::rt::budget::Reserved;
 use super::pipe::PipeRx;
 
 /// Yields the frames queued for it; ends when the writer drops its end. Dropped by hyper

@@ -12,7 +12,6 @@
 //! client reconnects and resumes on its own.
 
 pub mod body;
-pub mod budget;
 pub mod pipe;
 pub mod sse;
 mod state;

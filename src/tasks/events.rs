@@ -2,8 +2,8 @@
 //! every note of a task's handler, stored before anyone is told, and read back by
 //! `tasks/stream`.
 //!
-//! The log is a store session of its own whose id is the task id (a task id is 32 hex
-//! digits, like a session id), with one stream: like an execution's output
+//! The log is a store session of its own, in the namespace its task's id spells
+//! ([`TaskId::log_key`]), with one stream: like an execution's output
 //! ([`crate::exec`]), it is retained, capped and evicted as a session's events are
 //! (`sse.event_ttl`, `sse.max_session_events`, `sse.max_session_bytes`, the global
 //! budget), kept in Redis when the store is, and followed live from any replica through
@@ -18,10 +18,10 @@ use serde_json::{Map, Value, json};
 use std::time::Duration;
 
 use super::TaskHandle;
-use crate::event_store::{Event, StreamKey, StreamNo, StreamWriter};
+use crate::event_store::{Event, StreamWriter};
 use crate::exec::tools as exec;
 use crate::handler::Note;
-use crate::ids::SessionId;
+use crate::ids::TaskId;
 use crate::protocol::methods;
 
 /// A status change: the payload is the task as `tasks/get` shows it.
@@ -46,13 +46,6 @@ pub(crate) const LOG_KEEPALIVE: Duration = Duration::from_secs(60);
 
 /// The method of the notification that carries each event.
 pub const EVENT_METHOD: &str = "notifications/tasks/event";
-
-/// The store stream holding task `id`'s log; `None` for an id that is not one of ours
-/// (it cannot have a log).
-pub fn log_key(id: &str) -> Option<StreamKey> {
-    let session: SessionId = id.parse().ok()?;
-    Some(StreamKey::new(session, StreamNo(1)))
-}
 
 /// An event as the log stores it: a mark byte ([`TERMINAL`] or [`EVENT`]) and then the
 /// inside of the `notifications/tasks/event` params that do not change (`"type":…,
@@ -136,18 +129,15 @@ pub(crate) fn of_note(note: Note) -> Stored {
 }
 
 impl TaskHandle {
-    /// A writer of task `id`'s log (`None` for an id that names no log), for its runner.
-    pub(super) fn log_writer(&self, id: &str) -> Option<StreamWriter> {
-        log_key(id).map(|key| StreamWriter::new(self.inner.store.clone(), key))
+    /// A writer of task `id`'s log, for its runner.
+    pub(super) fn log_writer(&self, id: TaskId) -> StreamWriter {
+        StreamWriter::new(self.inner.store.clone(), id.log_key())
     }
 
     /// Sends `event` as the next of the log `log` writes (task `id`'s): it waits only
     /// while a few are in flight. A failure is logged, as for [`TaskHandle::append`].
-    pub(super) async fn write_note(&self, log: &mut Option<StreamWriter>, id: &str, event: Stored) {
-        let Some(writer) = log else {
-            return;
-        };
-        if let Err(e) = writer.write(event.bytes()).await {
+    pub(super) async fn write_note(&self, log: &mut StreamWriter, id: TaskId, event: Stored) {
+        if let Err(e) = log.write(event.bytes()).await {
             tracing::warn!(task_id = %id, error = %e, "could not store a task's event");
         }
     }
@@ -155,10 +145,8 @@ impl TaskHandle {
     /// Appends `event` to task `id`'s log. A failure is logged: the task goes on (as
     /// with a record that could not be stored), and a reader of the log sees the gap as
     /// nothing missing, since the store numbers only what it stored.
-    pub(crate) async fn append(&self, id: &str, event: Stored) {
-        let Some(key) = log_key(id) else {
-            return;
-        };
+    pub(crate) async fn append(&self, id: TaskId, event: Stored) {
+        let key = id.log_key();
         if let Err(e) = self.inner.store.append(key, event.bytes(), false).await {
             tracing::warn!(task_id = %id, error = %e, "could not store a task's event");
         }
@@ -166,17 +154,13 @@ impl TaskHandle {
 
     /// Renews task `id`'s log (see [`LOG_KEEPALIVE`]); registering a session again keeps
     /// what it holds.
-    pub(crate) async fn keep_log(&self, id: &str) {
-        if let Some(key) = log_key(id) {
-            let _ = self.inner.store.open_session(key.session).await;
-        }
+    pub(crate) async fn keep_log(&self, id: TaskId) {
+        let _ = self.inner.store.open_session(id.log_key().session).await;
     }
 
     /// Drops task `id`'s log once its record is gone too (`after` from now).
-    pub(super) fn forget_log_after(&self, id: &str, after: Duration) {
-        let Some(key) = log_key(id) else {
-            return;
-        };
+    pub(super) fn forget_log_after(&self, id: TaskId, after: Duration) {
+        let key = id.log_key();
         let store = self.inner.store.clone();
         tokio::spawn(async move {
             tokio::time::sleep(after).await;
@@ -245,10 +229,11 @@ mod tests {
 
     #[test]
     fn a_stored_note_reads_back_with_its_seq_from_zero() {
-        let key = log_key("0123456789abcdef0123456789abcdef");
-        let Some(key) = key else {
-            panic!("a task id is a session id")
+        let id = "0123456789abcdef0123456789abcdef";
+        let Ok(task) = id.parse::<TaskId>() else {
+            panic!("a task id")
         };
+        let key = task.log_key();
         let stored = of_note(Note::Progress {
             token: json!("t"),
             progress: 3.0,
@@ -265,7 +250,6 @@ mod tests {
         };
         assert_eq!(read.seq, 0);
         assert!(!read.terminal);
-        let id = "0123456789abcdef0123456789abcdef";
         let mut params = Vec::new();
         read.write_params(&json!(id).to_string(), &mut params);
         let params: Value = serde_json::from_slice(&params).unwrap_or_default();
@@ -291,6 +275,5 @@ mod tests {
         };
         let read = TaskEvent::read(&event).map(|e| (e.seq, e.terminal));
         assert_eq!(read, Some((6, true)));
-        assert!(log_key("not-a-task").is_none());
     }
 }

@@ -29,15 +29,16 @@ use ractor::{Actor, ActorProcessingErr, ActorRef};
 use serde_json::json;
 use tokio::sync::{Notify, mpsc};
 
-use super::events::{TaskEvent, log_key};
+use super::events::TaskEvent;
 use super::{TaskError, TaskHandle};
 use crate::event_store::{
     Event, EventStoreHandle, Feed, REPLAY_PAGE, Replay, ReplayOutcome, StoreCallError, StoreError,
     StreamKey,
 };
 use crate::event_store::format;
+use crate::ids::TaskId;
 use crate::protocol::ErrorObject;
-use crate::stream::budget::{ByteBudget, Reserved};
+use crate::rt::budget::{ByteBudget, Reserved};
 
 /// How often a follower reads the store when the feed brings nothing: [`LIVE_REREAD`]
 /// while it has one (a safety net), this when it lost it.
@@ -70,7 +71,7 @@ pub enum StreamError {
     #[error("Task events are no longer available")]
     Gone {
         /// The task.
-        task_id: String,
+        task_id: TaskId,
         /// The oldest event still retained, when there is one.
         earliest: Option<u64>,
     },
@@ -115,16 +116,15 @@ impl TaskHandle {
     /// a refusal is an error rather than a stream.
     pub async fn follow(
         &self,
-        id: &str,
+        id: TaskId,
         principal: Option<&crate::auth::Principal>,
         after: Option<u64>,
         budget: ByteBudget,
     ) -> Result<mpsc::Receiver<Followed>, StreamError> {
         let record = self.get(id, principal).await?;
-        let not_found = || TaskError::NotFound(id.chars().take(64).collect());
-        let key = log_key(id).ok_or_else(not_found)?;
+        let key = id.log_key();
         let gone = |earliest| StreamError::Gone {
-            task_id: id.to_owned(),
+            task_id: id,
             earliest,
         };
         // Store positions are seqs plus one.
@@ -163,7 +163,7 @@ impl TaskHandle {
         }
         let follower = Follower {
             tasks: self.clone(),
-            id: id.to_owned(),
+            id,
             key,
             position,
             tx,
@@ -174,15 +174,15 @@ impl TaskHandle {
     }
 
     /// Task `id`'s record whoever's it is, for a follower already allowed to read it.
-    async fn record(&self, id: &str) -> Result<Option<super::TaskRecord>, StoreCallError> {
-        let bytes = self.inner.store.get_record(id).await?;
+    async fn record(&self, id: TaskId) -> Result<Option<super::TaskRecord>, StoreCallError> {
+        let bytes = self.inner.store.get_record(id.as_str()).await?;
         Ok(bytes.and_then(|b| format::from_slice(super::TASK_RECORD, &b).ok()))
     }
 }
 
 struct Follower {
     tasks: TaskHandle,
-    id: String,
+    id: TaskId,
     key: StreamKey,
     /// The store position of the last event handed over (or before the cursor).
     position: u64,
@@ -237,7 +237,7 @@ impl Follower {
             }
             if caught_up {
                 // Gone: the reader resumes and hears that the task is.
-                match self.tasks.record(&self.id).await {
+                match self.tasks.record(self.id).await {
                     Ok(Some(record)) if record.is_terminal() => ending = true,
                     Ok(Some(_)) => {
                         if !self.follow_live(&mut live).await {

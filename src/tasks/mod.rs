@@ -33,13 +33,14 @@ use crate::auth::Principal;
 use crate::event_store::format::{self, CURRENT_FORMAT, WriteFormat};
 use crate::event_store::{EventStoreHandle, Quota, StreamWriter};
 use crate::handler::{BoxFuture, Outbox};
+use crate::ids::{TaskId, TaskIdError};
 use crate::protocol::{ErrorObject, Outgoing};
 use crate::server_news::{NewsHub, ServerNews};
 pub use follow::Followed;
 
 /// What a task record is called where its reading warns.
 const TASK_RECORD: &str = "task record";
-use record::{TaskRecord, TaskStatus, TaskWork, new_task_id, now_ms};
+use record::{TaskRecord, TaskStatus, TaskWork, now_ms};
 use registry::RegistryMsg;
 pub use runner::{TaskMsg, TaskOutbox};
 pub use signal::TaskSignal;
@@ -109,6 +110,13 @@ pub enum TaskError {
     Busy(String),
 }
 
+/// A malformed id names no task: answered as an unknown one.
+impl From<TaskIdError> for TaskError {
+    fn from(e: TaskIdError) -> Self {
+        TaskError::NotFound(e.text().to_owned())
+    }
+}
+
 impl From<TaskError> for ErrorObject {
     fn from(e: TaskError) -> Self {
         match e {
@@ -134,20 +142,20 @@ pub struct Creator {
 /// Leases on running tasks (the cluster implements it with the replica's lease).
 pub trait TaskLeases: Send + Sync + std::fmt::Debug {
     /// Task `id` runs here; awaited before its id reaches the client.
-    fn begin<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), String>>;
+    fn begin(&self, id: TaskId) -> BoxFuture<'_, Result<(), String>>;
     /// Task `id` stopped running here.
-    fn end<'a>(&'a self, id: &'a str) -> BoxFuture<'a, ()>;
+    fn end(&self, id: TaskId) -> BoxFuture<'_, ()>;
 }
 
 /// Delivery of signals to the replica running a task (the cluster's bus).
 pub trait TaskSignals: Send + Sync + std::fmt::Debug {
     /// Sends `signal` for task `id` to replica `owner`.
-    fn send<'a>(
-        &'a self,
+    fn send(
+        &self,
         owner: u64,
-        id: &'a str,
+        id: TaskId,
         signal: TaskSignal,
-    ) -> BoxFuture<'a, Result<(), String>>;
+    ) -> BoxFuture<'_, Result<(), String>>;
 }
 
 /// Builds a task's handler again from its record (the server implements it).
@@ -212,14 +220,14 @@ impl Drop for NewTask {
         let quota = self.quota.take();
         runtime.spawn(async move {
             if let Some(principal) = quota {
-                tasks.discard(&record.id, &principal).await;
+                tasks.discard(record.id, &principal).await;
                 return;
             }
             let why = "the request that created this task went away before it started";
             record.error = Some(ErrorObject::internal(why));
             record.set(TaskStatus::Failed, Some(why.into()));
             tasks.save(&record).await;
-            tasks.finished(&record.id).await;
+            tasks.finished(record.id).await;
         });
     }
 }
@@ -301,7 +309,7 @@ impl TaskHandle {
         rerun: Option<TaskWork>,
         creator: Creator,
     ) -> Result<NewTask, TaskError> {
-        let id = new_task_id().map_err(|e| TaskError::Unavailable(e.to_string()))?;
+        let id = TaskId::random().map_err(|e| TaskError::Unavailable(e.to_string()))?;
         let now = now_ms();
         let settings = &self.inner.settings;
         let record = TaskRecord {
@@ -330,14 +338,13 @@ impl TaskHandle {
 
     /// Drops new task `id`, whose id never reached its client: its record (giving its
     /// place in `principal`'s quota back) and its log.
-    async fn discard(&self, id: &str, principal: &str) {
+    async fn discard(&self, id: TaskId, principal: &str) {
         self.finished(id).await;
-        if let Err(e) = self.inner.store.delete_record(id, Some(principal)).await {
+        let deleted = self.inner.store.delete_record(id.as_str(), Some(principal));
+        if let Err(e) = deleted.await {
             tracing::warn!(task_id = %id, error = %e, "could not drop a task that never started; it counts until its ttl");
         }
-        if let Some(key) = events::log_key(id) {
-            let _ = self.inner.store.forget_session(key.session).await;
-        }
+        let _ = self.inner.store.forget_session(id.log_key().session).await;
     }
 
     /// Registers, leases and stores `record` as running here; a new task's counted
@@ -346,7 +353,7 @@ impl TaskHandle {
         let (sender, mailbox) = mpsc::channel(runner::MAILBOX);
         let (reply, registered) = oneshot::channel();
         let msg = RegistryMsg::Register {
-            id: record.id.clone(),
+            id: record.id,
             mailbox: sender.clone(),
             reply,
         };
@@ -358,33 +365,30 @@ impl TaskHandle {
             )));
         }
         if let Some(leases) = self.inner.leases.get()
-            && let Err(e) = leases.begin(&record.id).await
+            && let Err(e) = leases.begin(record.id).await
         {
             tracing::warn!(task_id = %record.id, error = %e, "if this replica dies, the task stays working until its ttl");
         }
         // The log's store session, before its first event (the status below). Idempotent:
         // a re-run continues the log of the run it replaces.
-        if let Some(key) = events::log_key(&record.id) {
-            // A new task's log counts against its principal's share of the event budget.
-            let _ = match &quota {
-                Some(quota) => {
-                    self.inner
-                        .store
-                        .open_task_log(key.session, &quota.principal)
-                        .await
-                }
-                None => self.inner.store.open_session(key.session).await,
-            };
-        }
+        let log = record.id.log_key().session;
+        // A new task's log counts against its principal's share of the event budget.
+        let _ = match &quota {
+            Some(quota) => {
+                self.inner
+                    .store
+                    .open_task_log(log, &quota.principal)
+                    .await
+            }
+            None => self.inner.store.open_session(log).await,
+        };
         let principal = quota.as_ref().map(|q| q.principal.clone());
         if let Err(e) = self.put(&record, quota).await {
-            self.finished(&record.id).await;
+            self.finished(record.id).await;
             // A refused new task has no record: its log (the status just written) goes
             // too. A task run again keeps its log: its client knows it.
-            if principal.is_some()
-                && let Some(key) = events::log_key(&record.id)
-            {
-                let _ = self.inner.store.forget_session(key.session).await;
+            if principal.is_some() {
+                let _ = self.inner.store.forget_session(log).await;
             }
             return Err(e);
         }
@@ -399,10 +403,8 @@ impl TaskHandle {
 
     /// Stores `record` ([`TaskHandle::save`]) once every note `log` sent is stored, so the
     /// log keeps the order the task made its notes and changes in.
-    pub(crate) async fn save_after(&self, log: &mut Option<StreamWriter>, record: &TaskRecord) {
-        if let Some(writer) = log
-            && let Err(e) = writer.flush().await
-        {
+    pub(crate) async fn save_after(&self, log: &mut StreamWriter, record: &TaskRecord) {
+        if let Err(e) = log.flush().await {
             tracing::warn!(task_id = %record.id, error = %e, "could not store a task's event");
         }
         self.save(record).await;
@@ -424,15 +426,15 @@ impl TaskHandle {
             payload: record.wire(),
             terminal: record.is_terminal(),
         };
-        self.append(&record.id, status).await;
+        self.append(record.id, status).await;
         let bytes = format::to_vec(self.write_format(), record)
             .map_err(|e| TaskError::Unavailable(e.to_string()))?;
         let bytes = Bytes::from(bytes);
         let ttl = record.remaining(now_ms());
         let store = &self.inner.store;
         let stored = match quota {
-            Some(quota) => store.create_record(&record.id, bytes, ttl, quota).await,
-            None => store.put_record(&record.id, bytes, ttl).await,
+            Some(quota) => store.create_record(record.id.as_str(), bytes, ttl, quota).await,
+            None => store.put_record(record.id.as_str(), bytes, ttl).await,
         };
         stored.map_err(|e| match e {
             crate::event_store::StoreCallError::Store(
@@ -448,7 +450,7 @@ impl TaskHandle {
             other => TaskError::Unavailable(other.to_string()),
         })?;
         self.inner.news.publish(ServerNews::Task {
-            task_id: record.id.clone(),
+            task_id: record.id,
             task: record.wire(),
             owner: record.principal.clone(),
         });
@@ -456,11 +458,11 @@ impl TaskHandle {
     }
 
     /// A runner ended.
-    async fn finished(&self, id: &str) {
+    async fn finished(&self, id: TaskId) {
         let _ = self
             .inner
             .registry
-            .send(RegistryMsg::Unregister(id.to_owned()))
+            .send(RegistryMsg::Unregister(id))
             .await;
         if let Some(leases) = self.inner.leases.get() {
             leases.end(id).await;
@@ -472,14 +474,14 @@ impl TaskHandle {
     /// found, like an unknown id, so a token learns nothing of tasks it may not use.
     pub async fn get(
         &self,
-        id: &str,
+        id: TaskId,
         principal: Option<&Principal>,
     ) -> Result<TaskRecord, TaskError> {
-        let not_found = || TaskError::NotFound(id.chars().take(64).collect());
+        let not_found = || TaskError::NotFound(id.to_string());
         let bytes = self
             .inner
             .store
-            .get_record(id)
+            .get_record(id.as_str())
             .await
             .map_err(|e| TaskError::Unavailable(e.to_string()))?
             .ok_or_else(not_found)?;
@@ -503,8 +505,8 @@ impl TaskHandle {
     /// run twice and it has not been, else ends it `failed`. Idempotent, and safe when
     /// several replicas reap at once (the store's record decides, last write wins, and
     /// both outcomes are an end the client can see).
-    pub async fn orphaned(&self, id: &str, lost: u64, stopped: bool) {
-        let Ok(bytes) = self.inner.store.get_record(id).await else {
+    pub async fn orphaned(&self, id: TaskId, lost: u64, stopped: bool) {
+        let Ok(bytes) = self.inner.store.get_record(id.as_str()).await else {
             return;
         };
         let Some(mut record) =

@@ -6,6 +6,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
+use crate::ids::TaskId;
 use crate::protocol::ErrorObject;
 
 /// Where a task is in its life.
@@ -54,7 +55,7 @@ pub struct TaskWork {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TaskRecord {
     /// The unguessable id.
-    pub id: String,
+    pub id: TaskId,
     /// Its status.
     pub status: TaskStatus,
     /// A word on the status, for people.
@@ -100,13 +101,6 @@ pub fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
-
-/// A new task id: 128 bits from the operating system's CSPRNG, as hex.
-pub fn new_task_id() -> Result<String, getrandom::Error> {
-    let mut bytes = [0u8; 16];
-    getrandom::fill(&mut bytes)?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
 impl TaskRecord {
@@ -198,18 +192,11 @@ mod tests {
     }
 
     #[test]
-    fn ids_are_128_random_bits() {
-        let (Ok(a), Ok(b)) = (new_task_id(), new_task_id()) else {
-            panic!("no randomness");
-        };
-        assert_eq!(a.len(), 32);
-        assert_ne!(a, b);
-    }
-
-    #[test]
     fn the_wire_shows_what_the_status_has() {
         let mut record = TaskRecord {
-            id: "t".into(),
+            id: "0123456789abcdef0123456789abcdef"
+                .parse()
+                .unwrap_or_else(|e| panic!("{e}")),
             status: TaskStatus::Working,
             status_message: None,
             created_ms: 0,
@@ -237,7 +224,7 @@ mod tests {
     #[test]
     fn a_record_written_before_scopes_were_kept_still_reads() {
         let old = json!({
-            "id": "t", "status": "working", "created_ms": 0, "updated_ms": 0,
+            "id": "0123456789abcdef0123456789abcdef", "status": "working", "created_ms": 0, "updated_ms": 0,
             "ttl_ms": 1000, "poll_ms": 100, "input_requests": {}, "owner": 0, "attempts": 1
         });
         let record: TaskRecord = serde_json::from_value(old).unwrap_or_else(|e| panic!("{e}"));

@@ -7,21 +7,22 @@ use std::collections::HashMap;
 use tokio::sync::{mpsc, oneshot};
 
 use super::runner::TaskMsg;
+use crate::ids::TaskId;
 
 /// What the registry is asked.
 pub(super) enum RegistryMsg {
     /// Task `id` runs here, its runner reading `mailbox`; replies false when
     /// `tasks.max_running` run already.
     Register {
-        id: String,
+        id: TaskId,
         mailbox: mpsc::Sender<TaskMsg>,
         reply: oneshot::Sender<bool>,
     },
     /// Task `id` stopped running here.
-    Unregister(String),
+    Unregister(TaskId),
     /// The mailbox of task `id`'s runner, if it runs here.
     Mailbox {
-        id: String,
+        id: TaskId,
         reply: oneshot::Sender<Option<mpsc::Sender<TaskMsg>>>,
     },
 }
@@ -29,7 +30,7 @@ pub(super) enum RegistryMsg {
 /// The registry: which tasks run here, and their runners' mailboxes. Its own process;
 /// ends when every handle is gone.
 pub(super) async fn run(mut inbox: mpsc::Receiver<RegistryMsg>, max_running: usize) {
-    let mut running: HashMap<String, mpsc::Sender<TaskMsg>> = HashMap::new();
+    let mut running: HashMap<TaskId, mpsc::Sender<TaskMsg>> = HashMap::new();
     while let Some(msg) = inbox.recv().await {
         match msg {
             RegistryMsg::Register { id, mailbox, reply } => {

@@ -116,9 +116,9 @@ pub(super) async fn run(
     mut mailbox: mpsc::Receiver<TaskMsg>,
     mut work: BoxFuture<'static, Outgoing>,
 ) {
-    let id = record.id.clone();
+    let id = record.id;
     // The notes, a few appends in flight; each status waits for the notes before it.
-    let mut log = tasks.log_writer(&id);
+    let mut log = tasks.log_writer(id);
     let mut waiting: HashMap<String, oneshot::Sender<Value>> = HashMap::new();
     let mut asked = 0usize;
     let deadline = tokio::time::Instant::now() + record.remaining(now_ms());
@@ -167,7 +167,7 @@ pub(super) async fn run(
                     }
                     let _ = applied.send(());
                 }
-                Some(TaskMsg::Note(note)) => tasks.write_note(&mut log, &id, events::of_note(note)).await,
+                Some(TaskMsg::Note(note)) => tasks.write_note(&mut log, id, events::of_note(note)).await,
                 Some(TaskMsg::Cancel) => {
                     // Dropping the handler's future is its cancellation.
                     record.input_requests.clear();
@@ -180,9 +180,7 @@ pub(super) async fn run(
                 // this replica has let its lease go, another one runs it again (a planned
                 // stop, not a lost attempt) or ends it.
                 None => {
-                    if let Some(log) = log.as_mut() {
-                        let _ = log.flush().await;
-                    }
+                    let _ = log.flush().await;
                     return;
                 }
             },
@@ -190,7 +188,7 @@ pub(super) async fn run(
                 // Notes the handler queued in the poll that ended it go first.
                 while let Ok(msg) = mailbox.try_recv() {
                     if let TaskMsg::Note(note) = msg {
-                        tasks.write_note(&mut log, &id, events::of_note(note)).await;
+                        tasks.write_note(&mut log, id, events::of_note(note)).await;
                     }
                 }
                 record.input_requests.clear();
@@ -215,7 +213,7 @@ pub(super) async fn run(
                 tasks.save_after(&mut log, &record).await;
                 break;
             }
-            _ = keep_log.tick() => tasks.keep_log(&id).await,
+            _ = keep_log.tick() => tasks.keep_log(id).await,
             () = &mut timeout => {
                 // Out of time: the record is gone from the store with it.
                 tracing::info!(task_id = %id, "a task ran out of time (tasks.ttl) and was stopped");
@@ -223,6 +221,6 @@ pub(super) async fn run(
             }
         }
     }
-    tasks.forget_log_after(&id, record.remaining(now_ms()));
-    tasks.finished(&id).await;
+    tasks.forget_log_after(id, record.remaining(now_ms()));
+    tasks.finished(id).await;
 }

@@ -8,6 +8,7 @@ use tokio::sync::oneshot;
 use super::registry::RegistryMsg;
 use super::runner::TaskMsg;
 use super::{SIGNAL_WAIT, TaskError, TaskHandle};
+use crate::ids::TaskId;
 
 /// A signal for a task running on another replica.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -29,7 +30,7 @@ impl TaskHandle {
     /// once delivered.
     pub async fn signal(
         &self,
-        id: &str,
+        id: TaskId,
         principal: Option<&crate::auth::Principal>,
         signal: TaskSignal,
     ) -> Result<(), TaskError> {
@@ -53,7 +54,7 @@ impl TaskHandle {
     /// that is not running here any more (it just ended) needs none: `Ok`. A runner whose
     /// mailbox stays full for [`SIGNAL_WAIT`] is busy: [`TaskError::Busy`], and the client
     /// sends again.
-    pub async fn local(&self, id: &str, signal: TaskSignal) -> Result<(), TaskError> {
+    pub async fn local(&self, id: TaskId, signal: TaskSignal) -> Result<(), TaskError> {
         let (applied, stored) = oneshot::channel();
         let (msg, stored) = match signal {
             TaskSignal::Respond { answers } => {
@@ -63,7 +64,7 @@ impl TaskHandle {
         };
         let (reply, mailbox) = oneshot::channel();
         let asked = RegistryMsg::Mailbox {
-            id: id.to_owned(),
+            id,
             reply,
         };
         if self.inner.registry.send(asked).await.is_err() {
@@ -79,7 +80,7 @@ impl TaskHandle {
             .await
             .is_err()
         {
-            return Err(TaskError::Busy(id.chars().take(64).collect()));
+            return Err(TaskError::Busy(id.to_string()));
         }
         // Answers are acknowledged once stored, so a `tasks/get` right after the
         // acknowledgement sees them applied (a client checks which questions remain).

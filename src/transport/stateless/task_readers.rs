@@ -11,18 +11,20 @@ use std::collections::{HashMap, VecDeque};
 
 use tokio::sync::{mpsc, oneshot};
 
+use crate::ids::TaskId;
+
 /// Requests queued for the process: joins and leaves are one message each per
 /// connection, and the sender waits when it is full.
 const INBOX: usize = 1024;
 
 enum Msg {
     Join {
-        task: String,
+        task: TaskId,
         cut: oneshot::Sender<()>,
         reply: oneshot::Sender<u64>,
     },
     Leave {
-        task: String,
+        task: TaskId,
         reader: u64,
     },
 }
@@ -37,7 +39,7 @@ pub(crate) struct TaskReaders {
 /// superseded it. Give it back with [`TaskReaders::leave`].
 #[derive(Debug)]
 pub(crate) struct Reader {
-    task: String,
+    task: TaskId,
     no: Option<u64>,
     cut: oneshot::Receiver<()>,
 }
@@ -64,11 +66,11 @@ impl TaskReaders {
     }
 
     /// Enters a new connection following `task`, cutting the oldest past the bound.
-    pub(crate) async fn join(&self, task: &str) -> Reader {
+    pub(crate) async fn join(&self, task: TaskId) -> Reader {
         let (cut_tx, cut) = oneshot::channel();
         let (reply, no) = oneshot::channel();
         let msg = Msg::Join {
-            task: task.to_owned(),
+            task,
             cut: cut_tx,
             reply,
         };
@@ -77,7 +79,7 @@ impl TaskReaders {
             _ => None,
         };
         Reader {
-            task: task.to_owned(),
+            task,
             no: joined,
             cut,
         }
@@ -97,7 +99,7 @@ impl TaskReaders {
 }
 
 async fn run(mut inbox: mpsc::Receiver<Msg>, max: usize) {
-    let mut tasks: HashMap<String, VecDeque<(u64, oneshot::Sender<()>)>> = HashMap::new();
+    let mut tasks: HashMap<TaskId, VecDeque<(u64, oneshot::Sender<()>)>> = HashMap::new();
     let mut next = 0u64;
     while let Some(msg) = inbox.recv().await {
         match msg {
@@ -133,14 +135,17 @@ mod tests {
     #[tokio::test]
     async fn past_the_bound_the_oldest_reader_of_a_task_is_cut() {
         let readers = TaskReaders::start(2);
-        let mut first = readers.join("a").await;
-        let mut second = readers.join("a").await;
-        let other = readers.join("b").await;
-        let third = readers.join("a").await;
+        let (Ok(a), Ok(b)) = (TaskId::random(), TaskId::random()) else {
+            panic!("no randomness")
+        };
+        let mut first = readers.join(a).await;
+        let mut second = readers.join(a).await;
+        let other = readers.join(b).await;
+        let third = readers.join(a).await;
         assert!(first.cut.try_recv().is_ok(), "the oldest of three is cut");
         // One that left makes room: a fourth does not cut the second.
         readers.leave(third).await;
-        let mut fourth = readers.join("a").await;
+        let mut fourth = readers.join(a).await;
         assert!(
             second.cut.try_recv().is_err(),
             "two readers of a: within the bound"

@@ -25,7 +25,7 @@ use crate::auth::Principal;
 use crate::protocol::meta::RequestMeta;
 use crate::protocol::Request;
 use crate::server::TaskStream;
-use crate::stream::budget::{ByteBudget, Reserved};
+use crate::rt::budget::{ByteBudget, Reserved};
 use crate::stream::{SseBody, sse};
 use crate::tasks::Followed;
 use crate::tasks::events::TaskEvent;

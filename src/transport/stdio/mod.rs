@@ -43,7 +43,7 @@ use crate::protocol::{ErrorObject, Outgoing, Request, RequestId};
 use crate::server::{Call, Exchange, McpServer, Opening, Reply, Told, guarded};
 use crate::server_news::Heard;
 use crate::session::{LocalSession, SessionHandle};
-use crate::stream::budget::ByteBudget;
+use crate::rt::budget::ByteBudget;
 use crate::telemetry::operation::{Operation, Outcome};
 use lines::Line;
 pub(crate) use lines::standard_streams;

@@ -1,10 +1,10 @@
-//! A connection's byte budget shared along a chain of producers (`sse.stream_buffer_bytes`
-//! for a stream that is not a stream actor's: `tasks/stream`). Each piece of data takes
+//! A byte budget shared along a chain of producers (a connection's
+//! `sse.stream_buffer_bytes` for a stream that is not a stream actor's: `tasks/stream`). Each piece of data takes
 //! its weight from the budget before it is queued and gives it back when the HTTP body
 //! hands it to hyper, however many queues it crossed meanwhile; so a connection holds at
 //! most the budget, whatever the size of its events.
 //!
-//! As in the stream actor's pipe ([`super::pipe`]), one piece larger than the budget still
+//! As in the stream actor's pipe (`stream::pipe`), one piece larger than the budget still
 //! goes, alone: it takes the whole budget, so it waits until everything before it left.
 
 use std::sync::Arc;
