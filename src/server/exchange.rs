@@ -52,6 +52,17 @@ pub(crate) struct Label {
     pub(crate) span_name: Option<Arc<str>>,
 }
 
+impl Label {
+    /// Nothing to name.
+    fn none() -> Self {
+        Self {
+            known: None,
+            target: Target::None,
+            span_name: None,
+        }
+    }
+}
+
 /// How a request relates to the session era's session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Opening {
@@ -68,7 +79,6 @@ pub(crate) struct Call {
     server: Arc<McpServer>,
     request: Request,
     label: Label,
-    scopes: Arc<[String]>,
     effect: Option<SessionEffect>,
     rerunnable: bool,
     /// The arguments a tool's `Mcp-Param-*` headers mirror, when it has any.
@@ -98,43 +108,36 @@ impl McpServer {
     pub(crate) fn call(self: &Arc<Self>, request: Request) -> Call {
         let mut label = Label {
             known: request.kind.name(),
-            target: Target::None,
-            span_name: None,
+            ..Label::none()
         };
         let mut rerunnable = false;
         let mut header_params = None;
-        let scopes = match request.kind {
+        match request.kind {
             Method::ToolsCall => {
                 let tools = self.tools.get();
-                match request.name().and_then(|name| tools.routing(name)) {
-                    Some(routing) => {
-                        label.target = Target::Tool(routing.name.clone());
-                        label.span_name = Some(routing.span_name.clone());
-                        rerunnable = routing.tasks.rerunnable;
-                        header_params = (!routing.header_params.is_empty())
-                            .then(|| routing.header_params.clone());
-                        tools.scopes(&routing.name)
-                    }
-                    None => Arc::new([]),
+                if let Some(routing) = request.name().and_then(|name| tools.routing(name)) {
+                    label.target = Target::Tool(routing.name.clone());
+                    label.span_name = Some(routing.span_name.clone());
+                    rerunnable = routing.tasks.rerunnable;
+                    header_params = (!routing.header_params.is_empty())
+                        .then(|| routing.header_params.clone());
                 }
             }
-            _ => {
-                if request.kind == Method::PromptsGet
-                    && let Some(name) = request.name()
+            Method::PromptsGet => {
+                if let Some(name) = request.name()
                     && self.prompts.get().contains(name)
                 {
                     label.target = Target::Prompt(name.into());
                     label.span_name = Some(format!("prompts/get {name}").into());
                 }
-                self.required_scopes(&request)
             }
-        };
+            _ => {}
+        }
         let effect = self.session_effect(&request);
         Call {
             server: self.clone(),
             request,
             label,
-            scopes,
             effect,
             rerunnable,
             header_params,
@@ -143,14 +146,14 @@ impl McpServer {
 }
 
 impl Exchange {
-    /// What its span names; `None` for an answer, which belongs to our own request.
-    pub(crate) fn label(&self) -> Option<Label> {
+    /// What its span names, taken once (the operation keeps it); `None` for an answer,
+    /// which belongs to our own request.
+    pub(crate) fn take_label(&mut self) -> Option<Label> {
         match self {
-            Self::Call(call) => Some(call.label.clone()),
+            Self::Call(call) => Some(std::mem::replace(&mut call.label, Label::none())),
             Self::Told(told) => Some(Label {
                 known: told.notification().kind().map(NotificationKind::name),
-                target: Target::None,
-                span_name: None,
+                ..Label::none()
             }),
             Self::Answer { .. } => None,
         }
@@ -211,9 +214,9 @@ impl Call {
         &self.request.id
     }
 
-    /// The scopes its target declares (`[auth]`).
-    pub(crate) fn scopes(&self) -> &[String] {
-        &self.scopes
+    /// The scopes its target declares (`[auth]`; asked only then).
+    pub(crate) fn scopes(&self) -> Arc<[String]> {
+        self.server.required_scopes(&self.request)
     }
 
     /// The arguments its tool's `Mcp-Param-*` headers must mirror (2026-07-28).

@@ -41,8 +41,8 @@ pub(crate) async fn handle(State(state): State<AppState>, request: HttpRequest) 
     {
         return refused(&headers, r);
     }
-    let exchange = inner.server.exchange(message);
-    let Some(op) = super::trace::operation(inner.local, &headers, &exchange) else {
+    let mut exchange = inner.server.exchange(message);
+    let Some(op) = super::trace::operation(inner.local, &headers, &mut exchange) else {
         // A client's answer to one of our requests: part of that request's trace.
         let span = tracing::debug_span!("mcp.client_response", mcp.session.id = Empty);
         return answer_in(span, respond(&state, &headers, exchange, caller.owner)).await;
@@ -52,7 +52,7 @@ pub(crate) async fn handle(State(state): State<AppState>, request: HttpRequest) 
     let slot = match (&exchange, &inner.gate, &caller.principal, caller.owner) {
         (Exchange::Call(call), Some(gate), Some(principal), Some(owner)) => {
             let checked = gate
-                .authorize(principal, call.scopes())
+                .authorize(principal, &call.scopes())
                 .and_then(|()| gate.start_request(owner));
             match checked {
                 Ok(slot) => slot,

@@ -28,13 +28,13 @@ use crate::telemetry::operation::{Operation, Start};
 pub(super) fn operation(
     local: Option<SocketAddr>,
     headers: &HeaderMap,
-    exchange: &Exchange,
+    exchange: &mut Exchange,
 ) -> Option<Operation> {
     let Label {
         known,
         target,
         span_name,
-    } = exchange.label()?;
+    } = exchange.take_label()?;
     let version = headers
         .get(PROTOCOL_VERSION)
         .and_then(|v| v.to_str().ok())

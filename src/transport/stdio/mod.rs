@@ -244,8 +244,8 @@ impl Connection {
                 return self.send(answer).await;
             }
         };
-        let exchange = self.server.exchange(message);
-        let op = super::trace::operation(None, &HeaderMap::new(), &exchange);
+        let mut exchange = self.server.exchange(message);
+        let op = super::trace::operation(None, &HeaderMap::new(), &mut exchange);
         match exchange {
             Exchange::Call(call) => self.on_request(call, op).await,
             Exchange::Told(told) => {
