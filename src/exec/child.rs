@@ -261,13 +261,7 @@ impl ChildPlan {
             // The init tells the relay how the program ended through this pipe.
             let mut status = [0 as RawFd; 2];
             check(libc::pipe2(status.as_mut_ptr(), libc::O_CLOEXEC))?;
-            let init = libc::fork();
-            if init < 0 {
-                return Err(Error::last_os_error());
-            }
-            if init > 0 {
-                relay(init, status[0]);
-            }
+            fork_under(relay, status[0])?;
             libc::close(status[0]);
             default_signals();
             check(libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0))?;
@@ -280,17 +274,26 @@ impl ChildPlan {
             if libc::poll(&mut end, 1, 0) != 0 {
                 libc::_exit(127);
             }
-            let program = libc::fork();
-            if program < 0 {
-                return Err(Error::last_os_error());
-            }
-            if program > 0 {
-                init_loop(program, status[1]);
-            }
+            fork_under(init_loop, status[1])?;
             libc::close(status[1]);
             Ok(1)
         }
     }
+}
+
+/// Forks: the parent runs `parent` with the child's pid and `fd`, and never returns; the
+/// child returns.
+unsafe fn fork_under(parent: unsafe fn(libc::pid_t, RawFd) -> !, fd: RawFd) -> Result<()> {
+    // SAFETY: fork in the single-threaded child that `split` runs in.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(Error::last_os_error());
+    }
+    if pid > 0 {
+        // SAFETY: `relay` or `init_loop`, in the parent of the fork.
+        unsafe { parent(pid, fd) };
+    }
+    Ok(())
 }
 
 /// Closes every descriptor but `keep`: the relay and the init hold no pipe of the
