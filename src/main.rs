@@ -142,18 +142,7 @@ fn parse_proxy(
 
 /// Runs `otpmcp proxy` until SIGINT or SIGTERM.
 fn proxy(args: impl Iterator<Item = String>) -> ExitCode {
-    let (mode, bind, access) = match parse_proxy(args) {
-        Ok(parsed) => parsed,
-        Err(msg) => {
-            eprintln!("otpmcp: {msg}\n{USAGE}");
-            return ExitCode::from(2);
-        }
-    };
-    let runtime = match runtime() {
-        Ok(rt) => rt,
-        Err(code) => return code,
-    };
-    runtime.block_on(async move {
+    subcommand(parse_proxy(args), |(mode, bind, access)| async move {
         let telemetry = otpmcp::init_telemetry(&otpmcp::config::TelemetryConfig::default());
         let proxy = match otpmcp::proxy::Proxy::bind(mode, bind, &access).await {
             Ok(proxy) => proxy,
@@ -316,18 +305,7 @@ fn parse_watch(mut it: impl Iterator<Item = String>) -> Result<otpmcp::watch::Wa
 
 /// Runs `otpmcp tasks watch` until the task ends.
 fn tasks(args: impl Iterator<Item = String>) -> ExitCode {
-    let watch = match parse_watch(args) {
-        Ok(watch) => watch,
-        Err(msg) => {
-            eprintln!("otpmcp: {msg}\n{USAGE}");
-            return ExitCode::from(2);
-        }
-    };
-    let runtime = match runtime() {
-        Ok(rt) => rt,
-        Err(code) => return code,
-    };
-    runtime.block_on(async move {
+    subcommand(parse_watch(args), |watch| async move {
         let mut out = std::io::stdout();
         tokio::select! {
             ended = watch.run(&mut out) => match ended {
@@ -476,6 +454,25 @@ fn exit_code(exit: Exit) -> ExitCode {
 }
 
 /// The multi-threaded runtime both commands run on, or the exit code when it cannot start.
+/// Runs a subcommand given its `parsed` arguments (a usage error exits with 2) on a new
+/// runtime.
+fn subcommand<T, F: Future<Output = ExitCode>>(
+    parsed: Result<T, String>,
+    run: impl FnOnce(T) -> F,
+) -> ExitCode {
+    let parsed = match parsed {
+        Ok(parsed) => parsed,
+        Err(msg) => {
+            eprintln!("otpmcp: {msg}\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    match runtime() {
+        Ok(runtime) => runtime.block_on(run(parsed)),
+        Err(code) => code,
+    }
+}
+
 fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
