@@ -369,14 +369,10 @@ fn main() -> ExitCode {
     // The batch exporter and the subscriber are set up inside the runtime so that the
     // exporter's HTTP client finds it.
     runtime.block_on(async move {
-        let telemetry = match otpmcp::init_telemetry(&config.telemetry) {
+        let telemetry = match telemetry(&config, &files) {
             Ok(guard) => guard,
-            Err(e) => {
-                eprintln!("otpmcp: {e}");
-                return ExitCode::from(2);
-            }
+            Err(code) => return code,
         };
-        log_files(&files);
         let mut app = match otpmcp::start(config).await {
             Ok(app) => app,
             Err(e) => {
@@ -405,14 +401,10 @@ fn main() -> ExitCode {
 /// SIGINT/SIGTERM).
 fn stdio(runtime: tokio::runtime::Runtime, config: Config, files: Vec<PathBuf>) -> ExitCode {
     let code = runtime.block_on(async move {
-        let telemetry = match otpmcp::init_telemetry(&config.telemetry) {
+        let telemetry = match telemetry(&config, &files) {
             Ok(guard) => guard,
-            Err(e) => {
-                eprintln!("otpmcp: {e}");
-                return ExitCode::from(2);
-            }
+            Err(code) => return code,
         };
-        log_files(&files);
         let stop = async {
             let signal = stop_signal().await;
             tracing::info!(signal, "stopping");
@@ -432,6 +424,17 @@ fn stdio(runtime: tokio::runtime::Runtime, config: Config, files: Vec<PathBuf>) 
     // A read of stdin blocks a thread and cannot be cancelled: do not wait for it.
     runtime.shutdown_timeout(std::time::Duration::from_millis(100));
     code
+}
+
+/// Sets up telemetry for serving `config` (exit 2 when it cannot be) and logs the
+/// configuration `files` read.
+fn telemetry(config: &Config, files: &[PathBuf]) -> Result<otpmcp::TelemetryGuard, ExitCode> {
+    let guard = otpmcp::init_telemetry(&config.telemetry).map_err(|e| {
+        eprintln!("otpmcp: {e}");
+        ExitCode::from(2)
+    })?;
+    log_files(files);
+    Ok(guard)
 }
 
 /// Says at start-up which files the configuration came from (besides the defaults and
