@@ -74,13 +74,15 @@ fn parse_proxy(
     mut it: impl Iterator<Item = String>,
 ) -> Result<(otpmcp::proxy::Mode, SocketAddr, otpmcp::proxy::Access), String> {
     let (mut upstream, mut record, mut replay, mut timing) = (None, None, None, false);
-    let (mut overwrite, mut keep_session_ids) = (false, false);
     let mut access = otpmcp::proxy::Access::default();
-    let mut redact: Vec<String> = otpmcp::proxy::REDACTED
-        .iter()
-        .map(|h| (*h).to_owned())
-        .collect();
-    let mut redact_params = Vec::new();
+    // What recording takes besides the upstream and the file, filled in as read.
+    let mut to = otpmcp::proxy::RecordTo {
+        redact: otpmcp::proxy::REDACTED
+            .iter()
+            .map(|h| (*h).to_owned())
+            .collect(),
+        ..Default::default()
+    };
     let mut bind: SocketAddr = ([127, 0, 0, 1], 8090).into();
     while let Some(arg) = it.next() {
         let mut value = |what: &str| it.next().ok_or(format!("{arg} needs {what}"));
@@ -88,12 +90,12 @@ fn parse_proxy(
             "--upstream" => upstream = Some(value("a URL")?),
             "--record" => record = Some(PathBuf::from(value("a file")?)),
             "--replay" => replay = Some(PathBuf::from(value("a file")?)),
-            "--redact" => redact.extend(
+            "--redact" => to.redact.extend(
                 value("header names")?
                     .split(',')
                     .map(|h| h.trim().to_ascii_lowercase()),
             ),
-            "--redact-param" => redact_params.extend(
+            "--redact-param" => to.redact_params.extend(
                 value("query parameter names")?
                     .split(',')
                     .map(|p| p.trim().to_ascii_lowercase()),
@@ -105,8 +107,8 @@ fn parse_proxy(
                     .map_err(|_| format!("--bind: {v:?} is not ADDR:PORT"))?;
             }
             "--timing" => timing = true,
-            "--overwrite" => overwrite = true,
-            "--keep-session-ids" => keep_session_ids = true,
+            "--overwrite" => to.overwrite = true,
+            "--keep-session-ids" => to.keep_session_ids = true,
             "--allowed-host" => access
                 .hosts
                 .get_or_insert_with(Vec::new)
@@ -119,15 +121,14 @@ fn parse_proxy(
         }
     }
     let mode = match (upstream, record, replay) {
-        (Some(upstream), Some(file), None) => otpmcp::proxy::Mode::Record {
-            upstream,
-            file,
-            redact,
-            redact_params,
-            overwrite,
-            keep_session_ids,
-        },
-        (None, None, Some(file)) if !overwrite && !keep_session_ids => {
+        (Some(upstream), Some(file), None) => {
+            otpmcp::proxy::Mode::Record(otpmcp::proxy::RecordTo {
+                upstream,
+                file,
+                ..to
+            })
+        }
+        (None, None, Some(file)) if !to.overwrite && !to.keep_session_ids => {
             otpmcp::proxy::Mode::Replay { file, timing }
         }
         (None, None, Some(_)) => {
