@@ -97,15 +97,15 @@ async fn replica(url: &str) -> (EventStoreHandle, RedisLink) {
     let news = otpmcp::server_news::NewsHub::default();
     let tasks = otpmcp::tasks::TaskHandle::new(handle.clone(), news.clone(), Default::default());
     let link = connect(&config, move |replica, keys| {
-        let router = Router::new(
+        let router = Router {
             replica,
             keys,
-            routed,
+            store: routed,
             sessions,
             news,
             tasks,
-            Default::default(),
-        );
+            stops: Default::default(),
+        };
         move |push| router.route(push)
     })
     .await

@@ -224,7 +224,15 @@ pub(crate) async fn launch(
             let (news, tasks) = (news.clone(), tasks.clone());
             let stops = stops.clone();
             let link = redis::connect(&config.store, move |replica, keys| {
-                let router = Router::new(replica, keys, store, sessions, news, tasks, stops);
+                let router = Router {
+                    replica,
+                    keys,
+                    store,
+                    sessions,
+                    news,
+                    tasks,
+                    stops,
+                };
                 move |push| router.route(push)
             })
             .await?;

@@ -74,13 +74,15 @@ fn parse_proxy(
     mut it: impl Iterator<Item = String>,
 ) -> Result<(otpmcp::proxy::Mode, SocketAddr, otpmcp::proxy::Access), String> {
     let (mut upstream, mut record, mut replay, mut timing) = (None, None, None, false);
-    let (mut overwrite, mut keep_session_ids) = (false, false);
     let mut access = otpmcp::proxy::Access::default();
-    let mut redact: Vec<String> = otpmcp::proxy::REDACTED
-        .iter()
-        .map(|h| (*h).to_owned())
-        .collect();
-    let mut redact_params = Vec::new();
+    // What recording takes besides the upstream and the file, filled in as read.
+    let mut to = otpmcp::proxy::RecordTo {
+        redact: otpmcp::proxy::REDACTED
+            .iter()
+            .map(|h| (*h).to_owned())
+            .collect(),
+        ..Default::default()
+    };
     let mut bind: SocketAddr = ([127, 0, 0, 1], 8090).into();
     while let Some(arg) = it.next() {
         let mut value = |what: &str| it.next().ok_or(format!("{arg} needs {what}"));
@@ -88,12 +90,12 @@ fn parse_proxy(
             "--upstream" => upstream = Some(value("a URL")?),
             "--record" => record = Some(PathBuf::from(value("a file")?)),
             "--replay" => replay = Some(PathBuf::from(value("a file")?)),
-            "--redact" => redact.extend(
+            "--redact" => to.redact.extend(
                 value("header names")?
                     .split(',')
                     .map(|h| h.trim().to_ascii_lowercase()),
             ),
-            "--redact-param" => redact_params.extend(
+            "--redact-param" => to.redact_params.extend(
                 value("query parameter names")?
                     .split(',')
                     .map(|p| p.trim().to_ascii_lowercase()),
@@ -105,8 +107,8 @@ fn parse_proxy(
                     .map_err(|_| format!("--bind: {v:?} is not ADDR:PORT"))?;
             }
             "--timing" => timing = true,
-            "--overwrite" => overwrite = true,
-            "--keep-session-ids" => keep_session_ids = true,
+            "--overwrite" => to.overwrite = true,
+            "--keep-session-ids" => to.keep_session_ids = true,
             "--allowed-host" => access
                 .hosts
                 .get_or_insert_with(Vec::new)
@@ -119,15 +121,14 @@ fn parse_proxy(
         }
     }
     let mode = match (upstream, record, replay) {
-        (Some(upstream), Some(file), None) => otpmcp::proxy::Mode::Record {
-            upstream,
-            file,
-            redact,
-            redact_params,
-            overwrite,
-            keep_session_ids,
-        },
-        (None, None, Some(file)) if !overwrite && !keep_session_ids => {
+        (Some(upstream), Some(file), None) => {
+            otpmcp::proxy::Mode::Record(otpmcp::proxy::RecordTo {
+                upstream,
+                file,
+                ..to
+            })
+        }
+        (None, None, Some(file)) if !to.overwrite && !to.keep_session_ids => {
             otpmcp::proxy::Mode::Replay { file, timing }
         }
         (None, None, Some(_)) => {
@@ -142,18 +143,7 @@ fn parse_proxy(
 
 /// Runs `otpmcp proxy` until SIGINT or SIGTERM.
 fn proxy(args: impl Iterator<Item = String>) -> ExitCode {
-    let (mode, bind, access) = match parse_proxy(args) {
-        Ok(parsed) => parsed,
-        Err(msg) => {
-            eprintln!("otpmcp: {msg}\n{USAGE}");
-            return ExitCode::from(2);
-        }
-    };
-    let runtime = match runtime() {
-        Ok(rt) => rt,
-        Err(code) => return code,
-    };
-    runtime.block_on(async move {
+    subcommand(parse_proxy(args), |(mode, bind, access)| async move {
         let telemetry = otpmcp::init_telemetry(&otpmcp::config::TelemetryConfig::default());
         let proxy = match otpmcp::proxy::Proxy::bind(mode, bind, &access).await {
             Ok(proxy) => proxy,
@@ -316,18 +306,7 @@ fn parse_watch(mut it: impl Iterator<Item = String>) -> Result<otpmcp::watch::Wa
 
 /// Runs `otpmcp tasks watch` until the task ends.
 fn tasks(args: impl Iterator<Item = String>) -> ExitCode {
-    let watch = match parse_watch(args) {
-        Ok(watch) => watch,
-        Err(msg) => {
-            eprintln!("otpmcp: {msg}\n{USAGE}");
-            return ExitCode::from(2);
-        }
-    };
-    let runtime = match runtime() {
-        Ok(rt) => rt,
-        Err(code) => return code,
-    };
-    runtime.block_on(async move {
+    subcommand(parse_watch(args), |watch| async move {
         let mut out = std::io::stdout();
         tokio::select! {
             ended = watch.run(&mut out) => match ended {
@@ -391,14 +370,10 @@ fn main() -> ExitCode {
     // The batch exporter and the subscriber are set up inside the runtime so that the
     // exporter's HTTP client finds it.
     runtime.block_on(async move {
-        let telemetry = match otpmcp::init_telemetry(&config.telemetry) {
+        let telemetry = match telemetry(&config, &files) {
             Ok(guard) => guard,
-            Err(e) => {
-                eprintln!("otpmcp: {e}");
-                return ExitCode::from(2);
-            }
+            Err(code) => return code,
         };
-        log_files(&files);
         let mut app = match otpmcp::start(config).await {
             Ok(app) => app,
             Err(e) => {
@@ -427,14 +402,10 @@ fn main() -> ExitCode {
 /// SIGINT/SIGTERM).
 fn stdio(runtime: tokio::runtime::Runtime, config: Config, files: Vec<PathBuf>) -> ExitCode {
     let code = runtime.block_on(async move {
-        let telemetry = match otpmcp::init_telemetry(&config.telemetry) {
+        let telemetry = match telemetry(&config, &files) {
             Ok(guard) => guard,
-            Err(e) => {
-                eprintln!("otpmcp: {e}");
-                return ExitCode::from(2);
-            }
+            Err(code) => return code,
         };
-        log_files(&files);
         let stop = async {
             let signal = stop_signal().await;
             tracing::info!(signal, "stopping");
@@ -454,6 +425,17 @@ fn stdio(runtime: tokio::runtime::Runtime, config: Config, files: Vec<PathBuf>) 
     // A read of stdin blocks a thread and cannot be cancelled: do not wait for it.
     runtime.shutdown_timeout(std::time::Duration::from_millis(100));
     code
+}
+
+/// Sets up telemetry for serving `config` (exit 2 when it cannot be) and logs the
+/// configuration `files` read.
+fn telemetry(config: &Config, files: &[PathBuf]) -> Result<otpmcp::TelemetryGuard, ExitCode> {
+    let guard = otpmcp::init_telemetry(&config.telemetry).map_err(|e| {
+        eprintln!("otpmcp: {e}");
+        ExitCode::from(2)
+    })?;
+    log_files(files);
+    Ok(guard)
 }
 
 /// Says at start-up which files the configuration came from (besides the defaults and
@@ -476,6 +458,25 @@ fn exit_code(exit: Exit) -> ExitCode {
 }
 
 /// The multi-threaded runtime both commands run on, or the exit code when it cannot start.
+/// Runs a subcommand given its `parsed` arguments (a usage error exits with 2) on a new
+/// runtime.
+fn subcommand<T, F: Future<Output = ExitCode>>(
+    parsed: Result<T, String>,
+    run: impl FnOnce(T) -> F,
+) -> ExitCode {
+    let parsed = match parsed {
+        Ok(parsed) => parsed,
+        Err(msg) => {
+            eprintln!("otpmcp: {msg}\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    match runtime() {
+        Ok(runtime) => runtime.block_on(run(parsed)),
+        Err(code) => code,
+    }
+}
+
 fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()

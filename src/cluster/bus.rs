@@ -38,37 +38,23 @@ use crate::tasks::TaskHandle;
 /// must not block, so it only decodes and casts.
 #[derive(Debug, Clone)]
 pub struct Router {
-    replica: u64,
-    keys: Arc<Keys>,
-    store: EventStoreHandle,
-    sessions: SessionHandle,
-    news: NewsHub,
-    tasks: TaskHandle,
-    stops: Stops,
+    /// This replica's number: its own broadcasts are ignored.
+    pub replica: u64,
+    /// The cluster's key and channel names.
+    pub keys: Arc<Keys>,
+    /// Takes stream events and control messages.
+    pub store: EventStoreHandle,
+    /// Takes what `P:bus:all` and `P:bus:<r>` carry.
+    pub sessions: SessionHandle,
+    /// Takes `P:bus:news`.
+    pub news: NewsHub,
+    /// Takes `P:bus:task:<r>`.
+    pub tasks: TaskHandle,
+    /// Woken by another replica's planned stop.
+    pub stops: Stops,
 }
 
 impl Router {
-    /// A router for replica `replica`, delivering through the handles.
-    pub fn new(
-        replica: u64,
-        keys: Arc<Keys>,
-        store: EventStoreHandle,
-        sessions: SessionHandle,
-        news: NewsHub,
-        tasks: TaskHandle,
-        stops: Stops,
-    ) -> Self {
-        Self {
-            replica,
-            keys,
-            store,
-            sessions,
-            news,
-            tasks,
-            stops,
-        }
-    }
-
     /// Handles one push.
     pub fn route(&self, info: PushInfo) {
         match info.kind {

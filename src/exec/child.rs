@@ -261,13 +261,7 @@ impl ChildPlan {
             // The init tells the relay how the program ended through this pipe.
             let mut status = [0 as RawFd; 2];
             check(libc::pipe2(status.as_mut_ptr(), libc::O_CLOEXEC))?;
-            let init = libc::fork();
-            if init < 0 {
-                return Err(Error::last_os_error());
-            }
-            if init > 0 {
-                relay(init, status[0]);
-            }
+            fork_under(relay, status[0])?;
             libc::close(status[0]);
             default_signals();
             check(libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0))?;
@@ -280,17 +274,26 @@ impl ChildPlan {
             if libc::poll(&mut end, 1, 0) != 0 {
                 libc::_exit(127);
             }
-            let program = libc::fork();
-            if program < 0 {
-                return Err(Error::last_os_error());
-            }
-            if program > 0 {
-                init_loop(program, status[1]);
-            }
+            fork_under(init_loop, status[1])?;
             libc::close(status[1]);
             Ok(1)
         }
     }
+}
+
+/// Forks: the parent runs `parent` with the child's pid and `fd`, and never returns; the
+/// child returns.
+unsafe fn fork_under(parent: unsafe fn(libc::pid_t, RawFd) -> !, fd: RawFd) -> Result<()> {
+    // SAFETY: fork in the single-threaded child that `split` runs in.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(Error::last_os_error());
+    }
+    if pid > 0 {
+        // SAFETY: `relay` or `init_loop`, in the parent of the fork.
+        unsafe { parent(pid, fd) };
+    }
+    Ok(())
 }
 
 /// Closes every descriptor but `keep`: the relay and the init hold no pipe of the
@@ -391,31 +394,21 @@ unsafe fn init_loop(program: libc::pid_t, status: RawFd) -> ! {
 /// Whether this host lets the server make PID namespaces: a child unshares one and forks
 /// into it. For the start-up choice of `exec.isolation`.
 pub fn pid_namespace_works() -> bool {
-    // SAFETY: the child calls only unshare, fork, waitpid and _exit (async-signal-safe);
-    // the parent waits for it.
-    unsafe {
-        // The reaper must not take the probe for an orphan.
-        let _spawning = super::reaper::spawning();
-        let probe = libc::fork();
-        if probe < 0 {
-            return false;
+    // SAFETY: the child calls only unshare, fork, waitpid and _exit (async-signal-safe).
+    probe(|| unsafe {
+        if libc::unshare(libc::CLONE_NEWPID) != 0 {
+            libc::_exit(1);
         }
-        if probe == 0 {
-            if libc::unshare(libc::CLONE_NEWPID) != 0 {
-                libc::_exit(1);
-            }
-            let init = libc::fork();
-            if init < 0 {
-                libc::_exit(2);
-            }
-            if init == 0 {
-                // PID 1 of the new namespace.
-                libc::_exit(if libc::getpid() == 1 { 0 } else { 3 });
-            }
-            exit_as(init, 4);
+        let init = libc::fork();
+        if init < 0 {
+            libc::_exit(2);
         }
-        exited_0(probe)
-    }
+        if init == 0 {
+            // PID 1 of the new namespace.
+            libc::_exit(if libc::getpid() == 1 { 0 } else { 3 });
+        }
+        exit_as(init, 4);
+    })
 }
 
 /// Whether this host lets the server give an execution a mount namespace of its own: a
@@ -424,45 +417,54 @@ pub fn pid_namespace_works() -> bool {
 /// mounts a `/proc` there. For the start-up choice of the separation between executions.
 pub fn private_mounts_work(proc: bool) -> bool {
     // SAFETY: the child calls only unshare, mount, fork, waitpid and _exit
-    // (async-signal-safe) on static C strings; the parent waits for it.
-    unsafe {
-        let _spawning = super::reaper::spawning();
-        let probe = libc::fork();
-        if probe < 0 {
-            return false;
+    // (async-signal-safe) on static C strings.
+    probe(|| unsafe {
+        let pid = if proc { libc::CLONE_NEWPID } else { 0 };
+        if libc::unshare(libc::CLONE_NEWNS | pid) != 0 {
+            libc::_exit(1);
         }
-        if probe == 0 {
-            let pid = if proc { libc::CLONE_NEWPID } else { 0 };
-            if libc::unshare(libc::CLONE_NEWNS | pid) != 0 {
-                libc::_exit(1);
-            }
-            let none = std::ptr::null();
-            let private = libc::MS_REC | libc::MS_PRIVATE;
-            if libc::mount(none, c"/".as_ptr(), none, private, none.cast()) != 0 {
-                libc::_exit(2);
-            }
-            let tmpfs = c"tmpfs".as_ptr();
-            let flags = libc::MS_NOSUID | libc::MS_NODEV;
-            if libc::mount(tmpfs, c"/tmp".as_ptr(), tmpfs, flags, none.cast()) != 0 {
-                libc::_exit(3);
-            }
-            if !proc {
-                libc::_exit(0);
-            }
-            let init = libc::fork();
-            if init < 0 {
-                libc::_exit(4);
-            }
-            if init == 0 {
-                let proc = c"proc".as_ptr();
-                let flags = flags | libc::MS_NOEXEC;
-                let done = libc::mount(proc, c"/proc".as_ptr(), proc, flags, none.cast());
-                libc::_exit(if done == 0 { 0 } else { 5 });
-            }
-            exit_as(init, 6);
+        let none = std::ptr::null();
+        let private = libc::MS_REC | libc::MS_PRIVATE;
+        if libc::mount(none, c"/".as_ptr(), none, private, none.cast()) != 0 {
+            libc::_exit(2);
         }
-        exited_0(probe)
+        let tmpfs = c"tmpfs".as_ptr();
+        let flags = libc::MS_NOSUID | libc::MS_NODEV;
+        if libc::mount(tmpfs, c"/tmp".as_ptr(), tmpfs, flags, none.cast()) != 0 {
+            libc::_exit(3);
+        }
+        if !proc {
+            libc::_exit(0);
+        }
+        let init = libc::fork();
+        if init < 0 {
+            libc::_exit(4);
+        }
+        if init == 0 {
+            let proc = c"proc".as_ptr();
+            let flags = flags | libc::MS_NOEXEC;
+            let done = libc::mount(proc, c"/proc".as_ptr(), proc, flags, none.cast());
+            libc::_exit(if done == 0 { 0 } else { 5 });
+        }
+        exit_as(init, 6);
+    })
+}
+
+/// Runs `child` in a forked child, which it must end (`_exit`, async-signal-safe calls
+/// only), and tells whether that child exited 0: a start-up probe of what this host allows.
+fn probe(child: impl FnOnce() -> std::convert::Infallible) -> bool {
+    // The reaper must not take the probe for an orphan.
+    let _spawning = super::reaper::spawning();
+    // SAFETY: the child runs only `child`, which ends it; the parent waits for it.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return false;
     }
+    if pid == 0 {
+        // Returns never: `Infallible` has no value.
+        child();
+    }
+    exited_0(pid)
 }
 
 /// In a probe's child: waits for `pid` and exits with its exit status, or with `failed`

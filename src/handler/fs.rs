@@ -416,31 +416,49 @@ fn owned(fd: i32) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
+/// A fresh directory under the system's temporary one, removed when dropped: for the
+/// tests here and those of `skills`.
+#[cfg(test)]
+pub(crate) struct Scratch(PathBuf);
+
+#[cfg(test)]
+impl Scratch {
+    pub(crate) fn new(name: &str) -> Self {
+        let mut random = [0u8; 8];
+        let _ = getrandom::fill(&mut random);
+        let dir = std::env::temp_dir().join(format!(
+            "otpmcp-{name}-{}-{}",
+            std::process::id(),
+            u64::from_le_bytes(random)
+        ));
+        std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        Self(dir)
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        &self.0
+    }
+
+    /// Writes `bytes` to `rel`, creating the folders on the way.
+    pub(crate) fn write(&self, rel: &str, bytes: &[u8]) {
+        let path = self.0.join(rel);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).unwrap_or_else(|e| panic!("{}: {e}", parent.display()));
+        }
+        std::fs::write(&path, bytes).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    }
+}
+
+#[cfg(test)]
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    struct Scratch(PathBuf);
-
-    impl Scratch {
-        fn new(name: &str) -> Self {
-            let mut random = [0u8; 8];
-            let _ = getrandom::fill(&mut random);
-            let dir = std::env::temp_dir().join(format!(
-                "otpmcp-fs-{name}-{}-{}",
-                std::process::id(),
-                u64::from_le_bytes(random)
-            ));
-            std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
-            Self(dir)
-        }
-    }
-
-    impl Drop for Scratch {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
 
     type Opener = fn(BorrowedFd<'_>, &Path, i32) -> Result<OwnedFd, OpenError>;
 
@@ -449,11 +467,10 @@ mod tests {
 
     #[test]
     fn nothing_opens_outside_the_folder() {
-        let outside = Scratch::new("outside");
-        std::fs::write(outside.0.join("secret"), "secret").unwrap_or_else(|e| panic!("{e}"));
-        let root = Scratch::new("root");
-        std::fs::create_dir_all(root.0.join("a/b")).unwrap_or_else(|e| panic!("{e}"));
-        std::fs::write(root.0.join("a/b/file"), "inside").unwrap_or_else(|e| panic!("{e}"));
+        let outside = Scratch::new("fs-outside");
+        outside.write("secret", b"secret");
+        let root = Scratch::new("fs-root");
+        root.write("a/b/file", b"inside");
         // An intermediate folder that is a symlink out of the root (as if swapped in).
         std::os::unix::fs::symlink(&outside.0, root.0.join("a/swapped"))
             .unwrap_or_else(|e| panic!("{e}"));

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use super::registry::Registry;
+use super::registry::{Registry, scope_methods};
 use super::typed::ArgumentType;
 use super::{BoxFuture, RequestContext};
 use crate::auth::Principal;
@@ -69,21 +69,7 @@ impl PromptRegistry {
         self
     }
 
-    /// Declares that prompt `name` needs every scope in `scopes` (`[auth]`), as
-    /// [`super::tools::ToolRegistry::require_scopes`] does for a tool.
-    pub fn require_scopes<S: Into<String>>(
-        &mut self,
-        name: &str,
-        scopes: impl IntoIterator<Item = S>,
-    ) -> &mut Self {
-        self.0.require_scopes(name, scopes);
-        self
-    }
-
-    /// The scopes prompt `name` needs.
-    pub fn scopes(&self, name: &str) -> Arc<[String]> {
-        self.0.scopes(name)
-    }
+    scope_methods!("prompt");
 
     /// The prompts `principal` may get (all of them without `[auth]`).
     pub fn list_for(&self, principal: Option<&Principal>) -> Vec<PromptDefinition> {

@@ -99,6 +99,32 @@ impl<T> Registry<T> {
     }
 }
 
+/// `require_scopes` and `scopes` of a public registry whose `.0` is a [`Registry`]: written
+/// once for tools and prompts, `$what` naming an entry in the docs; `$extra` adds to
+/// `require_scopes`'s doc (an example).
+macro_rules! scope_methods {
+    ($what:literal $(, $(#[$extra:meta])+)?) => {
+        #[doc = concat!("Declares that ", $what, " `name` needs every scope in `scopes` \
+            (`[auth]`): a caller without them does not see it listed and gets 403 when it \
+            uses it.")]
+        $($(#[$extra])+)?
+        pub fn require_scopes<S: Into<String>>(
+            &mut self,
+            name: &str,
+            scopes: impl IntoIterator<Item = S>,
+        ) -> &mut Self {
+            self.0.require_scopes(name, scopes);
+            self
+        }
+
+        #[doc = concat!("The scopes ", $what, " `name` needs.")]
+        pub fn scopes(&self, name: &str) -> std::sync::Arc<[String]> {
+            self.0.scopes(name)
+        }
+    };
+}
+pub(crate) use scope_methods;
+
 #[cfg(test)]
 mod tests {
     use super::*;

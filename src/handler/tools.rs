@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use super::registry::Registry;
+use super::registry::{Registry, scope_methods};
 use super::{BoxFuture, ClientRequestError, RequestContext};
 use crate::auth::Principal;
 use crate::protocol::meta::{HeaderParam, header_params};
@@ -252,30 +252,18 @@ impl ToolRegistry {
         self
     }
 
-    /// Declares that calling tool `name` needs every scope in `scopes` (`[auth]`): a
-    /// caller without them does not see it in `tools/list` and gets 403 when it calls it.
-    ///
-    /// ```
-    /// use otpmcp::handler::builtin::echo;
-    /// use otpmcp::handler::ToolRegistry;
-    ///
-    /// let mut tools = ToolRegistry::default();
-    /// tools.register(echo()).require_scopes("echo", ["mcp:echo"]);
-    /// assert_eq!(&*tools.scopes("echo"), ["mcp:echo".to_owned()]);
-    /// ```
-    pub fn require_scopes<S: Into<String>>(
-        &mut self,
-        name: &str,
-        scopes: impl IntoIterator<Item = S>,
-    ) -> &mut Self {
-        self.0.require_scopes(name, scopes);
-        self
-    }
-
-    /// The scopes calling tool `name` needs.
-    pub fn scopes(&self, name: &str) -> Arc<[String]> {
-        self.0.scopes(name)
-    }
+    scope_methods!(
+        "calling tool",
+        ///
+        /// ```
+        /// use otpmcp::handler::builtin::echo;
+        /// use otpmcp::handler::ToolRegistry;
+        ///
+        /// let mut tools = ToolRegistry::default();
+        /// tools.register(echo()).require_scopes("echo", ["mcp:echo"]);
+        /// assert_eq!(&*tools.scopes("echo"), ["mcp:echo".to_owned()]);
+        /// ```
+    );
 
     /// The definitions of the tools `principal` may call (all of them without `[auth]`).
     pub fn list_for(&self, principal: Option<&Principal>) -> Vec<ToolDefinition> {

@@ -63,23 +63,8 @@ pub fn is_event_stream(headers: &HeaderMap) -> bool {
 /// What `otpmcp proxy` was asked to do.
 #[derive(Debug, Clone)]
 pub enum Mode {
-    /// Forward to `upstream`, recording to `file`.
-    Record {
-        /// The MCP endpoint, e.g. `http://127.0.0.1:8080/mcp`.
-        upstream: String,
-        /// Where the recording goes.
-        file: PathBuf,
-        /// Headers written as `[redacted]` (lower case).
-        redact: Vec<String>,
-        /// Query parameters written as `[redacted]` (lower case), besides every
-        /// credential-like one (`api_key`, `access_token`, `token`, `key`, `secret`,
-        /// `password`, `signature`, …), which always are.
-        redact_params: Vec<String>,
-        /// Replace an existing regular file at `file` (never a symbolic link).
-        overwrite: bool,
-        /// Write `Mcp-Session-Id` values as they were, not as `[session-N]`.
-        keep_session_ids: bool,
-    },
+    /// Forward to an upstream, recording.
+    Record(RecordTo),
     /// Serve `file`.
     Replay {
         /// The recording.
@@ -87,6 +72,25 @@ pub enum Mode {
         /// Keep the recorded spacing of SSE blocks.
         timing: bool,
     },
+}
+
+/// Where recording forwards to, where it records and what it leaves out.
+#[derive(Debug, Clone, Default)]
+pub struct RecordTo {
+    /// The MCP endpoint, e.g. `http://127.0.0.1:8080/mcp`.
+    pub upstream: String,
+    /// Where the recording goes.
+    pub file: PathBuf,
+    /// Headers written as `[redacted]` (lower case).
+    pub redact: Vec<String>,
+    /// Query parameters written as `[redacted]` (lower case), besides every
+    /// credential-like one (`api_key`, `access_token`, `token`, `key`, `secret`,
+    /// `password`, `signature`, …), which always are.
+    pub redact_params: Vec<String>,
+    /// Replace an existing regular file at `file` (never a symbolic link).
+    pub overwrite: bool,
+    /// Write `Mcp-Session-Id` values as they were, not as `[session-N]`.
+    pub keep_session_ids: bool,
 }
 
 /// Headers redacted by default.
@@ -132,14 +136,14 @@ impl Proxy {
     pub async fn bind(mode: Mode, bind: SocketAddr, access: &Access) -> Result<Self, ProxyError> {
         let guard = access.guard()?;
         let (router, path) = match mode {
-            Mode::Record {
+            Mode::Record(RecordTo {
                 upstream,
                 file,
                 redact,
                 redact_params,
                 overwrite,
                 keep_session_ids,
-            } => {
+            }) => {
                 let uri: http::Uri = upstream
                     .parse()
                     .ok()

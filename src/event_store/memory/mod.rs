@@ -29,6 +29,9 @@ use crate::telemetry::metrics::{EVENTS_EVICTED, Eviction};
 pub use budget::SharedBudget;
 use logs::{RECENT_NONCES, SessionLog, Stored, StreamLog, Totals, expire_log};
 
+/// Session logs by the age of their oldest event, oldest first.
+type OldestFirst = BinaryHeap<Reverse<(Instant, SessionId)>>;
+
 /// In-process event storage: one shard of it. Not shared: its store actor owns it (lent by
 /// the supervisor, so it outlives a crash of the actor). The shards of one store share a
 /// [`SharedBudget`].
@@ -96,6 +99,30 @@ impl MemoryStore {
             .map_or((0, 0), |s| (s.arrivals.len(), s.bytes))
     }
 
+    /// Evicts the oldest event of the log `oldest` names first, and puts that log back
+    /// while it holds more than `keep` events; false once `oldest` is empty. The one step
+    /// of the store-wide trim and of a principal's share.
+    fn evict_next(&mut self, oldest: &mut OldestFirst, keep: usize, why: Eviction) -> bool {
+        let Some(Reverse((_, id))) = oldest.pop() else {
+            return false;
+        };
+        let Some(log) = self.sessions.get_mut(&id) else {
+            return true;
+        };
+        let before = (log.arrivals.len(), log.bytes);
+        log.evict_oldest();
+        let after = (log.arrivals.len(), log.bytes);
+        if log.arrivals.len() > keep
+            && let Some(at) = log.oldest_at()
+        {
+            oldest.push(Reverse((at, id)));
+        }
+        let principal = log.principal.clone();
+        self.account(principal.as_ref(), before, after);
+        EVENTS_EVICTED.inc(why);
+        true
+    }
+
     /// Past `sse.max_total_events` or `sse.max_total_bytes` (across all shards), evicts
     /// the oldest events of the store until it is back under nine tenths of both (see
     /// [`Self::trim`]).
@@ -123,7 +150,7 @@ impl MemoryStore {
             // A hand-off that came after other shards trimmed enough: no pass needed.
             return;
         }
-        let mut oldest: BinaryHeap<Reverse<(Instant, SessionId)>> = self
+        let mut oldest: OldestFirst = self
             .sessions
             .iter()
             .filter_map(|(id, s)| Some(Reverse((s.oldest_at()?, *id))))
@@ -138,21 +165,9 @@ impl MemoryStore {
                 self.trim_elsewhere = Some(other);
                 break;
             }
-            let Some(Reverse((_, id))) = oldest.pop() else {
+            if !self.evict_next(&mut oldest, 0, Eviction::Total) {
                 break;
-            };
-            let Some(log) = self.sessions.get_mut(&id) else {
-                continue;
-            };
-            let before = (log.arrivals.len(), log.bytes);
-            log.evict_oldest();
-            let after = (log.arrivals.len(), log.bytes);
-            if let Some(at) = log.oldest_at() {
-                oldest.push(Reverse((at, id)));
             }
-            let principal = log.principal.clone();
-            self.account(principal.as_ref(), before, after);
-            EVENTS_EVICTED.inc(Eviction::Total);
         }
         let mine = oldest.peek().map(|Reverse((at, _))| *at);
         self.shared.publish_oldest(self.shard, mine);

@@ -4,16 +4,15 @@
 //! (`tasks.principal_event_percent`).
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
-use super::MemoryStore;
+use super::{MemoryStore, OldestFirst};
 use crate::event_store::{Quota, StoreError};
 use crate::ids::SessionId;
-use crate::telemetry::metrics::{EVENTS_EVICTED, Eviction};
+use crate::telemetry::metrics::Eviction;
 
 impl MemoryStore {
     pub(super) fn drop_expired_tasks(&mut self, now: Instant) {
@@ -116,29 +115,17 @@ impl MemoryStore {
         if !over(self.shared.principal_held(principal)) {
             return;
         }
-        let mut oldest: BinaryHeap<Reverse<(Instant, SessionId)>> = self
+        let mut oldest: OldestFirst = self
             .sessions
             .iter()
             .filter(|(_, s)| s.principal.as_ref() == Some(principal) && s.arrivals.len() > 1)
             .filter_map(|(id, s)| Some(Reverse((s.oldest_at()?, *id))))
             .collect();
         while over(self.shared.principal_held(principal)) {
-            let Some(Reverse((_, id))) = oldest.pop() else {
+            // Its logs were chosen by principal: accounting by the log's is accounting by it.
+            if !self.evict_next(&mut oldest, 1, Eviction::Principal) {
                 break;
-            };
-            let Some(log) = self.sessions.get_mut(&id) else {
-                continue;
-            };
-            let before = (log.arrivals.len(), log.bytes);
-            log.evict_oldest();
-            let after = (log.arrivals.len(), log.bytes);
-            if log.arrivals.len() > 1
-                && let Some(at) = log.oldest_at()
-            {
-                oldest.push(Reverse((at, id)));
             }
-            self.account(Some(principal), before, after);
-            EVENTS_EVICTED.inc(Eviction::Principal);
         }
     }
 

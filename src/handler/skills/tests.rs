@@ -1,38 +1,11 @@
 //! The safety of [`SkillsDirectory::open`] and what it serves.
 
 use std::fs;
-use std::path::{Path, PathBuf};
 
 use super::*;
-
-/// A fresh directory under the system's temporary one, removed when dropped.
-struct Scratch(PathBuf);
+use crate::handler::fs::Scratch;
 
 impl Scratch {
-    fn new(name: &str) -> Self {
-        let mut random = [0u8; 8];
-        let _ = getrandom::fill(&mut random);
-        let dir = std::env::temp_dir().join(format!(
-            "otpmcp-skills-{name}-{}-{}",
-            std::process::id(),
-            u64::from_le_bytes(random)
-        ));
-        fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
-        Self(dir)
-    }
-
-    fn path(&self) -> &Path {
-        &self.0
-    }
-
-    fn write(&self, rel: &str, bytes: &[u8]) {
-        let path = self.0.join(rel);
-        if let Some(parent) = path.parent() {
-            fs::create_dir_all(parent).unwrap_or_else(|e| panic!("{}: {e}", parent.display()));
-        }
-        fs::write(&path, bytes).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    }
-
     /// A skill `dir` whose last segment is its name.
     fn skill(&self, dir: &str) {
         let name = dir.rsplit('/').next().unwrap_or(dir);
@@ -41,15 +14,9 @@ impl Scratch {
     }
 }
 
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
-    }
-}
-
 #[test]
 fn a_directory_of_skills_is_served_with_digests_and_directories() {
-    let root = Scratch::new("served");
+    let root = Scratch::new("skills-served");
     root.skill("pdf-processing");
     root.write("pdf-processing/references/FORMS.md", b"# Forms\n");
     root.skill("acme/billing/refunds");
@@ -119,9 +86,9 @@ fn a_directory_of_skills_is_served_with_digests_and_directories() {
 
 #[test]
 fn a_symlink_leaving_the_root_is_refused() {
-    let outside = Scratch::new("outside");
+    let outside = Scratch::new("skills-outside");
     outside.write("secret.txt", b"secret");
-    let root = Scratch::new("escape");
+    let root = Scratch::new("skills-escape");
     root.skill("leaky");
     let link = root.path().join("leaky/secret.txt");
     std::os::unix::fs::symlink(outside.path().join("secret.txt"), &link)
@@ -162,7 +129,7 @@ fn a_symlink_leaving_the_root_is_refused() {
 /// is served.
 #[test]
 fn a_symlink_serves_only_its_own_skills_visible_files() {
-    let root = Scratch::new("own-skill");
+    let root = Scratch::new("skills-own-skill");
     root.skill("first");
     root.skill("second");
     root.write("second/private.md", b"the second skill's");
@@ -204,7 +171,7 @@ fn a_symlink_serves_only_its_own_skills_visible_files() {
 /// Hidden files are neither listed nor served, unless the builder asks for them.
 #[test]
 fn dot_files_are_not_served_by_default() {
-    let root = Scratch::new("dot");
+    let root = Scratch::new("skills-dot");
     root.skill("dotty");
     root.write("dotty/.env", b"SECRET=1");
     root.write("dotty/.git/config", b"[remote]");
@@ -229,9 +196,9 @@ fn dot_files_are_not_served_by_default() {
 /// A hard link is refused: its other name may be a secret anywhere on the file system.
 #[test]
 fn a_hard_link_is_refused() {
-    let outside = Scratch::new("hard-outside");
+    let outside = Scratch::new("skills-hard-outside");
     outside.write("secret.txt", b"secret");
-    let root = Scratch::new("hard");
+    let root = Scratch::new("skills-hard");
     root.skill("linked");
     let link = root.path().join("linked/secret.txt");
     // Same file system (both under the temporary folder), so the link can be made.
@@ -246,7 +213,7 @@ fn a_hard_link_is_refused() {
 /// for a writer forever without `O_NONBLOCK`).
 #[test]
 fn a_fifo_is_refused_without_blocking() {
-    let root = Scratch::new("fifo");
+    let root = Scratch::new("skills-fifo");
     root.skill("piped");
     let fifo = root.path().join("piped/pipe.md");
     // mkfifo(1): the crate's tests allow no unsafe.
@@ -276,7 +243,7 @@ fn a_fifo_is_refused_without_blocking() {
 /// A file larger than the limit is refused, its size named.
 #[test]
 fn a_file_over_the_limit_is_refused() {
-    let root = Scratch::new("large");
+    let root = Scratch::new("skills-large");
     root.skill("large");
     root.write("large/big.txt", &[b'x'; 4097]);
     let opened = SkillsDirectory::builder(root.path())
@@ -300,9 +267,9 @@ fn a_file_over_the_limit_is_refused() {
 /// opening, which is fine).
 #[test]
 fn a_folder_swapped_for_a_symlink_never_leads_out() {
-    let outside = Scratch::new("swap-outside");
+    let outside = Scratch::new("skills-swap-outside");
     outside.write("file.md", b"OUTSIDE");
-    let root = Scratch::new("swap");
+    let root = Scratch::new("skills-swap");
     root.skill("swapped");
     root.write("swapped/real/file.md", b"inside");
     let real = root.path().join("swapped/real");
@@ -344,7 +311,7 @@ fn a_folder_swapped_for_a_symlink_never_leads_out() {
 
 #[test]
 fn a_file_that_is_not_regular_is_refused() {
-    let root = Scratch::new("socket");
+    let root = Scratch::new("skills-socket");
     root.skill("sock");
     let socket = root.path().join("sock/listener");
     let _listener =
@@ -357,7 +324,7 @@ fn a_file_that_is_not_regular_is_refused() {
 
 #[test]
 fn limits_are_typed_errors() {
-    let root = Scratch::new("limits");
+    let root = Scratch::new("skills-limits");
     root.skill("big");
     root.write("big/data.bin", &[0xff_u8; 2000]);
     let open = |b: SkillsBuilder| b.open().map(|_| ()).map_err(|e| e.to_string());
@@ -419,14 +386,14 @@ fn manifests_must_name_their_directory() {
         ),
         ("plain", "no frontmatter\n", "frontmatter"),
     ] {
-        let root = Scratch::new("manifest");
+        let root = Scratch::new("skills-manifest");
         root.write(&format!("{dir}/SKILL.md"), text.as_bytes());
         match SkillsDirectory::open(root.path()) {
             Err(e @ SkillsError::Manifest { .. }) => assert!(e.to_string().contains(why), "{e}"),
             other => panic!("{dir}: {other:?}"),
         }
     }
-    let root = Scratch::new("odd-name");
+    let root = Scratch::new("skills-odd-name");
     root.skill("ok");
     root.write("ok/has space.md", b"x");
     assert!(matches!(
