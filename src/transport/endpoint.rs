@@ -1,6 +1,6 @@
 //! axum's tools for the MCP endpoint, shared by GET, POST and DELETE: extractors that
-//! refuse with [`Rejection`] (the caller, the session id, the protocol version, the
-//! JSON-RPC message), the one wrapper that turns a refusal into the response on the
+//! refuse with [`Rejection`] (the caller, the session id, the protocol version), POST's
+//! reader of the JSON-RPC message, the one wrapper that turns a refusal into the response on the
 //! request's span, and the JSON and SSE response builders.
 //!
 //! The verbs call the extractors in their handler's body rather than naming them as
@@ -11,7 +11,7 @@
 use std::future::Future;
 
 use axum::body::{Body, Bytes};
-use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -129,15 +129,6 @@ impl Message {
         let message = protocol::parse(&body).map_err(Rejection::JsonRpc)?;
         check_progress_token(&message, server.max_progress_token_bytes)?;
         Ok(Self(message))
-    }
-}
-
-impl FromRequest<AppState> for Message {
-    type Rejection = Rejection;
-
-    async fn from_request(request: Request, state: &AppState) -> Result<Self, Rejection> {
-        let (parts, body) = request.into_parts();
-        Self::read(&parts.headers, body, state).await
     }
 }
 

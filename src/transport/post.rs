@@ -14,7 +14,7 @@ use axum::response::{IntoResponse, Response};
 use tracing::Instrument;
 use tracing::field::Empty;
 
-use super::endpoint::{Message, answer_in, with_session};
+use super::endpoint::{Message, Session, answer_in, with_session};
 use super::extract;
 use super::rejection::Rejection;
 use super::session_request::{Caller, apply_session_effects};
@@ -131,8 +131,7 @@ async fn respond(
         return Err(Rejection::Unavailable("not a response".into()));
     };
     extract::protocol_version(headers)?;
-    let session = extract::required_session_id(headers)?;
-    tracing::Span::current().record("mcp.session.id", tracing::field::display(session));
+    let Session(session) = Session::read(headers)?;
     inner
         .sessions
         .touch(session, caller)
@@ -159,13 +158,11 @@ async fn serve(
 ) -> Result<Response, Rejection> {
     let inner = &state.inner;
     extract::protocol_version(headers)?;
-    let span = tracing::Span::current();
 
     let call = match exchange {
         Exchange::Call(call) => call,
         Exchange::Told(told) => {
-            let session = extract::required_session_id(headers)?;
-            span.record("mcp.session.id", tracing::field::display(session));
+            let Session(session) = Session::read(headers)?;
             let touched = inner
                 .sessions
                 .touch(session, caller.owner)
@@ -188,8 +185,7 @@ async fn serve(
         return initialize(state, call, caller, op).await;
     }
 
-    let session = extract::required_session_id(headers)?;
-    span.record("mcp.session.id", tracing::field::display(session));
+    let Session(session) = Session::read(headers)?;
 
     if !inner.config.sse.enabled {
         let (touched, hold) = inner
