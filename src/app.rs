@@ -278,6 +278,7 @@ pub(crate) async fn launch(
     let server = Arc::new(
         server
             .with_stateless_settings(StatelessSettings::from_config(&config.stateless))
+            .with_stream_limits(crate::server::StreamLimits::from_config(&config))
             .with_news(news)
             .with_tasks(tasks.clone()),
     );

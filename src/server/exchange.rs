@@ -272,30 +272,16 @@ impl Call {
         self.server.handle_stateless(self.request, meta, ctx).await
     }
 
-    /// What kind of reply it gets: most an answer; two a stream that ends with one.
-    pub(crate) fn reply(&self) -> Reply {
-        match self.request.kind {
-            Method::Listen => Reply::Listen,
-            Method::TasksStream => Reply::TaskStream,
-            _ => Reply::Answer,
-        }
+    /// True when its reply streams (its method's spec says so): open it with
+    /// [`Call::open_stream`]. Otherwise it is answered once, perhaps after notes.
+    pub(crate) fn streams(&self) -> bool {
+        self.request.kind.spec().streams
     }
 
-    /// The request, to hand to what serves a streaming reply.
-    pub(crate) fn into_request(self) -> Request {
-        self.request
+    /// The server and the request, to open a streaming reply.
+    pub(super) fn into_parts(self) -> (Arc<McpServer>, Request) {
+        (self.server, self.request)
     }
-}
-
-/// What a request's reply is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Reply {
-    /// One answer (perhaps after notes).
-    Answer,
-    /// `subscriptions/listen`: changes until the server stops, then the result.
-    Listen,
-    /// `tasks/stream`: a task's events, then the result.
-    TaskStream,
 }
 
 /// `work`, its panic answered as an internal error to `id`: a buggy tool must not leave

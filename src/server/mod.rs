@@ -13,6 +13,7 @@ mod listen;
 mod paging;
 mod skills;
 pub mod stateless;
+mod streaming;
 mod task_stream;
 mod tasks;
 
@@ -33,10 +34,11 @@ use crate::protocol::methods::{
 use crate::protocol::version::ProtocolVersion;
 use crate::protocol::{ErrorObject, Outgoing, Request, Target};
 use crate::session::{NewSession, SessionEffect};
-pub(crate) use exchange::{Call, Exchange, Label, Opening, Reply, Told, guarded};
+pub(crate) use exchange::{Call, Exchange, Label, Opening, Told, guarded};
 pub use handover::{HANDED_ON_NOTE, Handover};
-pub(crate) use listen::Listen;
-pub(crate) use task_stream::TaskStream;
+use listen::Listen;
+use task_stream::TaskStream;
+pub(crate) use streaming::{Refused, Step, StreamLimits, Streaming};
 use paging::page_value;
 
 /// Longest resource URI accepted in a subscription.
@@ -63,6 +65,8 @@ pub struct McpServer {
     stateless: Arc<stateless::StatelessSettings>,
     news: crate::server_news::NewsHub,
     tasks: Option<crate::tasks::TaskHandle>,
+    /// What streaming replies may hold.
+    streams: StreamLimits,
 }
 
 impl std::fmt::Debug for McpServer {
@@ -141,6 +145,7 @@ impl McpServer {
             stateless: Arc::default(),
             news: crate::server_news::NewsHub::default(),
             tasks: None,
+            streams: StreamLimits::default(),
         }
     }
 

@@ -17,6 +17,7 @@
 
 pub mod events;
 mod follow;
+mod readers;
 pub mod record;
 mod registry;
 mod runner;
@@ -37,6 +38,7 @@ use crate::ids::{TaskId, TaskIdError};
 use crate::protocol::{ErrorObject, Outgoing};
 use crate::server_news::{NewsHub, ServerNews};
 pub use follow::Followed;
+pub(crate) use readers::{Reader, TaskReaders};
 
 /// What a task record is called where its reading warns.
 const TASK_RECORD: &str = "task record";

@@ -70,16 +70,11 @@ struct Inner {
     closing: std::sync::atomic::AtomicBool,
     /// Cancelled when shutdown begins: stateless listen streams end with their result.
     shutdown: tokio_util::sync::CancellationToken,
-    /// Listen streams open now (`stateless.max_listen_streams` at most). An atomic: each
-    /// stream counts itself in and out, nothing else reads it.
-    listening: Arc<std::sync::atomic::AtomicUsize>,
     /// The address the listener is bound to (`server.address` and `server.port`).
     local: Option<std::net::SocketAddr>,
     /// Requests whose handler runs in a task of its own (an SSE-streamed POST), which a
     /// drain waits for.
     running: Arc<Running>,
-    /// The `tasks/stream` connections of each task (`sse.max_connections_per_stream`).
-    task_readers: stateless::TaskReaders,
 }
 
 /// What [`AppState::new`] is built from.
@@ -168,7 +163,6 @@ impl AppState {
             close_idle: true,
             buffer_bytes: sse.stream_buffer_bytes.get(),
         };
-        let task_readers = stateless::TaskReaders::start(sse.max_connections_per_stream.get());
         Self {
             inner: Arc::new(Inner {
                 guard: Guard::new(&config.server),
@@ -182,10 +176,8 @@ impl AppState {
                 gate,
                 closing: std::sync::atomic::AtomicBool::new(false),
                 shutdown: tokio_util::sync::CancellationToken::new(),
-                listening: Arc::default(),
                 local,
                 running: Arc::default(),
-                task_readers,
             }),
         }
     }

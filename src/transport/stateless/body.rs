@@ -1,6 +1,8 @@
-//! The response body of a stateless request that streams: the handler runs inside it,
-//! its notes are sent as they come, then its answer, then the stream ends. Nothing is
-//! stored; dropping the body (the client closed the stream) drops the handler.
+//! The SSE body of a stateless reply that streams: each step of the server's
+//! [`Streaming`] as SSE events, comments that keep the connection alive between them, the
+//! answer as the last event, or a `retry:` hint for a stream cut short. Nothing is stored;
+//! dropping the body (the client closed the stream) drops the reply and whatever runs in
+//! it.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -8,86 +10,44 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
-use tokio::sync::mpsc;
 use tokio::time::Interval;
 
-use crate::handler::BoxFuture;
-use crate::protocol::Outgoing;
+use crate::server::{Step, Streaming};
 use crate::stream::sse;
-use crate::telemetry::metrics::{STREAMS_OPEN, StreamKind, Tracked};
+use crate::telemetry::metrics::{STREAMS_OPEN, Tracked};
 
-/// A stateless request being answered.
-pub(super) struct Answering {
-    work: Option<BoxFuture<'static, Outgoing>>,
-    notes: mpsc::Receiver<Bytes>,
-    /// The answer, once the handler has given it (sent after the notes before it).
-    answer: Option<Outgoing>,
-    /// A note taken while deciding between JSON and a stream: sent first.
-    first_note: Option<Bytes>,
-    every: Duration,
-    /// Made when the body first waits: most answers are JSON and never need one.
-    keepalive: Option<Interval>,
-    /// Counts in `otpmcp_streams_open` once the answer streams.
-    open: Option<Tracked>,
+/// One message as an SSE event (how the server frames a message for HTTP).
+pub(super) fn frame(out: &mut Vec<u8>, message: &mut dyn FnMut(&mut Vec<u8>)) {
+    sse::push_message(out, |data| message(data));
 }
 
-impl Answering {
-    pub(super) fn new(
-        work: BoxFuture<'static, Outgoing>,
-        notes: mpsc::Receiver<Bytes>,
-        keepalive: Duration,
-    ) -> Self {
+/// A stateless reply on its way out.
+pub(super) struct Streamed {
+    streaming: Streaming,
+    every: Duration,
+    /// Made when the body first waits.
+    keepalive: Option<Interval>,
+    /// `sse.retry_timeout`: the hint of a stream cut short.
+    retry: Duration,
+    done: bool,
+    /// Counts in `otpmcp_streams_open`.
+    _open: Tracked,
+}
+
+impl Streamed {
+    pub(super) fn new(streaming: Streaming, keepalive: Duration, retry: Duration) -> Self {
         Self {
-            work: Some(work),
-            notes,
-            answer: None,
-            first_note: None,
+            _open: STREAMS_OPEN.track(streaming.kind()),
+            streaming,
             every: keepalive,
             keepalive: None,
-            open: None,
-        }
-    }
-
-    /// The body as a stream: counted as open until it ends or is dropped.
-    pub(super) fn counted(mut self) -> Self {
-        self.open = Some(STREAMS_OPEN.track(StreamKind::Stateless));
-        self
-    }
-
-    /// Runs the handler here until it answers, sends a note, or `grace` passes. Its
-    /// answer, if it came first (the common case: a JSON body, no stream); otherwise the
-    /// body streams, the note first.
-    pub(super) async fn answer_within(&mut self, grace: Duration) -> Option<Outgoing> {
-        let work = self.work.as_mut()?;
-        // Most handlers answer on the first poll: no timer for them.
-        if let Poll::Ready(answer) =
-            std::future::poll_fn(|cx| Poll::Ready(work.as_mut().poll(cx))).await
-        {
-            return self.answered(answer);
-        }
-        tokio::select! {
-            biased;
-            answer = work.as_mut() => self.answered(answer),
-            note = self.notes.recv() => {
-                self.first_note = note;
-                None
-            }
-            () = tokio::time::sleep(grace) => None,
-        }
-    }
-
-    fn answered(&mut self, answer: Outgoing) -> Option<Outgoing> {
-        self.work = None;
-        if self.notes.is_empty() {
-            Some(answer)
-        } else {
-            self.answer = Some(answer);
-            None
+            retry,
+            done: false,
         }
     }
 }
 
-impl Body for Answering {
+impl Body for Streamed {
     type Data = Bytes;
     type Error = std::convert::Infallible;
 
@@ -96,48 +56,46 @@ impl Body for Answering {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
         let this = &mut *self;
-        if let Some(note) = this.first_note.take() {
-            return Poll::Ready(Some(Ok(Frame::data(sse::message(None, &note)))));
+        if this.done {
+            return Poll::Ready(None);
         }
-        // Notes first: everything the handler sent before its answer precedes it.
-        if let Poll::Ready(Some(note)) = this.notes.poll_recv(cx) {
-            return Poll::Ready(Some(Ok(Frame::data(sse::message(None, &note)))));
-        }
-        if let Some(work) = &mut this.work
-            && let Poll::Ready(answer) = work.as_mut().poll(cx)
-        {
-            this.work = None;
-            this.answer = Some(answer);
-        }
-        if this.work.is_none() {
-            // The handler is done: what it sent is queued; drain it, then answer.
-            if let Ok(note) = this.notes.try_recv() {
-                return Poll::Ready(Some(Ok(Frame::data(sse::message(None, &note)))));
+        let bytes = match this.streaming.poll_step(cx) {
+            // The reservation drops here: hyper holds the frame from now on.
+            Poll::Ready(Some(Step::Frames(bytes, _held))) => bytes,
+            Poll::Ready(Some(Step::Answer(answer))) => {
+                this.done = true;
+                sse::message(None, &answer.to_bytes())
             }
-            return Poll::Ready(
-                this.answer
-                    .take()
-                    .map(|answer| Ok(Frame::data(sse::message(None, &answer.to_bytes())))),
-            );
-        }
-        let every = this.every;
-        let keepalive = this
-            .keepalive
-            .get_or_insert_with(|| super::keepalive(every));
-        if keepalive.poll_tick(cx).is_ready() {
-            return Poll::Ready(Some(Ok(Frame::data(sse::comment("keepalive")))));
-        }
-        Poll::Pending
+            Poll::Ready(Some(Step::Cut(_))) => {
+                this.done = true;
+                sse::retry(this.retry)
+            }
+            Poll::Ready(None) => return Poll::Ready(None),
+            Poll::Pending => {
+                let every = this.every;
+                let keepalive = this.keepalive.get_or_insert_with(|| ticks(every));
+                if keepalive.poll_tick(cx).is_pending() {
+                    return Poll::Pending;
+                }
+                sse::comment("keepalive")
+            }
+        };
+        Poll::Ready(Some(Ok(Frame::data(bytes))))
     }
 
     fn is_end_stream(&self) -> bool {
-        self.work.is_none()
-            && self.answer.is_none()
-            && self.first_note.is_none()
-            && self.notes.is_empty()
+        self.done
     }
 
     fn size_hint(&self) -> SizeHint {
         SizeHint::default()
     }
+}
+
+/// Ticks every `every`, first after one `every`: SSE comments that keep a stateless
+/// stream's connection (and any proxy on its way) from idling out.
+fn ticks(every: Duration) -> Interval {
+    let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    ticks
 }

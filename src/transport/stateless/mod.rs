@@ -2,18 +2,14 @@
 //! Every request carries its revision and the client's capabilities in `params._meta` and
 //! is checked against its routing headers; its answer is JSON, or an SSE stream when the
 //! handler sends notes (progress, logs) before it answers. Closing that stream cancels the
-//! request. `subscriptions/listen` is the one long-lived stream (see [`listen`]).
+//! request. A method whose reply streams gets the server's [`Streaming`] as SSE, for as
+//! long as the server says.
 //!
 //! Which era a POST belongs to is decided by [`is_stateless`]: a 2025-11-25 session's
 //! requests keep everything they had, on the same endpoint.
 
 mod body;
 pub mod headers;
-mod listen;
-mod task_readers;
-mod task_stream;
-
-pub(crate) use task_readers::TaskReaders;
 
 use std::sync::Arc;
 
@@ -31,9 +27,9 @@ use crate::handler::{BoxFuture, RequestContext};
 use crate::protocol::meta::{self, RequestMeta};
 use crate::protocol::version::ProtocolVersion;
 use crate::protocol::{ErrorObject, Outgoing};
-use crate::server::{Call, Exchange, Reply};
+use crate::server::{Call, Exchange, Refused, Streaming};
 use crate::telemetry::operation::{Operation, Outcome};
-use body::Answering;
+use body::Streamed;
 
 /// True when a POST is a stateless request: its `MCP-Protocol-Version` names the
 /// stateless revision (or one we do not know, which only that revision's error answers),
@@ -87,32 +83,54 @@ pub(super) async fn serve(
             return json_response(answer.to_bytes(), status);
         }
     };
-    let reply = call.reply();
-    if reply == Reply::Listen {
-        // Its operation ends with the acknowledgement (the stream lives on), or with the
-        // refusal.
-        let response = listen::serve(state, call.into_request(), meta, principal.as_deref());
-        if let Some(op) = op.take() {
-            match response.status() {
-                StatusCode::OK => op.finish(Outcome::Ok),
-                status => op.finish(Outcome::Rejected {
-                    status: status.as_u16(),
-                    message: "subscriptions/listen refused",
-                }),
-            }
-        }
-        return response;
-    }
-    if reply == Reply::TaskStream {
-        // Its operation ends when the stream is answered or refused.
-        let response =
-            task_stream::serve(state, call.into_request(), &meta, principal.as_deref()).await;
-        if let Some(op) = op.take() {
-            op.finish(Outcome::Ok);
-        }
-        return response;
+    if call.streams() {
+        return stream(state, call, &meta, principal.as_deref(), op.take()).await;
     }
     answer(state, call, meta, principal, client, op.take()).await
+}
+
+/// Opens a reply that streams (`subscriptions/listen`, `tasks/stream`). Its operation
+/// ends when the stream starts or is refused.
+async fn stream(
+    state: &AppState,
+    call: Call,
+    meta: &RequestMeta,
+    principal: Option<&Principal>,
+    op: Option<Operation>,
+) -> Response {
+    let inner = &state.inner;
+    let opened = call
+        .open_stream(meta, principal, body::frame, inner.shutdown.clone())
+        .await;
+    let (response, outcome) = match opened {
+        Ok(streaming) => (streamed(state, streaming), Outcome::Ok),
+        Err(Refused::Request(answer)) => {
+            let status = status_of(&answer);
+            (json_response(answer.to_bytes(), status), refusal(status))
+        }
+        Err(Refused::Busy(answer)) => {
+            let status = StatusCode::SERVICE_UNAVAILABLE;
+            (json_response(answer.to_bytes(), status), refusal(status))
+        }
+    };
+    if let Some(op) = op {
+        op.finish(outcome);
+    }
+    response
+}
+
+fn refusal(status: StatusCode) -> Outcome<'static> {
+    Outcome::Rejected {
+        status: status.as_u16(),
+        message: "the stream was refused",
+    }
+}
+
+/// `streaming` as an SSE response.
+fn streamed(state: &AppState, streaming: Streaming) -> Response {
+    let sse = &state.inner.config.sse;
+    let body = Streamed::new(streaming, sse.keepalive_interval.get(), sse.retry_timeout);
+    super::sse_response(Body::new(body))
 }
 
 /// The checks before a handler sees the request, in the order the spec's errors need:
@@ -164,6 +182,7 @@ async fn answer(
     op: Option<Operation>,
 ) -> Response {
     let inner = &state.inner;
+    let id = call.id().clone();
     let (tx, notes) = mpsc::channel(inner.config.sse.stream_buffer.get());
     let outbox = Arc::new(PipeOutbox {
         notes: tx,
@@ -185,23 +204,15 @@ async fn answer(
         }
         answer
     });
-    let keepalive = inner.config.sse.keepalive_interval.get();
-    let mut answering = Answering::new(work, notes, keepalive);
-    match answering.answer_within(keepalive.min(JSON_GRACE)).await {
+    let grace = inner.config.sse.keepalive_interval.get().min(JSON_GRACE);
+    let mut streaming = Streaming::answering(id, work, notes, body::frame);
+    match streaming.answer_within(grace).await {
         Some(answer) => {
             let status = status_of(&answer);
             json_response(answer.to_bytes(), status)
         }
-        None => super::sse_response(Body::new(answering.counted())),
+        None => streamed(state, streaming),
     }
-}
-
-/// Ticks every `every`, first after one `every`: SSE comments that keep a stateless
-/// stream's connection (and any proxy on its way) from idling out.
-fn keepalive(every: std::time::Duration) -> tokio::time::Interval {
-    let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    ticks
 }
 
 /// The HTTP status this revision gives a JSON-RPC answer: 404 for an unknown method, 400
@@ -217,16 +228,6 @@ fn status_of(answer: &Outgoing) -> StatusCode {
         },
         _ => StatusCode::OK,
     }
-}
-
-/// The JSON answer to a request refused with `error`, with the status this revision gives
-/// it.
-fn refused(id: crate::protocol::RequestId, error: ErrorObject) -> Response {
-    let answer = Outgoing::Error {
-        id: Some(id),
-        error,
-    };
-    json_response(answer.to_bytes(), status_of(&answer))
 }
 
 fn error_response(

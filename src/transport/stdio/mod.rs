@@ -16,7 +16,6 @@
 //! to stderr. End of input is a graceful stop: running requests get
 //! `server.shutdown_timeout`, then the caller stops the tree.
 
-mod follow;
 mod lines;
 mod outbox;
 
@@ -40,10 +39,11 @@ use crate::handler::BoxFuture;
 use crate::protocol::envelope::parse;
 use crate::protocol::meta::{self, RequestMeta};
 use crate::protocol::{ErrorObject, Outgoing, Request, RequestId};
-use crate::server::{Call, Exchange, McpServer, Opening, Reply, Told, guarded};
+use crate::server::{
+    Call, Exchange, McpServer, Opening, Refused, Step, Streaming, Told, guarded,
+};
 use crate::server_news::Heard;
 use crate::session::{LocalSession, SessionHandle};
-use crate::rt::budget::ByteBudget;
 use crate::telemetry::operation::{Operation, Outcome};
 use lines::Line;
 pub(crate) use lines::standard_streams;
@@ -331,40 +331,28 @@ impl Connection {
             Ok(meta) => meta,
             Err(error) => return self.answer(call.id().clone(), Err(error), op).await,
         };
-        let (out, closing) = (self.out.clone(), self.closing.clone());
         let id = call.id().clone();
-        let work = match call.reply() {
-            Reply::Listen => match self.server.listen(call.request(), &meta, None) {
-                Ok(listen) => follow::listen(listen, out, closing),
-                Err(error) => return self.answer(id, Err(error), op).await,
-            },
-            Reply::TaskStream => {
-                let budget = ByteBudget::new(self.config.sse.stream_buffer_bytes.get());
-                let server = self.server.clone();
-                let request = call.into_request();
-                Box::pin(async move {
-                    match server.task_stream(&request, &meta, None, budget).await {
-                        Ok(stream) => follow::task_stream(stream, out, closing).await,
-                        Err(error) => Outgoing::Error {
-                            id: Some(request.id),
-                            error,
-                        },
-                    }
-                })
-            }
-            Reply::Answer => {
-                let outbox = PipeOutbox {
-                    notes: out,
-                    asker: None,
-                    closed: STDOUT_CLOSED,
-                    announce: self.announce.clone(),
-                };
-                let ctx = call
-                    .context(Some(Arc::new(outbox)))
-                    .with_client_capabilities(meta.client_capabilities.clone())
-                    .with_request_log_level(meta.log_level);
-                Box::pin(async move { call.run_stateless(&meta, ctx).await })
-            }
+        let out = self.out.clone();
+        let work: BoxFuture<'static, Outgoing> = if call.streams() {
+            let closing = self.closing.clone();
+            Box::pin(async move {
+                match call.open_stream(&meta, None, line, closing).await {
+                    Ok(streaming) => drive(streaming, out).await,
+                    Err(Refused::Request(answer) | Refused::Busy(answer)) => answer,
+                }
+            })
+        } else {
+            let outbox = PipeOutbox {
+                notes: out,
+                asker: None,
+                closed: STDOUT_CLOSED,
+                announce: self.announce.clone(),
+            };
+            let ctx = call
+                .context(Some(Arc::new(outbox)))
+                .with_client_capabilities(meta.client_capabilities.clone())
+                .with_request_log_level(meta.log_level);
+            Box::pin(async move { call.run_stateless(&meta, ctx).await })
         };
         self.spawn(id, work, op).await;
     }
@@ -452,6 +440,33 @@ impl Connection {
         };
         if let Some(notification) = session.told(&heard.news) {
             self.send(Outgoing::Notification(notification)).await;
+        }
+    }
+}
+
+/// One message as a line (how the server frames a message for stdio): the writer
+/// ends each buffer with a newline, so messages in one buffer are joined by one.
+fn line(out: &mut Vec<u8>, message: &mut dyn FnMut(&mut Vec<u8>)) {
+    if !out.is_empty() {
+        out.push(b'\n');
+    }
+    message(out);
+}
+
+/// Writes what a streaming reply sends as lines; its answer (or the error of a cut) is
+/// the request's answer. A client ends it early with `notifications/cancelled`.
+async fn drive(mut streaming: Streaming, out: mpsc::Sender<Bytes>) -> Outgoing {
+    loop {
+        match std::future::poll_fn(|cx| streaming.poll_step(cx)).await {
+            Some(Step::Frames(bytes, held)) => {
+                if out.send(bytes).await.is_err() {
+                    return streaming.lost(STDOUT_CLOSED);
+                }
+                // Weighed until handed to the writer, as over HTTP.
+                drop(held);
+            }
+            Some(Step::Answer(answer) | Step::Cut(answer)) => return answer,
+            None => return streaming.lost("the stream ended without an answer"),
         }
     }
 }

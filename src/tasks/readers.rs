@@ -5,9 +5,12 @@
 //! followers; the newest connection always starts.
 //!
 //! Its own process, like the task registry: it only keeps the table, and tells a cut
-//! connection through the one-shot channel that connection gave it.
+//! connection through the one-shot channel that connection gave it. A reader leaves the
+//! table when it is dropped, whatever carried it.
 
 use std::collections::{HashMap, VecDeque};
+
+use std::future::Future;
 
 use tokio::sync::{mpsc, oneshot};
 
@@ -35,20 +38,48 @@ pub(crate) struct TaskReaders {
     tx: Option<mpsc::Sender<Msg>>,
 }
 
-/// One connection's place in the table: [`Reader::cut`] resolves when a newer one
-/// superseded it. Give it back with [`TaskReaders::leave`].
+/// One connection's place in the table, given back when dropped:
+/// [`Reader::poll_cut`] is ready when a newer one superseded it.
 #[derive(Debug)]
 pub(crate) struct Reader {
     task: TaskId,
     no: Option<u64>,
     cut: oneshot::Receiver<()>,
+    table: Option<mpsc::Sender<Msg>>,
 }
 
 impl Reader {
-    /// Resolves when this connection was superseded; never for one outside the table.
-    pub(crate) async fn cut(&mut self) {
-        if self.no.is_none() || (&mut self.cut).await.is_err() {
-            std::future::pending::<()>().await;
+    /// Ready when this connection was superseded; never for one outside the table.
+    pub(crate) fn poll_cut(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        if self.no.is_none() {
+            return std::task::Poll::Pending;
+        }
+        match std::pin::Pin::new(&mut self.cut).poll(cx) {
+            std::task::Poll::Ready(Ok(())) => std::task::Poll::Ready(()),
+            // The table is gone (shutdown): nobody cuts this reader any more.
+            std::task::Poll::Ready(Err(_)) => {
+                self.no = None;
+                std::task::Poll::Pending
+            }
+            std::task::Poll::Pending => std::task::Poll::Pending,
+        }
+    }
+}
+
+impl Drop for Reader {
+    fn drop(&mut self) {
+        let (Some(table), Some(reader)) = (self.table.take(), self.no) else {
+            return;
+        };
+        let leave = Msg::Leave {
+            task: self.task,
+            reader,
+        };
+        // Most leaves fit at once; a full inbox gets the message from a task of its own.
+        if let Err(mpsc::error::TrySendError::Full(leave)) = table.try_send(leave)
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            runtime.spawn(async move { table.send(leave).await });
         }
     }
 }
@@ -63,6 +94,11 @@ impl TaskReaders {
         let (tx, rx) = mpsc::channel(INBOX);
         runtime.spawn(run(rx, max.max(1)));
         Self { tx: Some(tx) }
+    }
+
+    /// No table: readers are not bounded (a server outside the runtime's tree).
+    pub(crate) fn none() -> Self {
+        Self { tx: None }
     }
 
     /// Enters a new connection following `task`, cutting the oldest past the bound.
@@ -82,18 +118,7 @@ impl TaskReaders {
             task,
             no: joined,
             cut,
-        }
-    }
-
-    /// Takes `reader` out of the table.
-    pub(crate) async fn leave(&self, reader: Reader) {
-        if let (Some(tx), Some(no)) = (&self.tx, reader.no) {
-            let _ = tx
-                .send(Msg::Leave {
-                    task: reader.task,
-                    reader: no,
-                })
-                .await;
+            table: self.tx.clone(),
         }
     }
 }
@@ -144,13 +169,13 @@ mod tests {
         let third = readers.join(a).await;
         assert!(first.cut.try_recv().is_ok(), "the oldest of three is cut");
         // One that left makes room: a fourth does not cut the second.
-        readers.leave(third).await;
+        drop(third);
         let mut fourth = readers.join(a).await;
         assert!(
             second.cut.try_recv().is_err(),
             "two readers of a: within the bound"
         );
         assert!(fourth.cut.try_recv().is_err());
-        readers.leave(other).await;
+        drop(other);
     }
 }
