@@ -54,7 +54,7 @@ pub(crate) struct Label {
 
 impl Label {
     /// Nothing to name.
-    fn none() -> Self {
+    pub(super) fn none() -> Self {
         Self {
             known: None,
             target: Target::None,
@@ -78,7 +78,7 @@ pub(crate) enum Opening {
 pub(crate) struct Call {
     server: Arc<McpServer>,
     request: Request,
-    label: Label,
+    pub(super) label: Label,
     effect: Option<SessionEffect>,
     rerunnable: bool,
     /// The arguments a tool's `Mcp-Param-*` headers mirror, when it has any.
@@ -141,46 +141,6 @@ impl McpServer {
             effect,
             rerunnable,
             header_params,
-        }
-    }
-}
-
-impl Exchange {
-    /// What its span names, taken once (the operation keeps it); `None` for an answer,
-    /// which belongs to our own request.
-    pub(crate) fn take_label(&mut self) -> Option<Label> {
-        match self {
-            Self::Call(call) => Some(std::mem::replace(&mut call.label, Label::none())),
-            Self::Told(told) => Some(Label {
-                known: told.notification().kind().map(NotificationKind::name),
-                ..Label::none()
-            }),
-            Self::Answer { .. } => None,
-        }
-    }
-
-    /// Its `params._meta`, where a caller's trace context may be.
-    pub(crate) fn meta(&self) -> Option<&serde_json::Map<String, Value>> {
-        match self {
-            Self::Call(call) => call.request.meta(),
-            Self::Told(told) => told.notification().meta(),
-            Self::Answer { .. } => None,
-        }
-    }
-
-    /// The request's id, for a request.
-    pub(crate) fn request_id(&self) -> Option<&RequestId> {
-        match self {
-            Self::Call(call) => Some(&call.request.id),
-            _ => None,
-        }
-    }
-
-    /// The resource a `resources/read` reads, to record on its span.
-    pub(crate) fn resource(&self) -> Option<&str> {
-        match self {
-            Self::Call(call) if call.request.kind == Method::ResourcesRead => call.request.uri(),
-            _ => None,
         }
     }
 }

@@ -10,12 +10,14 @@ mod exchange;
 mod handover;
 mod inputs;
 mod listen;
+mod outbox;
 mod paging;
 mod skills;
 pub mod stateless;
 mod streaming;
 mod task_stream;
 mod tasks;
+mod trace;
 
 use serde_json::Value;
 
@@ -38,6 +40,8 @@ pub(crate) use exchange::{Call, Exchange, Label, Opening, Told, guarded};
 pub use handover::{HANDED_ON_NOTE, Handover};
 use listen::Listen;
 use task_stream::TaskStream;
+pub(crate) use outbox::{Announcer, Asking, PipeOutbox, note_payload};
+pub(crate) use trace::Arrival;
 pub(crate) use streaming::{Refused, Step, StreamLimits, Streaming};
 use paging::page_value;
 

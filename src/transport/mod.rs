@@ -183,11 +183,8 @@ impl AppState {
     }
 
     /// What tells sessions and listen streams of changes.
-    fn announcer(&self) -> outbox::Announcer {
-        outbox::Announcer {
-            news: self.inner.server.news().clone(),
-            sessions: self.inner.sessions.clone(),
-        }
+    fn announcer(&self) -> crate::server::Announcer {
+        self.inner.server.announcer(self.inner.sessions.clone())
     }
 
     /// Marks the start of shutdown (see [`AppState::open_stream`]).

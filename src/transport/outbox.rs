@@ -1,21 +1,20 @@
-//! Requests' outboxes. A session's streamed request ([`StreamOutbox`]) stores its
+//! The outbox of a session's streamed request ([`StreamOutbox`]): it stores its
 //! notifications and requests on its stream and waits for the client's answers, which
-//! arrive by POST through the session manager; a request whose notes go live down a pipe
-//! ([`PipeOutbox`]: a stateless response stream, stdout) stores nothing.
+//! arrive by POST through the session manager. (A request whose notes go live down a
+//! pipe uses the server's [`PipeOutbox`], which stores nothing.)
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use serde_json::Value;
-use tokio::sync::{SetOnce, mpsc};
+use tokio::sync::SetOnce;
 
 use crate::event_store::{EventStoreHandle, StreamWriter};
 use crate::handler::{BoxFuture, ClientRequestError, Note, NotifyError, Outbox};
 use crate::ids::StreamKey;
-use crate::protocol::methods::{ListKind, ServerRequest, log_notification, progress_notification};
-use crate::protocol::{Notification, Outgoing, Request};
-use crate::server_news::{NewsHub, ServerNews};
+use crate::protocol::methods::{ListKind, ServerRequest};
+use crate::protocol::{Outgoing, Request};
+use crate::server::{Announcer, note_payload};
 use crate::session::SessionHandle;
 
 /// Opened once the request's stream has a connection following it. The handler's first
@@ -38,57 +37,6 @@ pub(super) struct StreamOutbox {
     pub(super) polls: bool,
     pub(super) ready: StreamReady,
     pub(super) announce: Announcer,
-}
-
-/// Tells sessions and listen streams what changed: the same for a session's request and
-/// a stateless one.
-#[derive(Debug, Clone)]
-pub(super) struct Announcer {
-    pub(super) news: NewsHub,
-    pub(super) sessions: SessionHandle,
-}
-
-impl Announcer {
-    /// Resource `uri` changed: listeners that named it, and subscribed sessions.
-    pub(super) async fn resource_updated(&self, uri: String) -> Result<usize, NotifyError> {
-        self.news
-            .publish(ServerNews::ResourceUpdated { uri: uri.clone() });
-        self.sessions
-            .notify_resource_updated(&uri)
-            .await
-            .map_err(|e| NotifyError(e.to_string()))
-    }
-
-    /// List `kind` changed: listeners that asked, and the sessions offered it.
-    pub(super) async fn list_changed(&self, kind: ListKind) -> Result<usize, NotifyError> {
-        self.news.publish(ServerNews::ListChanged { list: kind });
-        self.sessions
-            .list_changed(kind)
-            .await
-            .map_err(|e| NotifyError(e.to_string()))
-    }
-}
-
-/// A note as the JSON-RPC notification it becomes.
-pub(super) fn note_payload(note: Note) -> bytes::Bytes {
-    let notification = match note {
-        Note::Progress {
-            token,
-            progress,
-            total,
-            message,
-        } => progress_notification(token, progress, total, message),
-        Note::Log {
-            level,
-            logger,
-            data,
-        } => log_notification(level, logger.as_deref(), data),
-        Note::Custom { method, params } => Notification {
-            method,
-            params: Some(params),
-        },
-    };
-    Outgoing::Notification(notification).to_bytes()
 }
 
 impl StreamOutbox {
@@ -165,59 +113,5 @@ impl Outbox for StreamOutbox {
             self.flush().await;
             self.store.disconnect(self.key).await.unwrap_or(false)
         })
-    }
-}
-
-/// Carries a request's questions to the client, where its connection can (stdio's
-/// session).
-pub(super) trait Asking: Send + Sync {
-    /// Sends `request` to the client; resolves with its answer.
-    fn ask(&self, request: ServerRequest) -> BoxFuture<'_, Result<Value, ClientRequestError>>;
-}
-
-/// Where the notes of a request answered live go: down a bounded pipe to its client.
-pub(super) struct PipeOutbox {
-    pub(super) notes: mpsc::Sender<Bytes>,
-    /// Who carries its questions; `None`: it cannot ask (a 2026-07-28 request's
-    /// questions end its round with `input_required` instead).
-    pub(super) asker: Option<Arc<dyn Asking>>,
-    /// What a closed pipe means, for the handler's error.
-    pub(super) closed: &'static str,
-    pub(super) announce: Announcer,
-}
-
-impl Outbox for PipeOutbox {
-    fn notify(&self, note: Note) -> BoxFuture<'_, Result<(), NotifyError>> {
-        Box::pin(async move {
-            // Bounded: a handler that sends faster than the client reads waits here.
-            self.notes
-                .send(note_payload(note))
-                .await
-                .map_err(|_| NotifyError(self.closed.into()))
-        })
-    }
-
-    fn request(&self, request: ServerRequest) -> BoxFuture<'_, Result<Value, ClientRequestError>> {
-        match &self.asker {
-            Some(asker) => asker.ask(request),
-            None => Box::pin(async {
-                Err(ClientRequestError::Unavailable(
-                    "this request cannot ask the client anything (only tools/call, prompts/get and resources/read can)".into(),
-                ))
-            }),
-        }
-    }
-
-    fn list_changed(&self, kind: ListKind) -> BoxFuture<'_, Result<usize, NotifyError>> {
-        Box::pin(self.announce.list_changed(kind))
-    }
-
-    fn close_connection(&self) -> BoxFuture<'_, bool> {
-        // Nothing to poll back to.
-        Box::pin(async { false })
-    }
-
-    fn resource_updated(&self, uri: String) -> BoxFuture<'_, Result<usize, NotifyError>> {
-        Box::pin(self.announce.resource_updated(uri))
     }
 }

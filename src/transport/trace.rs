@@ -1,10 +1,9 @@
 //! Where an HTTP request's trace comes from and which span it gets.
 //!
 //! An MCP message gets the SERVER span of [`Operation`] (the OpenTelemetry MCP
-//! conventions). Its parent is the caller's context from `params._meta` when there is
-//! one (`traceparent`, `tracestate`, `baggage`: the conventions' place for it, and the
-//! 2026-07-28 revision's only one), with the HTTP request's context linked; otherwise the
-//! HTTP headers' context. GET and DELETE, which carry no MCP message, get an HTTP server
+//! conventions), which the server's exchange starts and parents (by `params._meta` when
+//! the caller put its context there); this file gives it the HTTP side: the version
+//! header, and the headers' context as parent or link. GET and DELETE, which carry no MCP message, get an HTTP server
 //! span continuing the headers' context; so does a POST refused before its body parsed.
 
 use std::net::SocketAddr;
@@ -13,63 +12,32 @@ use axum::http::HeaderMap;
 use opentelemetry::propagation::{Extractor, TextMapPropagator};
 use opentelemetry::trace::TraceContextExt as _;
 use opentelemetry_sdk::propagation::{BaggagePropagator, TraceContextPropagator};
-use serde_json::Value;
 use tracing::field::Empty;
 use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 
 use super::extract::PROTOCOL_VERSION;
 use super::rejection::Rejection;
 use crate::protocol::version::ProtocolVersion;
-use crate::server::{Exchange, Label};
-use crate::telemetry::operation::{Operation, Start};
+use crate::server::{Arrival, Exchange};
+use crate::telemetry::operation::Operation;
 
-/// The operation of an incoming request or notification (`None` for a client's answer,
-/// which belongs to the server's own request).
+/// The operation of an incoming request or notification over HTTP (`None` for a
+/// client's answer): its revision and trace context from the request's headers.
 pub(super) fn operation(
     local: Option<SocketAddr>,
     headers: &HeaderMap,
     exchange: &mut Exchange,
 ) -> Option<Operation> {
-    let Label {
-        known,
-        target,
-        span_name,
-    } = exchange.take_label()?;
     let version = headers
         .get(PROTOCOL_VERSION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<ProtocolVersion>().ok())
         .map(ProtocolVersion::as_str);
-    let op = Operation::begin(Start {
-        known,
-        target,
-        span_name,
-        request_id: exchange.request_id(),
+    exchange.operation(Arrival {
         version,
         local,
-    });
-    // A span the filter turned off has no parent to find.
-    if !op.span().is_disabled() {
-        let http = from_headers(headers);
-        match from_meta(exchange.meta()) {
-            Some(meta) => {
-                let link = http
-                    .as_ref()
-                    .map(|cx| cx.span().span_context().clone())
-                    .filter(|sc| sc.is_valid());
-                op.follow(meta, link);
-            }
-            None => {
-                if let Some(http) = http {
-                    op.follow(http, None);
-                }
-            }
-        }
-    }
-    if let Some(uri) = exchange.resource() {
-        op.span().record("mcp.resource.uri", uri);
-    }
-    Some(op)
+        context: || from_headers(headers),
+    })
 }
 
 /// The HTTP server span of a request that carries no MCP message (GET, DELETE), or whose
@@ -116,14 +84,6 @@ fn from_headers(headers: &HeaderMap) -> Option<opentelemetry::Context> {
         return None;
     }
     let carrier = HeaderExtractor(headers);
-    let cx = TraceContextPropagator::new().extract(&carrier);
-    let cx = BaggagePropagator::new().extract_with_context(&cx, &carrier);
-    cx.span().span_context().is_valid().then_some(cx)
-}
-
-/// The caller's context from `params._meta`, if it put one there.
-fn from_meta(meta: Option<&serde_json::Map<String, Value>>) -> Option<opentelemetry::Context> {
-    let carrier = crate::protocol::trace_carrier(meta)?;
     let cx = TraceContextPropagator::new().extract(&carrier);
     let cx = BaggagePropagator::new().extract_with_context(&cx, &carrier);
     cx.span().span_context().is_valid().then_some(cx)

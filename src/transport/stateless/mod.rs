@@ -21,13 +21,12 @@ use tokio::sync::mpsc;
 use super::AppState;
 use super::endpoint::json_response;
 use super::extract::{PROTOCOL_VERSION, SESSION_ID};
-use super::outbox::PipeOutbox;
 use crate::auth::Principal;
 use crate::handler::{BoxFuture, RequestContext};
 use crate::protocol::meta::{self, RequestMeta};
 use crate::protocol::version::ProtocolVersion;
 use crate::protocol::{ErrorObject, Outgoing};
-use crate::server::{Call, Exchange, Refused, Streaming};
+use crate::server::{Call, Exchange, PipeOutbox, Refused, Streaming};
 use crate::telemetry::operation::{Operation, Outcome};
 use body::Streamed;
 

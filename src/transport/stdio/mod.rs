@@ -22,7 +22,6 @@ mod outbox;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use axum::http::HeaderMap;
 use bytes::Bytes;
 use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -30,7 +29,6 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use super::outbox::{Announcer, Asking, PipeOutbox};
 
 /// What a note's handler is told when stdout is gone.
 const STDOUT_CLOSED: &str = "the client closed stdout";
@@ -40,7 +38,7 @@ use crate::protocol::envelope::parse;
 use crate::protocol::meta::{self, RequestMeta};
 use crate::protocol::{ErrorObject, Outgoing, Request, RequestId};
 use crate::server::{
-    Call, Exchange, McpServer, Opening, Refused, Step, Streaming, Told, guarded,
+    Announcer, Arrival, Asking, Call, Exchange, PipeOutbox, McpServer, Opening, Refused, Step, Streaming, Told, guarded,
 };
 use crate::server_news::Heard;
 use crate::session::{LocalSession, SessionHandle};
@@ -85,10 +83,7 @@ pub(crate) async fn serve(
         line_tx,
     ));
     let (command_tx, commands) = mpsc::channel(config.server.max_open_per_session.get() as usize);
-    let announce = Announcer {
-        news: parts.server.news().clone(),
-        sessions: parts.sessions,
-    };
+    let announce = parts.server.announcer(parts.sessions);
     let mut connection = Connection {
         news: Some(parts.server.news().subscribe()),
         server: parts.server,
@@ -245,7 +240,11 @@ impl Connection {
             }
         };
         let mut exchange = self.server.exchange(message);
-        let op = super::trace::operation(None, &HeaderMap::new(), &mut exchange);
+        let op = exchange.operation(Arrival {
+            version: None,
+            local: None,
+            context: || None,
+        });
         match exchange {
             Exchange::Call(call) => self.on_request(call, op).await,
             Exchange::Told(told) => {

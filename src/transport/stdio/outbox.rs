@@ -7,10 +7,10 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
-use super::super::outbox::Asking;
 use crate::handler::{BoxFuture, ClientRequestError};
 use crate::protocol::ErrorObject;
 use crate::protocol::methods::ServerRequest;
+use crate::server::Asking;
 
 /// What running requests ask of the connection that owns the client's answers.
 #[derive(Debug)]
