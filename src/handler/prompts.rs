@@ -8,7 +8,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use super::registry::{Registry, scope_methods};
-use super::typed::ArgumentType;
+use super::typed::{ArgumentType, decode};
 use super::{BoxFuture, RequestContext};
 use crate::auth::Principal;
 use crate::protocol::methods::{
@@ -231,11 +231,7 @@ where
     };
     let prompt_name = name.to_owned();
     let render: Renderer = Arc::new(move |arguments, ctx| {
-        let input = match takes_nothing {
-            true => Value::Null,
-            false => Value::Object(arguments),
-        };
-        let rendered = serde_json::from_value::<A>(input)
+        let rendered = decode::<A>(arguments, takes_nothing)
             .map_err(|e| PromptError::InvalidParams(format!("prompt {prompt_name}: {e}")))
             .map(|args| render(args, ctx));
         Box::pin(async move { Ok(rendered?.await?.into_prompt_result()) })

@@ -157,7 +157,9 @@ where
     Tool::new(
         definition,
         Box::new(move |arguments, ctx| {
-            let call = decode::<A>(arguments, takes_nothing).map(|args| handler(args, ctx));
+            let call = decode::<A>(arguments, takes_nothing)
+                .map_err(|e| ToolError::InvalidArguments(e.to_string()))
+                .map(|args| handler(args, ctx));
             Box::pin(async move { call?.await?.into_tool_result() })
         }),
     )
@@ -210,12 +212,12 @@ fn objects_typed(mut schema: Value) -> Value {
     schema
 }
 
-/// The arguments as `A`: taken as they are when `A` is the raw map, null when the tool
-/// takes nothing, deserialized otherwise.
-fn decode<A: serde::de::DeserializeOwned + 'static>(
+/// A tool's or a prompt's arguments as `A`: taken as they are when `A` is the raw map,
+/// null when the handler takes nothing, deserialized otherwise.
+pub(super) fn decode<A: serde::de::DeserializeOwned + 'static>(
     arguments: Map<String, Value>,
     takes_nothing: bool,
-) -> Result<A, ToolError> {
+) -> Result<A, serde_json::Error> {
     let mut raw = Some(arguments);
     if let Some(same) = (&mut raw as &mut dyn Any).downcast_mut::<Option<A>>()
         && let Some(arguments) = same.take()
@@ -226,7 +228,7 @@ fn decode<A: serde::de::DeserializeOwned + 'static>(
         (false, Some(arguments)) => Value::Object(arguments),
         _ => Value::Null,
     };
-    serde_json::from_value(value).map_err(|e| ToolError::InvalidArguments(e.to_string()))
+    serde_json::from_value(value)
 }
 
 #[cfg(test)]
@@ -238,10 +240,9 @@ mod tests {
         let mut arguments = Map::new();
         arguments.insert("k".into(), json!(1));
         let raw = decode::<Map<String, Value>>(arguments.clone(), false);
-        assert_eq!(raw, Ok(arguments.clone()));
-        assert_eq!(decode::<()>(arguments.clone(), true), Ok(()));
-        let wrong = decode::<String>(arguments, false);
-        assert!(matches!(wrong, Err(ToolError::InvalidArguments(_))));
+        assert_eq!(raw.ok(), Some(arguments.clone()));
+        assert_eq!(decode::<()>(arguments.clone(), true).ok(), Some(()));
+        assert!(decode::<String>(arguments, false).is_err());
     }
 
     #[test]

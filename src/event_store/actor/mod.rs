@@ -302,9 +302,9 @@ impl<B: EventStore> Actor for EventStoreActor<B> {
         // An append, the message of every event, runs in this future; the others, rarer
         // and larger (subscribe, catch-up, gap fills), in a box of their own, so the
         // future ractor moves for each message stays small (it was a sixth of a shard's
-        // time per append, in memcpy). The fields are taken apart here as in `handle`:
-        // passing the variant's fields as one struct cost 500 more instructions per
-        // append (callgrind, `benches/ceilings.rs`).
+        // time per append, in memcpy). The fields are taken apart here: passing the
+        // variant's fields as one struct cost 500 more instructions per append
+        // (callgrind, `benches/ceilings.rs`).
         match msg {
             StoreMsg::Append {
                 key,
@@ -333,23 +333,13 @@ impl<B: EventStore> Actor for EventStoreActor<B> {
     }
 }
 
+/// Every message but an append (the actor's `handle` runs those in its own future).
 async fn handle<B: EventStore>(
     msg: StoreMsg,
     state: &mut StoreState<B>,
     myself: &ActorRef<StoreMsg>,
 ) {
     match msg {
-        StoreMsg::Append {
-            key,
-            payload,
-            last,
-            nonce,
-            after,
-            reply,
-        } => {
-            let append_msg = QueuedAppend::new(payload, last, nonce, after, reply);
-            append(state, myself, key, append_msg).await;
-        }
         StoreMsg::Stored { key, run, results } => {
             stored(state, myself, key, run, results).await;
         }
@@ -365,7 +355,7 @@ async fn other<B: EventStore>(
 ) {
     let tables = &mut *state.tables;
     match msg {
-        // Handled by `handle`.
+        // Handled by the actor's `handle` (an append) and by `handle` (its result).
         StoreMsg::Append { .. } | StoreMsg::Stored { .. } => {}
         StoreMsg::Subscribe {
             key,
