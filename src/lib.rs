@@ -115,6 +115,8 @@
 //! - `telemetry`: logs, metrics, MCP operation spans, OpenTelemetry export.
 //! - `server_news`: the `NewsHub`, what changed on the server for listen streams.
 //! - `auth`: bearer tokens, the `Principal` a valid one names, and its `Owner`.
+//! - `net`: TCP for the HTTP transport: the accept loop, the write-stall guard, the
+//!   client's address behind trusted proxies.
 //! - `event_store`: the backend contract, the memory and Redis backends, the store actor
 //!   and its handle, the feed to subscribers, task and execution records.
 //! - `session`: the session manager actor and its handle, holds, the session table, the
@@ -162,6 +164,7 @@ internal! {
     mod event_store;
     mod exec;
     mod ids;
+    mod net;
     mod rt;
     mod server;
     mod server_news;

@@ -24,7 +24,7 @@ const LAYERS: &[&[&str]] = &[
     &["ids"],
     &["rt", "config", "protocol"],
     &["telemetry", "server_news"],
-    &["auth"],
+    &["auth", "net"],
     &["event_store"],
     &["session"],
     &["stream"],

@@ -20,7 +20,7 @@ use tracing::Instrument;
 use super::AppState;
 use super::extract;
 use super::rejection::Rejection;
-use super::serve::ClientAddr;
+use crate::net::ClientAddr;
 use super::session_request::Caller;
 use crate::protocol::version::ProtocolVersion;
 use crate::protocol::{self, ErrorObject, Incoming};

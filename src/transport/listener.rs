@@ -148,8 +148,8 @@ impl Actor for HttpListener {
         let socket = args.socket.try_clone()?;
         let listener = tokio::net::TcpListener::from_std(args.socket)?;
         let local = listener.local_addr().ok();
-        let limits = super::serve::Limits::from_config(&args.config.server);
-        let proxies = std::sync::Arc::new(super::forwarded::Proxies::from_config(
+        let limits = crate::net::Limits::from_config(&args.config.server);
+        let proxies = std::sync::Arc::new(crate::net::Proxies::from_config(
             &args.config.server,
         ));
         let shutdown_timeout = args.config.server.shutdown_timeout;
@@ -167,7 +167,7 @@ impl Actor for HttpListener {
         let (stop_tx, stop_rx) = oneshot::channel::<()>();
         let me = myself.clone();
         let task = tokio::spawn(async move {
-            super::serve::serve(listener, app, limits, proxies, stop_rx).await;
+            crate::net::serve(listener, app, limits, proxies, stop_rx).await;
             // Only heard if we did not ask for it (the actor is gone after a shutdown).
             let _ = me.send_message(ListenerMsg::ServeEnded("accept loop finished".to_owned()));
         });

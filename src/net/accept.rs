@@ -53,14 +53,14 @@ pub(crate) struct ClientAddr(pub(crate) IpAddr);
 
 /// The limits the loop applies, from `[server]`.
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Limits {
+pub(crate) struct Limits {
     header_timeout: Duration,
     write_timeout: Duration,
     max_connections: usize,
 }
 
 impl Limits {
-    pub(super) fn from_config(server: &ServerConfig) -> Self {
+    pub(crate) fn from_config(server: &ServerConfig) -> Self {
         Self {
             header_timeout: server.header_timeout.get(),
             write_timeout: server.write_timeout.get(),
@@ -70,7 +70,7 @@ impl Limits {
 }
 
 /// Serves `app` on `listener` until `stop` fires, then waits for the open connections.
-pub(super) async fn serve(
+pub(crate) async fn serve(
     listener: TcpListener,
     app: Router,
     limits: Limits,
