@@ -14,9 +14,8 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use serde_json::json;
 
-use super::failures::Failures;
 use super::rejection::{Challenge, Rejection};
-use crate::auth::{AuthError, Owner, Principal, Verifier, token_hash};
+use crate::auth::{AuthError, Failures, Owner, Principal, Verifier, token_hash};
 use crate::config::AuthConfig;
 use crate::telemetry::metrics::{AUTH_REFUSED, AuthRefusal, Refusal, SESSIONS_REFUSED};
 

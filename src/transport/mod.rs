@@ -6,7 +6,6 @@ pub mod auth;
 pub mod delete;
 mod endpoint;
 pub mod extract;
-mod failures;
 mod forwarded;
 pub mod get;
 pub mod guard;
