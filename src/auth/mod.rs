@@ -11,6 +11,7 @@ mod failures;
 mod fetch;
 mod introspect;
 mod keys;
+mod limits;
 pub mod verifier;
 
 use serde::{Deserialize, Serialize};
@@ -18,6 +19,7 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 pub(crate) use failures::Failures;
+pub(crate) use limits::{Busy, PrincipalRequests, RequestSlot};
 pub use verifier::Verifier;
 
 /// The caller a valid token names.
