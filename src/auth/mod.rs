@@ -7,15 +7,19 @@
 //! issuer and subject (and the OAuth client, with `auth.bind_to_client`), which is what
 //! the stores keep.
 
+mod failures;
 mod fetch;
 mod introspect;
 mod keys;
+mod limits;
 pub mod verifier;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
+pub(crate) use failures::Failures;
+pub(crate) use limits::{Busy, PrincipalRequests, RequestSlot};
 pub use verifier::Verifier;
 
 /// The caller a valid token names.

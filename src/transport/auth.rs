@@ -1,11 +1,10 @@
 //! `[auth]` at the HTTP edge: the bearer token of every MCP request is checked before
 //! the request is read further; the protected resource metadata (RFC 9728) is served
-//! without one; and each principal's running requests are counted.
+//! without one; and a principal past its running requests is refused.
 
-use std::collections::HashMap;
 use std::net::IpAddr;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use axum::body::Body;
@@ -14,9 +13,11 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use serde_json::json;
 
-use super::failures::Failures;
 use super::rejection::{Challenge, Rejection};
-use crate::auth::{AuthError, Owner, Principal, Verifier, token_hash};
+use crate::auth::{
+    AuthError, Busy, Failures, Owner, Principal, PrincipalRequests, RequestSlot, Verifier,
+    token_hash,
+};
 use crate::config::AuthConfig;
 use crate::telemetry::metrics::{AUTH_REFUSED, AuthRefusal, Refusal, SESSIONS_REFUSED};
 
@@ -25,11 +26,8 @@ use crate::telemetry::metrics::{AUTH_REFUSED, AuthRefusal, Refusal, SESSIONS_REF
 pub struct Gate {
     verifier: Arc<Verifier>,
     challenge: Challenge,
-    max_requests: usize,
-    /// Requests running per principal (`auth.max_requests_per_principal`). A lock held
-    /// for a counter update, twice per request, and only when that cap is set: an actor
-    /// would cost a message round trip on every request for the same count.
-    running: Arc<Mutex<HashMap<Owner, usize>>>,
+    /// Requests running per principal (`auth.max_requests_per_principal`).
+    requests: PrincipalRequests,
     /// 401s per client address (`auth.max_failures_per_client`).
     failures: Failures,
 }
@@ -43,8 +41,7 @@ impl Gate {
                 resource_metadata: config.metadata_url().into(),
                 scope: config.required_scopes.join(" ").into(),
             },
-            max_requests: config.max_requests_per_principal,
-            running: Arc::default(),
+            requests: PrincipalRequests::new(config.max_requests_per_principal),
             failures: Failures::new(config.max_failures_per_client, config.failure_clients.get()),
             verifier,
         }
@@ -141,39 +138,10 @@ impl Gate {
     /// Counts a request of `owner` in until the returned guard drops; refused past
     /// `auth.max_requests_per_principal`.
     pub(crate) fn start_request(&self, owner: Owner) -> Result<Option<RequestSlot>, Rejection> {
-        if self.max_requests == 0 {
-            return Ok(None);
-        }
-        let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
-        let count = running.entry(owner).or_default();
-        if *count >= self.max_requests {
+        self.requests.start(owner).map_err(|Busy| {
             SESSIONS_REFUSED.inc(Refusal::PrincipalBusy);
-            return Err(Rejection::PrincipalBusy);
-        }
-        *count += 1;
-        Ok(Some(RequestSlot {
-            owner,
-            running: self.running.clone(),
-        }))
-    }
-}
-
-/// One running request of a principal, counted until dropped.
-#[derive(Debug)]
-pub(crate) struct RequestSlot {
-    owner: Owner,
-    running: Arc<Mutex<HashMap<Owner, usize>>>,
-}
-
-impl Drop for RequestSlot {
-    fn drop(&mut self) {
-        let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(count) = running.get_mut(&self.owner) {
-            *count = count.saturating_sub(1);
-            if *count == 0 {
-                running.remove(&self.owner);
-            }
-        }
+            Rejection::PrincipalBusy
+        })
     }
 }
 

@@ -6,7 +6,6 @@ pub mod auth;
 pub mod delete;
 mod endpoint;
 pub mod extract;
-mod failures;
 pub mod get;
 pub mod guard;
 mod handover;
