@@ -18,7 +18,7 @@ use tokio::time::Sleep;
 
 /// An I/O stream whose writes fail after `limit` without progress.
 #[derive(Debug)]
-pub struct StallGuard<T> {
+pub(crate) struct StallGuard<T> {
     io: T,
     limit: Duration,
     stalled: Option<Pin<Box<Sleep>>>,
@@ -26,7 +26,7 @@ pub struct StallGuard<T> {
 
 impl<T> StallGuard<T> {
     /// Wraps `io`.
-    pub fn new(io: T, limit: Duration) -> Self {
+    pub(crate) fn new(io: T, limit: Duration) -> Self {
         Self {
             io,
             limit,
