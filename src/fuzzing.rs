@@ -51,7 +51,7 @@ pub fn last_event_id(data: &[u8]) {
         return;
     };
     let mut headers = HeaderMap::new();
-    headers.insert(extract::LAST_EVENT_ID, value);
+    headers.insert(extract::LAST_EVENT_ID.clone(), value);
     match extract::last_event_id(&headers) {
         LastEventId::Valid(id) => assert_eq!(id.to_string().parse::<EventId>().ok(), Some(id)),
         LastEventId::Malformed(shown, _) => assert!(shown.chars().count() <= 64),

@@ -180,7 +180,7 @@ pub(super) fn json_response(body: Bytes, status: StatusCode) -> Response {
 /// `response` naming its session in `Mcp-Session-Id`.
 pub(super) fn with_session(mut response: Response, session: SessionId) -> Response {
     if let Ok(value) = HeaderValue::from_str(&session.to_string()) {
-        response.headers_mut().insert(extract::SESSION_ID, value);
+        response.headers_mut().insert(extract::SESSION_ID.clone(), value);
     }
     response
 }

@@ -1,24 +1,26 @@
 //! Reading MCP's request headers: session id, Last-Event-ID, protocol version, Accept,
 //! Content-Type. Pure functions over a header map.
 
-use axum::http::{HeaderMap, header};
+use axum::http::{HeaderMap, HeaderName, header};
 
 use super::rejection::Rejection;
 use crate::event_store::{EventId, EventIdError};
 use crate::protocol::version::ProtocolVersion;
 use crate::session::SessionId;
 
+// Header names, not strings: a lookup by name hashes it at once, where one by `&str`
+// validates and lowercases the string first (on every request).
 /// `Mcp-Session-Id`.
-pub const SESSION_ID: &str = "mcp-session-id";
+pub static SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
 /// `MCP-Protocol-Version`.
-pub const PROTOCOL_VERSION: &str = "mcp-protocol-version";
+pub static PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
 /// `Last-Event-ID`.
-pub const LAST_EVENT_ID: &str = "last-event-id";
+pub static LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
 
 /// The session named by the request, if any. A value that cannot be one of our ids is an
 /// unknown session (404), like any other id we do not have.
 pub fn session_id(headers: &HeaderMap) -> Result<Option<SessionId>, Rejection> {
-    let Some(value) = headers.get(SESSION_ID) else {
+    let Some(value) = headers.get(&SESSION_ID) else {
         return Ok(None);
     };
     let text = value.to_str().map_err(|_| Rejection::UnknownSession)?;
@@ -45,7 +47,7 @@ pub enum LastEventId {
 
 /// Reads `Last-Event-ID`.
 pub fn last_event_id(headers: &HeaderMap) -> LastEventId {
-    let Some(value) = headers.get(LAST_EVENT_ID) else {
+    let Some(value) = headers.get(&LAST_EVENT_ID) else {
         return LastEventId::Absent;
     };
     let text = String::from_utf8_lossy(value.as_bytes());
@@ -57,7 +59,7 @@ pub fn last_event_id(headers: &HeaderMap) -> LastEventId {
 
 /// `MCP-Protocol-Version`, if present; 400 if it names a revision we do not speak.
 pub fn protocol_version(headers: &HeaderMap) -> Result<Option<ProtocolVersion>, Rejection> {
-    let Some(value) = headers.get(PROTOCOL_VERSION) else {
+    let Some(value) = headers.get(&PROTOCOL_VERSION) else {
         return Ok(None);
     };
     let text = value

@@ -8,7 +8,7 @@
 
 use std::net::SocketAddr;
 
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, HeaderName};
 use opentelemetry::propagation::{Extractor, TextMapPropagator};
 use opentelemetry::trace::TraceContextExt as _;
 use opentelemetry_sdk::propagation::{BaggagePropagator, TraceContextPropagator};
@@ -29,7 +29,7 @@ pub(super) fn operation(
     exchange: &mut Exchange,
 ) -> Option<Operation> {
     let version = headers
-        .get(PROTOCOL_VERSION)
+        .get(&PROTOCOL_VERSION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<ProtocolVersion>().ok())
         .map(ProtocolVersion::as_str);
@@ -80,7 +80,8 @@ pub(super) fn record_rejection(rejection: &Rejection) {
 
 /// The caller's context from W3C headers, if it sent any.
 fn from_headers(headers: &HeaderMap) -> Option<opentelemetry::Context> {
-    if !headers.contains_key("traceparent") {
+    static TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
+    if !headers.contains_key(&TRACEPARENT) {
         return None;
     }
     let carrier = HeaderExtractor(headers);

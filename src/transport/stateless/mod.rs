@@ -34,14 +34,14 @@ use body::Streamed;
 /// stateless revision (or one we do not know, which only that revision's error answers),
 /// or it has no such header and no session but names its revision in `params._meta`.
 pub(super) fn is_stateless(headers: &HeaderMap, exchange: &Exchange) -> bool {
-    match headers.get(PROTOCOL_VERSION).map(|v| v.to_str()) {
+    match headers.get(&PROTOCOL_VERSION).map(|v| v.to_str()) {
         Some(Ok(text)) => text
             .trim()
             .parse::<ProtocolVersion>()
             .map_or(true, ProtocolVersion::is_stateless),
         Some(Err(_)) => true,
         None => {
-            !headers.contains_key(SESSION_ID)
+            !headers.contains_key(&SESSION_ID)
                 && matches!(exchange, Exchange::Call(c) if meta::names_version(c.request()))
         }
     }
@@ -140,7 +140,7 @@ fn check(headers: &HeaderMap, call: &Call) -> Result<RequestMeta, (ErrorObject, 
     let bad = |error| (error, StatusCode::BAD_REQUEST);
     let meta = RequestMeta::read(request).map_err(bad)?;
     let header = headers
-        .get(PROTOCOL_VERSION)
+        .get(&PROTOCOL_VERSION)
         .and_then(|v| v.to_str().ok())
         .map(str::trim);
     match header {
