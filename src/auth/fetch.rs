@@ -186,7 +186,10 @@ mod tests {
                 "{url}: {got:?}"
             );
             let got = fetcher.post_form(url, Some(("id", "secret")), &[]).await;
-            assert!(matches!(got, Err(super::FetchError::Insecure(_))), "{got:?}");
+            assert!(
+                matches!(got, Err(super::FetchError::Insecure(_))),
+                "{got:?}"
+            );
         }
         // Loopback is let through (nothing listens on port 1: a connection error).
         let got = fetcher.get_json("http://127.0.0.1:1/jwks").await;

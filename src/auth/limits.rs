@@ -84,7 +84,13 @@ mod tests {
         drop(first);
         assert!(matches!(requests.start(owner), Ok(Some(_))));
         drop(second);
-        assert!(requests.running.lock().map(|r| r.is_empty()).unwrap_or(false));
+        assert!(
+            requests
+                .running
+                .lock()
+                .map(|r| r.is_empty())
+                .unwrap_or(false)
+        );
     }
 
     #[test]

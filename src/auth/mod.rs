@@ -149,7 +149,11 @@ struct ExpiryClaim {
 
 impl From<HandedWire> for HandedPrincipal {
     fn from(wire: HandedWire) -> Self {
-        let old_exp = wire.claims.and_then(|c| c.exp).as_ref().and_then(numeric_date);
+        let old_exp = wire
+            .claims
+            .and_then(|c| c.exp)
+            .as_ref()
+            .and_then(numeric_date);
         Self {
             issuer: wire.issuer,
             subject: wire.subject,
@@ -471,7 +475,10 @@ mod tests {
         assert!(handed(Some(100)).expired(101, 0));
         assert!(!handed(Some(100)).expired(130, 30));
         assert!(handed(Some(100)).expired(131, 30));
-        assert!(!handed(None).expired(u64::MAX, 0), "no exp, nothing to check");
+        assert!(
+            !handed(None).expired(u64::MAX, 0),
+            "no exp, nothing to check"
+        );
         // NumericDate may carry a fraction.
         let p = principal(json!({"iss": "i", "sub": "s", "exp": 1_500_000_000.5}));
         assert_eq!(p.expires_at(), Some(1_500_000_000));

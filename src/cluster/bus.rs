@@ -97,18 +97,20 @@ impl Router {
                 Ok(m) => self.news.publish_remote(m.news),
                 Err(e) => tracing::warn!(error = %e, "undecodable message on the news channel"),
             },
-            Some(Channel::Task(_)) => match format::from_slice::<TaskMessage>("task signal", message) {
-                Ok(m) => {
-                    // Never waits here (the connection's task): the registry hop runs apart.
-                    let tasks = self.tasks.clone();
-                    tokio::spawn(async move {
-                        if let Err(e) = tasks.local(m.task_id, m.signal).await {
-                            tracing::warn!(error = %e, "a task signal from another replica was dropped");
-                        }
-                    });
+            Some(Channel::Task(_)) => {
+                match format::from_slice::<TaskMessage>("task signal", message) {
+                    Ok(m) => {
+                        // Never waits here (the connection's task): the registry hop runs apart.
+                        let tasks = self.tasks.clone();
+                        tokio::spawn(async move {
+                            if let Err(e) = tasks.local(m.task_id, m.signal).await {
+                                tracing::warn!(error = %e, "a task signal from another replica was dropped");
+                            }
+                        });
+                    }
+                    Err(e) => tracing::warn!(error = %e, "undecodable message on a task channel"),
                 }
-                Err(e) => tracing::warn!(error = %e, "undecodable message on a task channel"),
-            },
+            }
             None => {}
         }
     }

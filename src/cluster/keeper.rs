@@ -24,7 +24,9 @@ impl Stops {
         let Some(rest) = message.strip_prefix(STOPPED_NOTICE.as_bytes()) else {
             return false;
         };
-        let from = std::str::from_utf8(rest).ok().and_then(|r| r.parse::<u64>().ok());
+        let from = std::str::from_utf8(rest)
+            .ok()
+            .and_then(|r| r.parse::<u64>().ok());
         if from.is_some_and(|from| from != me) {
             self.0.notify_one();
         }
@@ -183,8 +185,14 @@ mod tests {
     #[tokio::test]
     async fn another_replicas_stop_notice_wakes_the_keeper_and_our_own_does_not() {
         let stops = Stops::default();
-        assert!(!stops.heard(br#"{"kind":"session_ended"}"#, 5), "session news");
-        assert!(stops.heard(b"replica-stopped:5", 5), "ours: a notice, ignored");
+        assert!(
+            !stops.heard(br#"{"kind":"session_ended"}"#, 5),
+            "session news"
+        );
+        assert!(
+            stops.heard(b"replica-stopped:5", 5),
+            "ours: a notice, ignored"
+        );
         let asleep = tokio::time::timeout(std::time::Duration::from_millis(20), stops.next());
         assert!(asleep.await.is_err(), "our own stop wakes nobody");
         assert!(stops.heard(b"replica-stopped:3", 5));

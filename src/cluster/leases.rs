@@ -33,8 +33,7 @@ pub const LOST_REPLICA_MESSAGE: &str =
 
 /// The message of the error appended for a request whose replica shut down (a planned
 /// restart) before it could answer; its `data` says `"retryable": true`.
-pub const RESTARTED_MESSAGE: &str =
-    "the server replica running this request shut down before it answered; the request may be retried";
+pub const RESTARTED_MESSAGE: &str = "the server replica running this request shut down before it answered; the request may be retried";
 
 /// The score of a lease let go at a clean shutdown ([`Leases::release`]): no lease that
 /// lapsed by itself has it, so a reaper can tell a planned stop from a lost replica.
@@ -125,8 +124,7 @@ impl Leases {
         handover: Option<&Handover>,
     ) -> redis::RedisResult<()> {
         let value = entry_value(self.link.format.get(), request, handover);
-        self.hold_as(&field(key), &value)
-            .await
+        self.hold_as(&field(key), &value).await
     }
 
     /// The request ended (answered, cancelled or dropped).
@@ -474,7 +472,10 @@ mod tests {
         let Some(principal) = o.handover.and_then(|h| h.principal) else {
             panic!("with its principal");
         };
-        assert_eq!(principal.owner(), crate::auth::Owner::of("https://as", "alice"));
+        assert_eq!(
+            principal.owner(),
+            crate::auth::Owner::of("https://as", "alice")
+        );
         assert_eq!(principal.scopes, ["mcp"]);
         assert_eq!(principal.expires_at, Some(1_700_000_000));
     }

@@ -57,7 +57,8 @@ impl TaskSignals for TaskBus {
                 task_id: id,
                 signal,
             };
-            let body = format::to_vec(self.link.format.get(), &message).map_err(|e| e.to_string())?;
+            let body =
+                format::to_vec(self.link.format.get(), &message).map_err(|e| e.to_string())?;
             self.link
                 .publish("bus", self.link.keys.task_channel(owner), body)
                 .await

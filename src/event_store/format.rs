@@ -31,8 +31,8 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-pub use crate::config::{CURRENT_FORMAT, OLDEST_FORMAT};
 use crate::config::WriteFormatSetting;
+pub use crate::config::{CURRENT_FORMAT, OLDEST_FORMAT};
 
 /// The format this replica writes, shared by every writer of a shared record. The lease
 /// keeper learns it at each renewal; writers read it on every record they write, so it

@@ -484,9 +484,8 @@ pub enum Control {
 
 /// A run of appends running apart from the store (see [`EventStore::append_detached`]):
 /// one result per event, in order.
-pub type DetachedAppend = std::pin::Pin<
-    Box<dyn Future<Output = Vec<Result<Appended, StoreError>>> + Send + 'static>,
->;
+pub type DetachedAppend =
+    std::pin::Pin<Box<dyn Future<Output = Vec<Result<Appended, StoreError>>> + Send + 'static>>;
 
 /// One event of a run given to [`EventStore::append_detached`].
 #[derive(Debug, Clone)]

@@ -25,9 +25,9 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::task::AbortOnDropHandle;
 
 use super::cgroup::Cgroup;
+use super::child::PrivateMounts;
 use super::chunker::Chunker;
 use super::isolation::{Isolation, Separation};
-use super::child::PrivateMounts;
 use super::process::{self, Containment, ExitInfo, Pipes, Process, Workdir};
 use super::pump::{Output, Pump, Pumped};
 use super::record::{self, ExecRecord, Outcome, Status, Usage, log_key};

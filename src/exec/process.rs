@@ -176,7 +176,12 @@ pub fn spawn(
     command
         .env("TMPDIR", workdir.path())
         .env("HOME", workdir.path());
-    command.envs(program.env.iter().map(|(name, value)| (name, value.expose())));
+    command.envs(
+        program
+            .env
+            .iter()
+            .map(|(name, value)| (name, value.expose())),
+    );
     let mut plan = ChildPlan::of(program);
     plan.cgroup_procs = containment.cgroup.as_ref().and_then(|c| c.procs_fd());
     plan.pid_namespace = containment.pid_namespace;

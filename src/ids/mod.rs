@@ -9,7 +9,7 @@ pub mod hash;
 pub mod session_id;
 pub mod task_id;
 
-pub use hash::IdMap;
 pub use event_id::{EventId, EventIdError, STREAM_BITS, StreamKey, StreamNo};
+pub use hash::IdMap;
 pub use session_id::{SessionId, SessionIdError};
 pub use task_id::{TaskId, TaskIdError};

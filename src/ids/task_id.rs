@@ -83,10 +83,7 @@ impl FromStr for TaskId {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let malformed = || TaskIdError(s.chars().take(64).collect());
         let text: [u8; 32] = s.as_bytes().try_into().map_err(|_| malformed())?;
-        if !text
-            .iter()
-            .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
-        {
+        if !text.iter().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
             return Err(malformed());
         }
         Ok(Self(text))

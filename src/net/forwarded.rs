@@ -77,7 +77,9 @@ fn forwarded(headers: &HeaderMap) -> Vec<Option<IpAddr>> {
         .map(|element| {
             element.split(';').find_map(|pair| {
                 let (name, value) = pair.split_once('=')?;
-                name.trim().eq_ignore_ascii_case("for").then(|| address(value))
+                name.trim()
+                    .eq_ignore_ascii_case("for")
+                    .then(|| address(value))
             })?
         })
         .collect()
@@ -159,7 +161,10 @@ mod tests {
     #[test]
     fn forwarded_is_read_only_when_configured() {
         let h = headers(&[
-            ("forwarded", "for=1.2.3.4, for=\"[2001:db8:cafe::17]:4711\";proto=https"),
+            (
+                "forwarded",
+                "for=1.2.3.4, for=\"[2001:db8:cafe::17]:4711\";proto=https",
+            ),
             ("x-forwarded-for", "198.51.100.5"),
         ]);
         let p = proxies(&["127.0.0.1/32"], ClientAddressHeader::Forwarded);

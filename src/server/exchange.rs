@@ -119,8 +119,8 @@ impl McpServer {
                     label.target = Target::Tool(routing.name.clone());
                     label.span_name = Some(routing.span_name.clone());
                     rerunnable = routing.tasks.rerunnable;
-                    header_params = (!routing.header_params.is_empty())
-                        .then(|| routing.header_params.clone());
+                    header_params =
+                        (!routing.header_params.is_empty()).then(|| routing.header_params.clone());
                 }
             }
             Method::PromptsGet => {

@@ -9,7 +9,8 @@ use crate::auth::HandedPrincipal;
 use crate::protocol::{Request, RequestId};
 
 /// The note a handed-on call's client sees on its stream before the new run's events.
-pub const HANDED_ON_NOTE: &str = "the server replica running this call shut down; another replica runs it again from its start";
+pub const HANDED_ON_NOTE: &str =
+    "the server replica running this call shut down; another replica runs it again from its start";
 
 /// A running call, as another replica needs it to run it again.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

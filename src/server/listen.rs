@@ -241,4 +241,3 @@ fn listen_result(tag: &Value, server_info: &Value) -> Value {
         "_meta": { SUBSCRIPTION_ID: tag, SERVER_INFO: server_info },
     })
 }
-

@@ -30,8 +30,8 @@ use crate::handler::{
 };
 use crate::protocol::methods::{
     CallToolParams, CallToolResult, CompleteParams, CompletionArgument, CompletionRef,
-    GetPromptParams, Icon, Implementation, InitializeParams, InitializeResult, ListKind,
-    Method, ReadResourceResult, ResourceParams, SetLevelParams,
+    GetPromptParams, Icon, Implementation, InitializeParams, InitializeResult, ListKind, Method,
+    ReadResourceResult, ResourceParams, SetLevelParams,
 };
 use crate::protocol::version::ProtocolVersion;
 use crate::protocol::{ErrorObject, Outgoing, Request, Target};
@@ -39,11 +39,11 @@ use crate::session::{NewSession, SessionEffect};
 pub(crate) use exchange::{Call, Exchange, Label, Opening, Told, guarded};
 pub use handover::{HANDED_ON_NOTE, Handover};
 use listen::Listen;
-use task_stream::TaskStream;
 pub(crate) use outbox::{Announcer, Asking, PipeOutbox, note_payload};
-pub(crate) use trace::Arrival;
-pub(crate) use streaming::{Refused, Step, StreamLimits, Streaming};
 use paging::page_value;
+pub(crate) use streaming::{Refused, Step, StreamLimits, Streaming};
+use task_stream::TaskStream;
+pub(crate) use trace::Arrival;
 
 /// Longest resource URI accepted in a subscription.
 pub const MAX_URI_LEN: usize = 2048;
@@ -383,9 +383,7 @@ impl McpServer {
         let caller = ctx.principal().map(|p| &**p);
         let result = match request.kind {
             Method::Ping => Ok(Value::Object(Default::default())),
-            Method::ToolsList => {
-                page_value("tools", &self.tools.get().list_for(caller), &request)
-            }
+            Method::ToolsList => page_value("tools", &self.tools.get().list_for(caller), &request),
             Method::ResourcesList => {
                 page_value("resources", &self.listed_resources(caller), &request)
             }
@@ -397,30 +395,27 @@ impl McpServer {
             Method::ResourcesRead => self.read_resource(request, ctx).await,
             // Subscriptions are session state, recorded by the transport when the answer
             // is a success (see `accepts_subscription`); here only the answer is made.
-            Method::ResourcesSubscribe => {
-                request.into_params::<ResourceParams>().and_then(|p| {
-                    if p.uri.len() > MAX_URI_LEN {
-                        Err(ErrorObject::invalid_params(format!(
-                            "uri is longer than {MAX_URI_LEN} bytes"
-                        )))
-                    } else if !self.accepts_subscription(&p.uri) {
-                        Err(ErrorObject {
-                            code: RESOURCE_NOT_FOUND,
-                            message: format!("Resource not found: {}", p.uri),
-                            data: Some(serde_json::json!({ "uri": p.uri })),
-                        })
-                    } else {
-                        Ok(Value::Object(Default::default()))
-                    }
-                })
-            }
-            Method::ResourcesUnsubscribe => request.into_params::<ResourceParams>()
+            Method::ResourcesSubscribe => request.into_params::<ResourceParams>().and_then(|p| {
+                if p.uri.len() > MAX_URI_LEN {
+                    Err(ErrorObject::invalid_params(format!(
+                        "uri is longer than {MAX_URI_LEN} bytes"
+                    )))
+                } else if !self.accepts_subscription(&p.uri) {
+                    Err(ErrorObject {
+                        code: RESOURCE_NOT_FOUND,
+                        message: format!("Resource not found: {}", p.uri),
+                        data: Some(serde_json::json!({ "uri": p.uri })),
+                    })
+                } else {
+                    Ok(Value::Object(Default::default()))
+                }
+            }),
+            Method::ResourcesUnsubscribe => request
+                .into_params::<ResourceParams>()
                 .map(|_| Value::Object(Default::default())),
-            Method::PromptsList => page_value(
-                "prompts",
-                &self.prompts.get().list_for(caller),
-                &request,
-            ),
+            Method::PromptsList => {
+                page_value("prompts", &self.prompts.get().list_for(caller), &request)
+            }
             Method::PromptsGet => self.get_prompt(request, ctx).await,
             Method::SkillsList | Method::SkillsGet | Method::ResourcesDirectoryRead => {
                 self.skills_method(request)
@@ -490,11 +485,7 @@ impl McpServer {
         }
     }
 
-    async fn complete(
-        &self,
-        request: Request,
-        ctx: RequestContext,
-    ) -> Result<Value, ErrorObject> {
+    async fn complete(&self, request: Request, ctx: RequestContext) -> Result<Value, ErrorObject> {
         let params: CompleteParams = request.into_params()?;
         let mut values = match &self.completer {
             Some(complete) => complete(params.reference, params.argument, ctx).await,
@@ -506,11 +497,7 @@ impl McpServer {
             "values": values, "total": total, "hasMore": total > MAX_COMPLETIONS } }))
     }
 
-    async fn call_tool(
-        &self,
-        request: Request,
-        ctx: RequestContext,
-    ) -> Result<Value, ErrorObject> {
+    async fn call_tool(&self, request: Request, ctx: RequestContext) -> Result<Value, ErrorObject> {
         let params: CallToolParams = request.into_params()?;
         let tool =
             self.tools.get().get(&params.name).ok_or_else(|| {

@@ -34,7 +34,10 @@ impl McpServer {
     /// is (403, `insufficient_scope`), and `resources/list` leaves the `SKILL.md`
     /// manifests out. Without `[auth]` there is no caller to check. Empty (the default):
     /// the server-wide `auth.required_scopes` only.
-    pub fn with_skill_scopes<S: Into<String>>(mut self, scopes: impl IntoIterator<Item = S>) -> Self {
+    pub fn with_skill_scopes<S: Into<String>>(
+        mut self,
+        scopes: impl IntoIterator<Item = S>,
+    ) -> Self {
         self.skill_scopes = scopes.into_iter().map(Into::into).collect();
         self
     }
@@ -101,7 +104,10 @@ impl McpServer {
 
     /// The contents of skill file `uri`, when it is one.
     pub(super) fn read_skill_file(&self, uri: &str) -> Option<ResourceContents> {
-        let skills = self.skills.as_ref().filter(|_| uri.starts_with(SKILL_SCHEME))?;
+        let skills = self
+            .skills
+            .as_ref()
+            .filter(|_| uri.starts_with(SKILL_SCHEME))?;
         skills.read_file(uri).ok()
     }
 }

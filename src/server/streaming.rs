@@ -293,7 +293,10 @@ impl Streaming {
             },
         };
         let quiet = notes.is_empty();
-        if let Source::Answering { work, answer: kept, .. } = &mut self.source {
+        if let Source::Answering {
+            work, answer: kept, ..
+        } = &mut self.source
+        {
             *work = None;
             if !quiet {
                 *kept = Some(answer);

@@ -10,11 +10,11 @@ use super::McpServer;
 use super::inputs::{Inputs, Starter};
 use crate::auth::{HandedPrincipal, Principal};
 use crate::handler::{BoxFuture, RequestContext};
+use crate::ids::TaskId;
 use crate::protocol::meta::{RequestMeta, TASKS_EXTENSION};
 use crate::protocol::methods::{Method, TaskSupport};
 use crate::protocol::{ErrorObject, Outgoing, Request, RequestId};
 use crate::tasks::record::TaskWork;
-use crate::ids::TaskId;
 use crate::tasks::{Creator, Rerun, TaskError, TaskHandle, TaskOutbox, TaskSignal};
 
 /// How a `tools/call` may become a task.

@@ -104,7 +104,9 @@ impl Exchange {
     /// The resource a `resources/read` reads, to record on its span.
     fn resource(&self) -> Option<&str> {
         match self {
-            Self::Call(call) if call.request().kind == Method::ResourcesRead => call.request().uri(),
+            Self::Call(call) if call.request().kind == Method::ResourcesRead => {
+                call.request().uri()
+            }
             _ => None,
         }
     }

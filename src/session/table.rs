@@ -15,7 +15,6 @@ use super::record::{ClientOutcome, NewSession, SessionRecord};
 use crate::ids::{IdMap, STREAM_BITS, StreamNo};
 use crate::protocol::RequestId;
 
-
 /// What [`SessionTable::touch`] gives a request.
 #[derive(Debug)]
 pub struct Touch<'a> {
@@ -393,9 +392,9 @@ fn ended(record: &SessionRecord) {
 
 #[cfg(test)]
 mod tests {
-    use crate::session::effect::MAX_SUBSCRIPTIONS;
     use super::*;
     use crate::protocol::version::ProtocolVersion;
+    use crate::session::effect::MAX_SUBSCRIPTIONS;
     use serde_json::Value;
 
     fn init() -> NewSession {

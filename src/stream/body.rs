@@ -10,8 +10,8 @@ use ractor::ActorRef;
 use tokio::sync::mpsc;
 
 use super::StreamMsg;
-use crate::rt::budget::Reserved;
 use super::pipe::PipeRx;
+use crate::rt::budget::Reserved;
 
 /// Yields the frames queued for it; ends when the writer drops its end. Dropped by hyper
 /// when the client goes away, which tells the stream actor at once instead of at its next

@@ -213,7 +213,10 @@ mod tests {
             Some(false),
             "told once"
         );
-        assert!(tx.wait_for_room(25, 1), "room already: no message will come");
+        assert!(
+            tx.wait_for_room(25, 1),
+            "room already: no message will come"
+        );
     }
 
     #[test]
@@ -250,7 +253,11 @@ mod tests {
         assert_eq!(tx.try_send_framed(framed), Ok(()));
         assert!(!tx.wait_for_room(len, parts), "full: wait for the message");
         let woken: Vec<bool> = std::iter::from_fn(|| recv(&mut rx).map(|(_, w)| w)).collect();
-        assert_eq!(woken, vec![false, true, false], "told once half the budget is free");
+        assert_eq!(
+            woken,
+            vec![false, true, false],
+            "told once half the budget is free"
+        );
         assert!(tx.wait_for_room(len, parts), "empty again");
     }
 

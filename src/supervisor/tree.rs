@@ -109,5 +109,4 @@ impl SupervisorState {
         let since = self.since.iter().find(|(c, _)| *c == child);
         since.map(|(_, at)| at.elapsed()).unwrap_or_default()
     }
-
 }

@@ -31,11 +31,11 @@ use tokio::sync::{Notify, mpsc};
 
 use super::events::TaskEvent;
 use super::{TaskError, TaskHandle};
+use crate::event_store::format;
 use crate::event_store::{
     Event, EventStoreHandle, Feed, REPLAY_PAGE, Replay, ReplayOutcome, StoreCallError, StoreError,
     StreamKey,
 };
-use crate::event_store::format;
 use crate::ids::TaskId;
 use crate::protocol::ErrorObject;
 use crate::rt::budget::{ByteBudget, Reserved};

@@ -52,8 +52,7 @@ pub const LOST_REPLICA_MESSAGE: &str = "the server replica running this task was
 
 /// The message of a task whose replica shut down (a planned restart) and that could not
 /// run again; its error's `data` says `"retryable": true`.
-pub const STOPPED_REPLICA_MESSAGE: &str =
-    "the server replica running this task shut down before it finished; the task may be started again";
+pub const STOPPED_REPLICA_MESSAGE: &str = "the server replica running this task shut down before it finished; the task may be started again";
 
 /// How long a signal waits for room in a busy task's mailbox.
 pub const SIGNAL_WAIT: Duration = Duration::from_secs(2);
@@ -152,12 +151,8 @@ pub trait TaskLeases: Send + Sync + std::fmt::Debug {
 /// Delivery of signals to the replica running a task (the cluster's bus).
 pub trait TaskSignals: Send + Sync + std::fmt::Debug {
     /// Sends `signal` for task `id` to replica `owner`.
-    fn send(
-        &self,
-        owner: u64,
-        id: TaskId,
-        signal: TaskSignal,
-    ) -> BoxFuture<'_, Result<(), String>>;
+    fn send(&self, owner: u64, id: TaskId, signal: TaskSignal)
+    -> BoxFuture<'_, Result<(), String>>;
 }
 
 /// Builds a task's handler again from its record (the server implements it).
@@ -291,7 +286,10 @@ impl TaskHandle {
 
     /// The version to write a record in.
     fn write_format(&self) -> u8 {
-        self.inner.format.get().map_or(CURRENT_FORMAT, WriteFormat::get)
+        self.inner
+            .format
+            .get()
+            .map_or(CURRENT_FORMAT, WriteFormat::get)
     }
 
     fn replica(&self) -> u64 {
@@ -376,12 +374,7 @@ impl TaskHandle {
         let log = record.id.log_key().session;
         // A new task's log counts against its principal's share of the event budget.
         let _ = match &quota {
-            Some(quota) => {
-                self.inner
-                    .store
-                    .open_task_log(log, &quota.principal)
-                    .await
-            }
+            Some(quota) => self.inner.store.open_task_log(log, &quota.principal).await,
             None => self.inner.store.open_session(log).await,
         };
         let principal = quota.as_ref().map(|q| q.principal.clone());
@@ -435,7 +428,11 @@ impl TaskHandle {
         let ttl = record.remaining(now_ms());
         let store = &self.inner.store;
         let stored = match quota {
-            Some(quota) => store.create_record(record.id.as_str(), bytes, ttl, quota).await,
+            Some(quota) => {
+                store
+                    .create_record(record.id.as_str(), bytes, ttl, quota)
+                    .await
+            }
             None => store.put_record(record.id.as_str(), bytes, ttl).await,
         };
         stored.map_err(|e| match e {
@@ -461,11 +458,7 @@ impl TaskHandle {
 
     /// A runner ended.
     async fn finished(&self, id: TaskId) {
-        let _ = self
-            .inner
-            .registry
-            .send(RegistryMsg::Unregister(id))
-            .await;
+        let _ = self.inner.registry.send(RegistryMsg::Unregister(id)).await;
         if let Some(leases) = self.inner.leases.get() {
             leases.end(id).await;
         }

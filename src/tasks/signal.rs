@@ -63,10 +63,7 @@ impl TaskHandle {
             TaskSignal::Cancel => (TaskMsg::Cancel, None),
         };
         let (reply, mailbox) = oneshot::channel();
-        let asked = RegistryMsg::Mailbox {
-            id,
-            reply,
-        };
+        let asked = RegistryMsg::Mailbox { id, reply };
         if self.inner.registry.send(asked).await.is_err() {
             return Err(TaskError::Unavailable(
                 "the task registry has stopped".into(),

@@ -20,8 +20,8 @@ use tracing::Instrument;
 use super::AppState;
 use super::extract;
 use super::rejection::Rejection;
-use crate::net::ClientAddr;
 use super::session_request::Caller;
+use crate::net::ClientAddr;
 use crate::protocol::version::ProtocolVersion;
 use crate::protocol::{self, ErrorObject, Incoming};
 use crate::session::SessionId;
@@ -180,7 +180,9 @@ pub(super) fn json_response(body: Bytes, status: StatusCode) -> Response {
 /// `response` naming its session in `Mcp-Session-Id`.
 pub(super) fn with_session(mut response: Response, session: SessionId) -> Response {
     if let Ok(value) = HeaderValue::from_str(&session.to_string()) {
-        response.headers_mut().insert(extract::SESSION_ID.clone(), value);
+        response
+            .headers_mut()
+            .insert(extract::SESSION_ID.clone(), value);
     }
     response
 }
@@ -222,20 +224,16 @@ mod tests {
     async fn the_version_header_is_optional_but_must_be_known() {
         let absent = Version::from_request_parts(&mut parts(&[]), &()).await;
         assert!(matches!(absent, Ok(Version(None))));
-        let known = Version::from_request_parts(
-            &mut parts(&[("mcp-protocol-version", "2025-06-18")]),
-            &(),
-        )
-        .await;
+        let known =
+            Version::from_request_parts(&mut parts(&[("mcp-protocol-version", "2025-06-18")]), &())
+                .await;
         assert!(matches!(
             known,
             Ok(Version(Some(ProtocolVersion::V2025_06_18)))
         ));
-        let unknown = Version::from_request_parts(
-            &mut parts(&[("mcp-protocol-version", "1999-01-01")]),
-            &(),
-        )
-        .await;
+        let unknown =
+            Version::from_request_parts(&mut parts(&[("mcp-protocol-version", "1999-01-01")]), &())
+                .await;
         assert!(matches!(unknown, Err(Rejection::UnsupportedVersion(_))));
     }
 

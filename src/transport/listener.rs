@@ -149,9 +149,7 @@ impl Actor for HttpListener {
         let listener = tokio::net::TcpListener::from_std(args.socket)?;
         let local = listener.local_addr().ok();
         let limits = crate::net::Limits::from_config(&args.config.server);
-        let proxies = std::sync::Arc::new(crate::net::Proxies::from_config(
-            &args.config.server,
-        ));
+        let proxies = std::sync::Arc::new(crate::net::Proxies::from_config(&args.config.server));
         let shutdown_timeout = args.config.server.shutdown_timeout;
         let state = AppState::new(super::Parts {
             config: args.config,

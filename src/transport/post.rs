@@ -68,7 +68,10 @@ pub(crate) async fn handle(State(state): State<AppState>, request: HttpRequest) 
             let Caller {
                 client, principal, ..
             } = caller;
-            Ok(super::stateless::serve(&state, &headers, exchange, principal, client, &mut op).await)
+            Ok(
+                super::stateless::serve(&state, &headers, exchange, principal, client, &mut op)
+                    .await,
+            )
         } else {
             serve(&state, &headers, caller, exchange, &mut op).await
         };

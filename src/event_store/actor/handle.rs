@@ -268,7 +268,11 @@ impl EventStoreHandle {
 
     /// Opens a task's log (a session of its own) counting against `principal`'s share of
     /// the store-wide budget (see [`crate::event_store::EventStore::open_task_log`]).
-    pub async fn open_task_log(&self, session: SessionId, principal: &str) -> Result<(), SlotError> {
+    pub async fn open_task_log(
+        &self,
+        session: SessionId,
+        principal: &str,
+    ) -> Result<(), SlotError> {
         self.of_session(session)
             .send(StoreMsg::OpenTaskLog(session, principal.to_owned()))
             .await

@@ -437,7 +437,12 @@ async fn other<B: EventStore>(
             principal,
             reply,
         } => {
-            let _ = reply.send(tables.backend.delete_record(&id, principal.as_deref()).await);
+            let _ = reply.send(
+                tables
+                    .backend
+                    .delete_record(&id, principal.as_deref())
+                    .await,
+            );
         }
         StoreMsg::Sweep => {
             let stats = tables.backend.sweep().await;

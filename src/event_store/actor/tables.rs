@@ -14,7 +14,6 @@
 //! standalone stream never ends, so a parked connection would only wait: there the newer
 //! connection supersedes the older at once.
 
-
 use bytes::Bytes;
 use ractor::ActorId;
 

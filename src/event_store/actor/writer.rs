@@ -212,7 +212,11 @@ mod tests {
         type Msg = StoreMsg;
         type State = Stored;
         type Arguments = ();
-        async fn pre_start(&self, _: ActorRef<StoreMsg>, _: ()) -> Result<Stored, ActorProcessingErr> {
+        async fn pre_start(
+            &self,
+            _: ActorRef<StoreMsg>,
+            _: (),
+        ) -> Result<Stored, ActorProcessingErr> {
             Ok(Stored::default())
         }
         async fn handle(
@@ -261,7 +265,9 @@ mod tests {
     async fn answers_dropped_before_the_writer_looks_are_sent_again() {
         let (mut w, actor, _running, _slot) = forgetful_writer().await;
         for i in 0..40u8 {
-            w.write(Bytes::from(vec![i])).await.unwrap_or_else(|e| panic!("{e}"));
+            w.write(Bytes::from(vec![i]))
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
             // Let the store drop the answer before the next write looks at it.
             tokio::task::yield_now().await;
         }

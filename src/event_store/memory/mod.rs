@@ -21,8 +21,8 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 
 use super::{
-    Appended, Event, EventStore, Occupancy, Quota, Replay, ReplayOutcome, Retention,
-    StoreError, StreamKey, StreamNo, SweepStats,
+    Appended, Event, EventStore, Occupancy, Quota, Replay, ReplayOutcome, Retention, StoreError,
+    StreamKey, StreamNo, SweepStats,
 };
 use crate::ids::{IdMap, SessionId};
 use crate::telemetry::metrics::{EVENTS_EVICTED, Eviction};
@@ -432,7 +432,6 @@ impl MemoryStore {
         stats
     }
 }
-
 
 impl EventStore for MemoryStore {
     async fn open_session(&mut self, session: SessionId) {

@@ -51,8 +51,12 @@ impl MemoryStore {
         now: Instant,
     ) -> Result<(), StoreError> {
         self.reserve_task(id, now)?;
-        let principal = self.tasks.remove(id).and_then(|(_, _, principal)| principal);
-        self.tasks.insert(id.to_owned(), (record, now + ttl, principal));
+        let principal = self
+            .tasks
+            .remove(id)
+            .and_then(|(_, _, principal)| principal);
+        self.tasks
+            .insert(id.to_owned(), (record, now + ttl, principal));
         Ok(())
     }
 
@@ -78,8 +82,10 @@ impl MemoryStore {
             self.shared.release_for(&quota.principal, id);
             return Err(e);
         }
-        self.tasks
-            .insert(id.to_owned(), (record, expires, Some(quota.principal.clone())));
+        self.tasks.insert(
+            id.to_owned(),
+            (record, expires, Some(quota.principal.clone())),
+        );
         Ok(())
     }
 

@@ -317,7 +317,13 @@ async fn shards_share_one_budget_and_evict_the_oldest_of_any_shard() {
     let mut second = 0;
     let mut append = |shards: &mut Vec<MemoryStore>, shard: usize, n: u64| {
         for _ in 0..n {
-            let e = shards[shard].append_at(keys[shard], Bytes::from_static(b"e"), false, second, at(second));
+            let e = shards[shard].append_at(
+                keys[shard],
+                Bytes::from_static(b"e"),
+                false,
+                second,
+                at(second),
+            );
             assert!(e.is_ok());
             second += 1;
             settle(shards, shard);
@@ -357,13 +363,35 @@ async fn shards_share_one_budget_and_evict_the_oldest_of_any_shard() {
     assert_eq!(held, budget.held().0 as u64);
     // Task records count against one budget too.
     let ttl = Duration::from_secs(60);
-    for (shard, id) in [(0, "a"), (1, "b"), (2, "c"), (0, "d"), (1, "e"), (2, "f"), (0, "g"), (1, "h"), (2, "i"), (0, "j")] {
-        assert!(shards[shard].put_record(id, Bytes::new(), ttl).await.is_ok());
+    for (shard, id) in [
+        (0, "a"),
+        (1, "b"),
+        (2, "c"),
+        (0, "d"),
+        (1, "e"),
+        (2, "f"),
+        (0, "g"),
+        (1, "h"),
+        (2, "i"),
+        (0, "j"),
+    ] {
+        assert!(
+            shards[shard]
+                .put_record(id, Bytes::new(), ttl)
+                .await
+                .is_ok()
+        );
     }
     assert_eq!(budget.tasks(), 10);
     let refused = shards[1].put_record("k", Bytes::new(), ttl).await;
-    assert_eq!(refused, Err(StoreError::TooManyTasks), "max_tasks across shards");
-    let replaced = shards[0].put_record("a", Bytes::from_static(b"2"), ttl).await;
+    assert_eq!(
+        refused,
+        Err(StoreError::TooManyTasks),
+        "max_tasks across shards"
+    );
+    let replaced = shards[0]
+        .put_record("a", Bytes::from_static(b"2"), ttl)
+        .await;
     assert!(replaced.is_ok(), "replacing a record needs no room");
 }
 

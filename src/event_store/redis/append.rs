@@ -67,12 +67,7 @@ impl AppendJob {
 }
 
 /// One event's answer from the script.
-fn outcome(
-    key: StreamKey,
-    event: NewEvent,
-    status: i64,
-    seq: i64,
-) -> Result<Appended, StoreError> {
+fn outcome(key: StreamKey, event: NewEvent, status: i64, seq: i64) -> Result<Appended, StoreError> {
     let seq = u64::try_from(seq).map_err(|_| MALFORMED)?;
     match status {
         0 | 1 => Ok(Appended {

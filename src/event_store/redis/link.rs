@@ -317,7 +317,11 @@ where
     let url = if config.redis_sentinels.is_empty() {
         config.redis_url.to_string()
     } else {
-        let sentinels: Vec<String> = config.redis_sentinels.iter().map(ToString::to_string).collect();
+        let sentinels: Vec<String> = config
+            .redis_sentinels
+            .iter()
+            .map(ToString::to_string)
+            .collect();
         format!(
             "the primary of {:?} per sentinels {}",
             config.redis_sentinel_service,

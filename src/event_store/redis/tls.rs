@@ -20,9 +20,7 @@ pub struct TlsFileError {
 /// What every `rediss://` connection trusts and presents: `store.redis_ca_file` as its
 /// only roots, and `store.redis_client_cert` and its key. `None`: neither is set, and the
 /// system's roots are trusted (redis-rs reads them through rustls-native-certs).
-pub(super) fn certificates(
-    config: &StoreConfig,
-) -> Result<Option<TlsCertificates>, TlsFileError> {
+pub(super) fn certificates(config: &StoreConfig) -> Result<Option<TlsCertificates>, TlsFileError> {
     let read = |key: &'static str, path: &std::path::Path| {
         if path.as_os_str().is_empty() {
             return Ok(None);
@@ -46,14 +44,19 @@ pub(super) fn certificates(
         // Configuration refuses one without the other.
         _ => None,
     };
-    Ok((root_cert.is_some() || client_tls.is_some()).then_some(TlsCertificates {
-        client_tls,
-        root_cert,
-    }))
+    Ok(
+        (root_cert.is_some() || client_tls.is_some()).then_some(TlsCertificates {
+            client_tls,
+            root_cert,
+        }),
+    )
 }
 
 /// A client of the server at `info`, with `certs` when it is reached over TLS.
-pub(super) fn client(info: ConnectionInfo, certs: Option<&TlsCertificates>) -> redis::RedisResult<redis::Client> {
+pub(super) fn client(
+    info: ConnectionInfo,
+    certs: Option<&TlsCertificates>,
+) -> redis::RedisResult<redis::Client> {
     match (info.addr(), certs) {
         (ConnectionAddr::TcpTls { .. }, Some(certs)) => {
             redis::Client::build_with_tls(info, certs.clone())

@@ -52,7 +52,11 @@ pub(super) enum Line {
 /// A line over `max` bytes is reported as [`Line::TooLong`] and never held whole, so a
 /// client cannot make the server buffer more than `max` bytes. Waits while `lines` is
 /// full: the server reads no faster than it dispatches.
-pub(super) async fn read_lines(input: impl AsyncRead + Unpin, max: usize, lines: mpsc::Sender<Line>) {
+pub(super) async fn read_lines(
+    input: impl AsyncRead + Unpin,
+    max: usize,
+    lines: mpsc::Sender<Line>,
+) {
     let mut input = BufReader::with_capacity(64 * 1024, input);
     let mut line = Vec::new();
     let mut too_long = false;
@@ -153,7 +157,11 @@ mod tests {
         let lines = lines_of(b"{\"a\":1}\r\n\n  \n{\"b\":2}\n{\"c\":3}", 100).await;
         assert_eq!(
             lines,
-            vec![message("{\"a\":1}"), message("{\"b\":2}"), message("{\"c\":3}")]
+            vec![
+                message("{\"a\":1}"),
+                message("{\"b\":2}"),
+                message("{\"c\":3}")
+            ]
         );
     }
 
@@ -170,7 +178,9 @@ mod tests {
         tx.send(Bytes::from_static(b"[1]")).await.ok();
         drop(tx);
         let mut out = Vec::new();
-        write_lines(&mut out, rx, CancellationToken::new()).await.ok();
+        write_lines(&mut out, rx, CancellationToken::new())
+            .await
+            .ok();
         assert_eq!(out, b"{}\n[1]\n");
     }
 }

@@ -29,7 +29,6 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-
 /// What a note's handler is told when stdout is gone.
 const STDOUT_CLOSED: &str = "the client closed stdout";
 use crate::config::Config;
@@ -38,7 +37,8 @@ use crate::protocol::envelope::parse;
 use crate::protocol::meta::{self, RequestMeta};
 use crate::protocol::{ErrorObject, Outgoing, Request, RequestId};
 use crate::server::{
-    Announcer, Arrival, Asking, Call, Exchange, PipeOutbox, McpServer, Opening, Refused, Step, Streaming, Told, guarded,
+    Announcer, Arrival, Asking, Call, Exchange, McpServer, Opening, PipeOutbox, Refused, Step,
+    Streaming, Told, guarded,
 };
 use crate::server_news::Heard;
 use crate::session::{LocalSession, SessionHandle};
@@ -214,7 +214,12 @@ impl Connection {
         let _ = self.out.send(message.to_bytes()).await;
     }
 
-    async fn answer(&self, id: RequestId, result: Result<Value, ErrorObject>, op: Option<Operation>) {
+    async fn answer(
+        &self,
+        id: RequestId,
+        result: Result<Value, ErrorObject>,
+        op: Option<Operation>,
+    ) {
         let answer = match result {
             Ok(result) => Outgoing::Result { id, result },
             Err(error) => Outgoing::Error {
@@ -359,10 +364,17 @@ impl Connection {
     /// Runs request `id`'s `work` in a task of its own, a panic contained, cancelled by
     /// the client's `notifications/cancelled` (then nothing is answered, as the spec asks)
     /// or at the end of the stop's grace. At most `server.max_open_per_session` at once.
-    async fn spawn(&mut self, id: RequestId, work: BoxFuture<'static, Outgoing>, op: Option<Operation>) {
+    async fn spawn(
+        &mut self,
+        id: RequestId,
+        work: BoxFuture<'static, Outgoing>,
+        op: Option<Operation>,
+    ) {
         let refuse = |message: String| Err(ErrorObject::new(ErrorObject::INVALID_REQUEST, message));
         if self.running.contains_key(&id) {
-            let error = refuse(format!("Invalid request: request id {id} is already in use"));
+            let error = refuse(format!(
+                "Invalid request: request id {id} is already in use"
+            ));
             return self.answer(id, error, op).await;
         }
         let max = self.config.server.max_open_per_session.get() as usize;
@@ -405,8 +417,12 @@ impl Connection {
                 let id = RequestId::String(format!("otpmcp-stdio-{}", self.next_ask));
                 self.next_ask += 1;
                 self.asked.insert(id.clone(), reply);
-                self.send(Outgoing::Request(Request::new(id, request.method, request.params)))
-                    .await;
+                self.send(Outgoing::Request(Request::new(
+                    id,
+                    request.method,
+                    request.params,
+                )))
+                .await;
             }
         }
     }
