@@ -16,8 +16,8 @@ use otpmcp::handler::{ToolRegistry, tool};
 use otpmcp::protocol::methods::{CallToolResult, LoggingLevel};
 use serde_json::{Value, json};
 
-/// `echo`, `chatty` (logs at info and error, then answers after a while) and `slow`
-/// (reports progress, then waits until dropped).
+/// `echo`, `chatty` (logs at info and error, then answers after a while), `slow`
+/// (reports progress, then waits until dropped) and `panics` (a handler's bug).
 fn server(dropped: Arc<AtomicBool>) -> McpServer {
     let mut tools = ToolRegistry::default();
     tools
@@ -43,8 +43,40 @@ fn server(dropped: Arc<AtomicBool>) -> McpServer {
                 }
             })
             .description("Never answers."),
-        );
+        )
+        .register(tool("panics", |(), _| async {
+            if std::hint::black_box(true) {
+                panic!("a handler's bug");
+            }
+            Ok(CallToolResult::text("never"))
+        }));
     McpServer::new(tools)
+}
+
+/// A handler that panics is answered with an internal error in both eras, as over stdio,
+/// and the server goes on serving: the panic is contained, not left to drop the response.
+#[tokio::test]
+async fn a_handlers_panic_is_an_internal_error_in_both_eras() {
+    let server = TestServer::start_with(|_| {}, server(Arc::default())).await;
+    let stateless = Stateless::new(&server.url);
+    let panicked = stateless
+        .ask("tools/call", json!({"name": "panics", "arguments": {}}))
+        .await;
+    assert_eq!(panicked.status, 200);
+    assert_eq!(panicked.error_code(), Some(-32603));
+    let mut session = server.client();
+    session.initialize().await;
+    let panicked = session
+        .ask("tools/call", json!({"name": "panics", "arguments": {}}))
+        .await;
+    assert_eq!(panicked["error"]["code"], -32603, "{panicked}");
+    let echoed = stateless
+        .ask(
+            "tools/call",
+            json!({"name": "echo", "arguments": {"text": "still here"}}),
+        )
+        .await;
+    assert_eq!(echoed.result()["content"][0]["text"], "still here");
 }
 
 #[tokio::test]

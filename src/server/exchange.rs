@@ -221,15 +221,22 @@ impl Call {
         Ok((result, session))
     }
 
-    /// Runs the handler of a session-era request (wrap it in [`guarded`] to contain a
-    /// panic).
+    /// Runs the handler of a session-era request, its panic answered as an internal
+    /// error.
     pub(crate) async fn run(self, ctx: RequestContext) -> Outgoing {
-        self.server.handle(self.request, ctx).await
+        let id = self.request.id.clone();
+        guarded(id, Box::pin(self.server.handle(self.request, ctx))).await
     }
 
-    /// Runs a 2026-07-28 request whose `_meta` was read as `meta`.
+    /// Runs a 2026-07-28 request whose `_meta` was read as `meta`, its panic answered as
+    /// an internal error.
     pub(crate) async fn run_stateless(self, meta: &RequestMeta, ctx: RequestContext) -> Outgoing {
-        self.server.handle_stateless(self.request, meta, ctx).await
+        let id = self.request.id.clone();
+        guarded(
+            id,
+            Box::pin(self.server.handle_stateless(self.request, meta, ctx)),
+        )
+        .await
     }
 
     /// True when its reply streams (its method's spec says so): open it with

@@ -12,7 +12,7 @@ use tracing::Instrument;
 
 use super::AppState;
 use super::outbox::StreamReady;
-use super::streamed::{Ended, guarded, see_through, stream_outbox};
+use super::streamed::{Ended, cancellable, see_through, stream_outbox};
 use crate::auth::HandedPrincipal;
 use crate::ids::StreamKey;
 use crate::protocol::RequestId;
@@ -79,7 +79,7 @@ pub(super) async fn run_again(
     {
         tracing::debug!(error = %e, "the note of a handed-on call was not stored");
     }
-    let work = guarded(call, ctx, touched.cancel, None);
+    let work = cancellable(call, ctx, touched.cancel, None);
     let span = tracing::info_span!("transport.handed_on_call", mcp.session.id = %key.session, stream = key.stream.0);
     tokio::spawn(see_through(state.clone(), work, outbox, ended).instrument(span));
     true

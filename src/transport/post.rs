@@ -21,7 +21,7 @@ use super::session_request::{Caller, apply_session_effects};
 use super::{AppState, reject, session_rejection};
 use crate::auth::Owner;
 use crate::protocol::{ErrorObject, Incoming, Outgoing};
-use crate::server::{Call, Exchange, Opening, Told, guarded};
+use crate::server::{Call, Exchange, Opening, Told};
 use crate::session::SessionId;
 use crate::telemetry::operation::{Operation, Outcome};
 
@@ -210,7 +210,7 @@ async fn serve(
         // A JSON answer cannot be withheld (the HTTP request waits for it), so a cancelled
         // request gets an error that says so.
         let answer = tokio::select! {
-            answer = guarded(id.clone(), Box::pin(call.run(ctx))) => answer,
+            answer = call.run(ctx) => answer,
             () = touched.cancel.cancelled() => Outgoing::Error {
                 id: Some(id),
                 error: ErrorObject::internal(

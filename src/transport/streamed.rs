@@ -28,7 +28,7 @@ use crate::handler::RequestContext;
 use crate::ids::{SessionId, StreamKey};
 use crate::protocol::version::ProtocolVersion;
 use crate::protocol::{Outgoing, RequestId};
-use crate::server::{self, Call};
+use crate::server::Call;
 use crate::session::SessionHold;
 use crate::stream::sse;
 use crate::telemetry::operation::Operation;
@@ -91,7 +91,7 @@ pub(super) async fn serve(
         .with_principal(caller.principal)
         .with_log_level(touched.log_level.clone())
         .with_client_capabilities(touched.client_capabilities.clone());
-    let mut work = guarded(call, ctx, touched.cancel, op.take());
+    let mut work = cancellable(call, ctx, touched.cancel, op.take());
     let version = touched.protocol_version;
     // A request answered on its first poll needs no lease entry: its client learns of its
     // stream only from the body that carries the stored answer (with Redis that saves
@@ -154,18 +154,17 @@ pub(super) fn stream_outbox(
     })
 }
 
-/// The handler's run of `call`, a panic contained, ended early by `cancel`; `op` is
-/// told its answer.
-pub(super) fn guarded(
+/// The handler's run of `call` (a panic is contained there), ended early by `cancel`;
+/// `op` is told its answer.
+pub(super) fn cancellable(
     call: Call,
     ctx: RequestContext,
     cancel: tokio_util::sync::CancellationToken,
     op: Option<Operation>,
 ) -> Work {
     Box::pin(async move {
-        let id = call.id().clone();
         let answer = tokio::select! {
-            answer = server::guarded(id, Box::pin(call.run(ctx))) => Some(answer),
+            answer = call.run(ctx) => Some(answer),
             // The client cancelled the request (no response is sent, as the spec asks), or
             // the session ended (DELETE, expiry, shutdown) and nobody could receive one.
             () = cancel.cancelled() => None,
