@@ -11,7 +11,6 @@ use tokio::sync::mpsc;
 
 use super::StreamMsg;
 use super::pipe::PipeRx;
-use crate::rt::budget::Reserved;
 
 /// Yields the frames queued for it; ends when the writer drops its end. Dropped by hyper
 /// when the client goes away, which tells the stream actor at once instead of at its next
@@ -28,9 +27,6 @@ enum Source {
     Pipe(PipeRx),
     /// A plain channel, bounded in frames, whose writer waits for room.
     Channel(mpsc::Receiver<Bytes>),
-    /// A channel whose frames carry their weight in the connection's byte budget, given
-    /// back as each is handed to hyper.
-    Weighed(mpsc::Receiver<(Bytes, Option<Reserved>)>),
 }
 
 impl SseBody {
@@ -40,15 +36,6 @@ impl SseBody {
         Self {
             source: Source::Pipe(rx),
             actor: Some(actor),
-        }
-    }
-
-    /// A body reading `rx`, whose frames give their bytes back to the connection's budget
-    /// as they go out; it tells nobody when it is dropped (its sender notices).
-    pub fn weighed(rx: mpsc::Receiver<(Bytes, Option<Reserved>)>) -> Self {
-        Self {
-            source: Source::Weighed(rx),
-            actor: None,
         }
     }
 
@@ -72,9 +59,6 @@ impl http_body::Body for SseBody {
         let this = &mut *self;
         let frame = match &mut this.source {
             Source::Channel(rx) => rx.poll_recv(cx),
-            // The reservation drops here: hyper holds the frame from now on, within its
-            // own (bounded) write buffer.
-            Source::Weighed(rx) => rx.poll_recv(cx).map(|next| next.map(|(frame, _)| frame)),
             Source::Pipe(rx) => rx.poll_recv(cx).map(|next| {
                 next.map(|(frame, wake)| {
                     if wake && let Some(actor) = &this.actor {
