@@ -14,12 +14,15 @@ use serde_json::Value;
 use super::{Exchange, Label};
 use crate::protocol::RequestId;
 use crate::protocol::methods::{Method, NotificationKind};
+use crate::telemetry::durations::Carrier;
 use crate::telemetry::operation::{Operation, Start};
 
 /// Where a message came in: what the transport knows of it.
 pub(crate) struct Arrival<F> {
     /// The protocol revision its transport named (HTTP's version header), if any.
     pub(crate) version: Option<&'static str>,
+    /// What carried it.
+    pub(crate) carrier: Carrier,
     /// The address the server listens on, if it listens.
     pub(crate) local: Option<SocketAddr>,
     /// The transport's trace context (HTTP's `traceparent`), read only if the span is
@@ -45,6 +48,7 @@ impl Exchange {
             span_name,
             request_id: self.request_id(),
             version: arrival.version,
+            carrier: arrival.carrier,
             local: arrival.local,
         });
         // A span the filter turned off has no parent to find.

@@ -22,11 +22,40 @@ pub enum Target {
     Prompt(Arc<str>),
 }
 
+/// What carried a message: the conventions' `network.*` attributes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Carrier {
+    /// HTTP/1.1 over TCP.
+    Http,
+    /// The stdio transport's pipes.
+    Stdio,
+}
+
+impl Carrier {
+    /// `network.transport`.
+    pub fn transport(self) -> &'static str {
+        match self {
+            Self::Http => "tcp",
+            Self::Stdio => "pipe",
+        }
+    }
+
+    /// `network.protocol.name` and `.version`; stdio has none.
+    pub fn protocol(self) -> Option<(&'static str, &'static str)> {
+        match self {
+            Self::Http => Some(("http", "1.1")),
+            Self::Stdio => None,
+        }
+    }
+}
+
 /// The labels of one series.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct OperationLabels {
     /// `mcp.method.name`.
     pub method: &'static str,
+    /// `network.*`.
+    pub carrier: Carrier,
     /// `gen_ai.tool.name` or `gen_ai.prompt.name`.
     pub target: Target,
     /// `mcp.protocol.version`.

@@ -19,7 +19,7 @@ use opentelemetry::trace::SpanContext;
 use tracing::field::Empty;
 use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 
-use super::durations::{OPERATIONS, OTHER, OperationLabels, Target};
+use super::durations::{Carrier, OPERATIONS, OTHER, OperationLabels, Target};
 use crate::protocol::{Outgoing, RequestId};
 
 /// How an operation ended.
@@ -60,6 +60,8 @@ pub struct Start<'a> {
     pub request_id: Option<&'a RequestId>,
     /// The negotiated or requested protocol version, when known now.
     pub version: Option<&'static str>,
+    /// What carried it.
+    pub carrier: Carrier,
     /// The address the request arrived on.
     pub local: Option<SocketAddr>,
 }
@@ -72,6 +74,7 @@ pub struct Operation {
     method: &'static str,
     target: Target,
     version: &'static str,
+    carrier: Carrier,
     done: bool,
 }
 
@@ -87,6 +90,7 @@ impl Operation {
         };
         // Everything known now is given now: each later `record` costs every layer a
         // visit.
+        let protocol = start.carrier.protocol();
         let span = tracing::info_span!(
             "mcp.server",
             otel.name = name,
@@ -104,9 +108,9 @@ impl Operation {
             error.type = Empty,
             rpc.response.status_code = Empty,
             http.response.status_code = Empty,
-            network.transport = "tcp",
-            network.protocol.name = "http",
-            network.protocol.version = "1.1",
+            network.transport = start.carrier.transport(),
+            network.protocol.name = protocol.map(|(name, _)| name),
+            network.protocol.version = protocol.map(|(_, version)| version),
             server.address = start.local.map(|a| tracing::field::display(a.ip())),
             server.port = start.local.map(|a| a.port()),
             stream = Empty,
@@ -117,6 +121,7 @@ impl Operation {
             method,
             target: start.target,
             version: start.version.unwrap_or(OTHER),
+            carrier: start.carrier,
             done: false,
         }
     }
@@ -190,8 +195,10 @@ impl Operation {
             span.record("error.type", &**error);
             span.record("otel.status_code", "ERROR");
         }
+        let carrier = self.carrier;
         let labels = OperationLabels {
             method: self.method,
+            carrier,
             target: self.target.clone(),
             version: self.version,
             error,
@@ -204,6 +211,7 @@ impl Operation {
             labels,
             || OperationLabels {
                 method: OTHER,
+                carrier,
                 target: Target::None,
                 version,
                 error: None,

@@ -19,7 +19,7 @@ use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider};
 
 use super::TelemetryError;
-use super::durations::{OperationLabels, Target};
+use super::durations::{Carrier, OperationLabels, Target};
 use super::metrics::{self, Counters, Gauges, Label, MCP_BOUNDS, REDIS_BOUNDS};
 
 /// The histograms recorded into the SDK, once export has started.
@@ -77,12 +77,14 @@ pub(super) fn start(
 }
 
 /// The transport attributes both MCP histograms carry.
-fn transport() -> [KeyValue; 3] {
-    [
-        KeyValue::new("network.transport", "tcp"),
-        KeyValue::new("network.protocol.name", "http"),
-        KeyValue::new("network.protocol.version", "1.1"),
-    ]
+fn transport(carrier: Carrier) -> impl Iterator<Item = KeyValue> {
+    let protocol = carrier.protocol().into_iter().flat_map(|(name, version)| {
+        [
+            KeyValue::new("network.protocol.name", name),
+            KeyValue::new("network.protocol.version", version),
+        ]
+    });
+    std::iter::once(KeyValue::new("network.transport", carrier.transport())).chain(protocol)
 }
 
 /// Records an operation's duration, when exporting.
@@ -94,7 +96,7 @@ pub(super) fn operation(labels: &OperationLabels, took: Duration) {
         KeyValue::new("mcp.method.name", labels.method),
         KeyValue::new("mcp.protocol.version", labels.version),
     ];
-    attributes.extend(transport());
+    attributes.extend(transport(labels.carrier));
     match &labels.target {
         Target::Tool(t) => {
             attributes.push(KeyValue::new("gen_ai.tool.name", t.to_string()));
@@ -116,7 +118,8 @@ pub(super) fn operation(labels: &OperationLabels, took: Duration) {
 pub(super) fn session(version: &'static str, took: Duration) {
     if let Some(r) = RECORDERS.get() {
         let mut attributes = vec![KeyValue::new("mcp.protocol.version", version)];
-        attributes.extend(transport());
+        // Sessions with a duration are HTTP's (stdio's lasts as long as the process).
+        attributes.extend(transport(Carrier::Http));
         r.session.record(took.as_secs_f64(), &attributes);
     }
 }

@@ -6,7 +6,7 @@
 
 use std::fmt::Write as _;
 
-use super::durations::{OPERATIONS, OperationLabels, SESSION_DURATION, Target};
+use super::durations::{Carrier, OPERATIONS, OperationLabels, SESSION_DURATION, Target};
 use super::metrics::{self, Counter, Counters, Gauges, Histogram, Label};
 
 /// What actors own and tell when asked: read by the admin listener at each scrape.
@@ -194,9 +194,15 @@ pub fn render(owned: &Owned) -> String {
     out.0
 }
 
-/// The common attributes of both MCP histograms, as labels.
-const TRANSPORT: &str =
-    r#"network_transport="tcp",network_protocol_name="http",network_protocol_version="1.1""#;
+/// The transport attributes both MCP histograms carry, as labels.
+fn transport(carrier: Carrier) -> &'static str {
+    match carrier {
+        Carrier::Http => {
+            r#"network_transport="tcp",network_protocol_name="http",network_protocol_version="1.1""#
+        }
+        Carrier::Stdio => r#"network_transport="pipe""#,
+    }
+}
 
 struct Exposition(String);
 
@@ -276,7 +282,12 @@ impl Exposition {
             .iter()
             .map(|(version, h)| {
                 (
-                    format!("mcp_protocol_version=\"{}\",{TRANSPORT}", escape(version)),
+                    // Sessions with a duration are HTTP's.
+                    format!(
+                        "mcp_protocol_version=\"{}\",{}",
+                        escape(version),
+                        transport(Carrier::Http)
+                    ),
                     &**h,
                 )
             })
@@ -291,9 +302,10 @@ impl Exposition {
 
 fn operation_labels(l: &OperationLabels) -> String {
     let mut out = format!(
-        "mcp_method_name=\"{}\",mcp_protocol_version=\"{}\",{TRANSPORT}",
+        "mcp_method_name=\"{}\",mcp_protocol_version=\"{}\",{}",
         escape(l.method),
-        escape(l.version)
+        escape(l.version),
+        transport(l.carrier)
     );
     match &l.target {
         Target::Tool(t) => {
@@ -338,6 +350,26 @@ mod tests {
     #[test]
     fn label_values_are_escaped() {
         assert_eq!(escape("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+    }
+
+    #[test]
+    fn stdio_operations_are_labelled_as_pipes_without_http() {
+        let labels = |carrier| OperationLabels {
+            method: "tools/list",
+            carrier,
+            target: Target::None,
+            version: "2025-11-25",
+            error: None,
+            code: None,
+        };
+        let stdio = operation_labels(&labels(Carrier::Stdio));
+        assert!(stdio.ends_with(r#",network_transport="pipe""#), "{stdio}");
+        assert!(!stdio.contains("network_protocol"), "{stdio}");
+        let http = operation_labels(&labels(Carrier::Http));
+        assert!(
+            http.contains(r#"network_transport="tcp",network_protocol_name="http""#),
+            "{http}"
+        );
     }
 
     #[test]

@@ -19,6 +19,7 @@ use super::extract::PROTOCOL_VERSION;
 use super::rejection::Rejection;
 use crate::protocol::version::ProtocolVersion;
 use crate::server::{Arrival, Exchange};
+use crate::telemetry::durations::Carrier;
 use crate::telemetry::operation::Operation;
 
 /// The operation of an incoming request or notification over HTTP (`None` for a
@@ -35,6 +36,7 @@ pub(super) fn operation(
         .map(ProtocolVersion::as_str);
     exchange.operation(Arrival {
         version,
+        carrier: Carrier::Http,
         local,
         context: || from_headers(headers),
     })

@@ -42,6 +42,7 @@ use crate::server::{
 };
 use crate::server_news::Heard;
 use crate::session::{LocalSession, SessionHandle};
+use crate::telemetry::durations::Carrier;
 use crate::telemetry::operation::{Operation, Outcome};
 use lines::Line;
 pub(crate) use lines::standard_streams;
@@ -247,6 +248,7 @@ impl Connection {
         let mut exchange = self.server.exchange(message);
         let op = exchange.operation(Arrival {
             version: None,
+            carrier: Carrier::Stdio,
             local: None,
             context: || None,
         });
