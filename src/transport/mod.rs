@@ -31,6 +31,7 @@ use ractor::{Actor, ActorCell};
 use crate::config::Config;
 use crate::event_store::{EventStoreHandle, StreamKey};
 use crate::protocol::version::ProtocolVersion;
+use crate::rt::running::Running;
 use crate::rt::slot::Slot;
 use crate::server::McpServer;
 use crate::session::{SessionHandle, SessionHold};
@@ -92,48 +93,6 @@ pub struct Parts {
     pub gate: Option<Arc<auth::Gate>>,
     /// The address the listener is bound to.
     pub local: Option<std::net::SocketAddr>,
-}
-
-/// The requests running now; a drain waits for the count to reach zero.
-#[derive(Debug, Default)]
-struct Running {
-    count: std::sync::atomic::AtomicUsize,
-    idle: tokio::sync::Notify,
-}
-
-/// One running request, counted until dropped.
-#[derive(Debug)]
-struct RunningRequest(Arc<Running>);
-
-impl Running {
-    fn start(self: &Arc<Self>) -> RunningRequest {
-        self.count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        RunningRequest(self.clone())
-    }
-
-    /// Resolves once nothing runs.
-    async fn finished(&self) {
-        loop {
-            let idle = self.idle.notified();
-            if self.count.load(std::sync::atomic::Ordering::SeqCst) == 0 {
-                return;
-            }
-            idle.await;
-        }
-    }
-}
-
-impl Drop for RunningRequest {
-    fn drop(&mut self) {
-        if self
-            .0
-            .count
-            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst)
-            == 1
-        {
-            self.0.idle.notify_waiters();
-        }
-    }
 }
 
 impl AppState {

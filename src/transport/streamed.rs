@@ -28,6 +28,7 @@ use crate::handler::RequestContext;
 use crate::ids::{SessionId, StreamKey};
 use crate::protocol::version::ProtocolVersion;
 use crate::protocol::{Outgoing, RequestId};
+use crate::rt::running::RunningRequest;
 use crate::server::Call;
 use crate::session::SessionHold;
 use crate::stream::sse;
@@ -283,12 +284,12 @@ pub(super) struct Ended {
     key: StreamKey,
     inflight: Option<Arc<dyn InFlight>>,
     hold: SessionHold,
-    _running: super::RunningRequest,
+    _running: RunningRequest,
 }
 
 impl Ended {
     /// A request on `key`, holding its session with `hold`, counted by `running`.
-    pub(super) fn new(key: StreamKey, hold: SessionHold, running: super::RunningRequest) -> Self {
+    pub(super) fn new(key: StreamKey, hold: SessionHold, running: RunningRequest) -> Self {
         Self {
             key,
             inflight: None,
