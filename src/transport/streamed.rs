@@ -22,7 +22,7 @@ use tracing::field::Empty;
 use super::outbox::{StreamOutbox, StreamReady};
 use super::rejection::Rejection;
 use super::session_request::{Caller, apply_session_effects};
-use super::{AppState, InFlight, Opening, session_rejection, sse_response};
+use super::{AppState, InFlight, session_rejection, sse_response};
 use crate::event_store::{StoreCallError, StoreError, StreamWriter};
 use crate::handler::RequestContext;
 use crate::ids::{SessionId, StreamKey};
@@ -31,7 +31,7 @@ use crate::protocol::{Outgoing, RequestId};
 use crate::rt::running::RunningRequest;
 use crate::server::Call;
 use crate::session::SessionHold;
-use crate::stream::sse;
+use crate::stream::{Opening, sse};
 use crate::telemetry::operation::Operation;
 
 /// The handler's work: its answer, or `None` if it was cancelled (by the client, or because
