@@ -108,7 +108,7 @@
 //! checks that, and that this map names every module).
 //! - `ids`: session ids, stream numbers and keys, event ids (the `Last-Event-ID` format).
 //! - `rt`: data lent by a supervisor, slots that reach an actor's current incarnation,
-//!   the restart-intensity window.
+//!   the restart-intensity window, the count of running requests a drain waits for.
 //! - [`config`]: `sys.toml`, overlays, environment overrides, duration parsing.
 //! - [`protocol`]: JSON-RPC envelopes, the typed `Request` (its method classified once),
 //!   MCP method types, `_meta`, version negotiation, `requestState`.

@@ -12,6 +12,7 @@
 //! client reconnects and resumes on its own.
 
 pub mod body;
+mod open;
 pub mod pipe;
 pub mod sse;
 mod state;
@@ -23,7 +24,7 @@ use std::fmt;
 use std::time::Duration;
 
 use bytes::BytesMut;
-use ractor::{Actor, ActorProcessingErr, ActorRef};
+use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef};
 use tracing::Instrument;
 
 use crate::event_store::{EventStoreHandle, Feed, FeedEnd, ReplayOutcome, StoreCallError};
@@ -31,6 +32,7 @@ use crate::ids::StreamKey;
 use crate::session::SessionHold;
 
 pub use body::SseBody;
+pub use open::{Open, OpenError, Opening};
 pub use pipe::{PipeTx, pipe};
 pub use state::StreamState;
 
@@ -99,6 +101,12 @@ impl From<FeedEnd> for CloseReason {
             FeedEnd::SessionEnded => Self::SessionEnded,
         }
     }
+}
+
+/// Closes the stream actor `stream` for shutdown, with a `retry:` hint; fails harmlessly
+/// once it has stopped. A cell, since that is how its parent sees it.
+pub fn close_for_shutdown(stream: &ActorCell) {
+    let _ = stream.send_message(StreamMsg::Close(CloseReason::Shutdown));
 }
 
 /// Messages of a stream actor.

@@ -22,8 +22,9 @@ use super::endpoint::{Session, Version, answer_in};
 use super::extract::{self, LastEventId};
 use super::rejection::Rejection;
 use super::session_request::Caller;
-use super::{AppState, Opening, StreamOpenError, session_rejection};
+use super::{AppState, StreamOpenError, session_rejection};
 use crate::event_store::{StoreError, StreamKey, StreamNo};
+use crate::stream::{OpenError, Opening};
 
 /// Handles GET on the MCP endpoint.
 pub(crate) async fn handle(State(state): State<AppState>, request: Request) -> Response {
@@ -112,7 +113,7 @@ async fn open(
         .await
     {
         Ok(response) => Ok(response),
-        Err(StreamOpenError::Store(StoreError::FuturePosition(seq))) => {
+        Err(StreamOpenError::Stream(OpenError::Store(StoreError::FuturePosition(seq)))) => {
             span.record("replay", "invalid");
             REPLAYS.inc(ReplayResult::FuturePosition);
             tracing::debug!(
@@ -136,7 +137,10 @@ async fn open(
                 .map_err(|e| e.into_rejection(true))
         }
         Err(e) => {
-            if matches!(e, StreamOpenError::Store(StoreError::UnknownStream)) {
+            if matches!(
+                e,
+                StreamOpenError::Stream(OpenError::Store(StoreError::UnknownStream))
+            ) {
                 REPLAYS.inc(ReplayResult::UnknownId);
             }
             Err(e.into_rejection(create))

@@ -23,7 +23,6 @@ use crate::protocol::RequestId;
 use crate::rt::slot::Slot;
 use crate::server::{Handover, McpServer};
 use crate::session::SessionHandle;
-use crate::stream::{CloseReason, StreamMsg};
 
 /// Messages of the listener actor.
 #[derive(Debug)]
@@ -253,7 +252,7 @@ async fn handle(
                     );
                 }
                 for child in myself.get_children() {
-                    let _ = child.send_message(StreamMsg::Close(CloseReason::Shutdown));
+                    crate::stream::close_for_shutdown(&child);
                 }
                 if let Some(task) = state.serve.0.take() {
                     let abort = task.abort_handle();

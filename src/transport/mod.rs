@@ -20,21 +20,21 @@ pub(crate) mod stdio;
 pub mod streamed;
 mod trace;
 
-use crate::telemetry::metrics::StreamKind;
 use std::sync::Arc;
 
 use axum::Router;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get as route;
-use ractor::{Actor, ActorCell};
+use ractor::ActorCell;
 
 use crate::config::Config;
 use crate::event_store::{EventStoreHandle, StreamKey};
 use crate::protocol::version::ProtocolVersion;
+use crate::rt::running::Running;
 use crate::rt::slot::Slot;
 use crate::server::McpServer;
 use crate::session::{SessionHandle, SessionHold};
-use crate::stream::{SseBody, StreamActor, StreamArgs, StreamSettings, StreamStartError};
+use crate::stream::{Open, OpenError, Opening, StreamSettings};
 use endpoint::sse_response;
 use guard::Guard;
 use listener::ListenerMsg;
@@ -92,48 +92,6 @@ pub struct Parts {
     pub gate: Option<Arc<auth::Gate>>,
     /// The address the listener is bound to.
     pub local: Option<std::net::SocketAddr>,
-}
-
-/// The requests running now; a drain waits for the count to reach zero.
-#[derive(Debug, Default)]
-struct Running {
-    count: std::sync::atomic::AtomicUsize,
-    idle: tokio::sync::Notify,
-}
-
-/// One running request, counted until dropped.
-#[derive(Debug)]
-struct RunningRequest(Arc<Running>);
-
-impl Running {
-    fn start(self: &Arc<Self>) -> RunningRequest {
-        self.count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        RunningRequest(self.clone())
-    }
-
-    /// Resolves once nothing runs.
-    async fn finished(&self) {
-        loop {
-            let idle = self.idle.notified();
-            if self.count.load(std::sync::atomic::Ordering::SeqCst) == 0 {
-                return;
-            }
-            idle.await;
-        }
-    }
-}
-
-impl Drop for RunningRequest {
-    fn drop(&mut self) {
-        if self
-            .0
-            .count
-            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst)
-            == 1
-        {
-            self.0.idle.notify_waiters();
-        }
-    }
 }
 
 impl AppState {
@@ -240,91 +198,28 @@ impl AppState {
         hold: Option<SessionHold>,
         span: tracing::Span,
     ) -> Result<Response, StreamOpenError> {
-        let Opening {
-            after,
-            create,
-            kind,
-        } = opening;
         self.admit()?;
-        let parent = self.stream_parent()?;
-        let sse = &self.inner.config.sse;
-        let (tx, rx) = crate::stream::pipe(sse.stream_buffer.get(), sse.stream_buffer_bytes.get());
-        let args = StreamArgs {
+        let open = Open {
+            parent: self.stream_parent()?,
             key,
-            after,
-            create,
-            tx,
+            opening,
+            settings: self.inner.settings,
+            polls_back: version >= ProtocolVersion::V2025_11_25,
+            frames: self.inner.config.sse.stream_buffer.get(),
             store: self.inner.store.clone(),
-            settings: StreamSettings {
-                priming: version >= ProtocolVersion::V2025_11_25,
-                close_idle: version >= ProtocolVersion::V2025_11_25 || key.stream.is_standalone(),
-                ..self.inner.settings
-            },
             span,
             hold,
-            kind,
         };
-        let (actor, _) = Actor::spawn_linked(None, StreamActor, args, parent)
-            .await
-            .map_err(StreamOpenError::from_spawn)?;
-        // Shutdown closes the listener's children it can see; a stream that was still
-        // starting then was not one of them, and closes itself here instead.
-        if self.is_closing() {
-            let _ = actor.send_message(crate::stream::StreamMsg::Close(
-                crate::stream::CloseReason::Shutdown,
-            ));
-        }
-        Ok(sse_response(axum::body::Body::new(SseBody::new(rx, actor))))
-    }
-}
-
-/// How a stream is opened: where its replay starts, whether the store creates it, and
-/// what it counts as.
-#[derive(Debug, Clone, Copy)]
-struct Opening {
-    after: Option<u64>,
-    create: bool,
-    kind: StreamKind,
-}
-
-impl Opening {
-    /// A new POST stream, from its start.
-    fn new_post() -> Self {
-        Self {
-            after: Some(0),
-            create: true,
-            kind: StreamKind::Post,
-        }
-    }
-
-    /// A POST stream whose events are stored already, from its start.
-    fn stored_post() -> Self {
-        Self {
-            create: false,
-            ..Self::new_post()
-        }
-    }
-
-    /// A GET: live (the standalone stream, created if need be), or a resume after `after`.
-    fn get(after: Option<u64>, create: bool) -> Self {
-        let kind = if after.is_some() {
-            StreamKind::Resume
-        } else {
-            StreamKind::Get
-        };
-        Self {
-            after,
-            create,
-            kind,
-        }
+        let body = open.spawn(|| self.is_closing()).await?;
+        Ok(sse_response(axum::body::Body::new(body)))
     }
 }
 
 /// Why a stream could not be opened.
 #[derive(Debug)]
 enum StreamOpenError {
-    /// The store refused (unknown stream, position past the end).
-    Store(crate::event_store::StoreError),
+    /// The stream's own refusal.
+    Stream(OpenError),
     /// Something HTTP should report as is.
     Rejected(Rejection),
 }
@@ -335,22 +230,9 @@ impl From<Rejection> for StreamOpenError {
     }
 }
 
-impl StreamOpenError {
-    fn from_spawn(err: ractor::SpawnErr) -> Self {
-        use crate::event_store::actor::StoreCallError;
-        if let ractor::SpawnErr::StartupFailed(inner) = &err
-            && let Some(StreamStartError(call)) = inner.downcast_ref::<StreamStartError>()
-        {
-            return match call {
-                StoreCallError::Store(e) => Self::Store(*e),
-                StoreCallError::Unreachable(e) => {
-                    Self::Rejected(Rejection::Unavailable(e.to_string()))
-                }
-            };
-        }
-        Self::Rejected(Rejection::Unavailable(format!(
-            "could not start the stream: {err}"
-        )))
+impl From<OpenError> for StreamOpenError {
+    fn from(e: OpenError) -> Self {
+        Self::Stream(e)
     }
 }
 
@@ -359,13 +241,17 @@ impl StreamOpenError {
     /// means the session has ended (404: the client starts a new one); a stream being
     /// *resumed* that the store does not know has expired (410).
     fn into_rejection(self, creating: bool) -> Rejection {
+        use crate::event_store::StoreError;
         match self {
             Self::Rejected(r) => r,
-            Self::Store(e @ crate::event_store::StoreError::Backend(_)) => {
+            Self::Stream(OpenError::Store(e @ StoreError::Backend(_))) => {
                 Rejection::Unavailable(e.to_string())
             }
-            Self::Store(_) if creating => Rejection::UnknownSession,
-            Self::Store(_) => Rejection::StreamGone,
+            Self::Stream(OpenError::Store(_)) if creating => Rejection::UnknownSession,
+            Self::Stream(OpenError::Store(_)) => Rejection::StreamGone,
+            Self::Stream(e @ (OpenError::Unreachable(_) | OpenError::Spawn(_))) => {
+                Rejection::Unavailable(e.to_string())
+            }
         }
     }
 }

@@ -22,15 +22,16 @@ use tracing::field::Empty;
 use super::outbox::{StreamOutbox, StreamReady};
 use super::rejection::Rejection;
 use super::session_request::{Caller, apply_session_effects};
-use super::{AppState, InFlight, Opening, session_rejection, sse_response};
+use super::{AppState, InFlight, session_rejection, sse_response};
 use crate::event_store::{StoreCallError, StoreError, StreamWriter};
 use crate::handler::RequestContext;
 use crate::ids::{SessionId, StreamKey};
 use crate::protocol::version::ProtocolVersion;
 use crate::protocol::{Outgoing, RequestId};
+use crate::rt::running::RunningRequest;
 use crate::server::Call;
 use crate::session::SessionHold;
-use crate::stream::sse;
+use crate::stream::{Opening, sse};
 use crate::telemetry::operation::Operation;
 
 /// The handler's work: its answer, or `None` if it was cancelled (by the client, or because
@@ -283,12 +284,12 @@ pub(super) struct Ended {
     key: StreamKey,
     inflight: Option<Arc<dyn InFlight>>,
     hold: SessionHold,
-    _running: super::RunningRequest,
+    _running: RunningRequest,
 }
 
 impl Ended {
     /// A request on `key`, holding its session with `hold`, counted by `running`.
-    pub(super) fn new(key: StreamKey, hold: SessionHold, running: super::RunningRequest) -> Self {
+    pub(super) fn new(key: StreamKey, hold: SessionHold, running: RunningRequest) -> Self {
         Self {
             key,
             inflight: None,
