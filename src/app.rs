@@ -287,9 +287,7 @@ pub(crate) async fn launch(
         true => {
             let verifier = crate::auth::Verifier::new(&config.auth)?;
             tracing::info!(issuer = %config.auth.issuer, audience = %config.auth.audience, "bearer tokens required on every MCP request");
-            Some(Arc::new(crate::transport::auth::Gate::new(Arc::new(
-                verifier,
-            ))))
+            Some(Arc::new(crate::auth::Gate::new(Arc::new(verifier))))
         }
         false => None,
     };

@@ -114,7 +114,8 @@
 //!   MCP method types, `_meta`, version negotiation, `requestState`.
 //! - `telemetry`: logs, metrics, MCP operation spans, OpenTelemetry export.
 //! - `server_news`: the `NewsHub`, what changed on the server for listen streams.
-//! - `auth`: bearer tokens, the `Principal` a valid one names, and its `Owner`.
+//! - `auth`: bearer tokens, the `Principal` a valid one names, and its `Owner`; the gate
+//!   every MCP request passes.
 //! - `net`: TCP for the HTTP transport: the accept loop, the write-stall guard, the
 //!   client's address behind trusted proxies.
 //! - `event_store`: the backend contract, the memory and Redis backends, the store actor

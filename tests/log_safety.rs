@@ -86,7 +86,7 @@ async fn bearer_tokens_are_logged_by_hash_and_reason_never_whole() {
         &[
             (
                 "OTPMCP__TELEMETRY__LOG_FILTER",
-                "info,otpmcp::transport=debug",
+                "info,otpmcp::transport=debug,otpmcp::auth=debug",
             ),
             ("OTPMCP__AUTH__ENABLED", "true"),
             ("OTPMCP__AUTH__ISSUER", &issuer.url),

@@ -1,14 +1,16 @@
 //! Who is calling: bearer tokens checked as an OAuth 2.1 resource server would (MCP's
 //! authorization section), and the [`Principal`] a valid token names.
 //!
-//! This layer knows tokens, keys and claims, not HTTP: the transport takes the token from
-//! the `Authorization` header, asks the [`Verifier`], and answers 401 or 403 itself. What
+//! This layer knows tokens, keys and claims, not HTTP's answers: the [`Gate`] reads the
+//! token from the `Authorization` header, asks the [`Verifier`], and says why it refused;
+//! the transport answers 401, 403 or 429 itself. What
 //! a principal owns (sessions, tasks, their events) is bound to its [`Owner`], a hash of
 //! issuer and subject (and the OAuth client, with `auth.bind_to_client`), which is what
 //! the stores keep.
 
 mod failures;
 mod fetch;
+mod gate;
 mod introspect;
 mod keys;
 mod limits;
@@ -19,6 +21,7 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 pub(crate) use failures::Failures;
+pub use gate::{Gate, Refused};
 pub(crate) use limits::{Busy, PrincipalRequests, RequestSlot};
 pub use verifier::Verifier;
 

@@ -103,7 +103,7 @@ pub struct SupervisorArgs {
     /// The MCP server.
     pub server: Arc<McpServer>,
     /// `[auth]`'s token checks, shared by every listener incarnation.
-    pub gate: Option<Arc<crate::transport::auth::Gate>>,
+    pub gate: Option<Arc<crate::auth::Gate>>,
     /// Publication of each store shard's current actor, in shard order.
     pub store_slots: Vec<(SlotWriter<StoreMsg>, Slot<StoreMsg>)>,
     /// Publication of the current session manager.
@@ -124,7 +124,7 @@ pub struct SupervisorState {
     config: Arc<Config>,
     socket: Option<std::net::TcpListener>,
     server: Arc<McpServer>,
-    gate: Option<Arc<crate::transport::auth::Gate>>,
+    gate: Option<Arc<crate::auth::Gate>>,
     store_writers: Vec<SlotWriter<StoreMsg>>,
     store: EventStoreHandle,
     /// Each shard's tables, of the backend `[store] backend` chose; outlive restarts.

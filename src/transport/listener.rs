@@ -97,7 +97,7 @@ pub struct ListenerArgs {
     /// The MCP server.
     pub server: Arc<McpServer>,
     /// `[auth]`'s token checks, when enabled.
-    pub gate: Option<Arc<super::auth::Gate>>,
+    pub gate: Option<Arc<crate::auth::Gate>>,
     /// This actor's own slot, so handlers parent streams on the current incarnation.
     pub me: Slot<ListenerMsg>,
     /// Where running requests are registered (Redis only).

@@ -61,7 +61,7 @@ struct Inner {
     /// Where running requests are registered (Redis only: the cluster's leases).
     inflight: Option<Arc<dyn InFlight>>,
     /// `[auth]`'s token checks; `None`: every request is anonymous.
-    gate: Option<Arc<auth::Gate>>,
+    gate: Option<Arc<crate::auth::Gate>>,
     /// Set when shutdown begins: no new streams, and any that started meanwhile close.
     closing: std::sync::atomic::AtomicBool,
     /// Cancelled when shutdown begins: stateless listen streams end with their result.
@@ -89,7 +89,7 @@ pub struct Parts {
     /// Where running requests are registered (Redis only).
     pub inflight: Option<Arc<dyn InFlight>>,
     /// `[auth]`'s token checks, when enabled.
-    pub gate: Option<Arc<auth::Gate>>,
+    pub gate: Option<Arc<crate::auth::Gate>>,
     /// The address the listener is bound to.
     pub local: Option<std::net::SocketAddr>,
 }
@@ -163,7 +163,10 @@ impl AppState {
     ) -> Result<Option<Arc<crate::auth::Principal>>, Rejection> {
         match &self.inner.gate {
             None => Ok(None),
-            Some(gate) => gate.authenticate(query, headers, client).await.map(Some),
+            Some(gate) => match gate.authenticate(query, headers, client).await {
+                Ok(principal) => Ok(Some(principal)),
+                Err(refused) => Err(auth::rejection(refused, gate.config())),
+            },
         }
     }
 

@@ -53,7 +53,8 @@ pub(crate) async fn handle(State(state): State<AppState>, request: HttpRequest) 
         (Exchange::Call(call), Some(gate), Some(principal), Some(owner)) => {
             let checked = gate
                 .authorize(principal, &call.scopes())
-                .and_then(|()| gate.start_request(owner));
+                .and_then(|()| gate.start_request(owner))
+                .map_err(|refused| super::auth::rejection(refused, gate.config()));
             match checked {
                 Ok(slot) => slot,
                 Err(r) => return finish_refused(op, r),
