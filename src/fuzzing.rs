@@ -16,13 +16,13 @@ use serde_json::Value;
 
 use crate::config::{Config, ServerConfig, parse_duration};
 use crate::ids::{EventId, SessionId, StreamKey, StreamNo};
+use crate::net::guard::Guard;
 use crate::protocol::meta::RequestMeta;
 use crate::protocol::methods::Method;
 use crate::protocol::{self, Incoming};
 use crate::proxy::{artifact, replay::Replay};
 use crate::stream::sse;
 use crate::transport::extract::{self, LastEventId};
-use crate::transport::guard::Guard;
 
 /// Takes `n` bytes off the front of `data` (fewer if it is shorter).
 fn take<'a>(data: &mut &'a [u8], n: usize) -> &'a [u8] {

@@ -116,8 +116,8 @@
 //! - `server_news`: the `NewsHub`, what changed on the server for listen streams.
 //! - `auth`: bearer tokens, the `Principal` a valid one names, and its `Owner`; the gate
 //!   every MCP request passes.
-//! - `net`: TCP for the HTTP transport: the accept loop, the write-stall guard, the
-//!   client's address behind trusted proxies.
+//! - `net`: the HTTP edge all listeners share: the accept loop, the write-stall guard,
+//!   the client's address behind trusted proxies, the DNS-rebinding guard.
 //! - `event_store`: the backend contract, the memory and Redis backends, the store actor
 //!   and its handle, the feed to subscribers, task and execution records.
 //! - `session`: the session manager actor and its handle, holds, the session table, the

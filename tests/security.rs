@@ -16,8 +16,18 @@ async fn foreign_origins_and_hosts_are_refused_with_403() {
     let client = server.client();
     let evil = Client::send(initialize(&client).header("origin", "http://evil.example")).await;
     assert_eq!(evil.status(), 403);
+    let text = evil.text().await.unwrap_or_default();
+    assert!(
+        text.contains(r#""Forbidden: origin \"http://evil.example\" is not allowed""#),
+        "{text}"
+    );
     let rebound = Client::send(initialize(&client).header("host", "evil.example:80")).await;
     assert_eq!(rebound.status(), 403);
+    let text = rebound.text().await.unwrap_or_default();
+    assert!(
+        text.contains(r#""Forbidden: host \"evil.example:80\" is not allowed""#),
+        "{text}"
+    );
     let local = Client::send(initialize(&client).header("origin", "http://localhost:5173")).await;
     assert_eq!(local.status(), 200, "a local browser origin is allowed");
     let get = Client::send(

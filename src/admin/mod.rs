@@ -41,11 +41,12 @@ use tokio_util::task::AbortOnDropHandle;
 use crate::config::Config;
 use crate::event_store::EventStoreHandle;
 use crate::event_store::redis::RedisLink;
+use crate::net::guard::Guard;
 use crate::rt::slot::Slot;
 use crate::session::SessionHandle;
 use crate::supervisor::SupervisorMsg;
-use crate::transport::guard::Guard;
 use crate::transport::listener::ListenerMsg;
+use crate::transport::rejection::Rejection;
 
 /// The header `POST /fault/panic/{child}` needs (its value `1`): a request with a custom
 /// header is not a CORS simple request.
@@ -180,7 +181,7 @@ async fn readyz(State(probes): State<Probes>) -> Response {
 async fn guarded(State(guard): State<Guard>, request: Request, next: Next) -> Response {
     match guard.check(request.headers()) {
         Ok(()) => next.run(request).await,
-        Err(rejection) => rejection.into_response(),
+        Err(refused) => Rejection::from(refused).into_response(),
     }
 }
 

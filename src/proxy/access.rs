@@ -1,4 +1,4 @@
-//! Who may use the proxy: the MCP endpoint's own DNS-rebinding protection (the transport's `Guard`),
+//! Who may use the proxy: the MCP endpoint's own DNS-rebinding protection (`net::guard`),
 //! applied before a request is forwarded, recorded or answered from a recording. A web
 //! page whose name re-resolves to 127.0.0.1 sends its own name as `Host` and its own
 //! origin as `Origin`; both are refused, so it can neither drive the upstream through
@@ -8,8 +8,7 @@ use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, HeaderValue, StatusCode};
 
 use crate::config::ServerConfig;
-use crate::transport::guard::Guard;
-use crate::transport::rejection::Rejection;
+use crate::net::guard::{Forbidden, Guard};
 
 /// The allow-lists given on the command line; `None`: the MCP endpoint's defaults
 /// (loopback names and origins).
@@ -79,9 +78,9 @@ fn is_origin(origin: &str) -> bool {
 pub fn refusal(guard: &Guard, headers: &HeaderMap) -> Option<Response> {
     let rejection = guard.check(headers).err()?;
     let status = match rejection {
-        Rejection::ForbiddenHost(_) => StatusCode::MISDIRECTED_REQUEST,
-        Rejection::ForbiddenOrigin(_) => StatusCode::FORBIDDEN,
-        _ => StatusCode::BAD_REQUEST,
+        Forbidden::Host(_) => StatusCode::MISDIRECTED_REQUEST,
+        Forbidden::Origin(_) => StatusCode::FORBIDDEN,
+        Forbidden::DuplicateHeader(_) => StatusCode::BAD_REQUEST,
     };
     tracing::warn!(%rejection, "the proxy refused a request");
     let mut response = (status, rejection.to_string()).into_response();

@@ -29,8 +29,8 @@ use hyper_util::rt::TokioExecutor;
 use super::artifact::{Entry, Recorder};
 use super::{MAX_BODY, access, is_event_stream, kept_headers};
 use crate::config::is_secret_name;
+use crate::net::guard::Guard;
 use crate::stream::sse::{Block, Parser};
-use crate::transport::guard::Guard;
 
 /// Blank lines and empty blocks (which dispatch nothing) kept in front of the next block
 /// in the recording; beyond this they are passed on but not recorded, so an upstream

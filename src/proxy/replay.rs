@@ -27,7 +27,7 @@ use serde_json::{Value, json};
 
 use super::artifact::Entry;
 use super::{MAX_BODY, access};
-use crate::transport::guard::Guard;
+use crate::net::guard::Guard;
 
 /// Fresh session ids remembered; past it the oldest is forgotten, so clients that
 /// initialize in a loop cannot grow the table.

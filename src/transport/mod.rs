@@ -7,7 +7,6 @@ pub mod delete;
 mod endpoint;
 pub mod extract;
 pub mod get;
-pub mod guard;
 mod handover;
 pub mod inflight;
 pub mod listener;
@@ -29,6 +28,7 @@ use ractor::ActorCell;
 
 use crate::config::Config;
 use crate::event_store::{EventStoreHandle, StreamKey};
+use crate::net::guard::Guard;
 use crate::protocol::version::ProtocolVersion;
 use crate::rt::running::Running;
 use crate::rt::slot::Slot;
@@ -36,7 +36,6 @@ use crate::server::McpServer;
 use crate::session::{SessionHandle, SessionHold};
 use crate::stream::{Open, OpenError, Opening, StreamSettings};
 use endpoint::sse_response;
-use guard::Guard;
 use listener::ListenerMsg;
 use rejection::Rejection;
 

@@ -4,6 +4,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
 use crate::auth::AuthError;
+use crate::net::guard::Forbidden;
 use crate::protocol::{ErrorObject, Outgoing, ParseFailure};
 
 /// What every `WWW-Authenticate` challenge of this server names: where its protected
@@ -180,6 +181,17 @@ impl Rejection {
             Self::TooManySessions | Self::Unavailable(_) | Self::Draining => {
                 StatusCode::SERVICE_UNAVAILABLE
             }
+        }
+    }
+}
+
+/// The guard's refusals keep the variants (and texts) they had before it moved to `net`.
+impl From<Forbidden> for Rejection {
+    fn from(refused: Forbidden) -> Self {
+        match refused {
+            Forbidden::DuplicateHeader(name) => Self::DuplicateHeader(name),
+            Forbidden::Origin(origin) => Self::ForbiddenOrigin(origin),
+            Forbidden::Host(host) => Self::ForbiddenHost(host),
         }
     }
 }

@@ -1,10 +1,25 @@
-//! DNS-rebinding protection: `Host` and `Origin` allow-lists (ports ignored); and no
-//! header the server decides by may come twice.
+//! DNS-rebinding protection for every listener browsers must not reach (the MCP
+//! endpoint, the admin listener, `otpmcp proxy`): `Host` and `Origin` allow-lists (ports
+//! ignored); and no header the server decides by may come twice.
 
 use axum::http::{HeaderMap, header};
 
-use super::rejection::Rejection;
 use crate::config::ServerConfig;
+
+/// Why [`Guard::check`] refused a request; the transport answers each with its own
+/// `Rejection` (same text), the proxy with its own status.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Forbidden {
+    /// A header the server decides by came more than once.
+    #[error("Bad Request: the {0} header must not be repeated")]
+    DuplicateHeader(&'static str),
+    /// `Origin` not allowed (its first 100 characters).
+    #[error("Forbidden: origin {0:?} is not allowed")]
+    Origin(String),
+    /// `Host` not allowed (its first 100 characters).
+    #[error("Forbidden: host {0:?} is not allowed")]
+    Host(String),
+}
 
 /// Allow-lists prepared once from the configuration.
 #[derive(Debug, Clone)]
@@ -43,9 +58,9 @@ impl Guard {
     /// Refuses a request that repeats a header the server decides by, or whose `Origin`
     /// or `Host` is not allowed. A request without `Origin` (any non-browser client)
     /// passes the origin check.
-    pub fn check(&self, headers: &HeaderMap) -> Result<(), Rejection> {
+    pub fn check(&self, headers: &HeaderMap) -> Result<(), Forbidden> {
         if let Some(name) = repeated(headers) {
-            return Err(Rejection::DuplicateHeader(name));
+            return Err(Forbidden::DuplicateHeader(name));
         }
         if !self.enabled {
             return Ok(());
@@ -54,7 +69,7 @@ impl Guard {
             let text = String::from_utf8_lossy(origin.as_bytes());
             let bare = origin_without_port(&text).to_ascii_lowercase();
             if !self.origins.contains(&bare) {
-                return Err(Rejection::ForbiddenOrigin(text.chars().take(100).collect()));
+                return Err(Forbidden::Origin(text.chars().take(100).collect()));
             }
         }
         if !self.hosts.is_empty() {
@@ -64,7 +79,7 @@ impl Guard {
             let bare = strip_port(std::str::from_utf8(host).unwrap_or(""));
             if !self.hosts.iter().any(|h| h.eq_ignore_ascii_case(bare)) {
                 let shown = String::from_utf8_lossy(host);
-                return Err(Rejection::ForbiddenHost(shown.chars().take(100).collect()));
+                return Err(Forbidden::Host(shown.chars().take(100).collect()));
             }
         }
         Ok(())
@@ -96,7 +111,8 @@ fn origin_without_port(origin: &str) -> String {
 }
 
 /// Headers that must come at most once: with two, which one wins would be a silent
-/// choice (a proxy may read the first, we the other).
+/// choice (a proxy may read the first, we the other). The MCP ones are here because the
+/// MCP endpoint and the proxy decide by them; no other listener sends them.
 const SINGLE: [&str; 6] = [
     "mcp-session-id",
     "mcp-protocol-version",
@@ -122,7 +138,7 @@ mod tests {
     use super::*;
     use axum::http::HeaderValue;
 
-    fn check(pairs: &[(&'static str, &'static str)]) -> Result<(), Rejection> {
+    fn check(pairs: &[(&'static str, &'static str)]) -> Result<(), Forbidden> {
         let mut h = HeaderMap::new();
         for (k, v) in pairs {
             h.insert(*k, HeaderValue::from_static(v));
@@ -142,15 +158,15 @@ mod tests {
     fn foreign_hosts_and_origins_are_forbidden() {
         assert!(matches!(
             check(&[("host", "evil.example:8080")]),
-            Err(Rejection::ForbiddenHost(_))
+            Err(Forbidden::Host(_))
         ));
         assert!(matches!(
             check(&[("host", "localhost"), ("origin", "http://evil.example")]),
-            Err(Rejection::ForbiddenOrigin(_))
+            Err(Forbidden::Origin(_))
         ));
         assert!(matches!(
             check(&[("host", "localhost"), ("origin", "null")]),
-            Err(Rejection::ForbiddenOrigin(_))
+            Err(Forbidden::Origin(_))
         ));
         assert!(check(&[]).is_err(), "no Host at all is refused");
     }
