@@ -28,13 +28,13 @@ use crate::session::SessionId;
 
 /// Runs a verb's work inside its span; a refusal becomes the response there, recorded on
 /// the span (the one place the span → work → `reject` → instrument shape is written).
-pub(super) async fn answer_in(
+/// Not an `async fn`: that would hold `work` three times over (its argument, the block,
+/// the instrumented block), and the handler's future, which axum boxes by copying, with it.
+pub(super) fn answer_in(
     span: tracing::Span,
     work: impl Future<Output = Result<Response, Rejection>>,
-) -> Response {
-    async move { work.await.unwrap_or_else(super::reject) }
-        .instrument(span)
-        .await
+) -> impl Future<Output = Response> {
+    async move { work.await.unwrap_or_else(super::reject) }.instrument(span)
 }
 
 /// The caller: the origin and host checks, then the bearer token (`[auth]`), with the

@@ -162,7 +162,9 @@ impl AppState {
     ) -> Result<Option<Arc<crate::auth::Principal>>, Rejection> {
         match &self.inner.gate {
             None => Ok(None),
-            Some(gate) => match gate.authenticate(query, headers, client).await {
+            // Boxed: the token check (with its key fetch) is a large future, and only
+            // `[auth]` pays for it; inline it would grow every verb's handler future.
+            Some(gate) => match Box::pin(gate.authenticate(query, headers, client)).await {
                 Ok(principal) => Ok(Some(principal)),
                 Err(refused) => Err(auth::rejection(refused, gate.config())),
             },
@@ -212,7 +214,9 @@ impl AppState {
             span,
             hold,
         };
-        let body = open.spawn(|| self.is_closing()).await?;
+        // Boxed: spawning an actor is a large future, and inline it would grow every
+        // request's handler future, which axum boxes by copying (issue 41's profile).
+        let body = Box::pin(open.spawn(|| self.is_closing())).await?;
         Ok(sse_response(axum::body::Body::new(body)))
     }
 }

@@ -45,7 +45,9 @@ pub(crate) async fn handle(State(state): State<AppState>, request: HttpRequest) 
     let Some(op) = super::trace::operation(inner.local, &headers, &mut exchange) else {
         // A client's answer to one of our requests: part of that request's trace.
         let span = tracing::debug_span!("mcp.client_response", mcp.session.id = Empty);
-        return answer_in(span, respond(&state, &headers, exchange, caller.owner)).await;
+        // Boxed, like initialize below: rare paths kept out of every request's future.
+        let work = Box::pin(respond(&state, &headers, exchange, caller.owner));
+        return answer_in(span, work).await;
     };
     // A request of a principal counts against its running requests for as long as its
     // answer is being sent, and must carry the scopes its target declares.
@@ -182,11 +184,13 @@ async fn serve(
             }
             return Ok(StatusCode::ACCEPTED.into_response());
         }
-        Exchange::Answer { .. } => return respond(state, headers, exchange, caller.owner).await,
+        Exchange::Answer { .. } => {
+            return Box::pin(respond(state, headers, exchange, caller.owner)).await;
+        }
     };
 
     if call.opening() == Opening::Opens {
-        return initialize(state, call, caller, op).await;
+        return Box::pin(initialize(state, call, caller, op)).await;
     }
 
     let Session(session) = Session::read(headers)?;

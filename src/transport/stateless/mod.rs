@@ -98,8 +98,8 @@ async fn stream(
     op: Option<Operation>,
 ) -> Response {
     let inner = &state.inner;
-    let opened = call
-        .open_stream(meta, principal, body::frame, inner.shutdown.clone())
+    // Boxed: a stream's opening is a large future, kept out of every request's.
+    let opened = Box::pin(call.open_stream(meta, principal, body::frame, inner.shutdown.clone()))
         .await;
     let (response, outcome) = match opened {
         Ok(streaming) => (streamed(state, streaming), Outcome::Ok),
