@@ -224,11 +224,11 @@ impl Actor for StreamActor {
         myself: ActorRef<StreamMsg>,
         args: StreamArgs,
     ) -> Result<StreamState, ActorProcessingErr> {
-        let replay = args
+        // Boxed, as the reads below: start-up would otherwise size the actor's task.
+        let subscribe = args
             .store
-            .subscribe(args.key, args.after, args.create, myself.get_derived())
-            .await
-            .map_err(StreamStartError)?;
+            .subscribe(args.key, args.after, args.create, myself.get_derived());
+        let replay = Box::pin(subscribe).await.map_err(StreamStartError)?;
         let span = args.span;
         let missed = replay.events.len();
         span.record("missed_events", missed);
@@ -286,7 +286,7 @@ impl Actor for StreamActor {
         state.position = resume_from;
         let finish = replay.completed.then_some(CloseReason::Completed);
         let started = state.start(opening.freeze(), replay, finish);
-        state.exit = read_pages(&mut state, started).await.err();
+        state.exit = Box::pin(read_pages(&mut state, started)).await.err();
         if state.exit.is_none() {
             let keepalive = state.settings.keepalive;
             let ping = myself.send_interval(keepalive, || StreamMsg::Ping);
@@ -324,7 +324,9 @@ impl Actor for StreamActor {
         let result = match msg {
             StreamMsg::Drained => {
                 let pumped = span.in_scope(|| state.pump());
-                read_pages(state, pumped).instrument(span).await
+                // Boxed: a store read is a large future, and inline it would size this
+                // actor's task for every idle stream (about 1 KB each; issue 41).
+                Box::pin(read_pages(state, pumped)).instrument(span).await
             }
             other => span.in_scope(|| handle_now(&myself, state, other)),
         };
