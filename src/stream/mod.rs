@@ -225,9 +225,9 @@ impl Actor for StreamActor {
         args: StreamArgs,
     ) -> Result<StreamState, ActorProcessingErr> {
         // Boxed, as the reads below: start-up would otherwise size the actor's task.
-        let subscribe = args
-            .store
-            .subscribe(args.key, args.after, args.create, myself.get_derived());
+        let subscribe =
+            args.store
+                .subscribe(args.key, args.after, args.create, myself.get_derived());
         let replay = Box::pin(subscribe).await.map_err(StreamStartError)?;
         let span = args.span;
         let missed = replay.events.len();

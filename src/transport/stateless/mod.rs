@@ -99,8 +99,8 @@ async fn stream(
 ) -> Response {
     let inner = &state.inner;
     // Boxed: a stream's opening is a large future, kept out of every request's.
-    let opened = Box::pin(call.open_stream(meta, principal, body::frame, inner.shutdown.clone()))
-        .await;
+    let opened =
+        Box::pin(call.open_stream(meta, principal, body::frame, inner.shutdown.clone())).await;
     let (response, outcome) = match opened {
         Ok(streaming) => (streamed(state, streaming), Outcome::Ok),
         Err(Refused::Request(answer)) => {
