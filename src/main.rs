@@ -20,12 +20,10 @@ use otpmcp::{Config, Exit};
 #[global_allocator]
 static ALLOCATOR: Mimalloc = Mimalloc;
 
-/// mimalloc, asked as its C API expects: a plain `mi_malloc` for every alignment its
-/// blocks have anyway (16 bytes, or the size if less), its aligned calls only past that.
-/// The `mimalloc` crate asks for an aligned block every time, which mimalloc serves on a
-/// slow path past 1 KiB (an async handler's boxed future, a connection's buffers):
-/// over-allocated, and marking its page as holding interior pointers. callgrind counted
-/// that path at about 5% of a session's instructions.
+/// mimalloc, asked as its C API expects: plain `mi_malloc` for every alignment its blocks
+/// have anyway, its aligned calls only past that. The `mimalloc` crate asks for an aligned
+/// block every time, which mimalloc serves on a slow path past 1 KiB (a boxed handler
+/// future, a connection's buffers), over-allocated: about 5% of a session's instructions.
 struct Mimalloc;
 
 /// What `mi_malloc` aligns every block of at least this size to (`MI_MAX_ALIGN_SIZE`).
@@ -51,19 +49,6 @@ unsafe impl std::alloc::GlobalAlloc for Mimalloc {
                 mi_malloc(size).cast()
             } else {
                 mi_malloc_aligned(size, align).cast()
-            }
-        }
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: std::alloc::Layout) -> *mut u8 {
-        use libmimalloc_sys::{mi_zalloc, mi_zalloc_aligned};
-        let (size, align) = (layout.size(), layout.align());
-        // SAFETY: as in `alloc`.
-        unsafe {
-            if plain(align, size) {
-                mi_zalloc(size).cast()
-            } else {
-                mi_zalloc_aligned(size, align).cast()
             }
         }
     }
@@ -582,7 +567,7 @@ mod tests {
     use super::ALLOCATOR;
 
     /// Every size up to 4 KiB at every alignment up to 64 comes back aligned, writable,
-    /// and stays aligned through a reallocation, on either path.
+    /// and stays aligned through a reallocation, on either path (zeroed: `alloc`'s default).
     #[test]
     #[allow(unsafe_code)]
     fn blocks_are_aligned_on_both_paths() {
@@ -606,10 +591,6 @@ mod tests {
                     let grown = ALLOCATOR.realloc(p, layout, size * 3);
                     assert!((grown as usize).is_multiple_of(align), "{layout:?} grown");
                     assert_eq!(*grown.add(size - 1), 0xA5);
-                    let zeroed = ALLOCATOR.alloc_zeroed(layout);
-                    assert!((zeroed as usize).is_multiple_of(align), "{layout:?} zeroed");
-                    assert_eq!(*zeroed.add(size - 1), 0);
-                    ALLOCATOR.dealloc(zeroed, layout);
                     let grown_layout = Layout::from_size_align_unchecked(size * 3, align);
                     ALLOCATOR.dealloc(grown, grown_layout);
                 }
