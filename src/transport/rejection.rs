@@ -70,12 +70,10 @@ pub enum Rejection {
     /// 413: the body exceeds `server.max_body_bytes`.
     #[error("Payload Too Large: the body exceeds {0} bytes")]
     PayloadTooLarge(usize),
-    /// 403: `Origin` not in `server.allowed_origins`.
-    #[error("Forbidden: origin {0:?} is not allowed")]
-    ForbiddenOrigin(String),
-    /// 403: `Host` not in `server.allowed_hosts`.
-    #[error("Forbidden: host {0:?} is not allowed")]
-    ForbiddenHost(String),
+    /// 403: `Origin` or `Host` not allowed; 400: a header the server decides by came
+    /// more than once (the guard's checks).
+    #[error(transparent)]
+    Forbidden(#[from] Forbidden),
     /// 400: JSON-RPC parse error or invalid request.
     #[error("{}", .0.error.message)]
     JsonRpc(ParseFailure),
@@ -85,9 +83,6 @@ pub enum Rejection {
     /// 410: `Last-Event-ID` names a POST stream whose history is gone.
     #[error("Gone: the stream named by Last-Event-ID has expired or never existed")]
     StreamGone,
-    /// 400: a header the server decides by came more than once.
-    #[error("Bad Request: the {0} header must not be repeated")]
-    DuplicateHeader(&'static str),
     /// 400: the id of a request still running in this session was used again.
     #[error("Bad Request: a running request of this session already uses this id")]
     DuplicateRequestId,
@@ -156,16 +151,15 @@ impl Rejection {
             Self::MissingSession
             | Self::UnsupportedVersion(_)
             | Self::JsonRpc(_)
-            | Self::DuplicateHeader(_)
+            | Self::Forbidden(Forbidden::DuplicateHeader(_))
             | Self::DuplicateRequestId => StatusCode::BAD_REQUEST,
             Self::UnknownSession => StatusCode::NOT_FOUND,
             Self::NotAcceptable(_) => StatusCode::NOT_ACCEPTABLE,
             Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
-            Self::ForbiddenOrigin(_) | Self::ForbiddenHost(_) | Self::InsufficientScope { .. } => {
-                StatusCode::FORBIDDEN
-            }
+            Self::Forbidden(Forbidden::Origin(_) | Forbidden::Host(_))
+            | Self::InsufficientScope { .. } => StatusCode::FORBIDDEN,
             Self::TokenInQuery => StatusCode::BAD_REQUEST,
             Self::Unauthorized {
                 error: Some(error), ..
@@ -181,17 +175,6 @@ impl Rejection {
             Self::TooManySessions | Self::Unavailable(_) | Self::Draining => {
                 StatusCode::SERVICE_UNAVAILABLE
             }
-        }
-    }
-}
-
-/// The guard's refusals keep the variants (and texts) they had before it moved to `net`.
-impl From<Forbidden> for Rejection {
-    fn from(refused: Forbidden) -> Self {
-        match refused {
-            Forbidden::DuplicateHeader(name) => Self::DuplicateHeader(name),
-            Forbidden::Origin(origin) => Self::ForbiddenOrigin(origin),
-            Forbidden::Host(host) => Self::ForbiddenHost(host),
         }
     }
 }
