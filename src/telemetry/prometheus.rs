@@ -195,13 +195,15 @@ pub fn render(owned: &Owned) -> String {
 }
 
 /// The transport attributes both MCP histograms carry, as labels.
-fn transport(carrier: Carrier) -> &'static str {
-    match carrier {
-        Carrier::Http => {
-            r#"network_transport="tcp",network_protocol_name="http",network_protocol_version="1.1""#
-        }
-        Carrier::Stdio => r#"network_transport="pipe""#,
+fn transport(carrier: Carrier) -> String {
+    let mut labels = format!("network_transport=\"{}\"", carrier.transport());
+    if let Some((name, version)) = carrier.protocol() {
+        let _ = write!(
+            labels,
+            ",network_protocol_name=\"{name}\",network_protocol_version=\"{version}\""
+        );
     }
+    labels
 }
 
 struct Exposition(String);
