@@ -6,8 +6,8 @@ use axum::http::{HeaderMap, header};
 
 use crate::config::ServerConfig;
 
-/// Why [`Guard::check`] refused a request; the transport answers each with its own
-/// `Rejection` (same text), the proxy with its own status.
+/// Why [`Guard::check`] refused a request; the transport's `Rejection` carries it as
+/// is, the proxy answers with a status of its own.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum Forbidden {
     /// A header the server decides by came more than once.
